@@ -1,0 +1,46 @@
+# A thin front over CMake. The two commands of the README:
+#   make test                                  set up, build, and run the tests
+#   make gpt2 PROMPT="..." TOKENS=20 [BACKEND=cpu|cuda|opencl] [MODEL=dir]
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+PROMPT ?= The capital of France is
+TOKENS ?= 20
+BACKEND ?= cpu
+MODEL ?= models/brown-small
+PRECISION ?=
+TEMPERATURE ?= 0
+
+.PHONY: all setup configure build test gpt2 clean asan install
+
+all: build
+
+setup:
+	@bash scripts/setup
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+configure: $(BUILD)/CMakeCache.txt
+
+build: setup configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+gpt2: build
+	$(BUILD)/tern generate --model "$(MODEL)" --prompt "$(PROMPT)" --tokens $(TOKENS) \
+	    --backend $(BACKEND) --temperature $(TEMPERATURE) $(if $(PRECISION),--precision $(PRECISION))
+
+# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: setup
+	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS)
+
+install: build
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,66 @@
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+int cli_fail(tern_error *err) {
+    fprintf(stderr, "tern: error: %s\n", tern_error_message(err));
+    tern_error_free(err);
+    return 1;
+}
+
+tern_error *cli_parse_long(const char *option, const char *text, long min, long max, long *out) {
+    char *end = NULL;
+    errno = 0;
+    long value = strtol(text, &end, 10);
+    if (!*text || *end || errno == ERANGE)
+        return tern_errorf("%s: '%s' is not an integer", option, text);
+    if (value < min || value > max)
+        return tern_errorf("%s: %ld is out of range [%ld, %ld]", option, value, min, max);
+    *out = value;
+    return NULL;
+}
+
+tern_error *cli_parse_int(const char *option, const char *text, int min, int max, int *out) {
+    long value;
+    TERN_TRY(cli_parse_long(option, text, min, max, &value));
+    *out = (int)value;
+    return NULL;
+}
+
+tern_error *cli_parse_u64(const char *option, const char *text, uint64_t *out) {
+    char *end = NULL;
+    errno = 0;
+    if (!*text || *text == '-') return tern_errorf("%s: '%s' is not a non-negative integer", option, text);
+    unsigned long long value = strtoull(text, &end, 10);
+    if (*end || errno == ERANGE) return tern_errorf("%s: '%s' is not a non-negative integer", option, text);
+    *out = (uint64_t)value;
+    return NULL;
+}
+
+tern_error *cli_parse_float(const char *option, const char *text, double min, double max,
+                            float *out) {
+    char *end = NULL;
+    errno = 0;
+    double value = strtod(text, &end);
+    if (!*text || *end || errno == ERANGE || !isfinite(value))
+        return tern_errorf("%s: '%s' is not a number", option, text);
+    if (value < min || value > max)
+        return tern_errorf("%s: %g is out of range [%g, %g]", option, value, min, max);
+    *out = (float)value;
+    return NULL;
+}
+
+bool cli_option(int argc, char **argv, int *i, const char *name, const char **value,
+                tern_error **err) {
+    if (strcmp(argv[*i], name) != 0) return false;
+    if (*i + 1 >= argc) {
+        *err = tern_errorf("%s needs a value", name);
+        return true;
+    }
+    *value = argv[++*i];
+    return true;
+}

@@ -1,0 +1,34 @@
+/* The tern program: shared pieces of the subcommands. */
+#ifndef TERN_CLI_H
+#define TERN_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "tern/error.h"
+
+/* Each subcommand: argv[0] is its name; returns the process exit status. */
+int tern_cmd_generate(int argc, char **argv);
+int tern_cmd_eval(int argc, char **argv);
+int tern_cmd_train(int argc, char **argv);
+int tern_cmd_tokenize(int argc, char **argv);
+int tern_cmd_info(int argc, char **argv);
+int tern_cmd_bench(int argc, char **argv);
+
+/* Prints "tern: error: <message>" on stderr, frees err, and returns 1 (the exit status). */
+int cli_fail(tern_error *err);
+
+/* Strict number parsing for option values: the whole string must be a number within
+ * [min, max]; the error names the option. */
+tern_error *cli_parse_long(const char *option, const char *text, long min, long max, long *out);
+tern_error *cli_parse_int(const char *option, const char *text, int min, int max, int *out);
+tern_error *cli_parse_u64(const char *option, const char *text, uint64_t *out);
+tern_error *cli_parse_float(const char *option, const char *text, double min, double max,
+                            float *out);
+
+/* Option scanning: at argv[*i], if the argument is `name`, takes its value (the next
+ * argument) into *value, advances *i and returns true. A missing value is an error. */
+bool cli_option(int argc, char **argv, int *i, const char *name, const char **value,
+                tern_error **err);
+
+#endif

@@ -1,0 +1,250 @@
+/* The Tensor effect: the one list of tensor operations that every handler answers.
+ *
+ * A model is written against these operations only. A handler `h` (cpu, cuda, opencl)
+ * provides one function per operation, named tern_<h>_<op>, with the signature given by
+ * the op list below. The list is an X-macro, so every handler's build expands the same
+ * list into declarations (a wrong signature is a compile error: "conflicting types for
+ * 'tern_cpu_matmul'") and into a table of references (a missing operation is a link error:
+ * "undefined reference to `tern_cpu_matmul'"). See docs/effects.md for each operation's
+ * contract and errors.
+ *
+ * Conventions shared by every operation:
+ *  - the first parameter is the handler's device, the result is NULL or an error;
+ *  - buffers are passed by value as views (tern_buf); the handler validates their dtype and
+ *    length against the shape arguments and returns an error, never touching memory
+ *    outside a view;
+ *  - matrices are row-major; a shape comment [a, b] means a rows of b elements;
+ *  - operations may be asynchronous: their effects are visible to download, get and sync,
+ *    and device faults surface as an error from the next synchronising operation.
+ */
+#ifndef TERN_EFFECT_H
+#define TERN_EFFECT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum tern_dtype {
+    TERN_F32,
+    TERN_BF16,
+    TERN_F16,
+    TERN_I32,
+    TERN_U16,
+} tern_dtype;
+
+#define TERN_DTYPE_COUNT 5
+
+size_t tern_dtype_size(tern_dtype dtype);
+const char *tern_dtype_name(tern_dtype dtype); /* "f32", "bf16", ... */
+bool tern_dtype_is_float(tern_dtype dtype);
+
+/* A typed view of device memory owned by a handler.
+ * `mem` is the handler's handle of the whole allocation (a host pointer for cpu, a device
+ * address for cuda, a cl_mem for opencl); the view covers elements [offset, offset + len).
+ * A buffer with len 0 is "absent" (optional arguments). A view made out of range has
+ * mem == NULL and len > 0; every operation rejects it. */
+typedef struct tern_buf {
+    void *mem;
+    size_t offset;
+    size_t len;
+    tern_dtype dtype;
+} tern_buf;
+
+/* The absent buffer, for optional arguments. */
+static inline tern_buf tern_none(void) {
+    tern_buf none = {NULL, 0, 0, TERN_F32};
+    return none;
+}
+
+/* Elements [offset, offset + len) of b. Out of range gives an invalid view (see above). */
+static inline tern_buf tern_view(tern_buf b, size_t offset, size_t len) {
+    tern_buf v = b;
+    if (offset > b.len || len > b.len - offset || (!b.mem && b.len > 0)) {
+        v.mem = NULL;
+    } else {
+        v.offset = b.offset + offset;
+    }
+    v.len = len;
+    return v;
+}
+
+/* A handler's device: its context, queues, library handles and scratch space. Each handler
+ * defines the structure privately; models only pass it along. */
+typedef struct tern_dev tern_dev;
+
+/* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C + bias[n], then the epilogue.
+ * op(X) is X, or X transposed when trans_x is set (A is then stored [k, m], B [n, k]).
+ * lda, ldb, ldc are row strides in elements (0: dense). With batch > 1, entry i uses
+ * A + i * stride_a, B + i * stride_b, C + i * stride_c (0: dense). A, B and C may each be
+ * f32 or bf16 (f16 for B); accumulation is in f32. */
+typedef enum tern_epilogue {
+    TERN_EPILOGUE_NONE,
+    TERN_EPILOGUE_GELU, /* C = gelu(result); aux, when present, receives the pre-activation */
+} tern_epilogue;
+
+typedef struct tern_matmul {
+    int m, n, k;
+    bool trans_a, trans_b;
+    int lda, ldb, ldc;
+    int batch;
+    long stride_a, stride_b, stride_c;
+    float alpha, beta;
+    tern_buf bias; /* [n], or absent */
+    tern_epilogue epilogue;
+    tern_buf aux; /* [m, n] (dense), or absent */
+} tern_matmul;
+
+/* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):
+ *   g = grad * grad_scale
+ *   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
+ *   p = p - lr (weight_decay p + (m / (1 - beta1^step)) / (sqrt(v / (1 - beta2^step)) + eps)) */
+typedef struct tern_adamw {
+    float lr, beta1, beta2, eps, weight_decay;
+    int step; /* 1 for the first step */
+    float grad_scale;
+} tern_adamw;
+
+/* Operation contracts (docs/effects.md has the full text, errors included).
+ *
+ * device
+ *   open            a new device of this handler (the first one; environment variables such as
+ *                   TERN_OPENCL_DEVICE may pick another); close releases it (free its buffers
+ *                   first). device_name: a string owned by the device, e.g. "NVIDIA H200".
+ *   sync            waits for queued work; reports an asynchronous fault as an error.
+ * memory
+ *   alloc           a new buffer of len > 0 elements, contents undefined.
+ *   free            releases a whole allocation (offset 0) and makes *buf absent; absent: no-op.
+ *   upload          dst.len elements from host memory, already in dst's dtype.
+ *   download        src.len elements to host memory, in src's dtype. Synchronising.
+ *   copy            dst.len == src.len; converts between dtypes (floats round to nearest even,
+ *                   floats to integers truncate). The two must not overlap.
+ *   fill            every element of dst becomes value, converted to dst's dtype.
+ * generic
+ *   get             element `index` (< a.len) as a double. Synchronising.
+ *   length          a.len.
+ *   from_list       a new buffer of `count` elements converted from values.
+ *   load            a new buffer holding tensor `name` of the safetensors file at `path`
+ *                   (F32, F16 or BF16 in the file), converted to the float dtype `dtype`.
+ *   capture_begin   starts a replayable section identified by `key`. When *replay is set the
+ *   capture_end     handler already holds the section: the caller skips the operations inside
+ *                   and capture_end replays them. Operations inside may depend only on buffer
+ *                   contents, never on host values that change between replays; the key must
+ *                   change whenever any argument inside does. Handlers without graphs always
+ *                   answer *replay = false and run the operations directly.
+ * linear algebra
+ *   matmul          see tern_matmul. c must not overlap a or b.
+ *   sum_rows        out[cols] = beta * out + sum over r of x[r, :]     (x [rows, cols])
+ *   add             out = a + b elementwise (equal lengths; out may be a or b).
+ *   norm2           *out = sqrt(sum of x^2), accumulated in double. Synchronising.
+ * GPT-2 (hs = C / NH; every float buffer may be f32 or bf16 unless stated)
+ *   embed           out[B*T, C] = wte[tokens[b*T + t], :] + wpe[p0 + t, :], p0 = pos[0] (i32)
+ *                   or 0 when pos is absent. tokens i32 [B*T]; wte [>= V, C]; wpe [max_T, C].
+ *   embed_backward  dwte[tokens[i], :] += dout[i, :];  dwpe[t, :] += sum over b of dout[b*T + t, :].
+ *   layernorm       per row of x [rows, C]: mu, var (biased), rstd = 1 / sqrt(var + eps);
+ *                   out = (x - mu) * rstd * w + b. mean, rstd: f32 [rows], stored when present.
+ *   layernorm_backward  accumulates: dx += dL/dx, dw += sum dout * xhat, db += sum dout.
+ *   gelu            out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may be x.
+ *   gelu_backward   dx = dout * gelu'(x); dx may be dout.
+ *   attention       qkv [B, T, 3C] holds q, k, v in channels [0, C), [C, 2C), [2C, 3C); head h
+ *                   uses channels [h hs, (h+1) hs) of each. out [B, T, C]: causal softmax
+ *                   attention with scale 1/sqrt(hs). saved: f32 of attention_saved_len elements,
+ *                   the handler's own record for the backward pass.
+ *   attention_backward  dqkv [B, T, 3C] is overwritten with the gradient of qkv.
+ *   attention_cached  k_cache, v_cache [B, NH, max_T, hs]; p0 = pos[0] (i32). Stores the keys
+ *                   and values of the T new positions at p0 .. p0+T-1, then out [B, T, C] is
+ *                   the attention of each new position over positions 0 .. its own.
+ *   cross_entropy   logits [rows, Vp] (the first V columns are real), targets i32 [rows];
+ *                   losses f32 [rows] = logsumexp(logits[r, :V]) - logits[r, target]. When
+ *                   grad_scale != 0 the logits are overwritten with their gradient:
+ *                   (softmax - onehot(target)) * grad_scale, and 0 in the padding columns.
+ *   sample          out i32 [rows]. temperature <= 0: argmax of logits[r, :V] (lowest index on
+ *                   ties). Otherwise: the top_k largest logits (all when top_k <= 0 or >= V),
+ *                   in descending order (ties: lower index first), weighted by
+ *                   exp((l - max) / temperature); with u = tern_uniform(seed, counter[0] * rows
+ *                   + r) (counter i32 [1], or 0 when absent), the first candidate whose
+ *                   cumulative weight exceeds u * total (the last one otherwise).
+ *   adamw           param, m, v f32 [n], grad [n]; see tern_adamw. shadow, when present [n],
+ *                   receives the updated param in its own dtype (e.g. bf16 compute weights).
+ */
+/* The op list. X(name, parameter list). Every operation returns tern_error *.
+ * Shapes: B batch, T sequence, C channels, NH heads (C % NH == 0), V vocabulary, Vp the
+ * padded row length of logits and of the embedding table (Vp >= V). */
+#define TERN_OPS(X)                                                                       \
+    /* device */                                                                          \
+    X(open, (tern_dev * *out))                                                            \
+    X(close, (tern_dev * d))                                                              \
+    X(device_name, (tern_dev * d, const char **out))                                      \
+    X(sync, (tern_dev * d))                                                               \
+    /* memory */                                                                          \
+    X(alloc, (tern_dev * d, tern_dtype dtype, size_t len, tern_buf *out))                 \
+    X(free, (tern_dev * d, tern_buf *buf))                                                \
+    X(upload, (tern_dev * d, tern_buf dst, const void *src))                              \
+    X(download, (tern_dev * d, void *dst, tern_buf src))                                  \
+    X(copy, (tern_dev * d, tern_buf dst, tern_buf src))                                   \
+    X(fill, (tern_dev * d, tern_buf dst, double value))                                   \
+    /* generic */                                                                         \
+    X(get, (tern_dev * d, tern_buf a, size_t index, double *out))                         \
+    X(length, (tern_dev * d, tern_buf a, size_t *out))                                    \
+    X(from_list, (tern_dev * d, tern_dtype dtype, const double *values, size_t count,     \
+                  tern_buf *out))                                                         \
+    X(load, (tern_dev * d, const char *path, const char *name, tern_dtype dtype,          \
+             tern_buf *out))                                                              \
+    /* (build, zip_with, reduce and index_of join here with the kernel DSL) */            \
+    /* replayable sections (CUDA graphs); see docs/effects.md */                          \
+    X(capture_begin, (tern_dev * d, uint64_t key, bool *replay))                          \
+    X(capture_end, (tern_dev * d, uint64_t key))                                          \
+    /* linear algebra */                                                                  \
+    X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm))  \
+    X(sum_rows, (tern_dev * d, tern_buf out, tern_buf x, int rows, int cols, float beta)) \
+    X(add, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b))                          \
+    X(norm2, (tern_dev * d, tern_buf x, double *out))                                     \
+    /* GPT-2 */                                                                           \
+    X(embed, (tern_dev * d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,    \
+              tern_buf pos, int B, int T, int C))                                         \
+    X(embed_backward, (tern_dev * d, tern_buf dwte, tern_buf dwpe, tern_buf dout,         \
+                       tern_buf tokens, int B, int T, int C))                             \
+    X(layernorm, (tern_dev * d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,   \
+                  tern_buf w, tern_buf b, int rows, int C, float eps))                    \
+    X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,           \
+                           tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,          \
+                           tern_buf rstd, int rows, int C))                               \
+    X(gelu, (tern_dev * d, tern_buf out, tern_buf x))                                     \
+    X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x))              \
+    X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out))             \
+    X(attention, (tern_dev * d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, \
+                  int C, int NH))                                                         \
+    X(attention_backward, (tern_dev * d, tern_buf dqkv, tern_buf dout, tern_buf qkv,      \
+                           tern_buf out, tern_buf saved, int B, int T, int C, int NH))    \
+    X(attention_cached, (tern_dev * d, tern_buf out, tern_buf k_cache, tern_buf v_cache,  \
+                         tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,         \
+                         int max_T))                                                      \
+    X(cross_entropy, (tern_dev * d, tern_buf losses, tern_buf logits, tern_buf targets,   \
+                      int rows, int V, int Vp, float grad_scale))                         \
+    X(sample, (tern_dev * d, tern_buf out, tern_buf logits, int rows, int V, int Vp,      \
+               float temperature, int top_k, uint64_t seed, tern_buf counter))            \
+    X(adamw, (tern_dev * d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,   \
+              tern_buf v, const tern_adamw *h))
+
+/* Every handler also exports its operations as a table, `const tern_ops tern_<h>_ops`.
+ * Building that table is the completeness check (each entry references tern_<h>_<op>, so a
+ * missing one fails the link with its name) and, together with the declarations every
+ * handler source includes, the signature check. Models do not dispatch through it: they
+ * are compiled once per handler and call tern_<h>_<op> directly. Tests use it to run the
+ * same checks on every handler. */
+#define TERN_OP_FIELD_(name, params) tern_error *(*name) params;
+typedef struct tern_ops {
+    const char *handler; /* "cpu", "cuda", ... */
+    TERN_OPS(TERN_OP_FIELD_)
+} tern_ops;
+#undef TERN_OP_FIELD_
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,47 @@
+/* GPT-2's byte-level BPE tokenizer, loaded from Hugging Face's vocab.json and merges.txt. */
+#ifndef TERN_TOKENIZER_H
+#define TERN_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tern_tokenizer tern_tokenizer;
+
+/* Loads vocab.json and merges.txt. Missing or garbled files give a one-line error. */
+tern_error *tern_tokenizer_load(const char *vocab_json_path, const char *merges_txt_path,
+                                tern_tokenizer **out);
+/* Loads DIR/vocab.json and DIR/merges.txt. */
+tern_error *tern_tokenizer_load_dir(const char *dir, tern_tokenizer **out);
+void tern_tokenizer_free(tern_tokenizer *tok);
+
+/* Number of ids (50257 for GPT-2) and the id of <|endoftext|> (50256). */
+size_t tern_tokenizer_vocab_size(const tern_tokenizer *tok);
+int32_t tern_tokenizer_eot(const tern_tokenizer *tok);
+
+/* Encodes len bytes of text (any bytes; invalid UTF-8 is encoded byte by byte) into a new
+ * array *ids of *count ids, freed by the caller with free(). When `special` is set, each
+ * "<|endoftext|>" in the text becomes the single id tern_tokenizer_eot(). */
+tern_error *tern_tokenizer_encode(const tern_tokenizer *tok, const char *text, size_t len,
+                                  bool special, int32_t **ids, size_t *count);
+
+/* Decodes ids into a new byte string *text of *len bytes (NUL-terminated too), freed by the
+ * caller. An id outside the vocabulary is an error naming it. */
+tern_error *tern_tokenizer_decode(const tern_tokenizer *tok, const int32_t *ids, size_t count,
+                                  char **text, size_t *len);
+
+/* The bytes of one id (for printing tokens as they are generated): valid until the
+ * tokenizer is freed. An id outside the vocabulary is an error. */
+tern_error *tern_tokenizer_token_bytes(const tern_tokenizer *tok, int32_t id,
+                                       const char **bytes, size_t *len);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

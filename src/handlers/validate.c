@@ -1,0 +1,2 @@
+/* Argument validation shared by every handler. */
+#include "validate.h"
