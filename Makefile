@@ -11,7 +11,7 @@ MODEL ?= models/brown-small
 PRECISION ?=
 TEMPERATURE ?= 0
 
-.PHONY: all setup configure build test gpt2 clean asan install
+.PHONY: all setup configure build test gpt2 clean asan install fuzz
 
 all: build
 
@@ -44,3 +44,10 @@ install: build
 
 clean:
 	rm -rf $(BUILD) build-asan
+
+# The libFuzzer targets, each run for FUZZ_SECONDS (clang, with ASan and UBSan).
+FUZZ_SECONDS ?= 30
+fuzz: setup
+	CC=clang cmake -S . -B build-fuzz -DTERN_FUZZ=ON -DTERN_FUZZ_SECONDS=$(FUZZ_SECONDS) -DTERN_TESTS=OFF -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	cmake --build build-fuzz -j $(JOBS)
+	cd build-fuzz && ctest --output-on-failure -L fuzz
