@@ -32,3 +32,11 @@ bool cli_option(int argc, char **argv, int *i, const char *name, const char **va
                 tern_error **err);
 
 #endif
+
+/* The handler named by --backend, else $TERN_BACKEND, else "cpu". */
+const char *cli_default_backend(void);
+
+/* GPT-2's tokenizer: MODEL_DIR/vocab.json and merges.txt when model_dir has them, else
+ * $TERN_TOKENIZER_DIR, else the copy in the source tree (data/gpt2-tokenizer). */
+#include "tern/tokenizer.h"
+tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out);

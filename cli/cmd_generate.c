@@ -1,7 +1,116 @@
+/* tern generate: continue a prompt. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tern/gpt2.h"
+
+static const char usage[] =
+    "usage: tern generate --model DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K]\n"
+    "                     [--seed S] [--backend cpu|cuda|opencl] [--precision fp32|bf16] [--ids]\n"
+    "  --tokens N        new tokens to generate (default 64)\n"
+    "  --temperature T   0 is greedy decoding (default 0.8)\n"
+    "  --top-k K         sample among the K likeliest tokens; 0: all (default 40)\n"
+    "  --seed S          sampling seed (default 42): the same seed gives the same text\n"
+    "  --ids             print the generated token ids instead of text\n";
+
+typedef struct printer {
+    const tern_tokenizer *tok;
+    bool ids;
+    int printed;
+} printer;
+
+static tern_error *print_token(void *user, const int32_t *tokens, int B) {
+    printer *p = user;
+    (void)B;
+    if (p->ids) {
+        printf(p->printed++ ? " %d" : "%d", tokens[0]);
+        return NULL;
+    }
+    const char *bytes;
+    size_t len;
+    TERN_TRY(tern_tokenizer_token_bytes(p->tok, tokens[0], &bytes, &len));
+    fwrite(bytes, 1, len, stdout);
+    fflush(stdout);
+    return NULL;
+}
 
 int tern_cmd_generate(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail(tern_errorf("generate: not built yet"));
+    const char *model_dir = NULL, *prompt = NULL, *backend = cli_default_backend();
+    const char *value = NULL;
+    int n_new = 64;
+    bool ids = false;
+    tern_precision precision = TERN_PRECISION_FP32;
+    tern_gpt2_sampling sampling = {.temperature = 0.8f, .top_k = 40, .seed = 42};
+    tern_error *err = NULL;
+
+    for (int i = 1; i < argc && !err; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (!strcmp(argv[i], "--ids")) {
+            ids = true;
+        } else if (cli_option(argc, argv, &i, "--model", &value, &err)) {
+            model_dir = value;
+        } else if (cli_option(argc, argv, &i, "--prompt", &value, &err)) {
+            prompt = value;
+        } else if (cli_option(argc, argv, &i, "--backend", &value, &err)) {
+            backend = value;
+        } else if (cli_option(argc, argv, &i, "--tokens", &value, &err)) {
+            if (!err) err = cli_parse_int("--tokens", value, 0, 1 << 20, &n_new);
+        } else if (cli_option(argc, argv, &i, "--temperature", &value, &err)) {
+            if (!err) err = cli_parse_float("--temperature", value, 0, 100, &sampling.temperature);
+        } else if (cli_option(argc, argv, &i, "--top-k", &value, &err)) {
+            if (!err) err = cli_parse_int("--top-k", value, 0, 1 << 30, &sampling.top_k);
+        } else if (cli_option(argc, argv, &i, "--seed", &value, &err)) {
+            if (!err) err = cli_parse_u64("--seed", value, &sampling.seed);
+        } else if (cli_option(argc, argv, &i, "--precision", &value, &err)) {
+            if (!err) err = tern_precision_parse(value, &precision);
+        } else {
+            err = tern_errorf("generate: unknown option '%s' (see 'tern generate --help')", argv[i]);
+        }
+    }
+    if (err) return cli_fail(err);
+    if (!model_dir) return cli_fail(tern_errorf("generate: --model DIR is required"));
+    if (!prompt) return cli_fail(tern_errorf("generate: --prompt TEXT is required"));
+
+    tern_tokenizer *tok = NULL;
+    tern_gpt2 *m = NULL;
+    int32_t *ids_in = NULL;
+    size_t n_ids = 0;
+    if ((err = cli_open_tokenizer(model_dir, &tok))) goto done;
+    if ((err = tern_tokenizer_encode(tok, prompt, strlen(prompt), true, &ids_in, &n_ids))) goto done;
+    if (n_ids == 0) { /* an empty prompt starts from <|endoftext|>, as GPT-2 samples unconditionally */
+        free(ids_in);
+        if (!(ids_in = malloc(sizeof *ids_in))) {
+            err = tern_errorf("out of memory");
+            goto done;
+        }
+        ids_in[0] = tern_tokenizer_eot(tok);
+        n_ids = 1;
+    }
+    if ((err = tern_gpt2_load(backend, model_dir, precision, &m))) goto done;
+    if ((size_t)tern_gpt2_get_config(m)->vocab_size < tern_tokenizer_vocab_size(tok)) {
+        err = tern_errorf("the model's vocabulary (%d) is smaller than the tokenizer's (%zu)",
+                          tern_gpt2_get_config(m)->vocab_size, tern_tokenizer_vocab_size(tok));
+        goto done;
+    }
+    if (n_ids > (size_t)tern_gpt2_get_config(m)->max_seq) {
+        err = tern_errorf("the prompt has %zu tokens; the model's context is %d", n_ids,
+                          tern_gpt2_get_config(m)->max_seq);
+        goto done;
+    }
+
+    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    if (!ids) fputs(prompt, stdout);
+    fflush(stdout);
+    printer p = {.tok = tok, .ids = ids};
+    err = tern_gpt2_generate(m, ids_in, 1, (int)n_ids, n_new, &sampling, print_token, &p);
+    putchar('\n');
+done:
+    tern_gpt2_free(m);
+    tern_tokenizer_free(tok);
+    free(ids_in);
+    return err ? cli_fail(err) : 0;
 }

@@ -1,7 +1,62 @@
+/* tern info: the handlers built in (with their devices), and a model's configuration. */
+#include <stdio.h>
+#include <string.h>
+
 #include "cli.h"
+#include "tern/gpt2.h"
+#include "tern/handlers.h"
+#include "tern/tern.h"
+
+static const char usage[] = "usage: tern info [--model DIR]\n";
+
+/* Opens each built-in handler's device to name it; a handler whose device is missing (no
+ * GPU, no driver) says why. */
+static void print_handlers(void) {
+    static const char *const all[] = {"cpu", "cuda", "opencl", "metal"};
+    printf("handlers:\n");
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        const tern_ops *ops = tern_handler_ops(all[i]);
+        if (!ops) {
+            printf("  %-7s not built in\n", all[i]);
+            continue;
+        }
+        tern_dev *dev = NULL;
+        tern_error *err = ops->open(&dev);
+        const char *name = NULL;
+        if (!err) err = ops->device_name(dev, &name);
+        if (err) printf("  %-7s built in; no device: %s\n", all[i], tern_error_message(err));
+        else printf("  %-7s built in; device: %s\n", all[i], name);
+        tern_error_free(err);
+        if (dev) tern_error_free(ops->close(dev));
+    }
+}
 
 int tern_cmd_info(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail(tern_errorf("info: not built yet"));
+    const char *model_dir = NULL, *value = NULL;
+    tern_error *err = NULL;
+    for (int i = 1; i < argc && !err; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            fputs(usage, stdout);
+            return 0;
+        } else if (cli_option(argc, argv, &i, "--model", &value, &err)) {
+            model_dir = value;
+        } else {
+            err = tern_errorf("info: unknown option '%s'", argv[i]);
+        }
+    }
+    if (err) return cli_fail(err);
+
+    printf("tern %s\n", tern_version());
+    print_handlers();
+    if (!model_dir) return 0;
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/config.json", model_dir);
+    tern_gpt2_config cfg;
+    if ((err = tern_gpt2_config_read(path, &cfg))) return cli_fail(err);
+    printf("model: %s\n", model_dir);
+    printf("  layers %d, heads %d, channels %d, context %d, vocabulary %d, layer-norm eps %g\n",
+           cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.max_seq, cfg.vocab_size, cfg.ln_eps);
+    printf("  parameters: %zu\n", tern_gpt2_num_params(&cfg));
+    return 0;
 }

@@ -1,0 +1,26 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+
+const char *cli_default_backend(void) {
+    const char *env = getenv("TERN_BACKEND");
+    return env && *env ? env : "cpu";
+}
+
+static int is_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out) {
+    if (model_dir) {
+        char vocab[4096], merges[4096];
+        snprintf(vocab, sizeof vocab, "%s/vocab.json", model_dir);
+        snprintf(merges, sizeof merges, "%s/merges.txt", model_dir);
+        if (is_file(vocab) && is_file(merges)) return tern_tokenizer_load(vocab, merges, out);
+    }
+    const char *env = getenv("TERN_TOKENIZER_DIR");
+    return tern_tokenizer_load_dir(env && *env ? env : TERN_DEFAULT_TOKENIZER_DIR, out);
+}

@@ -1,0 +1,114 @@
+/* GPT-2, written once against the Tensor effect and compiled once per handler.
+ *
+ * A program opens a model on one handler ("cpu", "cuda", "opencl") and from then on every
+ * call runs that handler's instance of the model, which calls the handler's operations
+ * directly. Token ids cross between host and device; tensors stay on the device. */
+#ifndef TERN_GPT2_H
+#define TERN_GPT2_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/error.h"
+#include "tern/gpt2_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tern_gpt2 tern_gpt2;
+
+typedef enum tern_precision {
+    TERN_PRECISION_FP32, /* f32 weights and activations */
+    TERN_PRECISION_BF16, /* bf16 weights and activations, f32 accumulation; training keeps
+                            f32 master weights and optimizer state */
+} tern_precision;
+
+tern_error *tern_precision_parse(const char *text, tern_precision *out);
+const char *tern_precision_name(tern_precision p);
+
+/* Opens a Hugging Face GPT-2 directory (config.json, model.safetensors in either key layout)
+ * on the handler `backend`. */
+tern_error *tern_gpt2_load(const char *backend, const char *dir, tern_precision precision,
+                           tern_gpt2 **out);
+
+/* A fresh model: GPT-2's initialisation (normal weights with std 0.02, residual projections
+ * scaled by 1/sqrt(2 n_layer), zero biases, unit layer-norm gains), from `seed`. */
+tern_error *tern_gpt2_init(const char *backend, const tern_gpt2_config *cfg, uint64_t seed,
+                           tern_precision precision, tern_gpt2 **out);
+
+void tern_gpt2_free(tern_gpt2 *m);
+
+const tern_gpt2_config *tern_gpt2_get_config(const tern_gpt2 *m);
+const char *tern_gpt2_backend(const tern_gpt2 *m);
+const char *tern_gpt2_device_name(const tern_gpt2 *m);
+size_t tern_gpt2_num_params(const tern_gpt2_config *cfg); /* as Hugging Face counts them */
+
+/* ---- evaluation and training ---- */
+
+/* Forward pass over tokens x [B, T] (host i32). With targets y [B, T] (or NULL), *mean_loss
+ * receives the mean cross-entropy. Logits and per-position losses stay readable until the
+ * next call. */
+tern_error *tern_gpt2_forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
+                              float *mean_loss);
+
+/* Forward and backward: adds d(loss * loss_scale)/d(param) to the gradients, where loss is
+ * the mean over the batch (loss_scale 1/accumulation_steps for gradient accumulation).
+ * *mean_loss receives the mean loss of this batch. */
+tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B,
+                                       int T, float loss_scale, float *mean_loss);
+
+tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
+
+typedef struct tern_gpt2_adamw {
+    float lr, beta1, beta2, eps, weight_decay;
+    float clip; /* global gradient-norm clip; <= 0: none */
+    bool decay_all; /* weight decay on every tensor (PyTorch's default); false: 2-D only */
+} tern_gpt2_adamw;
+
+/* One AdamW step over every parameter; *grad_norm (may be NULL) receives the global gradient
+ * norm before clipping. */
+tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
+int tern_gpt2_step(const tern_gpt2 *m); /* optimizer steps taken */
+
+/* Reading tensors back (tests, checkpoints). Names are Hugging Face's without a prefix
+ * ("wte.weight", "h.0.attn.c_attn.weight", ...); wte is [V, C]. count must match. */
+tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count);
+tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size_t count);
+/* Logits [rows, V] starting at row `row` (of B*T) of the last forward. */
+tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out);
+/* Per-position losses [B*T] of the last forward with targets. */
+tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out);
+
+/* Writes DIR/config.json and DIR/model.safetensors (save_pretrained's layout, loadable by
+ * Hugging Face transformers), each atomically. */
+tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir);
+
+/* ---- generation ---- */
+
+typedef struct tern_gpt2_sampling {
+    float temperature; /* <= 0: greedy */
+    int top_k;         /* <= 0: the whole vocabulary */
+    uint64_t seed;
+} tern_gpt2_sampling;
+
+/* Called after each generated step with the new token of each of the B sequences. Returning
+ * an error stops generation with it. */
+typedef tern_error *(*tern_gpt2_on_token)(void *user, const int32_t *tokens, int B);
+
+/* Continues B prompts of T0 tokens each (prompt [B, T0], host) by n_new tokens, with a KV
+ * cache: one prefill pass, then one-token steps. T0 + n_new must fit the context. */
+tern_error *tern_gpt2_generate(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
+                               const tern_gpt2_sampling *sampling, tern_gpt2_on_token on_token,
+                               void *user);
+
+/* Logits [B, V] of the last position of each prompt after a generation's prefill, computed
+ * by the same cached path (tests compare it with a full forward). */
+tern_error *tern_gpt2_prefill_logits(tern_gpt2 *m, const int32_t *prompt, int B, int T0,
+                                     float *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,320 @@
+/* GPT-2's front, compiled once: picks the handler's instance of the model when a model is
+ * opened, reads and writes checkpoints, validates arguments, then calls the instance. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2_internal.h"
+#include "tern/handlers.h"
+#include "tern/rng.h"
+#include "tern/safetensors.h"
+
+extern const gpt2_impl tern_gpt2_cpu_impl;
+#ifdef TERN_HAVE_CUDA
+extern const gpt2_impl tern_gpt2_cuda_impl;
+#endif
+#ifdef TERN_HAVE_OPENCL
+extern const gpt2_impl tern_gpt2_opencl_impl;
+#endif
+
+static const gpt2_impl *const instances[] = {
+    &tern_gpt2_cpu_impl,
+#ifdef TERN_HAVE_CUDA
+    &tern_gpt2_cuda_impl,
+#endif
+#ifdef TERN_HAVE_OPENCL
+    &tern_gpt2_opencl_impl,
+#endif
+};
+
+static tern_error *find_instance(const char *backend, const gpt2_impl **out) {
+    for (size_t i = 0; i < sizeof instances / sizeof instances[0]; i++) {
+        if (!strcmp(instances[i]->handler, backend)) {
+            *out = instances[i];
+            return NULL;
+        }
+    }
+    if (tern_handler_known(backend))
+        return tern_errorf("backend '%s' is not built into this tern (see 'tern info')", backend);
+    return tern_errorf("unknown backend '%s' (expected cpu, cuda or opencl)", backend);
+}
+
+tern_error *tern_precision_parse(const char *text, tern_precision *out) {
+    if (!strcmp(text, "fp32")) *out = TERN_PRECISION_FP32;
+    else if (!strcmp(text, "bf16")) *out = TERN_PRECISION_BF16;
+    else return tern_errorf("unknown precision '%s' (expected fp32 or bf16)", text);
+    return NULL;
+}
+
+const char *tern_precision_name(tern_precision p) {
+    return p == TERN_PRECISION_BF16 ? "bf16" : "fp32";
+}
+
+size_t tern_gpt2_num_params(const tern_gpt2_config *cfg) {
+    size_t n = 0;
+    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
+        size_t len = gpt2_tensor_len(cfg, (gpt2_tensor)k);
+        if (k == GPT2_WTE) len = (size_t)cfg->vocab_size * cfg->n_embd; /* without padding */
+        n += gpt2_is_layer_kind((gpt2_tensor)k) ? len * (size_t)cfg->n_layer : len;
+    }
+    return n;
+}
+
+/* A model on `backend` with its parameters uploaded from the host array `flat`. */
+static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
+                             tern_precision precision, const float *flat, tern_gpt2 **out) {
+    tern_gpt2 *m = calloc(1, sizeof *m);
+    if (!m) return tern_errorf("out of memory");
+    tern_error *err = find_instance(backend, &m->impl);
+    if (err) {
+        free(m);
+        return err;
+    }
+    m->backend = m->impl->handler;
+    m->cfg = *cfg;
+    m->Vp = gpt2_padded_vocab(cfg->vocab_size);
+    m->precision = precision;
+    m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
+    m->n_flat = gpt2_flat_len(cfg);
+    if (!(err = m->impl->open(m)) && !(err = m->impl->upload_params(m, flat))) {
+        *out = m;
+        return NULL;
+    }
+    tern_gpt2_free(m);
+    return tern_error_wrap(err, "%s backend", backend);
+}
+
+/* Finds parameter `name` in either key layout: save_pretrained's ("transformer." prefix) or
+ * the hub's (none). */
+static const tern_tensor_info *find_param(const tern_safetensors *f, const char *name) {
+    char prefixed[128];
+    snprintf(prefixed, sizeof prefixed, "transformer.%s", name);
+    const tern_tensor_info *t = tern_safetensors_find(f, prefixed);
+    return t ? t : tern_safetensors_find(f, name);
+}
+
+/* Reads every parameter of `cfg` from the safetensors file into the flat host array. */
+static tern_error *read_weights(const char *path, const tern_gpt2_config *cfg, float *flat) {
+    tern_safetensors *f = NULL;
+    TERN_TRY(tern_safetensors_open(path, &f));
+    tern_error *err = NULL;
+    char name[96];
+    for (int k = 0; k < GPT2_TENSOR_KINDS && !err; k++) {
+        int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
+        for (int l = 0; l < layers && !err; l++) {
+            gpt2_tensor_name((gpt2_tensor)k, l, name, sizeof name);
+            const tern_tensor_info *t = find_param(f, name);
+            size_t rows, cols;
+            gpt2_tensor_shape(cfg, (gpt2_tensor)k, &rows, &cols);
+            if (k == GPT2_WTE) rows = (size_t)cfg->vocab_size; /* stored unpadded */
+            if (!t) {
+                err = tern_errorf("%s: tensor %s is missing", path, name);
+            } else if (!t->supported || !tern_dtype_is_float(t->dtype)) {
+                err = tern_errorf("%s: tensor %s has dtype %s; expected F32, F16 or BF16", path,
+                                  t->name, t->dtype_name);
+            } else if (cols ? (t->ndim != 2 || t->shape[0] != (int64_t)rows ||
+                               t->shape[1] != (int64_t)cols)
+                            : (t->ndim != 1 || t->shape[0] != (int64_t)rows)) {
+                err = tern_errorf("%s: tensor %s has the wrong shape for this config (expected "
+                                  "[%zu%s%.0zu])", path, t->name, rows, cols ? ", " : "", cols);
+            } else {
+                err = tern_tensor_convert(t, TERN_F32, flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l));
+            }
+        }
+    }
+    tern_safetensors_close(f);
+    return err;
+}
+
+static char *join_path(const char *dir, const char *file) {
+    size_t n = strlen(dir) + strlen(file) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", dir, file);
+    return p;
+}
+
+tern_error *tern_gpt2_load(const char *backend, const char *dir, tern_precision precision,
+                           tern_gpt2 **out) {
+    *out = NULL;
+    char *config_path = join_path(dir, "config.json");
+    char *weights_path = join_path(dir, "model.safetensors");
+    float *flat = NULL;
+    tern_gpt2_config cfg;
+    tern_error *err = NULL;
+    if (!config_path || !weights_path) {
+        err = tern_errorf("out of memory");
+        goto done;
+    }
+    if ((err = tern_gpt2_config_read(config_path, &cfg))) goto done;
+    size_t n = gpt2_flat_len(&cfg);
+    flat = calloc(n, sizeof *flat); /* zero: the padding rows and gaps stay zero */
+    if (!flat) {
+        err = tern_errorf("out of memory for %zu parameters", n);
+        goto done;
+    }
+    if ((err = read_weights(weights_path, &cfg, flat))) goto done;
+    err = open_with(backend, &cfg, precision, flat, out);
+done:
+    free(flat);
+    free(config_path);
+    free(weights_path);
+    return err;
+}
+
+/* A standard normal from two uniforms of the counter-based stream (Box-Muller). */
+static float normal(uint64_t seed, uint64_t i) {
+    float u1 = tern_uniform(seed, (uint32_t)(2 * i)), u2 = tern_uniform(seed, (uint32_t)(2 * i + 1));
+    return sqrtf(-2.0f * logf(1.0f - u1)) * cosf(6.2831853f * u2);
+}
+
+tern_error *tern_gpt2_init(const char *backend, const tern_gpt2_config *cfg, uint64_t seed,
+                           tern_precision precision, tern_gpt2 **out) {
+    *out = NULL;
+    size_t n = gpt2_flat_len(cfg);
+    float *flat = calloc(n, sizeof *flat);
+    if (!flat) return tern_errorf("out of memory for %zu parameters", n);
+    float std = 0.02f, proj_std = 0.02f / sqrtf(2.0f * (float)cfg->n_layer);
+    uint64_t draw = 0; /* one stream over all tensors, in a fixed order */
+    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
+        int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
+        for (int l = 0; l < layers; l++) {
+            float *t = flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l);
+            size_t len = gpt2_tensor_len(cfg, (gpt2_tensor)k);
+            if (k == GPT2_WTE) len = (size_t)cfg->vocab_size * cfg->n_embd;
+            switch (k) {
+            case GPT2_LN1W: case GPT2_LN2W: case GPT2_LNFW:
+                for (size_t i = 0; i < len; i++) t[i] = 1.0f;
+                break;
+            case GPT2_WTE: case GPT2_WPE: case GPT2_QKVW: case GPT2_FCW:
+            case GPT2_ATTPROJW: case GPT2_FCPROJW: {
+                float s = (k == GPT2_ATTPROJW || k == GPT2_FCPROJW) ? proj_std : std;
+                #pragma omp parallel for
+                for (size_t i = 0; i < len; i++) t[i] = s * normal(seed, draw + i);
+                draw += len;
+                break;
+            }
+            default: break; /* biases: zero */
+            }
+        }
+    }
+    tern_error *err = open_with(backend, cfg, precision, flat, out);
+    free(flat);
+    return err;
+}
+
+void tern_gpt2_free(tern_gpt2 *m) {
+    if (!m) return;
+    if (m->impl) m->impl->close(m);
+    free(m->device_name);
+    free(m);
+}
+
+const tern_gpt2_config *tern_gpt2_get_config(const tern_gpt2 *m) { return &m->cfg; }
+const char *tern_gpt2_backend(const tern_gpt2 *m) { return m->backend; }
+const char *tern_gpt2_device_name(const tern_gpt2 *m) { return m->device_name; }
+int tern_gpt2_step(const tern_gpt2 *m) { return m->step; }
+
+/* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
+static tern_error *check_batch(const tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T) {
+    if (B <= 0 || T <= 0) return tern_errorf("batch %d x %d: both must be positive", B, T);
+    if (T > m->cfg.max_seq)
+        return tern_errorf("sequence length %d exceeds the model's context of %d", T, m->cfg.max_seq);
+    if ((size_t)B * (size_t)T > (size_t)1 << 30) return tern_errorf("batch %d x %d is too large", B, T);
+    size_t n = (size_t)B * T;
+    for (size_t i = 0; i < n; i++) {
+        if (x[i] < 0 || x[i] >= m->cfg.vocab_size)
+            return tern_errorf("token %zu is %d, outside the vocabulary of %d", i, x[i], m->cfg.vocab_size);
+        if (y && (y[i] < 0 || y[i] >= m->cfg.vocab_size))
+            return tern_errorf("target %zu is %d, outside the vocabulary of %d", i, y[i], m->cfg.vocab_size);
+    }
+    return NULL;
+}
+
+tern_error *tern_gpt2_forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
+                              float *mean_loss) {
+    TERN_TRY(check_batch(m, x, y, B, T));
+    return m->impl->forward(m, x, y, B, T, 1.0f, false, mean_loss);
+}
+
+tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B,
+                                       int T, float loss_scale, float *mean_loss) {
+    if (!y) return tern_errorf("forward_backward needs targets");
+    TERN_TRY(check_batch(m, x, y, B, T));
+    return m->impl->forward(m, x, y, B, T, loss_scale, true, mean_loss);
+}
+
+tern_error *tern_gpt2_zero_grad(tern_gpt2 *m) { return m->impl->zero_grad(m); }
+
+tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm) {
+    if (!(h->lr >= 0) || !(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1) ||
+        !(h->eps > 0) || !(h->weight_decay >= 0))
+        return tern_errorf("AdamW hyper-parameters out of range (lr %g, betas %g %g, eps %g, "
+                           "weight decay %g)", h->lr, h->beta1, h->beta2, h->eps, h->weight_decay);
+    return m->impl->update(m, h, grad_norm);
+}
+
+/* The flat-buffer place of parameter `name`, checking that `count` matches its size. */
+static tern_error *locate(const tern_gpt2 *m, const char *name, size_t count, size_t *offset) {
+    *offset = 0;
+    gpt2_tensor kind;
+    int layer;
+    if (!gpt2_tensor_parse(&m->cfg, name, &kind, &layer))
+        return tern_errorf("no parameter called '%s'", name);
+    size_t len = gpt2_tensor_len(&m->cfg, kind);
+    if (kind == GPT2_WTE) len = (size_t)m->cfg.vocab_size * m->cfg.n_embd;
+    if (count != len) return tern_errorf("%s has %zu elements, not %zu", name, len, count);
+    *offset = gpt2_tensor_offset(&m->cfg, kind, layer);
+    return NULL;
+}
+
+tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count) {
+    size_t offset;
+    TERN_TRY(locate(m, name, count, &offset));
+    return m->impl->read_flat(m, m->master, offset, count, out);
+}
+
+tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size_t count) {
+    size_t offset;
+    TERN_TRY(locate(m, name, count, &offset));
+    if (!m->grads.len) return tern_errorf("no gradients yet: run forward_backward first");
+    return m->impl->read_flat(m, m->grads, offset, count, out);
+}
+
+tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out) {
+    const gpt2_acts *a = &m->acts;
+    int BT = a->B * a->T, V = m->cfg.vocab_size;
+    if (!a->layers) return tern_errorf("no logits yet: run a forward pass first");
+    if (row < 0 || rows < 0 || row + rows > BT)
+        return tern_errorf("logit rows %d..%d are outside the %d rows of the last pass", row, row + rows, BT);
+    for (int r = 0; r < rows; r++)
+        TERN_TRY(m->impl->read_flat(m, a->logits, (size_t)(row + r) * m->Vp, (size_t)V, out + (size_t)r * V));
+    return NULL;
+}
+
+tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out) {
+    const gpt2_acts *a = &m->acts;
+    if (!a->layers) return tern_errorf("no losses yet: run a forward pass with targets first");
+    return m->impl->read_flat(m, a->losses, 0, (size_t)a->B * a->T, out);
+}
+
+tern_error *tern_gpt2_generate(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
+                               const tern_gpt2_sampling *sampling, tern_gpt2_on_token on_token,
+                               void *user) {
+    if (n_new < 0) return tern_errorf("cannot generate %d tokens", n_new);
+    TERN_TRY(check_batch(m, prompt, NULL, B, T0));
+    if ((long)T0 + n_new > m->cfg.max_seq)
+        return tern_errorf("a prompt of %d tokens plus %d new ones exceeds the model's context "
+                           "of %d tokens", T0, n_new, m->cfg.max_seq);
+    if (!(sampling->temperature >= 0) || !isfinite(sampling->temperature))
+        return tern_errorf("temperature %g must be a finite number >= 0", sampling->temperature);
+    if (n_new == 0) return NULL;
+    return m->impl->generate(m, prompt, B, T0, n_new, sampling, on_token, user, NULL);
+}
+
+tern_error *tern_gpt2_prefill_logits(tern_gpt2 *m, const int32_t *prompt, int B, int T0,
+                                     float *out) {
+    TERN_TRY(check_batch(m, prompt, NULL, B, T0));
+    tern_gpt2_sampling greedy = {0};
+    return m->impl->generate(m, prompt, B, T0, 0, &greedy, NULL, NULL, out);
+}

@@ -1,0 +1,209 @@
+/* GPT-2's forward and backward passes over a batch of B x T tokens. */
+#include <stdlib.h>
+
+#include "instance.h"
+
+/* Lays out the activations of a B x T pass (see gpt2_pools). */
+static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_len,
+                        bool with_grad) {
+    size_t BT = (size_t)a->B * a->T, C = (size_t)m->cfg.n_embd;
+    a->tokens = GPT2_FN(take)(p, POOL_I32, BT);
+    a->targets = GPT2_FN(take)(p, POOL_I32, BT);
+    a->x0 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    for (int l = 0; l < m->cfg.n_layer; l++) {
+        gpt2_layer_acts *la = &a->layers[l];
+        la->ln1 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln1_mean = GPT2_FN(take)(p, POOL_F32, BT);
+        la->ln1_rstd = GPT2_FN(take)(p, POOL_F32, BT);
+        la->qkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
+        la->atty = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->att_saved = saved_len ? GPT2_FN(take)(p, POOL_F32, saved_len) : tern_none();
+        la->res2 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln2 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln2_mean = GPT2_FN(take)(p, POOL_F32, BT);
+        la->ln2_rstd = GPT2_FN(take)(p, POOL_F32, BT);
+        la->fch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+        la->fch_gelu = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+        la->res3 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    }
+    a->lnf = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->lnf_mean = GPT2_FN(take)(p, POOL_F32, BT);
+    a->lnf_rstd = GPT2_FN(take)(p, POOL_F32, BT);
+    a->logits = GPT2_FN(take)(p, POOL_ACT, BT * (size_t)m->Vp);
+    a->losses = GPT2_FN(take)(p, POOL_F32, BT);
+    a->proj = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->has_grad_buffers = with_grad;
+    if (!with_grad) return;
+    a->dres = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->dln = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->datty = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->dqkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
+    a->dfch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+}
+
+void GPT2_FN(free_acts)(tern_gpt2 *m) {
+    GPT2_FN(pools_free)(m, m->acts.pool);
+    free(m->acts.layers);
+    m->acts = (gpt2_acts){0};
+}
+
+/* Makes the activations fit a B x T pass (reallocating when the shape changes). */
+static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad) {
+    gpt2_acts *a = &m->acts;
+    if (a->layers && a->B == B && a->T == T && (a->has_grad_buffers || !with_grad)) return NULL;
+    GPT2_FN(free_acts)(m);
+    size_t saved_len = 0;
+    TERN_TRY(OP(attention_saved_len)(m->dev, B, T, m->cfg.n_head, &saved_len));
+    a->layers = calloc((size_t)m->cfg.n_layer, sizeof *a->layers);
+    if (!a->layers) return tern_errorf("out of memory for %d layers' activations", m->cfg.n_layer);
+    a->B = B;
+    a->T = T;
+    gpt2_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    layout_acts(m, &p, a, saved_len, with_grad);
+    tern_error *err = GPT2_FN(pools_alloc)(m, &p);
+    if (err) {
+        GPT2_FN(free_acts)(m);
+        return tern_error_wrap(err, "activations for B=%d, T=%d", B, T);
+    }
+    layout_acts(m, &p, a, saved_len, with_grad);
+    for (int k = 0; k < POOL_COUNT; k++) a->pool[k] = p.base[k];
+    return NULL;
+}
+
+/* One transformer block: x [BT, C] -> la->res3 [BT, C]. */
+static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_acts *la) {
+    tern_dev *d = m->dev;
+    const gpt2_acts *a = &m->acts;
+    int B = a->B, T = a->T, BT = B * T, C = m->cfg.n_embd, NH = m->cfg.n_head;
+    float eps = m->cfg.ln_eps;
+
+    /* attention: res2 = x + proj(attention(ln_1(x))) */
+    TERN_TRY(OP(layernorm)(d, la->ln1, la->ln1_mean, la->ln1_rstd, x, gpt2_w(m, GPT2_LN1W, l),
+                           gpt2_w(m, GPT2_LN1B, l), BT, C, eps));
+    TERN_TRY(GPT2_FN(linear)(d, la->qkv, la->ln1, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l),
+                             BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
+    TERN_TRY(OP(attention)(d, la->atty, la->att_saved, la->qkv, B, T, C, NH));
+    TERN_TRY(GPT2_FN(linear)(d, a->proj, la->atty, gpt2_w(m, GPT2_ATTPROJW, l),
+                             gpt2_w(m, GPT2_ATTPROJB, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none()));
+    TERN_TRY(OP(add)(d, la->res2, x, a->proj));
+
+    /* MLP: res3 = res2 + proj(gelu(fc(ln_2(res2)))) */
+    TERN_TRY(OP(layernorm)(d, la->ln2, la->ln2_mean, la->ln2_rstd, la->res2,
+                           gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), BT, C, eps));
+    TERN_TRY(GPT2_FN(linear)(d, la->fch_gelu, la->ln2, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l),
+                             BT, C, 4 * C, TERN_EPILOGUE_GELU, la->fch));
+    TERN_TRY(GPT2_FN(linear)(d, a->proj, la->fch_gelu, gpt2_w(m, GPT2_FCPROJW, l),
+                             gpt2_w(m, GPT2_FCPROJB, l), BT, 4 * C, C, TERN_EPILOGUE_NONE, tern_none()));
+    TERN_TRY(OP(add)(d, la->res3, la->res2, a->proj));
+    return NULL;
+}
+
+/* Gradient of a linear layer y = x @ w + b, given dy [rows, out]:
+ * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy. */
+static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dy,
+                                   tern_buf x, tern_buf w, int rows, int in, int out) {
+    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0};
+    TERN_TRY(OP(matmul)(d, dx, dy, w, &dx_mm));
+    tern_matmul dw_mm = {.m = in, .n = out, .k = rows, .trans_a = true, .alpha = 1, .beta = 1};
+    TERN_TRY(OP(matmul)(d, dw, x, dy, &dw_mm));
+    return OP(sum_rows)(d, db, dy, rows, out, 1.0f);
+}
+
+/* Backward through one block. On entry a->dres holds d(loss)/d(res3); on return,
+ * d(loss)/d(x), the block's input. Parameter gradients are accumulated. */
+static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_layer_acts *la) {
+    tern_dev *d = m->dev;
+    const gpt2_acts *a = &m->acts;
+    const tern_gpt2_config *cfg = &m->cfg;
+    int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, NH = cfg->n_head;
+#define G(kind) gpt2_tensor_view(cfg, m->grads, kind, l)
+
+    /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
+    TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), G(GPT2_FCPROJB), a->dres, la->fch_gelu,
+                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C));
+    TERN_TRY(OP(gelu_backward)(d, a->dfch, a->dfch, la->fch));
+    TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
+                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C));
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), a->dln, la->res2,
+                                    gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C));
+
+    /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
+    TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), G(GPT2_ATTPROJB), a->dres, la->atty,
+                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C));
+    TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
+                                    C, NH));
+    TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
+                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C));
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), a->dln, x,
+                                    gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C));
+#undef G
+    return NULL;
+}
+
+static tern_error *backward(tern_gpt2 *m) {
+    tern_dev *d = m->dev;
+    const gpt2_acts *a = &m->acts;
+    const tern_gpt2_config *cfg = &m->cfg;
+    int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, L = cfg->n_layer;
+    tern_buf dwte = gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0);
+
+    /* logits = lnf @ wte^T; a->logits now holds d(loss)/d(logits) (cross_entropy wrote it). */
+    tern_matmul dlnf_mm = {.m = BT, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
+    TERN_TRY(OP(matmul)(d, a->dln, a->logits, gpt2_w(m, GPT2_WTE, 0), &dlnf_mm));
+    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1, .beta = 1};
+    TERN_TRY(OP(matmul)(d, dwte, a->logits, a->lnf, &dwte_mm));
+
+    /* Final layer norm: dres = d(loss)/d(residual out of the last block). */
+    tern_buf last = L ? a->layers[L - 1].res3 : a->x0;
+    TERN_TRY(OP(fill)(d, a->dres, 0.0));
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->grads, GPT2_LNFW, 0),
+                                    gpt2_tensor_view(cfg, m->grads, GPT2_LNFB, 0), a->dln, last,
+                                    gpt2_w(m, GPT2_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C));
+    for (int l = L - 1; l >= 0; l--) {
+        tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
+        TERN_TRY(block_backward(m, l, x, &a->layers[l]));
+    }
+    return OP(embed_backward)(d, dwte, gpt2_tensor_view(cfg, m->grads, GPT2_WPE, 0), a->dres,
+                              a->tokens, B, T, C);
+}
+
+tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
+                             float loss_scale, bool with_backward, float *mean_loss) {
+    tern_dev *d = m->dev;
+    const tern_gpt2_config *cfg = &m->cfg;
+    TERN_TRY(ensure_acts(m, B, T, with_backward));
+    gpt2_acts *a = &m->acts;
+    int BT = B * T, C = cfg->n_embd;
+
+    TERN_TRY(OP(upload)(d, a->tokens, x));
+    TERN_TRY(OP(embed)(d, a->x0, a->tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0),
+                       tern_none(), B, T, C));
+    tern_buf residual = a->x0;
+    for (int l = 0; l < cfg->n_layer; l++) {
+        TERN_TRY(block_forward(m, l, residual, &a->layers[l]));
+        residual = a->layers[l].res3;
+    }
+    TERN_TRY(OP(layernorm)(d, a->lnf, a->lnf_mean, a->lnf_rstd, residual, gpt2_w(m, GPT2_LNFW, 0),
+                           gpt2_w(m, GPT2_LNFB, 0), BT, C, cfg->ln_eps));
+    /* logits [BT, Vp] = lnf [BT, C] @ wte^T: the output projection is tied to wte [Vp, C]. */
+    tern_matmul logits_mm = {.m = BT, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
+    TERN_TRY(OP(matmul)(d, a->logits, a->lnf, gpt2_w(m, GPT2_WTE, 0), &logits_mm));
+    if (!y) return NULL;
+
+    TERN_TRY(OP(upload)(d, a->targets, y));
+    float grad_scale = with_backward ? loss_scale / (float)BT : 0.0f;
+    TERN_TRY(OP(cross_entropy)(d, a->losses, a->logits, a->targets, BT, cfg->vocab_size, m->Vp,
+                               grad_scale));
+    if (with_backward) TERN_TRY(backward(m));
+
+    float *losses = malloc((size_t)BT * sizeof *losses);
+    if (!losses) return tern_errorf("out of memory for %d losses", BT);
+    tern_error *err = OP(download)(d, losses, a->losses);
+    if (!err && mean_loss) {
+        double sum = 0;
+        for (int i = 0; i < BT; i++) sum += losses[i];
+        *mean_loss = (float)(sum / BT);
+    }
+    free(losses);
+    return err;
+}

@@ -1,0 +1,186 @@
+/* Generation with a KV cache: one prefill pass over the prompts, then one-token steps. The
+ * step reads its token and position from device buffers, so a handler with graphs replays
+ * it without the host re-issuing each operation. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "instance.h"
+
+static void layout_decode(tern_gpt2 *m, gpt2_pools *p, gpt2_decode *dc) {
+    const tern_gpt2_config *cfg = &m->cfg;
+    size_t rows = (size_t)dc->B * dc->T, C = (size_t)cfg->n_embd;
+    size_t cache_len = (size_t)dc->B * dc->max_T * C; /* [B, NH, max_T, hs] */
+    for (int l = 0; l < cfg->n_layer; l++) {
+        dc->k_cache[l] = GPT2_FN(take)(p, POOL_ACT, cache_len);
+        dc->v_cache[l] = GPT2_FN(take)(p, POOL_ACT, cache_len);
+    }
+    dc->prompt = GPT2_FN(take)(p, POOL_I32, rows);
+    dc->token = GPT2_FN(take)(p, POOL_I32, (size_t)dc->B);
+    dc->pos = GPT2_FN(take)(p, POOL_I32, 1);
+    dc->x = GPT2_FN(take)(p, POOL_ACT, rows * C);
+    dc->ln = GPT2_FN(take)(p, POOL_ACT, rows * C);
+    dc->qkv = GPT2_FN(take)(p, POOL_ACT, rows * 3 * C);
+    dc->atty = GPT2_FN(take)(p, POOL_ACT, rows * C);
+    dc->proj = GPT2_FN(take)(p, POOL_ACT, rows * C);
+    dc->fch = GPT2_FN(take)(p, POOL_ACT, rows * 4 * C);
+    dc->logits = GPT2_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
+}
+
+void GPT2_FN(free_decode)(tern_gpt2 *m) {
+    GPT2_FN(pools_free)(m, m->dec.pool);
+    free(m->dec.k_cache);
+    free(m->dec.v_cache);
+    m->dec = (gpt2_decode){0};
+    m->epoch++;
+}
+
+/* Buffers for B sequences, prefill chunks of up to T rows each, and a cache of max_T. */
+static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
+    gpt2_decode *dc = &m->dec;
+    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T == max_T) return NULL;
+    GPT2_FN(free_decode)(m);
+    int L = m->cfg.n_layer;
+    dc->k_cache = calloc((size_t)(L ? L : 1), sizeof *dc->k_cache);
+    dc->v_cache = calloc((size_t)(L ? L : 1), sizeof *dc->v_cache);
+    if (!dc->k_cache || !dc->v_cache) {
+        GPT2_FN(free_decode)(m);
+        return tern_errorf("out of memory for the KV cache's descriptors");
+    }
+    dc->B = B;
+    dc->T = T;
+    dc->max_T = max_T;
+    gpt2_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    layout_decode(m, &p, dc);
+    tern_error *err = GPT2_FN(pools_alloc)(m, &p);
+    if (err) {
+        GPT2_FN(free_decode)(m);
+        return tern_error_wrap(err, "generation buffers for %d sequences", B);
+    }
+    layout_decode(m, &p, dc);
+    for (int k = 0; k < POOL_COUNT; k++) dc->pool[k] = p.base[k];
+    return NULL;
+}
+
+/* Runs T new positions of each of B sequences through the model, from the tokens in
+ * `tokens` [B*T] at positions pos[0] .., extending the KV cache, and samples each
+ * sequence's next token into dc->token. */
+static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const tern_gpt2_sampling *s) {
+    tern_dev *d = m->dev;
+    gpt2_decode *dc = &m->dec;
+    const tern_gpt2_config *cfg = &m->cfg;
+    int B = dc->B, rows = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    float eps = cfg->ln_eps;
+    size_t n = (size_t)rows * C;
+    tern_buf x = tern_view(dc->x, 0, n), ln = tern_view(dc->ln, 0, n);
+    tern_buf qkv = tern_view(dc->qkv, 0, 3 * n), atty = tern_view(dc->atty, 0, n);
+    tern_buf proj = tern_view(dc->proj, 0, n), fch = tern_view(dc->fch, 0, 4 * n);
+    tern_buf none = tern_none();
+
+    TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
+    for (int l = 0; l < cfg->n_layer; l++) {
+        TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l),
+                               rows, C, eps));
+        TERN_TRY(GPT2_FN(linear)(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows,
+                                 C, 3 * C, TERN_EPILOGUE_NONE, none));
+        TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, C,
+                                      NH, dc->max_T));
+        TERN_TRY(GPT2_FN(linear)(d, proj, atty, gpt2_w(m, GPT2_ATTPROJW, l),
+                                 gpt2_w(m, GPT2_ATTPROJB, l), rows, C, C, TERN_EPILOGUE_NONE, none));
+        TERN_TRY(OP(add)(d, x, x, proj));
+        TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l),
+                               rows, C, eps));
+        TERN_TRY(GPT2_FN(linear)(d, fch, ln, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C,
+                                 4 * C, TERN_EPILOGUE_GELU, none));
+        TERN_TRY(GPT2_FN(linear)(d, proj, fch, gpt2_w(m, GPT2_FCPROJW, l),
+                                 gpt2_w(m, GPT2_FCPROJB, l), rows, 4 * C, C, TERN_EPILOGUE_NONE, none));
+        TERN_TRY(OP(add)(d, x, x, proj));
+    }
+    TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LNFW, 0), gpt2_w(m, GPT2_LNFB, 0),
+                           rows, C, eps));
+    /* logits [B, Vp] of each sequence's last row (row b*T + T-1): A's rows are T*C apart. */
+    tern_buf last_rows = tern_view(ln, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
+    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C,
+                             .alpha = 1, .beta = 0};
+    TERN_TRY(OP(matmul)(d, dc->logits, last_rows, gpt2_w(m, GPT2_WTE, 0), &logits_mm));
+    return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k,
+                      s->seed, dc->pos);
+}
+
+static uint64_t mix64(uint64_t h, uint64_t v) {
+    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+/* The replayable one-token step: identified by everything its operations take from the host. */
+static uint64_t step_key(const tern_gpt2 *m, const tern_gpt2_sampling *s) {
+    uint32_t temperature_bits;
+    memcpy(&temperature_bits, &s->temperature, sizeof temperature_bits);
+    uint64_t h = mix64(0x67707432ull, m->epoch);
+    h = mix64(h, (uint64_t)m->dec.B);
+    h = mix64(h, temperature_bits);
+    h = mix64(h, (uint64_t)(int64_t)s->top_k);
+    return mix64(h, s->seed);
+}
+
+static tern_error *set_pos(tern_gpt2 *m, int pos) {
+    int32_t p = pos;
+    return OP(upload)(m->dev, m->dec.pos, &p);
+}
+
+tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
+                              const tern_gpt2_sampling *s, tern_gpt2_on_token on_token,
+                              void *user, float *prefill_logits) {
+    tern_dev *d = m->dev;
+    int V = m->cfg.vocab_size;
+    TERN_TRY(ensure_decode(m, B, T0, m->cfg.max_seq));
+    gpt2_decode *dc = &m->dec;
+    int32_t *tokens = malloc((size_t)B * sizeof *tokens);
+    if (!tokens) return tern_errorf("out of memory for %d tokens", B);
+    tern_error *err = NULL;
+
+    /* Prefill: the whole prompts at positions 0 .. T0-1, then the first new token. */
+    tern_buf prompt_buf = tern_view(dc->prompt, 0, (size_t)B * T0);
+    if ((err = OP(upload)(d, prompt_buf, prompt)) || (err = set_pos(m, 0)) ||
+        (err = run_positions(m, prompt_buf, T0, s)))
+        goto done;
+    if (prefill_logits) {
+        size_t row_len = (size_t)m->Vp;
+        float *row = malloc(row_len * sizeof *row);
+        if (!row) {
+            err = tern_errorf("out of memory for a row of logits");
+            goto done;
+        }
+        for (int b = 0; b < B && !err; b++) {
+            tern_buf logits_b = tern_view(dc->logits, (size_t)b * row_len, row_len);
+            tern_buf as_f32 = tern_none();
+            if (m->adtype == TERN_F32) {
+                err = OP(download)(d, row, logits_b);
+            } else if (!(err = OP(alloc)(d, TERN_F32, row_len, &as_f32))) {
+                if (!(err = OP(copy)(d, as_f32, logits_b))) err = OP(download)(d, row, as_f32);
+                tern_error_free(OP(free)(d, &as_f32));
+            }
+            if (!err) memcpy(prefill_logits + (size_t)b * V, row, (size_t)V * sizeof *row);
+        }
+        free(row);
+        if (err) goto done;
+    }
+
+    /* One-token steps: the token sampled last is fed back at the next position. */
+    uint64_t key = step_key(m, s);
+    for (int i = 0; i < n_new; i++) {
+        if ((err = OP(download)(d, tokens, dc->token))) goto done;
+        if (on_token && (err = on_token(user, tokens, B))) goto done;
+        if (i + 1 == n_new) break;
+        if ((err = set_pos(m, T0 + i))) goto done;
+        bool replay = false;
+        if ((err = OP(capture_begin)(d, key, &replay))) goto done;
+        if (!replay && (err = run_positions(m, dc->token, 1, s))) {
+            tern_error_free(OP(capture_end)(d, key));
+            goto done;
+        }
+        if ((err = OP(capture_end)(d, key))) goto done;
+    }
+done:
+    free(tokens);
+    return err;
+}

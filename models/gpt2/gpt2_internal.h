@@ -1,0 +1,162 @@
+/* GPT-2's state, shared by the handler-independent front (api.c, weights.c) and the model
+ * instances compiled once per handler (forward.c, backward.c, generate.c, state.c). */
+#ifndef TERN_GPT2_INTERNAL_H
+#define TERN_GPT2_INTERNAL_H
+
+#include "tern/effect.h"
+#include "tern/gpt2.h"
+
+/* The parameter tensors. Per-layer kinds repeat for each layer. */
+typedef enum gpt2_tensor {
+    GPT2_WTE,      /* [Vp, C]  token embedding, tied with the output projection */
+    GPT2_WPE,      /* [maxT, C] position embedding */
+    GPT2_LN1W,     /* [C] */
+    GPT2_LN1B,     /* [C] */
+    GPT2_QKVW,     /* [C, 3C]  Conv1D: y = x @ W + b */
+    GPT2_QKVB,     /* [3C] */
+    GPT2_ATTPROJW, /* [C, C] */
+    GPT2_ATTPROJB, /* [C] */
+    GPT2_LN2W,     /* [C] */
+    GPT2_LN2B,     /* [C] */
+    GPT2_FCW,      /* [C, 4C] */
+    GPT2_FCB,      /* [4C] */
+    GPT2_FCPROJW,  /* [4C, C] */
+    GPT2_FCPROJB,  /* [C] */
+    GPT2_LNFW,     /* [C] */
+    GPT2_LNFB,     /* [C] */
+    GPT2_TENSOR_KINDS
+} gpt2_tensor;
+
+#define GPT2_FIRST_LAYER_KIND GPT2_LN1W
+#define GPT2_LAST_LAYER_KIND GPT2_FCPROJB
+#define GPT2_LAYER_KINDS (GPT2_LAST_LAYER_KIND - GPT2_FIRST_LAYER_KIND + 1)
+
+static inline int gpt2_is_layer_kind(gpt2_tensor k) {
+    return k >= GPT2_FIRST_LAYER_KIND && k <= GPT2_LAST_LAYER_KIND;
+}
+
+/* Rows of the embedding table and of logits: V rounded up to a multiple of 64, so GPU
+ * matrix products see aligned rows. Padding rows are zero and get zero gradient. */
+static inline int gpt2_padded_vocab(int V) { return (V + 63) / 64 * 64; }
+
+/* Shape of a tensor kind (rows, cols; cols 0 for vectors) and its place in the flat buffer. */
+void gpt2_tensor_shape(const tern_gpt2_config *cfg, gpt2_tensor kind, size_t *rows, size_t *cols);
+size_t gpt2_tensor_len(const tern_gpt2_config *cfg, gpt2_tensor kind);
+size_t gpt2_tensor_offset(const tern_gpt2_config *cfg, gpt2_tensor kind, int layer);
+size_t gpt2_flat_len(const tern_gpt2_config *cfg);
+/* Hugging Face name without prefix, e.g. "h.3.mlp.c_fc.weight". */
+void gpt2_tensor_name(gpt2_tensor kind, int layer, char *out, size_t cap);
+/* Parses such a name; returns 0 when it is not a GPT-2 parameter. */
+int gpt2_tensor_parse(const tern_gpt2_config *cfg, const char *name, gpt2_tensor *kind, int *layer);
+
+/* One tensor of a flat parameter-shaped buffer. */
+static inline tern_buf gpt2_tensor_view(const tern_gpt2_config *cfg, tern_buf flat,
+                                        gpt2_tensor kind, int layer) {
+    return tern_view(flat, gpt2_tensor_offset(cfg, kind, layer), gpt2_tensor_len(cfg, kind));
+}
+
+/* Activations of one layer, kept from the forward pass for the backward pass. */
+typedef struct gpt2_layer_acts {
+    tern_buf ln1;       /* [BT, C] */
+    tern_buf ln1_mean;  /* [BT] f32 */
+    tern_buf ln1_rstd;  /* [BT] f32 */
+    tern_buf qkv;       /* [BT, 3C] */
+    tern_buf atty;      /* [BT, C] attention output before its projection */
+    tern_buf att_saved; /* handler-defined, f32 */
+    tern_buf res2;      /* [BT, C] residual after attention */
+    tern_buf ln2;       /* [BT, C] */
+    tern_buf ln2_mean;  /* [BT] f32 */
+    tern_buf ln2_rstd;  /* [BT] f32 */
+    tern_buf fch;       /* [BT, 4C] before GELU */
+    tern_buf fch_gelu;  /* [BT, 4C] */
+    tern_buf res3;      /* [BT, C] residual after the MLP: the next layer's input */
+} gpt2_layer_acts;
+
+/* Everything a forward/backward pass over B x T tokens needs. */
+typedef struct gpt2_acts {
+    int B, T;
+    tern_buf tokens;   /* [BT] i32 */
+    tern_buf targets;  /* [BT] i32 */
+    tern_buf x0;       /* [BT, C] embeddings */
+    gpt2_layer_acts *layers;
+    tern_buf lnf;      /* [BT, C] */
+    tern_buf lnf_mean; /* [BT] f32 */
+    tern_buf lnf_rstd; /* [BT] f32 */
+    tern_buf logits;   /* [BT, Vp]; after forward_backward, their gradient */
+    tern_buf losses;   /* [BT] f32 */
+    tern_buf proj;     /* [BT, C] scratch: projection outputs before the residual add */
+    /* backward scratch */
+    tern_buf dres;     /* [BT, C] gradient of the residual stream */
+    tern_buf dln;      /* [BT, C] */
+    tern_buf datty;    /* [BT, C] */
+    tern_buf dqkv;     /* [BT, 3C] */
+    tern_buf dfch;     /* [BT, 4C] */
+    bool has_grad_buffers;
+    tern_buf pool[3]; /* the allocations the views above are carved from */
+} gpt2_acts;
+
+/* Buffers of generation with a KV cache. */
+typedef struct gpt2_decode {
+    int B, T, max_T;        /* T: rows of the prefill buffers per sequence */
+    tern_buf *k_cache;      /* per layer [B, NH, max_T, hs] */
+    tern_buf *v_cache;
+    tern_buf prompt;        /* [B*T] i32 */
+    tern_buf token;         /* [B] i32: the last sampled token, the next step's input */
+    tern_buf pos;           /* [1] i32: position of the first row being computed */
+    tern_buf x, ln, qkv, atty, proj, fch; /* [B*T, C|3C|C|C|4C] */
+    tern_buf last;          /* [B, C] final layer norm of each sequence's last row */
+    tern_buf logits;        /* [B, Vp] */
+    uint64_t capture_key;
+    tern_buf pool[3];
+} gpt2_decode;
+
+typedef struct gpt2_impl gpt2_impl;
+
+struct tern_gpt2 {
+    const gpt2_impl *impl;
+    const char *backend;
+    tern_dev *dev;
+    char *device_name;
+    tern_gpt2_config cfg;
+    int Vp;
+    tern_precision precision;
+    tern_dtype wdtype; /* compute weights */
+    tern_dtype adtype; /* activations and gradients */
+    size_t n_flat;     /* elements of a flat parameter buffer */
+    tern_buf master;   /* [n_flat] f32 parameters */
+    tern_buf weights;  /* [n_flat] compute copy (absent in fp32: master is used) */
+    tern_buf grads;    /* [n_flat] adtype, allocated with the first backward */
+    tern_buf adam_m;   /* [n_flat] f32 */
+    tern_buf adam_v;   /* [n_flat] f32 */
+    int step;
+    gpt2_acts acts;
+    gpt2_decode dec;
+    uint64_t epoch; /* changes whenever decode buffers are reallocated */
+};
+
+/* The compute weights: the bf16 copy, or the f32 master. */
+static inline tern_buf gpt2_weights(const tern_gpt2 *m) {
+    return m->weights.len ? m->weights : m->master;
+}
+
+static inline tern_buf gpt2_w(const tern_gpt2 *m, gpt2_tensor kind, int layer) {
+    return gpt2_tensor_view(&m->cfg, gpt2_weights(m), kind, layer);
+}
+
+/* The model compiled for one handler: tern_gpt2_<h>_impl. */
+struct gpt2_impl {
+    const char *handler;
+    tern_error *(*open)(tern_gpt2 *m);                       /* device + parameter buffers */
+    tern_error *(*upload_params)(tern_gpt2 *m, const float *flat); /* [n_flat] host */
+    tern_error *(*read_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, float *out);
+    tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
+                           float loss_scale, bool backward, float *mean_loss);
+    tern_error *(*zero_grad)(tern_gpt2 *m);
+    tern_error *(*update)(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
+    tern_error *(*generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
+                            const tern_gpt2_sampling *s, tern_gpt2_on_token on_token, void *user,
+                            float *prefill_logits);
+    void (*close)(tern_gpt2 *m);
+};
+
+#endif

@@ -1,0 +1,314 @@
+/* GPT-2 on every built handler (or TERN_TEST_HANDLER) against the gpt2-tiny-a fixture:
+ * values computed independently by PyTorch / Hugging Face transformers in float64.
+ *
+ * Tolerances (fp32), and why:
+ *  - loss, per-position losses, logits: 1e-4 relative (the fixture README's bound for a float32
+ *    implementation; f32 rounding over a 2-layer model lands near 1e-6).
+ *  - gradients: 1e-3 of each tensor's norm (the README's bound; gradients pass through more
+ *    f32 operations, and small tensors' norms are dominated by few elements).
+ *  - parameters after three AdamW steps: 1e-4 of each tensor's norm. Adam divides by
+ *    sqrt(v), so an f32 gradient error becomes a relative update error of the same size,
+ *    times lr (1e-3): far below 1e-4 of a parameter tensor's norm.
+ *  - greedy continuations: identical ids (the fixture's smallest top-1/top-2 margin, 0.0077,
+ *    is far above f32 logit error).
+ * With --precision bf16 (TERN_TEST_PRECISION=bf16) weights and activations are rounded to
+ * bf16 (8 bits of mantissa, 0.4% relative), so the bounds are 3e-2 for losses and logits,
+ * 5e-2 of the norm for gradients; greedy ids and AdamW are not checked in bf16 (near-ties
+ * can flip and Adam amplifies gradient noise).
+ */
+#include <cjson/cJSON.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "check.h"
+#include "tern/file.h"
+#include "tern/gpt2.h"
+#include "tern/handlers.h"
+#include "tern/safetensors.h"
+
+static char fixture_dir[1024];
+static tern_safetensors *expected;
+static cJSON *expected_json;
+static bool bf16;
+
+/* Fixture tensors converted to f32, kept until the end of the test. */
+static float *ref_buffers[512];
+static int ref_used;
+
+static const float *ref(const char *name, size_t *count) {
+    const tern_tensor_info *t = tern_safetensors_find(expected, name);
+    if (!t) {
+        fprintf(stderr, "fixture lacks %s\n", name);
+        exit(1);
+    }
+    float *buf = malloc(t->count * sizeof *buf);
+    if (!buf || ref_used == 512 || tern_tensor_convert(t, TERN_F32, buf)) exit(1);
+    ref_buffers[ref_used++] = buf;
+    if (count) *count = t->count;
+    return buf;
+}
+
+static void ref_ids(const char *name, int32_t *out, size_t n) {
+    const tern_tensor_info *t = tern_safetensors_find(expected, name);
+    CHECK(t && t->count == n);
+    if (t) CHECK_OK(tern_tensor_convert(t, TERN_I32, out));
+}
+
+static const char *param_names[] = {
+    "wpe.weight", "ln_f.weight", "ln_f.bias",
+    "h.0.ln_1.weight", "h.0.ln_1.bias", "h.0.attn.c_attn.weight", "h.0.attn.c_attn.bias",
+    "h.0.attn.c_proj.weight", "h.0.attn.c_proj.bias", "h.0.ln_2.weight", "h.0.ln_2.bias",
+    "h.0.mlp.c_fc.weight", "h.0.mlp.c_fc.bias", "h.0.mlp.c_proj.weight", "h.0.mlp.c_proj.bias",
+    "h.1.ln_1.weight", "h.1.ln_1.bias", "h.1.attn.c_attn.weight", "h.1.attn.c_attn.bias",
+    "h.1.attn.c_proj.weight", "h.1.attn.c_proj.bias", "h.1.ln_2.weight", "h.1.ln_2.bias",
+    "h.1.mlp.c_fc.weight", "h.1.mlp.c_fc.bias", "h.1.mlp.c_proj.weight", "h.1.mlp.c_proj.bias",
+};
+#define N_PARAM_NAMES (sizeof param_names / sizeof param_names[0])
+
+/* Compares a model tensor (read by `read`) with the fixture tensor `prefix``name`; wte is
+ * compared on the fixture's listed rows only. */
+typedef tern_error *(*reader)(tern_gpt2 *, const char *, float *, size_t);
+
+static double compare_tensor(tern_gpt2 *m, reader read, const char *prefix, const char *name) {
+    char key[160];
+    size_t n;
+    int C = tern_gpt2_get_config(m)->n_embd;
+    if (!strcmp(name, "wte.weight")) {
+        snprintf(key, sizeof key, "%swte.weight.rows", prefix);
+        const float *want = ref(key, &n);
+        size_t rows = n / C, V = (size_t)tern_gpt2_get_config(m)->vocab_size;
+        int32_t *ids = malloc(rows * sizeof *ids);
+        float *all = malloc(V * C * sizeof *all), *got = malloc(n * sizeof *got);
+        ref_ids("wte_rows", ids, rows);
+        CHECK_OK(read(m, "wte.weight", all, V * C));
+        for (size_t r = 0; r < rows; r++) memcpy(got + r * C, all + (size_t)ids[r] * C, C * sizeof *got);
+        double e = check_rel_error(got, want, n);
+        free(ids), free(all), free(got);
+        return e;
+    }
+    snprintf(key, sizeof key, "%s%s", prefix, name);
+    const float *want = ref(key, &n);
+    float *got = malloc(n * sizeof *got);
+    CHECK_OK(read(m, name, got, n));
+    double e = check_rel_error(got, want, n);
+    free(got);
+    return e;
+}
+
+static tern_gpt2 *load(const char *handler, const char *weights_file) {
+    /* A model directory: the fixture's config.json and the chosen weights file. */
+    char dir[] = "/tmp/tern-fixture-XXXXXX";
+    if (!mkdtemp(dir)) return NULL;
+    char src[1200], dst[1200];
+    snprintf(src, sizeof src, "%s/config.json", fixture_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    if (symlink(src, dst)) return NULL;
+    snprintf(src, sizeof src, "%s/%s", fixture_dir, weights_file);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    if (symlink(src, dst)) return NULL;
+    tern_gpt2 *m = NULL;
+    CHECK_OK(tern_gpt2_load(handler, dir, bf16 ? TERN_PRECISION_BF16 : TERN_PRECISION_FP32, &m));
+    unlink(dst);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    unlink(dst);
+    rmdir(dir);
+    return m;
+}
+
+static void test_forward(tern_gpt2 *m, const char *layout) {
+    int B = 4, T = 64, V = tern_gpt2_get_config(m)->vocab_size;
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    float loss = 0;
+    CHECK_OK(tern_gpt2_forward(m, x, y, B, T, &loss));
+    double want = cJSON_GetObjectItem(cJSON_GetObjectItem(expected_json, "forward"), "loss")->valuedouble;
+    double tol = bf16 ? 3e-2 : 1e-4;
+    CHECKF(fabs(loss - want) <= tol * want, "%s: loss %.8f, expected %.8f", layout, loss, want);
+
+    float losses[256];
+    CHECK_OK(tern_gpt2_read_losses(m, losses));
+    double e = check_max_rel(losses, ref("losses", NULL), 256, 1.0);
+    CHECKF(e <= tol, "%s: per-position losses off by %.3g", layout, e);
+
+    float *logits = malloc(4 * (size_t)V * sizeof *logits);
+    CHECK_OK(tern_gpt2_read_logits(m, 60, 4, logits)); /* row 0, positions 60..63 */
+    e = check_rel_error(logits, ref("logits_b0_last4", NULL), 4 * (size_t)V);
+    CHECKF(e <= tol, "%s: logits of row 0 off by %.3g", layout, e);
+    CHECK_OK(tern_gpt2_read_logits(m, 3 * 64, 4, logits)); /* row 3, positions 0..3 */
+    e = check_rel_error(logits, ref("logits_blast_first4", NULL), 4 * (size_t)V);
+    CHECKF(e <= tol, "%s: logits of row 3 off by %.3g", layout, e);
+    printf("  %s: loss %.6f (expected %.6f), logits rel. error %.2g\n", layout, loss, want, e);
+    free(logits);
+}
+
+static void test_gradients(tern_gpt2 *m) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    float loss;
+    CHECK_OK(tern_gpt2_zero_grad(m));
+    CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss));
+    double tol = bf16 ? 5e-2 : 1e-3, worst = 0;
+    const char *worst_name = "";
+    for (size_t i = 0; i <= N_PARAM_NAMES; i++) {
+        const char *name = i < N_PARAM_NAMES ? param_names[i] : "wte.weight";
+        double e = compare_tensor(m, tern_gpt2_read_grad, "grad.", name);
+        CHECKF(e <= tol, "gradient of %s off by %.3g of its norm", name, e);
+        if (e > worst) worst = e, worst_name = name;
+    }
+    printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
+}
+
+static void test_adamw(tern_gpt2 *m) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    cJSON *h = cJSON_GetObjectItem(expected_json, "adamw");
+    tern_gpt2_adamw hp = {
+        .lr = (float)cJSON_GetObjectItem(h, "lr")->valuedouble,
+        .beta1 = (float)cJSON_GetObjectItem(h, "beta1")->valuedouble,
+        .beta2 = (float)cJSON_GetObjectItem(h, "beta2")->valuedouble,
+        .eps = (float)cJSON_GetObjectItem(h, "eps")->valuedouble,
+        .weight_decay = (float)cJSON_GetObjectItem(h, "weight_decay")->valuedouble,
+        .clip = 0, .decay_all = true,
+    };
+    cJSON *losses = cJSON_GetObjectItem(h, "loss_before_each_step_and_after_last");
+    for (int step = 0; step < 4; step++) {
+        float loss;
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss));
+        double want = cJSON_GetArrayItem(losses, step)->valuedouble;
+        CHECKF(fabs(loss - want) <= 1e-4 * want, "loss before step %d: %.8f, expected %.8f",
+               step + 1, loss, want);
+        if (step < 3) CHECK_OK(tern_gpt2_update(m, &hp, NULL));
+    }
+    /* The last forward_backward left gradients but the parameters are those after 3 steps. */
+    double worst = 0;
+    for (size_t i = 0; i <= N_PARAM_NAMES; i++) {
+        const char *name = i < N_PARAM_NAMES ? param_names[i] : "wte.weight";
+        double e = compare_tensor(m, tern_gpt2_read_param, "after3.", name);
+        CHECKF(e <= 1e-4, "%s after 3 AdamW steps off by %.3g of its norm", name, e);
+        if (e > worst) worst = e;
+    }
+    printf("  AdamW: 3 steps, parameters within %.2g of their norms\n", worst);
+}
+
+typedef struct collected {
+    int32_t ids[64];
+    int n;
+} collected;
+
+static tern_error *collect(void *user, const int32_t *tokens, int B) {
+    collected *c = user;
+    (void)B;
+    if (c->n < 64) c->ids[c->n++] = tokens[0];
+    return NULL;
+}
+
+static void test_greedy(tern_gpt2 *m) {
+    cJSON *cases = cJSON_GetObjectItem(expected_json, "greedy"), *item;
+    cJSON_ArrayForEach(item, cases) {
+        cJSON *p = cJSON_GetObjectItem(item, "prompt_ids"), *want = cJSON_GetObjectItem(item, "new_ids");
+        int32_t prompt[64];
+        int T0 = 0, n = cJSON_GetArraySize(want);
+        cJSON *id;
+        cJSON_ArrayForEach(id, p) prompt[T0++] = id->valueint;
+        collected got = {0};
+        tern_gpt2_sampling greedy = {.temperature = 0};
+        CHECK_OK(tern_gpt2_generate(m, prompt, 1, T0, n, &greedy, collect, &got));
+        int same = got.n == n;
+        for (int i = 0; same && i < n; i++) same = got.ids[i] == cJSON_GetArrayItem(want, i)->valueint;
+        CHECKF(same, "greedy continuation of '%s' differs", cJSON_GetObjectItem(item, "prompt")->valuestring);
+    }
+}
+
+/* KV-cache decoding equals full recomputation: the prefill's last logits equal a full
+ * forward's, and each greedy step's token is the argmax of a full forward over the sequence
+ * so far. Prompts are random ids; 2 sequences at once. */
+static void test_kv_cache(tern_gpt2 *m) {
+    int V = tern_gpt2_get_config(m)->vocab_size, B = 2, T0 = 7, n_new = 12;
+    int32_t prompt[2 * 7];
+    uint32_t s = 12345;
+    for (int i = 0; i < B * T0; i++) s = s * 1664525u + 1013904223u, prompt[i] = (int32_t)(s % (uint32_t)V);
+    float *cached = malloc((size_t)B * V * sizeof *cached), *full = malloc((size_t)V * sizeof *full);
+    CHECK_OK(tern_gpt2_prefill_logits(m, prompt, B, T0, cached));
+    for (int b = 0; b < B; b++) {
+        CHECK_OK(tern_gpt2_forward(m, prompt + b * T0, NULL, 1, T0, NULL));
+        CHECK_OK(tern_gpt2_read_logits(m, T0 - 1, 1, full));
+        double e = check_rel_error(cached + (size_t)b * V, full, (size_t)V);
+        CHECKF(e <= (bf16 ? 1e-2 : 1e-5), "prefill logits of sequence %d differ from a full forward by %.3g", b, e);
+    }
+
+    /* Greedy with the cache, one sequence, then check each token against full recomputation. */
+    collected got = {0};
+    tern_gpt2_sampling greedy = {.temperature = 0};
+    CHECK_OK(tern_gpt2_generate(m, prompt, 1, T0, n_new, &greedy, collect, &got));
+    int32_t seq[64];
+    memcpy(seq, prompt, T0 * sizeof *seq);
+    for (int i = 0; i < got.n; i++) {
+        int T = T0 + i;
+        CHECK_OK(tern_gpt2_forward(m, seq, NULL, 1, T, NULL));
+        CHECK_OK(tern_gpt2_read_logits(m, T - 1, 1, full));
+        int best = 0;
+        for (int v = 1; v < V; v++) if (full[v] > full[best]) best = v;
+        CHECKF(best == got.ids[i], "cached step %d chose %d, full recomputation %d", i, got.ids[i], best);
+        seq[T] = got.ids[i];
+    }
+    free(cached);
+    free(full);
+}
+
+int main(void) {
+    const char *shared = getenv("TERN_SHARED_DIR");
+    snprintf(fixture_dir, sizeof fixture_dir, "%s/fixtures/gpt2-tiny-a", shared ? shared : "../shared");
+    const char *precision = getenv("TERN_TEST_PRECISION");
+    bf16 = precision && !strcmp(precision, "bf16");
+    char path[1200];
+    snprintf(path, sizeof path, "%s/expected.safetensors", fixture_dir);
+    tern_error *err = tern_safetensors_open(path, &expected);
+    if (err) {
+        fprintf(stderr, "%s\n", tern_error_message(err));
+        tern_error_free(err);
+        return 1;
+    }
+    char *json;
+    size_t len;
+    snprintf(path, sizeof path, "%s/expected.json", fixture_dir);
+    CHECK_OK(tern_read_file(path, &json, &len));
+    expected_json = cJSON_Parse(json);
+    free(json);
+    CHECK(expected_json != NULL);
+
+    size_t n_handlers;
+    const char *const *handlers = tern_handler_names(&n_handlers);
+    const char *only = getenv("TERN_TEST_HANDLER");
+    for (size_t h = 0; h < n_handlers; h++) {
+        if (only && strcmp(only, handlers[h])) continue;
+        printf("%s (%s):\n", handlers[h], bf16 ? "bf16" : "fp32");
+        tern_gpt2 *m = load(handlers[h], "model.safetensors");
+        tern_gpt2 *hub = load(handlers[h], "model-hub-layout.safetensors");
+        if (!m || !hub) {
+            tern_gpt2_free(m);
+            tern_gpt2_free(hub);
+            continue;
+        }
+        test_forward(m, "save_pretrained layout");
+        test_forward(hub, "hub layout");
+        tern_gpt2_free(hub);
+        test_kv_cache(m);
+        test_gradients(m);
+        if (!bf16) {
+            test_greedy(m);
+            test_adamw(m);
+        }
+        tern_gpt2_free(m);
+    }
+    for (int i = 0; i < ref_used; i++) free(ref_buffers[i]);
+    cJSON_Delete(expected_json);
+    tern_safetensors_close(expected);
+    return check_summary("gpt2 fixture");
+}
