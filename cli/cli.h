@@ -40,3 +40,5 @@ const char *cli_default_backend(void);
  * $TERN_TOKENIZER_DIR, else the copy in the source tree (data/gpt2-tokenizer). */
 #include "tern/tokenizer.h"
 tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out);
+/* The folder cli_open_tokenizer reads from. */
+const char *cli_tokenizer_dir(const char *model_dir);

@@ -1,7 +1,210 @@
+/* tern train: train a GPT-2 from scratch or fine-tune one, with checkpoints and resume. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
 #include "cli.h"
+#include "train_support.h"
+#include "tern/data.h"
+#include "tern/gpt2.h"
+
+static const char usage[] =
+    "usage: tern train (--model DIR | --init CONFIG | --resume DIR) --data FILE --steps N\n"
+    "                  [--batch B] [--seq T] [--lr X] [--warmup N] [--schedule constant|cosine]\n"
+    "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
+    "                  [--seed S] [--out DIR] [--save-every N] [--val FILE] [--val-every N]\n"
+    "                  [--val-batches N] [--backend cpu|cuda|opencl] [--precision fp32|bf16]\n"
+    "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, small, tiny\n"
+    "  --resume DIR    continue a run from the checkpoint in DIR (written by --out)\n"
+    "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
+    "  defaults: batch 4, seq 64 (at most the context), lr 3e-4, warmup 0, schedule constant,\n"
+    "  wd 0, beta1 0.9, beta2 0.95, eps 1e-8, clip 1 (0: none), grad-accum 1, seed 1337,\n"
+    "  val-every 0 (never; else also at the end), val-batches 20, save-every 0 (only at the end)\n"
+    "  --no-decay-1d   weight decay on matrices and embeddings only (default: every tensor,\n"
+    "                  as PyTorch's AdamW)\n";
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static tern_error *parse_args(int argc, char **argv, train_options *o) {
+    const char *v = NULL;
+    tern_error *err = NULL;
+    for (int i = 1; i < argc && !err; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            o->help = true;
+        } else if (!strcmp(a, "--no-decay-1d")) {
+            o->adamw.decay_all = false;
+        } else if (cli_option(argc, argv, &i, "--model", &v, &err)) { o->model_dir = v;
+        } else if (cli_option(argc, argv, &i, "--init", &v, &err)) { o->init = v;
+        } else if (cli_option(argc, argv, &i, "--resume", &v, &err)) { o->resume = v;
+        } else if (cli_option(argc, argv, &i, "--data", &v, &err)) { o->data = v;
+        } else if (cli_option(argc, argv, &i, "--val", &v, &err)) { o->val = v;
+        } else if (cli_option(argc, argv, &i, "--out", &v, &err)) { o->out = v;
+        } else if (cli_option(argc, argv, &i, "--backend", &v, &err)) { o->backend = v;
+        } else if (cli_option(argc, argv, &i, "--schedule", &v, &err)) {
+            if (!err) err = train_schedule_parse(v, &o->schedule);
+        } else if (cli_option(argc, argv, &i, "--precision", &v, &err)) {
+            if (!err) err = tern_precision_parse(v, &o->precision);
+        } else if (cli_option(argc, argv, &i, "--steps", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->steps);
+        } else if (cli_option(argc, argv, &i, "--batch", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->B);
+        } else if (cli_option(argc, argv, &i, "--seq", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o->T);
+        } else if (cli_option(argc, argv, &i, "--warmup", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->warmup);
+        } else if (cli_option(argc, argv, &i, "--grad-accum", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->grad_accum);
+        } else if (cli_option(argc, argv, &i, "--save-every", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->save_every);
+        } else if (cli_option(argc, argv, &i, "--val-every", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->val_every);
+        } else if (cli_option(argc, argv, &i, "--val-batches", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o->val_batches);
+        } else if (cli_option(argc, argv, &i, "--seed", &v, &err)) {
+            if (!err) err = cli_parse_u64(a, v, &o->seed);
+        } else if (cli_option(argc, argv, &i, "--lr", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 0, 10, &o->adamw.lr);
+        } else if (cli_option(argc, argv, &i, "--wd", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 0, 10, &o->adamw.weight_decay);
+        } else if (cli_option(argc, argv, &i, "--beta1", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 0, 0.999999, &o->adamw.beta1);
+        } else if (cli_option(argc, argv, &i, "--beta2", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 0, 0.999999, &o->adamw.beta2);
+        } else if (cli_option(argc, argv, &i, "--eps", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 1e-30, 1, &o->adamw.eps);
+        } else if (cli_option(argc, argv, &i, "--clip", &v, &err)) {
+            if (!err) err = cli_parse_float(a, v, 0, 1e30, &o->adamw.clip);
+        } else {
+            err = tern_errorf("train: unknown option '%s' (see 'tern train --help')", a);
+        }
+    }
+    if (err || o->help) return err;
+    int sources = !!o->model_dir + !!o->init + !!o->resume;
+    if (sources != 1) return tern_errorf("train: give exactly one of --model, --init and --resume");
+    if (!o->data) return tern_errorf("train: --data FILE is required");
+    if (!o->steps) return tern_errorf("train: --steps N is required");
+    return NULL;
+}
+
+/* Mean loss over the first n batches of the validation data. */
+static tern_error *validate(tern_gpt2 *m, const tern_dataset *val, const train_options *o,
+                            int32_t *x, int32_t *y, float *out) {
+    double sum = 0;
+    for (int k = 0; k < o->val_batches; k++) {
+        float loss;
+        TERN_TRY(tern_dataset_batch(val, (size_t)k, o->B, o->T, x, y));
+        TERN_TRY(tern_gpt2_forward(m, x, y, o->B, o->T, &loss));
+        sum += loss;
+    }
+    *out = (float)(sum / o->val_batches);
+    return NULL;
+}
+
+static tern_error *train(train_options *o) {
+    tern_gpt2 *m = NULL;
+    tern_tokenizer *tok = NULL;
+    tern_dataset *data = NULL, *val = NULL;
+    int32_t *x = NULL, *y = NULL;
+    train_history hist = {0};
+    progress bar = {0};
+    tern_error *err = NULL;
+
+    const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
+    if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
+    if ((err = train_open_model(o, &m, &hist))) goto done;
+    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
+    if (o->T > cfg->max_seq) {
+        err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, cfg->max_seq);
+        goto done;
+    }
+    if ((err = tern_dataset_open(o->data, tok, (size_t)cfg->vocab_size, &data))) goto done;
+    if (o->val && (err = tern_dataset_open(o->val, tok, (size_t)cfg->vocab_size, &val))) goto done;
+    size_t batch_tokens = (size_t)o->B * o->T;
+    x = malloc(batch_tokens * sizeof *x);
+    y = malloc(batch_tokens * sizeof *y);
+    if (!x || !y) {
+        err = tern_errorf("out of memory for a batch of %d x %d", o->B, o->T);
+        goto done;
+    }
+
+    int start = tern_gpt2_step(m);
+    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
+           cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
+           tern_precision_name(o->precision));
+    printf("data: %zu tokens; batch %d x %d x %d accumulated; steps %d to %d\n",
+           tern_dataset_tokens(data), o->B, o->T, o->grad_accum, start + 1, o->steps);
+    fflush(stdout);
+    progress_start(&bar, start, o->steps);
+
+    for (int step = start; step < o->steps; step++) {
+        double t0 = now_seconds();
+        float lr = train_lr(o, step), loss_sum = 0, norm = 0;
+        if ((err = tern_gpt2_zero_grad(m))) goto done;
+        for (int micro = 0; micro < o->grad_accum; micro++) {
+            size_t k = (size_t)step * o->grad_accum + micro; /* the data position */
+            float loss;
+            if ((err = tern_dataset_batch(data, k, o->B, o->T, x, y))) goto done;
+            if ((err = tern_gpt2_forward_backward(m, x, y, o->B, o->T, 1.0f / o->grad_accum, &loss)))
+                goto done;
+            loss_sum += loss;
+        }
+        tern_gpt2_adamw hp = o->adamw;
+        hp.lr = lr;
+        if ((err = tern_gpt2_update(m, &hp, &norm))) goto done;
+        double dt = now_seconds() - t0;
+        float loss = loss_sum / o->grad_accum;
+        float val_loss = NAN;
+        bool last = step + 1 == o->steps;
+        if (val && o->val_every && ((step + 1) % o->val_every == 0 || last)) {
+            if ((err = validate(m, val, o, x, y, &val_loss))) goto done;
+        }
+        if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto done;
+        progress_clear(&bar);
+        printf("step %d/%d | loss %.4f", step + 1, o->steps, loss);
+        if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+        printf(" | lr %.3e | norm %.3f | %.1f ms | %.0f tok/s\n", lr, norm, dt * 1e3,
+               (double)batch_tokens * o->grad_accum / dt);
+        fflush(stdout);
+        progress_update(&bar, step + 1, loss);
+        if (o->out && (last || (o->save_every && (step + 1) % o->save_every == 0))) {
+            if ((err = train_save_checkpoint(o, m, tokenizer_dir, &hist))) goto done;
+            progress_clear(&bar);
+            printf("checkpoint: %s (step %d)\n", o->out, step + 1);
+            fflush(stdout);
+        }
+    }
+    progress_clear(&bar);
+done:
+    progress_clear(&bar);
+    train_history_free(&hist);
+    free(x);
+    free(y);
+    tern_dataset_close(data);
+    tern_dataset_close(val);
+    tern_gpt2_free(m);
+    tern_tokenizer_free(tok);
+    return err;
+}
 
 int tern_cmd_train(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail(tern_errorf("train: not built yet"));
+    train_options o;
+    train_options_default(&o);
+    o.backend = cli_default_backend();
+    tern_error *err = parse_args(argc, argv, &o);
+    if (err) return cli_fail(err);
+    if (o.help) {
+        fputs(usage, stdout);
+        return 0;
+    }
+    err = train(&o);
+    return err ? cli_fail(err) : 0;
 }

@@ -82,8 +82,18 @@ tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out);
 tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out);
 
 /* Writes DIR/config.json and DIR/model.safetensors (save_pretrained's layout, loadable by
- * Hugging Face transformers), each atomically. */
+ * Hugging Face transformers), each atomically. The weights file's metadata records the
+ * optimizer step ("tern_step"). */
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir);
+
+/* The step recorded in DIR/model.safetensors by tern_gpt2_save (0 when absent). */
+tern_error *tern_gpt2_saved_step(const char *dir, int *step);
+
+/* The optimizer's state: AdamW's moments as f32 tensors "m.<name>" and "v.<name>", and the
+ * step, in a safetensors file written atomically; metadata_kv (key, value, ..., NULL) adds
+ * the caller's pairs (data position, seed). Loading restores moments and step exactly. */
+tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv);
+tern_error *tern_gpt2_load_optimizer(tern_gpt2 *m, const char *path);
 
 /* ---- generation ---- */
 

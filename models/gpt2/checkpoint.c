@@ -1,5 +1,6 @@
 /* Writing a model as a Hugging Face directory: config.json and model.safetensors in
  * save_pretrained's layout ("transformer." prefix, tied lm_head not stored). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,8 +41,11 @@ tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
             };
         }
     }
+    char step[32];
+    snprintf(step, sizeof step, "%d", m->step);
+    const char *metadata[] = {"tern_step", step, NULL};
     sprintf(path, "%s/model.safetensors", dir);
-    if ((err = tern_safetensors_write(path, tensors, t, NULL))) goto done;
+    if ((err = tern_safetensors_write(path, tensors, t, metadata))) goto done;
     sprintf(path, "%s/config.json", dir);
     err = tern_gpt2_config_write(path, cfg);
 done:
@@ -49,5 +53,150 @@ done:
     free(tensors);
     free(names);
     free(path);
+    return err;
+}
+
+/* Parses a non-negative int written by this file's savers. */
+static tern_error *parse_step(const char *text, const char *path, int *step) {
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(text, &end, 10);
+    if (!*text || *end || errno || v < 0 || v > 1L << 30)
+        return tern_errorf("%s: step '%s' is not a valid step number", path, text);
+    *step = (int)v;
+    return NULL;
+}
+
+tern_error *tern_gpt2_saved_step(const char *dir, int *step) {
+    char *path = malloc(strlen(dir) + 32);
+    if (!path) return tern_errorf("out of memory");
+    sprintf(path, "%s/model.safetensors", dir);
+    tern_safetensors *f = NULL;
+    tern_error *err = tern_safetensors_open(path, &f);
+    *step = 0;
+    if (!err) {
+        const char *text = tern_safetensors_metadata(f, "tern_step");
+        if (text) err = parse_step(text, path, step);
+        tern_safetensors_close(f);
+    }
+    free(path);
+    return err;
+}
+
+/* Visits every parameter tensor: its name, place in the flat buffers and element count
+ * (wte without its padding rows). */
+typedef tern_error *(*tensor_visit)(tern_gpt2 *m, const char *name, size_t offset, size_t count,
+                                    void *user);
+
+static tern_error *each_tensor(tern_gpt2 *m, tensor_visit visit, void *user) {
+    const tern_gpt2_config *cfg = &m->cfg;
+    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
+        int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
+        for (int l = 0; l < layers; l++) {
+            char name[96];
+            gpt2_tensor_name((gpt2_tensor)k, l, name, sizeof name);
+            size_t count = k == GPT2_WTE ? (size_t)cfg->vocab_size * cfg->n_embd
+                                         : gpt2_tensor_len(cfg, (gpt2_tensor)k);
+            TERN_TRY(visit(m, name, gpt2_tensor_offset(cfg, (gpt2_tensor)k, l), count, user));
+        }
+    }
+    return NULL;
+}
+
+typedef struct moments_out {
+    float *host;          /* both moments, [2 * n_flat] */
+    tern_tensor_out *tensors;
+    char (*names)[112];
+    size_t n;
+} moments_out;
+
+static tern_error *collect_moments(tern_gpt2 *m, const char *name, size_t offset, size_t count,
+                                   void *user) {
+    moments_out *o = user;
+    for (int which = 0; which < 2; which++) {
+        float *data = o->host + (size_t)which * m->n_flat + offset;
+        snprintf(o->names[o->n], sizeof o->names[o->n], "%c.%s", which ? 'v' : 'm', name);
+        o->tensors[o->n] = (tern_tensor_out){.name = o->names[o->n], .dtype = TERN_F32, .ndim = 1,
+                                             .shape = {(int64_t)count}, .data = data};
+        o->n++;
+    }
+    return NULL;
+}
+
+tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv) {
+    size_t n_tensors = 2 * (4 + (size_t)GPT2_LAYER_KINDS * m->cfg.n_layer), n_meta = 0;
+    while (metadata_kv && metadata_kv[n_meta]) n_meta++;
+    moments_out o = {
+        .host = malloc(2 * m->n_flat * sizeof *o.host),
+        .tensors = calloc(n_tensors, sizeof *o.tensors),
+        .names = calloc(n_tensors, sizeof *o.names),
+    };
+    const char **metadata = calloc(n_meta + 3, sizeof *metadata);
+    tern_error *err = NULL;
+    if (!o.host || !o.tensors || !o.names || !metadata) {
+        err = tern_errorf("out of memory saving the optimizer state");
+        goto done;
+    }
+    if ((err = m->impl->ensure_optimizer(m)) ||
+        (err = m->impl->read_flat(m, m->adam_m, 0, m->n_flat, o.host)) ||
+        (err = m->impl->read_flat(m, m->adam_v, 0, m->n_flat, o.host + m->n_flat)) ||
+        (err = each_tensor(m, collect_moments, &o)))
+        goto done;
+    char step[32];
+    snprintf(step, sizeof step, "%d", m->step);
+    metadata[0] = "step";
+    metadata[1] = step;
+    for (size_t i = 0; i < n_meta; i++) metadata[2 + i] = metadata_kv[i];
+    err = tern_safetensors_write(path, o.tensors, o.n, metadata);
+done:
+    free(o.host);
+    free(o.tensors);
+    free(o.names);
+    free(metadata);
+    return err;
+}
+
+typedef struct moments_in {
+    const tern_safetensors *f;
+    const char *path;
+    float *scratch; /* room for the largest tensor */
+} moments_in;
+
+static tern_error *restore_moments(tern_gpt2 *m, const char *name, size_t offset, size_t count,
+                                   void *user) {
+    moments_in *in = user;
+    for (int which = 0; which < 2; which++) {
+        char key[112];
+        snprintf(key, sizeof key, "%c.%s", which ? 'v' : 'm', name);
+        const tern_tensor_info *t = tern_safetensors_find(in->f, key);
+        if (!t) return tern_errorf("%s: tensor %s is missing", in->path, key);
+        if (t->count != count)
+            return tern_errorf("%s: %s has %zu elements; this model's has %zu", in->path, key,
+                               t->count, count);
+        TERN_TRY(tern_tensor_convert(t, TERN_F32, in->scratch));
+        TERN_TRY(m->impl->write_flat(m, which ? m->adam_v : m->adam_m, offset, count, in->scratch));
+    }
+    return NULL;
+}
+
+tern_error *tern_gpt2_load_optimizer(tern_gpt2 *m, const char *path) {
+    tern_safetensors *f = NULL;
+    TERN_TRY(tern_safetensors_open(path, &f));
+    size_t largest = 0;
+    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
+        size_t len = gpt2_tensor_len(&m->cfg, (gpt2_tensor)k);
+        if (len > largest) largest = len;
+    }
+    moments_in in = {.f = f, .path = path, .scratch = malloc(largest * sizeof(float))};
+    tern_error *err = NULL;
+    const char *step = tern_safetensors_metadata(f, "step");
+    int parsed = 0;
+    if (!in.scratch) err = tern_errorf("out of memory loading %s", path);
+    else if (!step) err = tern_errorf("%s: no step in its metadata", path);
+    else if (!(err = parse_step(step, path, &parsed)) && !(err = m->impl->ensure_optimizer(m)) &&
+             !(err = each_tensor(m, restore_moments, &in)))
+        m->step = parsed;
+    free(in.scratch);
+    tern_safetensors_close(f);
     return err;
 }

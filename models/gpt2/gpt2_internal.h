@@ -149,6 +149,9 @@ struct gpt2_impl {
     tern_error *(*open)(tern_gpt2 *m);                       /* device + parameter buffers */
     tern_error *(*upload_params)(tern_gpt2 *m, const float *flat); /* [n_flat] host */
     tern_error *(*read_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, float *out);
+    tern_error *(*write_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count,
+                              const float *data);
+    tern_error *(*ensure_optimizer)(tern_gpt2 *m); /* allocates zeroed moments */
     tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_gpt2 *m);

@@ -35,6 +35,27 @@ static tern_error *read_flat(tern_gpt2 *m, tern_buf flat, size_t offset, size_t 
     return err;
 }
 
+/* Elements [offset, offset + count) of a flat buffer from f32 host data. */
+static tern_error *write_flat(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count,
+                              const float *data) {
+    tern_buf part = tern_view(flat, offset, count);
+    if (part.dtype == TERN_F32) return OP(upload)(m->dev, part, data);
+    tern_buf tmp = tern_none();
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, count, &tmp));
+    tern_error *err = OP(upload)(m->dev, tmp, data);
+    if (!err) err = OP(copy)(m->dev, part, tmp);
+    tern_error_free(OP(free)(m->dev, &tmp));
+    return err;
+}
+
+static tern_error *ensure_optimizer(tern_gpt2 *m) {
+    if (m->adam_m.len) return NULL;
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, m->n_flat, &m->adam_m));
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, m->n_flat, &m->adam_v));
+    TERN_TRY(OP(fill)(m->dev, m->adam_m, 0.0));
+    return OP(fill)(m->dev, m->adam_v, 0.0);
+}
+
 static tern_error *zero_grad(tern_gpt2 *m) {
     if (!m->grads.len) TERN_TRY(OP(alloc)(m->dev, m->adtype, m->n_flat, &m->grads));
     return OP(fill)(m->dev, m->grads, 0.0);
@@ -56,12 +77,7 @@ static bool is_matrix(gpt2_tensor kind) {
 static tern_error *update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm) {
     tern_dev *d = m->dev;
     if (!m->grads.len) return tern_errorf("update before any backward pass: no gradients");
-    if (!m->adam_m.len) {
-        TERN_TRY(OP(alloc)(d, TERN_F32, m->n_flat, &m->adam_m));
-        TERN_TRY(OP(alloc)(d, TERN_F32, m->n_flat, &m->adam_v));
-        TERN_TRY(OP(fill)(d, m->adam_m, 0.0));
-        TERN_TRY(OP(fill)(d, m->adam_v, 0.0));
-    }
+    TERN_TRY(ensure_optimizer(m));
     double norm = 0;
     TERN_TRY(OP(norm2)(d, m->grads, &norm));
     if (grad_norm) *grad_norm = (float)norm;
@@ -107,6 +123,8 @@ const gpt2_impl TERN_CAT3(tern_gpt2_, TERN_HANDLER, _impl) = {
     .open = open_model,
     .upload_params = upload_params,
     .read_flat = read_flat,
+    .write_flat = write_flat,
+    .ensure_optimizer = ensure_optimizer,
     .forward = forward,
     .zero_grad = zero_grad,
     .update = update,
