@@ -25,7 +25,7 @@ tern_error *cli_parse_long(const char *option, const char *text, long min, long 
 }
 
 tern_error *cli_parse_int(const char *option, const char *text, int min, int max, int *out) {
-    long value;
+    long value = 0;
     TERN_TRY(cli_parse_long(option, text, min, max, &value));
     *out = (int)value;
     return NULL;

@@ -1,7 +1,193 @@
+/* tern bench: the timings behind docs/PERFORMANCE.md (bench/ holds the scripts that run it).
+ *
+ *   tern bench train    a training step (forward, backward, AdamW) on random tokens
+ *   tern bench generate generation with the KV cache: prefill, then ms per new token
+ *
+ * Each prints one summary line starting with "bench:" that the scripts parse. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
 #include "cli.h"
+#include "tern/gpt2.h"
+#include "tern/rng.h"
+
+static const char usage[] =
+    "usage: tern bench train    [--init CONFIG | --model DIR] [--batch B] [--seq T] [--steps N]\n"
+    "                           [--warmup N] [--backend ...] [--precision fp32|bf16]\n"
+    "       tern bench generate [--init CONFIG | --model DIR] [--prompt-tokens N] [--tokens N]\n"
+    "                           [--warmup N] [--backend ...] [--precision fp32|bf16]\n"
+    "  defaults: --init gpt2 (124M, random weights), batch 4, seq 64, steps 5, warmup 1,\n"
+    "  prompt-tokens 16, tokens 64; generation is greedy.\n";
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static int compare_doubles(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static double median(double *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, compare_doubles);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+typedef struct bench_options {
+    const char *init, *model_dir, *backend;
+    int B, T, steps, warmup, prompt_tokens, tokens;
+    tern_precision precision;
+} bench_options;
+
+static tern_error *open_model(const bench_options *o, tern_gpt2 **m) {
+    if (o->model_dir) return tern_gpt2_load(o->backend, o->model_dir, o->precision, m);
+    tern_gpt2_config cfg;
+    TERN_TRY(tern_gpt2_config_named(o->init, &cfg));
+    return tern_gpt2_init(o->backend, &cfg, 1, o->precision, m);
+}
+
+static void random_tokens(int32_t *ids, size_t n, int V, uint64_t seed) {
+    for (size_t i = 0; i < n; i++) ids[i] = (int32_t)(tern_random_bits(seed, (uint32_t)i) % (uint32_t)V);
+}
+
+/* FLOPs of one training step: 6 per parameter per token for the matrix products (forward
+ * and backward), plus attention's QK^T and AV, 6 * 2 * B * T * T * C per layer counted over
+ * the full square (as PyTorch's and llm.c's MFU figures do). */
+static double train_flops(const tern_gpt2_config *cfg, int B, int T) {
+    double tokens = (double)B * T;
+    return 6.0 * (double)tern_gpt2_num_params(cfg) * tokens +
+           12.0 * cfg->n_layer * (double)B * T * T * cfg->n_embd;
+}
+
+static tern_error *bench_train(const bench_options *o) {
+    tern_gpt2 *m = NULL;
+    TERN_TRY(open_model(o, &m));
+    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
+    size_t n = (size_t)o->B * o->T;
+    int32_t *x = malloc((n + 1) * sizeof *x);
+    double *times = malloc((size_t)o->steps * sizeof *times);
+    tern_error *err = NULL;
+    if (!x || !times) {
+        err = tern_errorf("out of memory");
+        goto done;
+    }
+    random_tokens(x, n + 1, cfg->vocab_size, 7);
+    tern_gpt2_adamw hp = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                          .weight_decay = 0.1f, .clip = 1.0f, .decay_all = true};
+    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    float loss = 0;
+    for (int s = -o->warmup; s < o->steps; s++) {
+        double t0 = now();
+        if ((err = tern_gpt2_zero_grad(m)) ||
+            (err = tern_gpt2_forward_backward(m, x, x + 1, o->B, o->T, 1.0f, &loss)) ||
+            (err = tern_gpt2_update(m, &hp, NULL)))
+            goto done;
+        /* update synchronises (it reads the gradient norm back), so the clock is honest */
+        double dt = now() - t0;
+        if (s >= 0) times[s] = dt;
+        printf("step %d: %.2f ms, loss %.4f\n", s, dt * 1e3, loss);
+    }
+    double med = median(times, o->steps), flops = train_flops(cfg, o->B, o->T);
+    printf("bench: train %s %s B=%d T=%d: median %.2f ms/step, %.0f tokens/s, %.2f TFLOP/s\n",
+           tern_gpt2_backend(m), tern_precision_name(o->precision), o->B, o->T, med * 1e3,
+           (double)n / med, flops / med / 1e12);
+done:
+    free(x);
+    free(times);
+    tern_gpt2_free(m);
+    return err;
+}
+
+typedef struct token_clock {
+    double *stamps;
+    int n, cap;
+} token_clock;
+
+static tern_error *stamp(void *user, const int32_t *tokens, int B) {
+    (void)tokens, (void)B;
+    token_clock *c = user;
+    if (c->n < c->cap) c->stamps[c->n++] = now();
+    return NULL;
+}
+
+static tern_error *bench_generate(const bench_options *o) {
+    tern_gpt2 *m = NULL;
+    TERN_TRY(open_model(o, &m));
+    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
+    int32_t *prompt = malloc((size_t)o->prompt_tokens * sizeof *prompt);
+    token_clock c = {.stamps = malloc((size_t)(o->tokens + 1) * sizeof(double)), .cap = o->tokens + 1};
+    double *steps = malloc((size_t)o->tokens * sizeof *steps);
+    tern_error *err = NULL;
+    if (!prompt || !c.stamps || !steps) {
+        err = tern_errorf("out of memory");
+        goto done;
+    }
+    random_tokens(prompt, (size_t)o->prompt_tokens, cfg->vocab_size, 11);
+    tern_gpt2_sampling greedy = {.temperature = 0};
+    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    double first = 0, med = 0;
+    int n_steps = 0;
+    for (int r = -o->warmup; r < 1; r++) { /* warm-up runs, then the measured one */
+        c.n = 0;
+        double t0 = now();
+        if ((err = tern_gpt2_generate(m, prompt, 1, o->prompt_tokens, o->tokens, &greedy, stamp, &c)))
+            goto done;
+        first = c.stamps[0] - t0;
+        n_steps = c.n - 1;
+        for (int i = 0; i < n_steps; i++) steps[i] = c.stamps[i + 1] - c.stamps[i];
+    }
+    if (n_steps < 1) {
+        err = tern_errorf("bench generate needs --tokens of at least 2");
+        goto done;
+    }
+    med = median(steps, n_steps);
+    /* bytes a decode step must read: every weight once, in the compute dtype */
+    double weight_bytes = (double)tern_gpt2_num_params(cfg) * (o->precision == TERN_PRECISION_BF16 ? 2 : 4);
+    printf("bench: generate %s %s prompt=%d: prefill+first token %.2f ms, median %.3f ms/token "
+           "(%.0f tokens/s, %.0f GB/s of weights)\n",
+           tern_gpt2_backend(m), tern_precision_name(o->precision), o->prompt_tokens, first * 1e3,
+           med * 1e3, 1.0 / med, weight_bytes / med / 1e9);
+done:
+    free(prompt);
+    free(c.stamps);
+    free(steps);
+    tern_gpt2_free(m);
+    return err;
+}
 
 int tern_cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    return cli_fail(tern_errorf("bench: not built yet"));
+    if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
+        fputs(usage, argc < 2 ? stderr : stdout);
+        return argc < 2;
+    }
+    bench_options o = {.init = "gpt2", .backend = cli_default_backend(), .B = 4, .T = 64,
+                       .steps = 5, .warmup = 1, .prompt_tokens = 16, .tokens = 64,
+                       .precision = TERN_PRECISION_FP32};
+    const char *mode = argv[1], *v;
+    tern_error *err = NULL;
+    for (int i = 2; i < argc && !err; i++) {
+        const char *a = argv[i];
+        if (cli_option(argc, argv, &i, "--init", &v, &err)) o.init = v;
+        else if (cli_option(argc, argv, &i, "--model", &v, &err)) o.model_dir = v;
+        else if (cli_option(argc, argv, &i, "--backend", &v, &err)) o.backend = v;
+        else if (cli_option(argc, argv, &i, "--batch", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o.B); }
+        else if (cli_option(argc, argv, &i, "--seq", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.T); }
+        else if (cli_option(argc, argv, &i, "--steps", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.steps); }
+        else if (cli_option(argc, argv, &i, "--warmup", &v, &err)) { if (!err) err = cli_parse_int(a, v, 0, 1 << 20, &o.warmup); }
+        else if (cli_option(argc, argv, &i, "--prompt-tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.prompt_tokens); }
+        else if (cli_option(argc, argv, &i, "--tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.tokens); }
+        else if (cli_option(argc, argv, &i, "--precision", &v, &err)) { if (!err) err = tern_precision_parse(v, &o.precision); }
+        else err = tern_errorf("bench: unknown option '%s'", a);
+    }
+    if (!err) {
+        if (!strcmp(mode, "train")) err = bench_train(&o);
+        else if (!strcmp(mode, "generate")) err = bench_generate(&o);
+        else err = tern_errorf("bench: unknown benchmark '%s' (train or generate)", mode);
+    }
+    return err ? cli_fail(err) : 0;
 }

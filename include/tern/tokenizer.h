@@ -19,9 +19,15 @@ tern_error *tern_tokenizer_load(const char *vocab_json_path, const char *merges_
                                 tern_tokenizer **out);
 /* Loads DIR/vocab.json and DIR/merges.txt. */
 tern_error *tern_tokenizer_load_dir(const char *dir, tern_tokenizer **out);
+/* Loads from the two files' contents, already in memory (error messages then name them
+ * "vocab.json" and "merges.txt"). */
+tern_error *tern_tokenizer_load_memory(const char *vocab_json, size_t vocab_len,
+                                       const char *merges_txt, size_t merges_len,
+                                       tern_tokenizer **out);
 void tern_tokenizer_free(tern_tokenizer *tok);
 
-/* Number of ids (50257 for GPT-2) and the id of <|endoftext|> (50256). */
+/* Number of ids (50257 for GPT-2) and the id of <|endoftext|> (50256; -1 for a vocabulary
+ * without it, where `special` below then has no effect). */
 size_t tern_tokenizer_vocab_size(const tern_tokenizer *tok);
 int32_t tern_tokenizer_eot(const tern_tokenizer *tok);
 

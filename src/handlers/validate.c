@@ -1,2 +1,609 @@
-/* Argument validation shared by every handler. */
+/* Argument validation shared by every handler. The rules are listed per operation in
+ * docs/effects.md; messages start with the operation's name and say what was expected. */
 #include "validate.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+
+/* ---- building blocks ---- */
+
+/* "f32 or bf16" for a dtype set, into buf. */
+static const char *dtype_set_name(unsigned dtypes, char *buf, size_t size) {
+    size_t used = 0;
+    int count = 0, total = 0;
+    for (int t = 0; t < TERN_DTYPE_COUNT; t++) total += (dtypes >> t) & 1u;
+    buf[0] = '\0';
+    for (int t = 0; t < TERN_DTYPE_COUNT && used < size; t++) {
+        if (!(dtypes & TERN_DT(t))) continue;
+        count++;
+        const char *sep = count == 1 ? "" : (count == total ? " or " : ", ");
+        int n = snprintf(buf + used, size - used, "%s%s", sep, tern_dtype_name((tern_dtype)t));
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+    return buf;
+}
+
+bool tern_views_overlap(tern_buf a, tern_buf b) {
+    if (!a.mem || !b.mem || a.mem != b.mem || !a.len || !b.len) return false;
+    if (!tern_dtype_valid(a.dtype) || !tern_dtype_valid(b.dtype)) return false;
+    size_t sa = tern_dtype_size(a.dtype), sb = tern_dtype_size(b.dtype);
+    /* Views were made in range of an allocation, so these byte offsets do not overflow. */
+    size_t a0 = a.offset * sa, a1 = a0 + a.len * sa;
+    size_t b0 = b.offset * sb, b1 = b0 + b.len * sb;
+    return a0 < b1 && b0 < a1;
+}
+
+bool tern_views_same(tern_buf a, tern_buf b) {
+    return a.mem == b.mem && a.offset == b.offset && a.len == b.len && a.dtype == b.dtype;
+}
+
+tern_error *tern_check_view(const char *op, const char *what, tern_buf b, unsigned dtypes) {
+    if (!tern_dtype_valid(b.dtype)) return tern_errorf("%s: %s has an invalid dtype (%d)", op, what, (int)b.dtype);
+    if (b.len > 0 && !b.mem)
+        return tern_errorf("%s: %s is an invalid view (out of range of its buffer)", op, what);
+    if (b.len == 0) return tern_errorf("%s: %s is absent (an empty buffer)", op, what);
+    if (!(dtypes & TERN_DT(b.dtype))) {
+        char names[64];
+        return tern_errorf("%s: %s is %s, needs %s", op, what, tern_dtype_name(b.dtype),
+                           dtype_set_name(dtypes, names, sizeof names));
+    }
+    size_t bytes;
+    if (!tern_mul_size(b.offset + b.len, tern_dtype_size(b.dtype), &bytes) || b.offset + b.len < b.len)
+        return tern_errorf("%s: %s is an invalid view (its extent overflows)", op, what);
+    return NULL;
+}
+
+tern_error *tern_check_buf(const char *op, const char *what, tern_buf b, unsigned dtypes,
+                           size_t need, const char *need_expr) {
+    TERN_TRY(tern_check_view(op, what, b, dtypes));
+    if (b.len != need)
+        return tern_errorf("%s: %s has %zu elements, %s needs %zu", op, what, b.len, need_expr, need);
+    return NULL;
+}
+
+tern_error *tern_check_optional(const char *op, const char *what, tern_buf b, unsigned dtypes,
+                                size_t need, const char *need_expr) {
+    if (b.len == 0) {
+        if (!tern_dtype_valid(b.dtype))
+            return tern_errorf("%s: %s has an invalid dtype (%d)", op, what, (int)b.dtype);
+        return NULL;
+    }
+    return tern_check_buf(op, what, b, dtypes, need, need_expr);
+}
+
+tern_error *tern_check_positive(const char *op, const char *what, long value) {
+    if (value <= 0) return tern_errorf("%s: %s must be positive, got %ld", op, what, value);
+    return NULL;
+}
+
+tern_error *tern_check_disjoint(const char *op, const char *what_a, tern_buf a,
+                                const char *what_b, tern_buf b) {
+    if (tern_views_overlap(a, b)) return tern_errorf("%s: %s and %s overlap", op, what_a, what_b);
+    return NULL;
+}
+
+tern_error *tern_validate_indices(const char *op, const char *what, const int32_t *ids,
+                                  size_t n, int64_t limit) {
+    for (size_t i = 0; i < n; i++) {
+        if (ids[i] < 0 || (int64_t)ids[i] >= limit)
+            return tern_errorf("%s: %s[%zu] = %d is out of range [0, %lld)", op, what, i,
+                               (int)ids[i], (long long)limit);
+    }
+    return NULL;
+}
+
+/* The product of `count` size_t factors into *out, or an error naming `expr` on overflow. */
+static tern_error *product(const char *op, const char *expr, size_t *out, int count, ...) {
+    va_list ap;
+    va_start(ap, count);
+    size_t p = 1;
+    bool ok = true;
+    for (int i = 0; i < count; i++) {
+        size_t f = va_arg(ap, size_t);
+        if (!tern_mul_size(p, f, &p)) ok = false;
+    }
+    va_end(ap);
+    if (!ok) return tern_errorf("%s: %s overflows", op, expr);
+    *out = p;
+    return NULL;
+}
+
+#define SZ(x) ((size_t)(x))
+
+/* ---- memory ---- */
+
+tern_error *tern_validate_alloc(tern_dtype dtype, size_t len, const tern_buf *out) {
+    if (!out) return tern_errorf("alloc: out is NULL");
+    if (!tern_dtype_valid(dtype)) return tern_errorf("alloc: invalid dtype (%d)", (int)dtype);
+    if (len == 0) return tern_errorf("alloc: len must be positive, got 0");
+    size_t bytes;
+    if (!tern_mul_size(len, tern_dtype_size(dtype), &bytes) || bytes > SIZE_MAX / 2)
+        return tern_errorf("alloc: %zu elements of %s is too large", len, tern_dtype_name(dtype));
+    return NULL;
+}
+
+tern_error *tern_validate_free(const tern_buf *buf) {
+    if (!buf) return tern_errorf("free: buf is NULL");
+    if (buf->len == 0 && !buf->mem) return NULL; /* absent: no-op */
+    if (!buf->mem) return tern_errorf("free: buf is an invalid view (out of range of its buffer)");
+    if (!tern_dtype_valid(buf->dtype)) return tern_errorf("free: buf has an invalid dtype (%d)", (int)buf->dtype);
+    if (buf->offset != 0)
+        return tern_errorf("free: buf is a view starting at element %zu; free the whole allocation",
+                           buf->offset);
+    return NULL;
+}
+
+/* A transfer's device side may be absent (nothing to do), never invalid. */
+static tern_error *check_transfer(const char *op, const char *what, tern_buf b, const void *host) {
+    if (!tern_dtype_valid(b.dtype)) return tern_errorf("%s: %s has an invalid dtype (%d)", op, what, (int)b.dtype);
+    if (b.len == 0) return NULL;
+    TERN_TRY(tern_check_view(op, what, b, TERN_DT_ANY));
+    if (!host) return tern_errorf("%s: the host pointer is NULL", op);
+    return NULL;
+}
+
+tern_error *tern_validate_upload(tern_buf dst, const void *src) {
+    return check_transfer("upload", "dst", dst, src);
+}
+
+tern_error *tern_validate_download(const void *dst, tern_buf src) {
+    return check_transfer("download", "src", src, dst);
+}
+
+tern_error *tern_validate_copy(tern_buf dst, tern_buf src) {
+    if (!tern_dtype_valid(dst.dtype)) return tern_errorf("copy: dst has an invalid dtype (%d)", (int)dst.dtype);
+    if (!tern_dtype_valid(src.dtype)) return tern_errorf("copy: src has an invalid dtype (%d)", (int)src.dtype);
+    if (dst.len != src.len)
+        return tern_errorf("copy: dst has %zu elements, src has %zu", dst.len, src.len);
+    if (dst.len == 0) return NULL;
+    TERN_TRY(tern_check_view("copy", "dst", dst, TERN_DT_ANY));
+    TERN_TRY(tern_check_view("copy", "src", src, TERN_DT_ANY));
+    return tern_check_disjoint("copy", "dst", dst, "src", src);
+}
+
+/* A host value that must be representable in an integer dtype (after truncation). */
+static tern_error *check_int_value(const char *op, const char *what, double value,
+                                   tern_dtype dtype) {
+    double lo = dtype == TERN_I32 ? -2147483648.0 : 0.0;
+    double hi = dtype == TERN_I32 ? 2147483648.0 : 65536.0; /* exclusive */
+    if (!(value > lo - 1.0 && value < hi)) /* also rejects NaN */
+        return tern_errorf("%s: %s %g does not fit in %s", op, what, value, tern_dtype_name(dtype));
+    return NULL;
+}
+
+tern_error *tern_validate_fill(tern_buf dst, double value) {
+    if (!tern_dtype_valid(dst.dtype)) return tern_errorf("fill: dst has an invalid dtype (%d)", (int)dst.dtype);
+    if (dst.len == 0) return NULL;
+    TERN_TRY(tern_check_view("fill", "dst", dst, TERN_DT_ANY));
+    if (!tern_dtype_is_float(dst.dtype)) return check_int_value("fill", "value", value, dst.dtype);
+    return NULL;
+}
+
+/* ---- generic ---- */
+
+tern_error *tern_validate_get(tern_buf a, size_t index, const double *out) {
+    if (!out) return tern_errorf("get: out is NULL");
+    TERN_TRY(tern_check_view("get", "a", a, TERN_DT_ANY));
+    if (index >= a.len) return tern_errorf("get: index %zu is out of range [0, %zu)", index, a.len);
+    return NULL;
+}
+
+tern_error *tern_validate_length(tern_buf a, const size_t *out) {
+    if (!out) return tern_errorf("length: out is NULL");
+    if (!tern_dtype_valid(a.dtype)) return tern_errorf("length: a has an invalid dtype (%d)", (int)a.dtype);
+    if (a.len > 0 && !a.mem) return tern_errorf("length: a is an invalid view (out of range of its buffer)");
+    return NULL;
+}
+
+tern_error *tern_validate_from_list(tern_dtype dtype, const double *values, size_t count,
+                                    const tern_buf *out) {
+    if (!out) return tern_errorf("from_list: out is NULL");
+    if (!tern_dtype_valid(dtype)) return tern_errorf("from_list: invalid dtype (%d)", (int)dtype);
+    if (count == 0) return tern_errorf("from_list: count must be positive, got 0");
+    if (!values) return tern_errorf("from_list: values is NULL");
+    size_t bytes;
+    if (!tern_mul_size(count, tern_dtype_size(dtype), &bytes) || bytes > SIZE_MAX / 2)
+        return tern_errorf("from_list: %zu elements is too large", count);
+    if (!tern_dtype_is_float(dtype)) {
+        for (size_t i = 0; i < count; i++) {
+            char what[48];
+            snprintf(what, sizeof what, "values[%zu] =", i);
+            TERN_TRY(check_int_value("from_list", what, values[i], dtype));
+        }
+    }
+    return NULL;
+}
+
+tern_error *tern_validate_load(const char *path, const char *name, tern_dtype dtype,
+                               const tern_buf *out) {
+    if (!out) return tern_errorf("load: out is NULL");
+    if (!path) return tern_errorf("load: path is NULL");
+    if (!name) return tern_errorf("load: name is NULL");
+    if (!tern_dtype_valid(dtype) || !tern_dtype_is_float(dtype))
+        return tern_errorf("load: dtype must be f32, bf16 or f16, got %s",
+                           tern_dtype_valid(dtype) ? tern_dtype_name(dtype) : "an invalid dtype");
+    return NULL;
+}
+
+/* ---- linear algebra ---- */
+
+/* Resolves one operand's row stride and batch stride, and checks its view covers every
+ * element the batch touches: (batch - 1) * stride + (rows - 1) * ld + cols. A fully dense
+ * operand (ld and stride both defaulted) must match that length exactly. */
+static tern_error *matmul_operand(const char *what, tern_buf x, unsigned dtypes, size_t rows,
+                                  size_t cols, int ld_in, long stride_in, int batch,
+                                  size_t *ld_out, size_t *stride_out) {
+    TERN_TRY(tern_check_view("matmul", what, x, dtypes));
+    if (ld_in < 0) return tern_errorf("matmul: ld%s must not be negative, got %d", what, ld_in);
+    if (stride_in < 0)
+        return tern_errorf("matmul: stride_%s must not be negative, got %ld", what, stride_in);
+    size_t ld = ld_in ? (size_t)ld_in : cols;
+    if (ld < cols)
+        return tern_errorf("matmul: ld%s = %zu is less than the %zu columns of %s as stored", what,
+                           ld, cols, what);
+    size_t span; /* elements of one matrix: (rows - 1) * ld + cols */
+    if (!tern_mul_size(rows - 1, ld, &span) || span > SIZE_MAX - cols)
+        return tern_errorf("matmul: the extent of %s overflows", what);
+    span += cols;
+    size_t dense;
+    if (!tern_mul_size(rows, ld, &dense)) return tern_errorf("matmul: the extent of %s overflows", what);
+    size_t stride = stride_in ? (size_t)stride_in : dense;
+    size_t extent;
+    if (!tern_mul_size((size_t)(batch - 1), stride, &extent) || extent > SIZE_MAX - span)
+        return tern_errorf("matmul: the extent of %s overflows", what);
+    extent += span;
+    bool exact = ld_in == 0 && stride_in == 0;
+    if (exact ? x.len != extent : x.len < extent)
+        return tern_errorf("matmul: %s has %zu elements, its shape needs %s%zu", what, x.len,
+                           exact ? "" : "at least ", extent);
+    *ld_out = ld;
+    *stride_out = stride;
+    return NULL;
+}
+
+tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                 tern_matmul_dims *dims) {
+    if (!mm) return tern_errorf("matmul: mm is NULL");
+    TERN_TRY(tern_check_positive("matmul", "m", mm->m));
+    TERN_TRY(tern_check_positive("matmul", "n", mm->n));
+    TERN_TRY(tern_check_positive("matmul", "k", mm->k));
+    if (mm->batch < 0) return tern_errorf("matmul: batch must not be negative, got %d", mm->batch);
+    if (mm->epilogue != TERN_EPILOGUE_NONE && mm->epilogue != TERN_EPILOGUE_GELU)
+        return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
+    if (!isfinite(mm->alpha) || !isfinite(mm->beta))
+        return tern_errorf("matmul: alpha and beta must be finite");
+    tern_matmul_dims d;
+    d.m = mm->m;
+    d.n = mm->n;
+    d.k = mm->k;
+    d.batch = mm->batch > 1 ? mm->batch : 1; /* 0 means 1, so a zeroed struct works */
+    d.trans_a = mm->trans_a;
+    d.trans_b = mm->trans_b;
+    d.a_rows = d.trans_a ? SZ(d.k) : SZ(d.m);
+    d.a_cols = d.trans_a ? SZ(d.m) : SZ(d.k);
+    d.b_rows = d.trans_b ? SZ(d.n) : SZ(d.k);
+    d.b_cols = d.trans_b ? SZ(d.k) : SZ(d.n);
+    TERN_TRY(matmul_operand("a", a, TERN_DT_FLOAT2, d.a_rows, d.a_cols, mm->lda, mm->stride_a,
+                            d.batch, &d.lda, &d.stride_a));
+    TERN_TRY(matmul_operand("b", b, TERN_DT_FLOAT3, d.b_rows, d.b_cols, mm->ldb, mm->stride_b,
+                            d.batch, &d.ldb, &d.stride_b));
+    TERN_TRY(matmul_operand("c", c, TERN_DT_FLOAT2, SZ(d.m), SZ(d.n), mm->ldc, mm->stride_c,
+                            d.batch, &d.ldc, &d.stride_c));
+    if (d.batch > 1 && d.stride_c < (SZ(d.m) - 1) * d.ldc + SZ(d.n))
+        return tern_errorf("matmul: stride_c = %zu makes the batch entries of c overlap",
+                           d.stride_c);
+    TERN_TRY(tern_check_optional("matmul", "bias", mm->bias, TERN_DT_FLOAT2, SZ(d.n), "n"));
+    size_t mn;
+    TERN_TRY(product("matmul", "batch * m * n", &mn, 3, SZ(d.batch), SZ(d.m), SZ(d.n)));
+    TERN_TRY(tern_check_optional("matmul", "aux", mm->aux, TERN_DT_FLOAT2, mn, "batch * m * n"));
+    if (tern_present(mm->aux) && mm->epilogue == TERN_EPILOGUE_NONE)
+        return tern_errorf("matmul: aux is given but the epilogue is none");
+    TERN_TRY(tern_check_disjoint("matmul", "c", c, "a", a));
+    TERN_TRY(tern_check_disjoint("matmul", "c", c, "b", b));
+    TERN_TRY(tern_check_disjoint("matmul", "c", c, "bias", mm->bias));
+    TERN_TRY(tern_check_disjoint("matmul", "c", c, "aux", mm->aux));
+    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "a", a));
+    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "b", b));
+    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "bias", mm->bias));
+    if (dims) *dims = d;
+    return NULL;
+}
+
+tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta) {
+    TERN_TRY(tern_check_positive("sum_rows", "rows", rows));
+    TERN_TRY(tern_check_positive("sum_rows", "cols", cols));
+    if (!isfinite(beta)) return tern_errorf("sum_rows: beta must be finite");
+    size_t n;
+    TERN_TRY(product("sum_rows", "rows * cols", &n, 2, SZ(rows), SZ(cols)));
+    TERN_TRY(tern_check_buf("sum_rows", "out", out, TERN_DT_FLOAT2, SZ(cols), "cols"));
+    TERN_TRY(tern_check_buf("sum_rows", "x", x, TERN_DT_FLOAT2, n, "rows * cols"));
+    return tern_check_disjoint("sum_rows", "out", out, "x", x);
+}
+
+/* out may be exactly `in` (in place), never partly overlap it. */
+static tern_error *in_place_or_disjoint(const char *op, const char *what_out, tern_buf out,
+                                        const char *what_in, tern_buf in) {
+    if (tern_views_same(out, in)) return NULL;
+    if (tern_views_overlap(out, in))
+        return tern_errorf("%s: %s partly overlaps %s (it may only be the same view)", op,
+                           what_out, what_in);
+    return NULL;
+}
+
+tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b) {
+    TERN_TRY(tern_check_view("add", "out", out, TERN_DT_FLOAT2));
+    TERN_TRY(tern_check_buf("add", "a", a, TERN_DT_FLOAT2, out.len, "out's length"));
+    TERN_TRY(tern_check_buf("add", "b", b, TERN_DT_FLOAT2, out.len, "out's length"));
+    TERN_TRY(in_place_or_disjoint("add", "out", out, "a", a));
+    return in_place_or_disjoint("add", "out", out, "b", b);
+}
+
+tern_error *tern_validate_norm2(tern_buf x, const double *out) {
+    if (!out) return tern_errorf("norm2: out is NULL");
+    return tern_check_view("norm2", "x", x, TERN_DT_FLOAT2);
+}
+
+/* ---- GPT-2 ---- */
+
+/* B, T, C positive and B * T, B * T * C without overflow. */
+static tern_error *btc(const char *op, int B, int T, int C, size_t *bt, size_t *btc_out) {
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
+    TERN_TRY(tern_check_positive(op, "C", C));
+    TERN_TRY(product(op, "B * T", bt, 2, SZ(B), SZ(T)));
+    return product(op, "B * T * C", btc_out, 3, SZ(B), SZ(T), SZ(C));
+}
+
+/* A table of rows of C elements ([rows, C]) holding at least min_rows rows. */
+static tern_error *check_table(const char *op, const char *what, tern_buf t, int C,
+                               size_t min_rows) {
+    TERN_TRY(tern_check_view(op, what, t, TERN_DT_FLOAT2));
+    if (t.len % SZ(C) != 0)
+        return tern_errorf("%s: %s has %zu elements, not a whole number of rows of C = %d", op,
+                           what, t.len, C);
+    if (t.len / SZ(C) < min_rows)
+        return tern_errorf("%s: %s has %zu rows, needs at least %zu", op, what, t.len / SZ(C),
+                           min_rows);
+    return NULL;
+}
+
+tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
+                                tern_buf pos, int B, int T, int C) {
+    const char *op = "embed";
+    size_t bt, n;
+    TERN_TRY(btc(op, B, T, C, &bt, &n));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "tokens", tokens, TERN_DT_I32, bt, "B * T"));
+    TERN_TRY(check_table(op, "wte", wte, C, 1));
+    TERN_TRY(check_table(op, "wpe", wpe, C, SZ(T)));
+    if (tern_present(pos)) TERN_TRY(tern_check_view(op, "pos", pos, TERN_DT_I32));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "wte", wte));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "wpe", wpe));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "tokens", tokens));
+    return tern_check_disjoint(op, "out", out, "pos", pos);
+}
+
+tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf dout,
+                                         tern_buf tokens, int B, int T, int C) {
+    const char *op = "embed_backward";
+    size_t bt, n;
+    TERN_TRY(btc(op, B, T, C, &bt, &n));
+    if (!tern_present(dwte) && !tern_present(dwpe))
+        return tern_errorf("%s: dwte and dwpe are both absent", op);
+    if (tern_present(dwte)) TERN_TRY(check_table(op, "dwte", dwte, C, 1));
+    if (tern_present(dwpe)) TERN_TRY(check_table(op, "dwpe", dwpe, C, SZ(T)));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "tokens", tokens, TERN_DT_I32, bt, "B * T"));
+    TERN_TRY(tern_check_disjoint(op, "dwte", dwte, "dwpe", dwpe));
+    TERN_TRY(tern_check_disjoint(op, "dwte", dwte, "dout", dout));
+    TERN_TRY(tern_check_disjoint(op, "dwpe", dwpe, "dout", dout));
+    TERN_TRY(tern_check_disjoint(op, "dwte", dwte, "tokens", tokens));
+    return tern_check_disjoint(op, "dwpe", dwpe, "tokens", tokens);
+}
+
+tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+                                    tern_buf w, tern_buf b, int rows, int C, float eps) {
+    const char *op = "layernorm";
+    TERN_TRY(tern_check_positive(op, "rows", rows));
+    TERN_TRY(tern_check_positive(op, "C", C));
+    if (!(eps >= 0) || !isfinite(eps)) return tern_errorf("%s: eps must be finite and >= 0", op);
+    size_t n;
+    TERN_TRY(product(op, "rows * C", &n, 2, SZ(rows), SZ(C)));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "rows * C"));
+    TERN_TRY(tern_check_optional(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_optional(op, "rstd", rstd, TERN_DT_F32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, n, "rows * C"));
+    TERN_TRY(tern_check_buf(op, "w", w, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_buf(op, "b", b, TERN_DT_FLOAT2, SZ(C), "C"));
+    const tern_buf outs[3] = {out, mean, rstd};
+    const char *out_names[3] = {"out", "mean", "rstd"};
+    const tern_buf ins[3] = {x, w, b};
+    const char *in_names[3] = {"x", "w", "b"};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 3; j++)
+            TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], in_names[j], ins[j]));
+        for (int j = i + 1; j < 3; j++)
+            TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], out_names[j], outs[j]));
+    }
+    return NULL;
+}
+
+tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db,
+                                             tern_buf dout, tern_buf x, tern_buf w,
+                                             tern_buf mean, tern_buf rstd, int rows, int C) {
+    const char *op = "layernorm_backward";
+    TERN_TRY(tern_check_positive(op, "rows", rows));
+    TERN_TRY(tern_check_positive(op, "C", C));
+    size_t n;
+    TERN_TRY(product(op, "rows * C", &n, 2, SZ(rows), SZ(C)));
+    TERN_TRY(tern_check_buf(op, "dx", dx, TERN_DT_FLOAT2, n, "rows * C"));
+    TERN_TRY(tern_check_buf(op, "dw", dw, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_buf(op, "db", db, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "rows * C"));
+    TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, n, "rows * C"));
+    TERN_TRY(tern_check_buf(op, "w", w, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_buf(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_buf(op, "rstd", rstd, TERN_DT_F32, SZ(rows), "rows"));
+    const tern_buf outs[3] = {dx, dw, db};
+    const char *out_names[3] = {"dx", "dw", "db"};
+    const tern_buf ins[5] = {dout, x, w, mean, rstd};
+    const char *in_names[5] = {"dout", "x", "w", "mean", "rstd"};
+    for (int i = 0; i < 3; i++) {
+        for (int j = 0; j < 5; j++)
+            TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], in_names[j], ins[j]));
+        for (int j = i + 1; j < 3; j++)
+            TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], out_names[j], outs[j]));
+    }
+    return NULL;
+}
+
+tern_error *tern_validate_gelu(tern_buf out, tern_buf x) {
+    TERN_TRY(tern_check_view("gelu", "out", out, TERN_DT_FLOAT2));
+    TERN_TRY(tern_check_buf("gelu", "x", x, TERN_DT_FLOAT2, out.len, "out's length"));
+    return in_place_or_disjoint("gelu", "out", out, "x", x);
+}
+
+tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x) {
+    const char *op = "gelu_backward";
+    TERN_TRY(tern_check_view(op, "dx", dx, TERN_DT_FLOAT2));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, dx.len, "dx's length"));
+    TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, dx.len, "dx's length"));
+    TERN_TRY(in_place_or_disjoint(op, "dx", dx, "dout", dout));
+    return tern_check_disjoint(op, "dx", dx, "x", x);
+}
+
+/* B, T, C, NH positive, C % NH == 0; B * T * C and B * T * 3C without overflow. */
+static tern_error *attention_shape(const char *op, int B, int T, int C, int NH, size_t *btc_out,
+                                   size_t *bt3c) {
+    size_t bt;
+    TERN_TRY(btc(op, B, T, C, &bt, btc_out));
+    TERN_TRY(tern_check_positive(op, "NH", NH));
+    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
+    return product(op, "B * T * 3C", bt3c, 2, *btc_out, (size_t)3);
+}
+
+tern_error *tern_validate_attention_saved_len(int B, int T, int NH, size_t *out) {
+    const char *op = "attention_saved_len";
+    if (!out) return tern_errorf("%s: out is NULL", op);
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
+    TERN_TRY(tern_check_positive(op, "NH", NH));
+    return product(op, "B * NH * T * T", out, 4, SZ(B), SZ(NH), SZ(T), SZ(T));
+}
+
+tern_error *tern_validate_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
+                                    int C, int NH) {
+    const char *op = "attention";
+    size_t n, n3, ns;
+    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
+    TERN_TRY(product(op, "B * NH * T * T", &ns, 4, SZ(B), SZ(NH), SZ(T), SZ(T)));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, ns, "attention_saved_len"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "saved", saved));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "qkv", qkv));
+    return tern_check_disjoint(op, "saved", saved, "qkv", qkv);
+}
+
+tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                             tern_buf out, tern_buf saved, int B, int T, int C,
+                                             int NH) {
+    const char *op = "attention_backward";
+    size_t n, n3, ns;
+    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
+    TERN_TRY(product(op, "B * NH * T * T", &ns, 4, SZ(B), SZ(NH), SZ(T), SZ(T)));
+    TERN_TRY(tern_check_buf(op, "dqkv", dqkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, ns, "attention_saved_len"));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "dout", dout));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "qkv", qkv));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "out", out));
+    return tern_check_disjoint(op, "dqkv", dqkv, "saved", saved);
+}
+
+tern_error *tern_validate_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
+                                           tern_buf qkv, tern_buf pos, int B, int T, int C,
+                                           int NH, int max_T) {
+    const char *op = "attention_cached";
+    size_t n, n3, nc;
+    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
+    TERN_TRY(tern_check_positive(op, "max_T", max_T));
+    if (T > max_T) return tern_errorf("%s: T = %d exceeds max_T = %d", op, T, max_T);
+    TERN_TRY(product(op, "B * max_T * C", &nc, 3, SZ(B), SZ(max_T), SZ(C)));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "k_cache", k_cache, TERN_DT_FLOAT2, nc, "B * NH * max_T * hs"));
+    TERN_TRY(tern_check_buf(op, "v_cache", v_cache, TERN_DT_FLOAT2, nc, "B * NH * max_T * hs"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(tern_check_view(op, "pos", pos, TERN_DT_I32));
+    const tern_buf bufs[5] = {out, k_cache, v_cache, qkv, pos};
+    const char *names[5] = {"out", "k_cache", "v_cache", "qkv", "pos"};
+    for (int i = 0; i < 3; i++) /* the written ones against everything */
+        for (int j = i + 1; j < 5; j++)
+            TERN_TRY(tern_check_disjoint(op, names[i], bufs[i], names[j], bufs[j]));
+    return NULL;
+}
+
+/* rows, V positive, V <= Vp, rows * Vp without overflow. */
+static tern_error *logits_shape(const char *op, int rows, int V, int Vp, size_t *n) {
+    TERN_TRY(tern_check_positive(op, "rows", rows));
+    TERN_TRY(tern_check_positive(op, "V", V));
+    if (Vp < V) return tern_errorf("%s: Vp = %d is less than V = %d", op, Vp, V);
+    return product(op, "rows * Vp", n, 2, SZ(rows), SZ(Vp));
+}
+
+tern_error *tern_validate_cross_entropy(tern_buf losses, tern_buf logits, tern_buf targets,
+                                        int rows, int V, int Vp, float grad_scale) {
+    const char *op = "cross_entropy";
+    size_t n;
+    TERN_TRY(logits_shape(op, rows, V, Vp, &n));
+    if (!isfinite(grad_scale)) return tern_errorf("%s: grad_scale must be finite", op);
+    TERN_TRY(tern_check_buf(op, "losses", losses, TERN_DT_F32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_buf(op, "logits", logits, TERN_DT_FLOAT2, n, "rows * Vp"));
+    TERN_TRY(tern_check_buf(op, "targets", targets, TERN_DT_I32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_disjoint(op, "losses", losses, "logits", logits));
+    TERN_TRY(tern_check_disjoint(op, "losses", losses, "targets", targets));
+    return tern_check_disjoint(op, "logits", logits, "targets", targets);
+}
+
+tern_error *tern_validate_sample(tern_buf out, tern_buf logits, int rows, int V, int Vp,
+                                 float temperature, tern_buf counter) {
+    const char *op = "sample";
+    size_t n;
+    TERN_TRY(logits_shape(op, rows, V, Vp, &n));
+    if (isnan(temperature)) return tern_errorf("%s: temperature is NaN", op);
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_I32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_buf(op, "logits", logits, TERN_DT_FLOAT2, n, "rows * Vp"));
+    if (tern_present(counter)) TERN_TRY(tern_check_view(op, "counter", counter, TERN_DT_I32));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "logits", logits));
+    return tern_check_disjoint(op, "out", out, "counter", counter);
+}
+
+tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
+                                tern_buf v, const tern_adamw *h) {
+    const char *op = "adamw";
+    if (!h) return tern_errorf("%s: h is NULL", op);
+    if (h->step < 1) return tern_errorf("%s: step must be >= 1, got %d", op, h->step);
+    if (!(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1))
+        return tern_errorf("%s: beta1 and beta2 must lie in [0, 1), got %g and %g", op,
+                           (double)h->beta1, (double)h->beta2);
+    if (!(h->eps >= 0) || !isfinite(h->eps) || !(h->lr >= 0) || !isfinite(h->lr) ||
+        !(h->weight_decay >= 0) || !isfinite(h->weight_decay))
+        return tern_errorf("%s: lr, eps and weight_decay must be finite and >= 0", op);
+    if (!isfinite(h->grad_scale)) return tern_errorf("%s: grad_scale must be finite", op);
+    TERN_TRY(tern_check_view(op, "param", param, TERN_DT_F32));
+    size_t n = param.len;
+    TERN_TRY(tern_check_optional(op, "shadow", shadow, TERN_DT_FLOAT2, n, "param's length"));
+    TERN_TRY(tern_check_buf(op, "grad", grad, TERN_DT_FLOAT2, n, "param's length"));
+    TERN_TRY(tern_check_buf(op, "m", m, TERN_DT_F32, n, "param's length"));
+    TERN_TRY(tern_check_buf(op, "v", v, TERN_DT_F32, n, "param's length"));
+    const tern_buf bufs[5] = {param, shadow, m, v, grad};
+    const char *names[5] = {"param", "shadow", "m", "v", "grad"};
+    for (int i = 0; i < 4; i++) /* the written ones against everything */
+        for (int j = i + 1; j < 5; j++)
+            TERN_TRY(tern_check_disjoint(op, names[i], bufs[i], names[j], bufs[j]));
+    return NULL;
+}

@@ -1,8 +1,134 @@
 /* Argument validation shared by every handler: each operation's shape and dtype rules,
- * checked the same way whichever handler answers. */
+ * checked the same way whichever handler answers, so that the same bad call gives the same
+ * one-line error on cpu, cuda and opencl.
+ *
+ * Every handler operation calls its tern_validate_<op> first and returns its error. These
+ * functions look only at the arguments (views, shapes, host pointers), never at device
+ * memory. The values inside index buffers (tokens, targets, pos) live on the device: a
+ * handler that reads them on the host checks them with tern_validate_indices; a GPU handler
+ * must make its kernels safe against them (clamp and report at the next sync, or check after
+ * a download). docs/effects.md lists the rules each function enforces. */
 #ifndef TERN_HANDLERS_VALIDATE_H
 #define TERN_HANDLERS_VALIDATE_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
 #include "tern/effect.h"
+
+/* Sets of dtypes, for "x must be f32 or bf16". */
+#define TERN_DT(dtype) (1u << (dtype))
+#define TERN_DT_F32 TERN_DT(TERN_F32)
+#define TERN_DT_I32 TERN_DT(TERN_I32)
+#define TERN_DT_FLOAT2 (TERN_DT(TERN_F32) | TERN_DT(TERN_BF16))                 /* f32, bf16 */
+#define TERN_DT_FLOAT3 (TERN_DT(TERN_F32) | TERN_DT(TERN_BF16) | TERN_DT(TERN_F16)) /* + f16 */
+#define TERN_DT_ANY ((1u << TERN_DTYPE_COUNT) - 1u)
+
+/* ---- building blocks ---- */
+
+/* a * b into *out; false when the product does not fit in size_t. */
+static inline bool tern_mul_size(size_t a, size_t b, size_t *out) {
+    if (a != 0 && b > SIZE_MAX / a) return false;
+    *out = a * b;
+    return true;
+}
+
+/* Whether `dtype` is one of the five dtypes. */
+static inline bool tern_dtype_valid(tern_dtype dtype) {
+    return (unsigned)dtype < TERN_DTYPE_COUNT;
+}
+
+/* Whether a view is present (len > 0). Invalid views are present. */
+static inline bool tern_present(tern_buf b) { return b.len > 0; }
+
+/* Whether two views share memory: same allocation and intersecting byte ranges. */
+bool tern_views_overlap(tern_buf a, tern_buf b);
+
+/* Whether two views are the same elements (same allocation, offset, length and dtype). */
+bool tern_views_same(tern_buf a, tern_buf b);
+
+/* `b` (called `what` in messages of operation `op`) is present, valid, of a dtype in
+ * `dtypes`, and holds exactly `need` elements; `need_expr` says where `need` comes from
+ * ("rows * C"). */
+tern_error *tern_check_buf(const char *op, const char *what, tern_buf b, unsigned dtypes,
+                           size_t need, const char *need_expr);
+
+/* Like tern_check_buf, for a buffer that may be absent (len 0). */
+tern_error *tern_check_optional(const char *op, const char *what, tern_buf b, unsigned dtypes,
+                                size_t need, const char *need_expr);
+
+/* `b` is present, valid and of a dtype in `dtypes`; its length is not checked. */
+tern_error *tern_check_view(const char *op, const char *what, tern_buf b, unsigned dtypes);
+
+/* An error when `value` (called `what`) is not positive. */
+tern_error *tern_check_positive(const char *op, const char *what, long value);
+
+/* An error when the views may not share memory but do. */
+tern_error *tern_check_disjoint(const char *op, const char *what_a, tern_buf a,
+                                const char *what_b, tern_buf b);
+
+/* Every ids[i] (i < n) lies in [0, limit); otherwise an error naming the first offender,
+ * e.g. "embed: tokens[5] = 50300 is out of range [0, 50257)". For handlers that can read
+ * index buffers on the host. */
+tern_error *tern_validate_indices(const char *op, const char *what, const int32_t *ids,
+                                  size_t n, int64_t limit);
+
+/* ---- one function per operation (same arguments as the op, less the device) ---- */
+
+tern_error *tern_validate_alloc(tern_dtype dtype, size_t len, const tern_buf *out);
+tern_error *tern_validate_free(const tern_buf *buf);
+tern_error *tern_validate_upload(tern_buf dst, const void *src);
+tern_error *tern_validate_download(const void *dst, tern_buf src);
+tern_error *tern_validate_copy(tern_buf dst, tern_buf src);
+tern_error *tern_validate_fill(tern_buf dst, double value);
+tern_error *tern_validate_get(tern_buf a, size_t index, const double *out);
+tern_error *tern_validate_length(tern_buf a, const size_t *out);
+tern_error *tern_validate_from_list(tern_dtype dtype, const double *values, size_t count,
+                                    const tern_buf *out);
+tern_error *tern_validate_load(const char *path, const char *name, tern_dtype dtype,
+                               const tern_buf *out);
+
+/* A matmul's shape with defaults resolved: dense strides filled in, batch >= 1. */
+typedef struct tern_matmul_dims {
+    int m, n, k, batch;
+    bool trans_a, trans_b;
+    size_t lda, ldb, ldc;                /* row strides of A, B, C as stored */
+    size_t stride_a, stride_b, stride_c; /* between batch entries */
+    size_t a_rows, a_cols, b_rows, b_cols; /* A, B as stored: [k, m] when trans_a, ... */
+} tern_matmul_dims;
+
+tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                 tern_matmul_dims *dims);
+tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta);
+tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b);
+tern_error *tern_validate_norm2(tern_buf x, const double *out);
+tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
+                                tern_buf pos, int B, int T, int C);
+tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf dout,
+                                         tern_buf tokens, int B, int T, int C);
+tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+                                    tern_buf w, tern_buf b, int rows, int C, float eps);
+tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db,
+                                             tern_buf dout, tern_buf x, tern_buf w,
+                                             tern_buf mean, tern_buf rstd, int rows, int C);
+tern_error *tern_validate_gelu(tern_buf out, tern_buf x);
+tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x);
+/* The saved length B * NH * T * T, checked for overflow. */
+tern_error *tern_validate_attention_saved_len(int B, int T, int NH, size_t *out);
+tern_error *tern_validate_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
+                                    int C, int NH);
+tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                             tern_buf out, tern_buf saved, int B, int T, int C,
+                                             int NH);
+tern_error *tern_validate_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
+                                           tern_buf qkv, tern_buf pos, int B, int T, int C,
+                                           int NH, int max_T);
+tern_error *tern_validate_cross_entropy(tern_buf losses, tern_buf logits, tern_buf targets,
+                                        int rows, int V, int Vp, float grad_scale);
+tern_error *tern_validate_sample(tern_buf out, tern_buf logits, int rows, int V, int Vp,
+                                 float temperature, tern_buf counter);
+tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
+                                tern_buf v, const tern_adamw *h);
 
 #endif

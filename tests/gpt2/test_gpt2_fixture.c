@@ -6,9 +6,12 @@
  *    implementation; f32 rounding over a 2-layer model lands near 1e-6).
  *  - gradients: 1e-3 of each tensor's norm (the README's bound; gradients pass through more
  *    f32 operations, and small tensors' norms are dominated by few elements).
- *  - parameters after three AdamW steps: 1e-4 of each tensor's norm. Adam divides by
- *    sqrt(v), so an f32 gradient error becomes a relative update error of the same size,
- *    times lr (1e-3): far below 1e-4 of a parameter tensor's norm.
+ *  - parameters after three AdamW steps: each element within 1e-5 (1% of one step of lr 1e-3),
+ *    except elements whose reference gradient is below 1e-3 of their tensor's RMS gradient:
+ *    Adam's first step moves an element by lr * sign(g) whatever |g|, so where the true
+ *    gradient is below float32's rounding noise (the key bias's gradient is exactly zero in
+ *    exact arithmetic: softmax ignores a constant added to every score) the direction is
+ *    arbitrary. Those elements must still lie within 3 lr of the reference (3 steps).
  *  - greedy continuations: identical ids (the fixture's smallest top-1/top-2 margin, 0.0077,
  *    is far above f32 logit error).
  * With --precision bf16 (TERN_TEST_PRECISION=bf16) weights and activations are rounded to
@@ -163,6 +166,46 @@ static void test_gradients(tern_gpt2 *m) {
     printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
 }
 
+/* Compares one parameter after the AdamW steps with the fixture (see the tolerance note at
+ * the top); returns the largest difference among the elements held to 1e-5. */
+static double check_after_adamw(tern_gpt2 *m, const char *name, float lr, int *exempt) {
+    char key[160];
+    size_t n;
+    bool wte = !strcmp(name, "wte.weight");
+    snprintf(key, sizeof key, wte ? "after3.%s.rows" : "after3.%s", name);
+    const float *want = ref(key, &n);
+    snprintf(key, sizeof key, wte ? "grad.%s.rows" : "grad.%s", name);
+    const float *grad = ref(key, NULL);
+    float *got = malloc(n * sizeof *got);
+    if (wte) { /* the fixture lists some rows of wte */
+        int C = tern_gpt2_get_config(m)->n_embd;
+        size_t rows = n / C, V = (size_t)tern_gpt2_get_config(m)->vocab_size;
+        int32_t *ids = malloc(rows * sizeof *ids);
+        float *all = malloc(V * C * sizeof *all);
+        ref_ids("wte_rows", ids, rows);
+        CHECK_OK(tern_gpt2_read_param(m, name, all, V * C));
+        for (size_t r = 0; r < rows; r++) memcpy(got + r * C, all + (size_t)ids[r] * C, C * sizeof *got);
+        free(ids), free(all);
+    } else {
+        CHECK_OK(tern_gpt2_read_param(m, name, got, n));
+    }
+    double rms = 0, worst = 0;
+    for (size_t i = 0; i < n; i++) rms += (double)grad[i] * grad[i];
+    rms = sqrt(rms / n);
+    for (size_t i = 0; i < n; i++) {
+        double d = fabs((double)got[i] - want[i]);
+        if (fabs(grad[i]) < 1e-3 * rms) {
+            if (d > 1e-5) (*exempt)++;
+            CHECKF(d <= 3 * lr * 1.01, "%s[%zu] after 3 AdamW steps: %g, expected %g", name, i, got[i], want[i]);
+        } else {
+            worst = fmax(worst, d);
+            CHECKF(d <= 1e-5, "%s[%zu] after 3 AdamW steps: %g, expected %g", name, i, got[i], want[i]);
+        }
+    }
+    free(got);
+    return worst;
+}
+
 static void test_adamw(tern_gpt2 *m) {
     int32_t x[256], y[256];
     ref_ids("inputs", x, 256);
@@ -188,13 +231,12 @@ static void test_adamw(tern_gpt2 *m) {
     }
     /* The last forward_backward left gradients but the parameters are those after 3 steps. */
     double worst = 0;
+    int exempt = 0;
     for (size_t i = 0; i <= N_PARAM_NAMES; i++) {
         const char *name = i < N_PARAM_NAMES ? param_names[i] : "wte.weight";
-        double e = compare_tensor(m, tern_gpt2_read_param, "after3.", name);
-        CHECKF(e <= 1e-4, "%s after 3 AdamW steps off by %.3g of its norm", name, e);
-        if (e > worst) worst = e;
+        worst = fmax(worst, check_after_adamw(m, name, hp.lr, &exempt));
     }
-    printf("  AdamW: 3 steps, parameters within %.2g of their norms\n", worst);
+    printf("  AdamW: 3 steps, elements within %.2g (%d below gradient noise within 3 lr)\n", worst, exempt);
 }
 
 typedef struct collected {

@@ -1,0 +1,193 @@
+/* Micro-benchmarks of the hot operations at GPT-2 124M sizes, on one handler:
+ *   bench_ops [handler] [filter]
+ * handler defaults to cpu; filter (a substring) picks benchmarks by name. Each benchmark
+ * reports the best of several runs (after a warm-up) and its rate (GFLOP/s or GB/s). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "tern/effect.h"
+#include "tern/handlers.h"
+
+static const tern_ops *o;
+static tern_dev *dev;
+static const char *filter;
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static void die_on(tern_error *err, const char *what) {
+    if (!err) return;
+    fprintf(stderr, "bench_ops: %s: %s\n", what, tern_error_message(err));
+    exit(1);
+}
+
+static tern_buf buf(tern_dtype dt, size_t n, double lo, double hi) {
+    tern_buf b;
+    die_on(o->alloc(dev, dt, n, &b), "alloc");
+    float *h = malloc(n * sizeof(float));
+    unsigned s = 12345;
+    for (size_t i = 0; i < n; i++) {
+        s = s * 1103515245u + 12345u;
+        h[i] = (float)(lo + (hi - lo) * (double)(s >> 8) / 16777216.0);
+    }
+    tern_buf f;
+    die_on(o->alloc(dev, TERN_F32, n, &f), "alloc");
+    die_on(o->upload(dev, f, h), "upload");
+    die_on(o->copy(dev, b, f), "copy");
+    die_on(o->free(dev, &f), "free");
+    free(h);
+    return b;
+}
+
+/* Runs body `reps` times after one warm-up, prints the best time and rate. */
+#define BENCH(name, reps, work, unit, body)                                                 \
+    do {                                                                                    \
+        if (filter && !strstr(name, filter)) break;                                         \
+        body;                                                                               \
+        die_on(o->sync(dev), name);                                                         \
+        double best = 1e30;                                                                 \
+        for (int r_ = 0; r_ < (reps); r_++) {                                               \
+            double t0_ = now();                                                             \
+            body;                                                                           \
+            die_on(o->sync(dev), name);                                                     \
+            double dt_ = now() - t0_;                                                       \
+            if (dt_ < best) best = dt_;                                                     \
+        }                                                                                   \
+        printf("%-44s %9.3f ms  %8.1f %s\n", name, best * 1e3, (work) / best / 1e9, unit);  \
+    } while (0)
+
+static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb, tern_dtype da,
+                         tern_dtype db, tern_dtype dc, bool bias, bool gelu, int reps) {
+    tern_buf a = buf(da, (size_t)m * k, -1, 1), b = buf(db, (size_t)k * n, -1, 1);
+    tern_buf c = buf(dc, (size_t)m * n, -1, 1), bb = buf(TERN_F32, (size_t)n, -1, 1);
+    tern_buf aux = gelu ? buf(TERN_F32, (size_t)m * n, 0, 0) : tern_none();
+    tern_matmul mm = {0};
+    mm.m = m;
+    mm.n = n;
+    mm.k = k;
+    mm.trans_a = ta;
+    mm.trans_b = tb;
+    mm.alpha = 1;
+    mm.bias = bias ? bb : tern_none();
+    mm.epilogue = gelu ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
+    mm.aux = aux;
+    double flops = 2.0 * m * n * k;
+    /* decode-sized matmuls are limited by reading B: report GB/s of B then */
+    double work = m <= 8 ? (double)k * n * (double)tern_dtype_size(db) : flops;
+    BENCH(name, reps, work, m <= 8 ? "GB/s" : "GFLOP/s",
+          die_on(o->matmul(dev, c, a, b, &mm), name));
+    o->free(dev, &a);
+    o->free(dev, &b);
+    o->free(dev, &c);
+    o->free(dev, &bb);
+    if (gelu) o->free(dev, &aux);
+}
+
+int main(int argc, char **argv) {
+    const char *handler = argc > 1 ? argv[1] : "cpu";
+    filter = argc > 2 ? argv[2] : NULL;
+    o = tern_handler_ops(handler);
+    if (!o) {
+        fprintf(stderr, "bench_ops: handler %s is not built in\n", handler);
+        return 1;
+    }
+    die_on(o->open(&dev), "open");
+    const char *dn;
+    die_on(o->device_name(dev, &dn), "device_name");
+    printf("handler %s (%s)\n", handler, dn);
+    const int BT = 256, C = 768, V = 50257, Vp = 50304;
+
+    /* training step B=4, T=64, fp32: forward, then the two backward matmuls per linear */
+    bench_matmul("matmul fwd qkv 256x768 @ 768x2304", BT, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
+    bench_matmul("matmul fwd fc 256x768 @ 768x3072 +gelu", BT, 4 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, true, 10);
+    bench_matmul("matmul fwd proj 256x3072 @ 3072x768", BT, C, 4 * C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
+    bench_matmul("matmul fwd lm head 256x768 @ (50304x768)^T", BT, Vp, C, false, true, TERN_F32, TERN_F32, TERN_F32, false, false, 5);
+    bench_matmul("matmul bwd dx 256x2304 @ (768x2304)^T", BT, C, 3 * C, false, true, TERN_F32, TERN_F32, TERN_F32, false, false, 10);
+    bench_matmul("matmul bwd dw (256x768)^T @ 256x2304", C, 3 * C, BT, true, false, TERN_F32, TERN_F32, TERN_F32, false, false, 10);
+    bench_matmul("matmul bwd lm dx 256x50304 @ 50304x768", BT, C, Vp, false, false, TERN_F32, TERN_F32, TERN_F32, false, false, 5);
+    bench_matmul("matmul bwd lm dw (256x50304)^T @ 256x768", Vp, C, BT, true, false, TERN_F32, TERN_F32, TERN_F32, false, false, 5);
+    /* mixed: bf16 weights with a prompt-sized A */
+    bench_matmul("matmul bf16 B 64x768 @ 768x3072", 64, 4 * C, C, false, false, TERN_F32, TERN_BF16, TERN_F32, true, false, 10);
+
+    /* decoding, batch 1: B streamed once */
+    bench_matmul("decode f32 1x768 @ 768x2304", 1, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 50);
+    bench_matmul("decode bf16 1x768 @ 768x2304", 1, 3 * C, C, false, false, TERN_F32, TERN_BF16, TERN_F32, true, false, 50);
+    bench_matmul("decode bf16 1x768 @ 768x3072 +gelu", 1, 4 * C, C, false, false, TERN_F32, TERN_BF16, TERN_F32, true, true, 50);
+    bench_matmul("decode bf16 1x3072 @ 3072x768", 1, C, 4 * C, false, false, TERN_F32, TERN_BF16, TERN_F32, true, false, 50);
+    bench_matmul("decode bf16 1x768 @ (768x2304)^T", 1, 3 * C, C, false, true, TERN_F32, TERN_BF16, TERN_F32, true, false, 50);
+    bench_matmul("decode bf16 lm head 1x768 @ (50304x768)^T", 1, Vp, C, false, true, TERN_F32, TERN_BF16, TERN_F32, false, false, 20);
+    bench_matmul("decode bf16 A,C bf16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 50);
+    bench_matmul("decode f16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_F32, TERN_F16, TERN_F32, true, false, 50);
+
+    {
+        tern_buf x = buf(TERN_F32, (size_t)BT * C, -1, 1), out = buf(TERN_F32, (size_t)BT * C, 0, 0);
+        tern_buf w = buf(TERN_F32, C, 0.5, 1.5), b = buf(TERN_F32, C, -1, 1);
+        tern_buf mean = buf(TERN_F32, BT, 0, 0), rstd = buf(TERN_F32, BT, 0, 0);
+        tern_buf dx = buf(TERN_F32, (size_t)BT * C, 0, 0), dw = buf(TERN_F32, C, 0, 0), db = buf(TERN_F32, C, 0, 0);
+        double bytes = 2.0 * BT * C * 4;
+        BENCH("layernorm 256x768", 50, bytes, "GB/s",
+              die_on(o->layernorm(dev, out, mean, rstd, x, w, b, BT, C, 1e-5f), "layernorm"));
+        BENCH("layernorm_backward 256x768", 50, 2 * bytes, "GB/s",
+              die_on(o->layernorm_backward(dev, dx, dw, db, out, x, w, mean, rstd, BT, C), "lnb"));
+        tern_buf h = buf(TERN_F32, (size_t)BT * 4 * C, -3, 3), hg = buf(TERN_F32, (size_t)BT * 4 * C, 0, 0);
+        BENCH("gelu 256x3072", 50, 2.0 * BT * 4 * C * 4, "GB/s", die_on(o->gelu(dev, hg, h), "gelu"));
+        BENCH("gelu_backward 256x3072", 50, 3.0 * BT * 4 * C * 4, "GB/s",
+              die_on(o->gelu_backward(dev, hg, hg, h), "gelu_backward"));
+        BENCH("add 256x768", 50, 3.0 * BT * C * 4, "GB/s", die_on(o->add(dev, out, out, x), "add"));
+        BENCH("sum_rows 256x3072", 50, 1.0 * BT * 4 * C * 4, "GB/s",
+              die_on(o->sum_rows(dev, tern_view(hg, 0, 4 * C), h, BT, 4 * C, 1), "sum_rows"));
+        tern_buf qkv = buf(TERN_F32, (size_t)BT * 3 * C, -1, 1), att = buf(TERN_F32, (size_t)BT * C, 0, 0);
+        size_t saved_len;
+        die_on(o->attention_saved_len(dev, 4, 64, 12, &saved_len), "saved_len");
+        tern_buf saved = buf(TERN_F32, saved_len, 0, 0), dqkv = buf(TERN_F32, (size_t)BT * 3 * C, 0, 0);
+        double att_flops = 4.0 * 12 * 64 * 64 * 64 * 2; /* causal half of QK^T and PV, x2 */
+        BENCH("attention B4 T64 NH12", 50, att_flops, "GFLOP/s",
+              die_on(o->attention(dev, att, saved, qkv, 4, 64, C, 12), "attention"));
+        BENCH("attention_backward B4 T64 NH12", 50, 2 * att_flops, "GFLOP/s",
+              die_on(o->attention_backward(dev, dqkv, x, qkv, att, saved, 4, 64, C, 12), "attention_backward"));
+        o->free(dev, &x); o->free(dev, &out); o->free(dev, &w); o->free(dev, &b); o->free(dev, &mean);
+        o->free(dev, &rstd); o->free(dev, &dx); o->free(dev, &dw); o->free(dev, &db); o->free(dev, &h);
+        o->free(dev, &hg); o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &saved); o->free(dev, &dqkv);
+    }
+    {
+        tern_buf logits = buf(TERN_F32, (size_t)BT * Vp, -5, 5), losses = buf(TERN_F32, BT, 0, 0);
+        int32_t *t = malloc(BT * sizeof *t);
+        for (int i = 0; i < BT; i++) t[i] = (i * 7919) % V;
+        tern_buf tg;
+        die_on(o->alloc(dev, TERN_I32, BT, &tg), "alloc");
+        die_on(o->upload(dev, tg, t), "upload");
+        BENCH("cross_entropy 256x50304 (+grad)", 10, 2.0 * BT * Vp * 4, "GB/s",
+              die_on(o->cross_entropy(dev, losses, logits, tg, BT, V, Vp, 1.0f / BT), "ce"));
+        tern_buf row = buf(TERN_F32, Vp, -5, 5), out1;
+        die_on(o->alloc(dev, TERN_I32, 1, &out1), "alloc");
+        BENCH("sample argmax 1x50257", 50, 1.0 * Vp * 4, "GB/s",
+              die_on(o->sample(dev, out1, row, 1, V, Vp, 0, 0, 1, tern_none()), "sample"));
+        BENCH("sample top-k 40 1x50257", 50, 1.0 * Vp * 4, "GB/s",
+              die_on(o->sample(dev, out1, row, 1, V, Vp, 0.8f, 40, 1, tern_none()), "sample"));
+        BENCH("sample all 1x50257", 50, 1.0 * Vp * 4, "GB/s",
+              die_on(o->sample(dev, out1, row, 1, V, Vp, 1.0f, 0, 1, tern_none()), "sample"));
+        o->free(dev, &logits); o->free(dev, &losses); o->free(dev, &tg); o->free(dev, &row); o->free(dev, &out1);
+        free(t);
+    }
+    {
+        size_t n = 124439808; /* GPT-2 124M parameters */
+        if (!filter || strstr("adamw 124M f32", filter)) {
+            tern_buf p = buf(TERN_F32, n, -1, 1), g = buf(TERN_F32, n, -1, 1);
+            tern_buf m = buf(TERN_F32, n, 0, 0), v = buf(TERN_F32, n, 0, 0);
+            tern_adamw h = {3e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f};
+            BENCH("adamw 124M f32", 3, 28.0 * (double)n, "GB/s",
+                  die_on(o->adamw(dev, p, tern_none(), g, m, v, &h), "adamw"));
+            double nrm;
+            BENCH("norm2 124M f32", 3, 4.0 * (double)n, "GB/s", die_on(o->norm2(dev, g, &nrm), "norm2"));
+            BENCH("fill 124M f32 (zero grads)", 3, 4.0 * (double)n, "GB/s", die_on(o->fill(dev, g, 0), "fill"));
+            o->free(dev, &p); o->free(dev, &g); o->free(dev, &m); o->free(dev, &v);
+        }
+    }
+    die_on(o->close(dev), "close");
+    return 0;
+}

@@ -1,0 +1,565 @@
+/* The tracing kernel DSL.
+ *
+ * A kernel is a C function that, when run, records the kernel: every DSL call appends one
+ * statement to the kernel being traced, so C is the metaprogramming layer (C loops unroll,
+ * C constants specialise, C helpers compose). tern_kernel_build runs the function once and
+ * returns an immutable kernel, which can be emitted as CUDA C, OpenCL C or Metal Shading
+ * Language, or launched on a runtime (host interpreter, OpenCL, CUDA).
+ *
+ *     static void scale(tern_kb *kb, void *user) {
+ *         float factor = *(const float *)user;          // a C constant, baked in
+ *         tern_v x = tern_param_buf(kb, "x", TERN_T_F32, TERN_READ);
+ *         tern_v y = tern_param_buf(kb, "y", TERN_T_F32, TERN_WRITE);
+ *         tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
+ *         tern_v i = tern_global_id(kb, 0);
+ *         TERN_IF(kb, tern_lt(i, n)) {
+ *             tern_store(y, i, tern_mul(tern_load(x, i), tern_f32(factor)));
+ *         }
+ *     }
+ *     ...
+ *     tern_kernel *k;
+ *     tern_error *err = tern_kernel_build("scale", scale, &factor, &k);
+ *
+ * Values (tern_v) are immutable, like C `const` locals: an operation computes its result
+ * where it is called. Mutable state lives in variables (tern_var / tern_assign). A value
+ * may be used only inside the block it was made in (and blocks nested in it); carry
+ * results out of an if or a loop with a variable.
+ *
+ * Errors: a DSL call never aborts. The first error (a type mismatch, a value used out of
+ * its block, ...) is recorded with the C source line of the offending call, later calls
+ * become no-ops, and tern_kernel_build returns it as "kernel 'name': message (file:line)".
+ *
+ * Every DSL operation is a macro over a function with the same name plus `_at`, which
+ * takes the caller's source location first (tern_add(a, b) is tern_add_at(TERN_HERE, a, b)),
+ * so errors and target-compiler messages point at the user's line. Call the `_at` forms
+ * from helpers that want to report their caller's line instead.
+ *
+ * docs/kernels.md is the reference, with examples. */
+#ifndef TERN_KERNEL_H
+#define TERN_KERNEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/effect.h"
+#include "tern/error.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- types ---- */
+
+/* Value types, and the element types of buffers. f16, bf16 and u16 are storage types: a
+ * load from such a buffer gives an f32 (u32 for u16), a store takes one and rounds to
+ * nearest even (u16: keeps the low 16 bits). */
+typedef enum tern_type {
+    TERN_T_VOID = 0,
+    TERN_T_BOOL,
+    TERN_T_I32,
+    TERN_T_U32,
+    TERN_T_I64,
+    TERN_T_U64,
+    TERN_T_F32,
+    TERN_T_F16,
+    TERN_T_BF16,
+    TERN_T_U16,
+} tern_type;
+#define TERN_TYPE_COUNT 10
+
+const char *tern_type_name(tern_type t); /* "f32", ... */
+size_t tern_type_size(tern_type t);      /* bytes in memory (bool: 1) */
+/* The value type a buffer of element type t loads as (f16 -> f32, u16 -> u32, ...). */
+tern_type tern_type_value(tern_type t);
+/* The DSL type of an effect dtype (TERN_BF16 -> TERN_T_BF16, ...). */
+tern_type tern_type_of_dtype(tern_dtype dtype);
+
+/* How a kernel uses a buffer parameter. A load needs READ, a store or atomic WRITE
+ * (atomics need both). */
+typedef enum tern_intent {
+    TERN_READ = 1,
+    TERN_WRITE = 2,
+    TERN_READ_WRITE = 3,
+} tern_intent;
+
+/* The width of a SIMD group on every target: 32 (a CUDA warp, an Apple SIMD group; the
+ * OpenCL emitter emulates groups of 32 with threadgroup memory). */
+#define TERN_SIMD_WIDTH 32
+
+typedef struct tern_kb tern_kb;         /* a kernel being traced */
+typedef struct tern_kernel tern_kernel; /* a traced kernel, immutable */
+
+/* A C source location, recorded with every statement. */
+typedef struct tern_loc {
+    const char *file;
+    int line;
+} tern_loc;
+#define TERN_HERE ((tern_loc){__FILE__, __LINE__})
+
+/* A DSL value: a result of an operation, a parameter, a variable, a buffer or a constant.
+ * Constants (tern_f32(1.5f), ...) belong to no kernel yet (kb == NULL) and are folded at
+ * trace time when every operand is one. Treat the fields as private. */
+typedef struct tern_v {
+    tern_kb *kb;
+    int32_t id;
+    uint8_t kind;  /* private: TERN_V_* in src/kernel/ir.h */
+    uint8_t type;  /* tern_type */
+    uint8_t weak;  /* a literal whose type adapts to the other operand */
+    uint8_t op;    /* private: for a poisoned constant, the operation that failed */
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+    } c;
+} tern_v;
+
+/* ---- building kernels ---- */
+
+/* The trace function: declares parameters and appends statements through kb. `user` is
+ * passed through (specialisation constants, sizes, ...). */
+typedef void (*tern_trace_fn)(tern_kb *kb, void *user);
+
+/* Runs fn once to trace kernel `name` (a C identifier of at most 63 characters). On
+ * success *out is a new kernel (tern_kernel_free); on failure *out is NULL and the error
+ * names the kernel and the C line of the first offending DSL call. */
+tern_error *tern_kernel_build(const char *name, tern_trace_fn fn, void *user,
+                              tern_kernel **out) TERN_MUST_USE;
+void tern_kernel_free(tern_kernel *k);
+
+/* The builder of a value or variable (NULL for constants). */
+tern_kb *tern_kb_of(tern_v v);
+
+/* ---- parameters, in launch order ---- */
+
+/* A buffer of `elem` elements (f32, f16, bf16, i32, u32, u16, i64, u64). */
+tern_v tern_param_buf_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem,
+                         tern_intent intent);
+/* A scalar passed by value (i32, u32, i64, u64, f32). */
+tern_v tern_param_scalar_at(tern_loc at, tern_kb *kb, const char *name, tern_type type);
+#define tern_param_buf(kb, name, elem, intent) tern_param_buf_at(TERN_HERE, kb, name, elem, intent)
+#define tern_param_scalar(kb, name, type) tern_param_scalar_at(TERN_HERE, kb, name, type)
+
+/* Threadgroup (CUDA: shared, OpenCL: local) memory of `count` elements, its size fixed at
+ * trace time. Shared by the threads of a threadgroup; contents undefined at start. */
+tern_v tern_shared_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem, size_t count);
+#define tern_shared(kb, name, elem, count) tern_shared_at(TERN_HERE, kb, name, elem, count)
+
+/* ---- constants (no kernel needed) ---- */
+
+tern_v tern_bool(bool b);
+tern_v tern_i32(int32_t x);
+tern_v tern_u32(uint32_t x);
+tern_v tern_i64(int64_t x);
+tern_v tern_u64(uint64_t x);
+tern_v tern_f32(float x);
+/* An integer literal that takes the type of the other operand (any integer type, or f32
+ * when exactly representable); i32 when both operands are such literals. */
+tern_v tern_int(int64_t x);
+
+/* ---- thread attributes (all i32) ----
+ * A launch is `grid` threadgroups of `group` threads in up to three dimensions. dim is 0
+ * (x), 1 (y) or 2 (z). SIMD groups are formed from the linear thread index in the
+ * threadgroup, x fastest: lane = index % 32, group = index / 32. */
+typedef enum tern_thread_attr {
+    TERN_GLOBAL_ID,    /* position in the grid, in threads: group_id * group_size + local_id */
+    TERN_LOCAL_ID,     /* position in the threadgroup */
+    TERN_GROUP_ID,     /* position of the threadgroup in the grid */
+    TERN_GROUP_SIZE,   /* threads per threadgroup */
+    TERN_GROUP_COUNT,  /* threadgroups in the grid */
+    TERN_LOCAL_INDEX,  /* linear index in the threadgroup (dim ignored) */
+    TERN_SIMD_LANE,    /* lane in the SIMD group, 0..31 (dim ignored) */
+    TERN_SIMD_GROUP,   /* SIMD group in the threadgroup (dim ignored) */
+    TERN_SIMD_GROUPS,  /* SIMD groups per threadgroup (dim ignored) */
+} tern_thread_attr;
+tern_v tern_thread_at(tern_loc at, tern_kb *kb, tern_thread_attr attr, int dim);
+#define tern_global_id(kb, dim) tern_thread_at(TERN_HERE, kb, TERN_GLOBAL_ID, dim)
+#define tern_local_id(kb, dim) tern_thread_at(TERN_HERE, kb, TERN_LOCAL_ID, dim)
+#define tern_group_id(kb, dim) tern_thread_at(TERN_HERE, kb, TERN_GROUP_ID, dim)
+#define tern_group_size(kb, dim) tern_thread_at(TERN_HERE, kb, TERN_GROUP_SIZE, dim)
+#define tern_group_count(kb, dim) tern_thread_at(TERN_HERE, kb, TERN_GROUP_COUNT, dim)
+#define tern_local_index(kb) tern_thread_at(TERN_HERE, kb, TERN_LOCAL_INDEX, 0)
+#define tern_simd_lane(kb) tern_thread_at(TERN_HERE, kb, TERN_SIMD_LANE, 0)
+#define tern_simd_group(kb) tern_thread_at(TERN_HERE, kb, TERN_SIMD_GROUP, 0)
+#define tern_simd_groups(kb) tern_thread_at(TERN_HERE, kb, TERN_SIMD_GROUPS, 0)
+
+/* ---- expressions ----
+ * Operands of arithmetic and comparisons must have the same type (no implicit
+ * conversions, except tern_int literals); use tern_cast. Integer arithmetic wraps; integer
+ * division truncates (division by zero is an error on the host, undefined on GPUs); shift
+ * counts are taken modulo the width. Float math is IEEE f32 without fast-math. */
+typedef enum tern_op1 {
+    TERN_NEG, TERN_NOT, TERN_LNOT, TERN_ABS,
+    TERN_EXP, TERN_EXP2, TERN_LOG, TERN_LOG2, TERN_SQRT, TERN_RSQRT, TERN_TANH, TERN_ERF,
+    TERN_SIN, TERN_COS, TERN_FLOOR, TERN_CEIL, TERN_ROUND, TERN_TRUNC,
+    TERN_ISNAN, TERN_ISINF,
+} tern_op1;
+typedef enum tern_op2 {
+    TERN_ADD, TERN_SUB, TERN_MUL, TERN_DIV, TERN_REM, TERN_MIN, TERN_MAX, TERN_POW,
+    TERN_AND, TERN_OR, TERN_XOR, TERN_SHL, TERN_SHR,
+    TERN_LT, TERN_LE, TERN_GT, TERN_GE, TERN_EQ, TERN_NE, TERN_LAND, TERN_LOR,
+} tern_op2;
+tern_v tern_unary_at(tern_loc at, tern_op1 op, tern_v a);
+tern_v tern_binary_at(tern_loc at, tern_op2 op, tern_v a, tern_v b);
+tern_v tern_select_at(tern_loc at, tern_v cond, tern_v if_true, tern_v if_false);
+tern_v tern_fma_at(tern_loc at, tern_v a, tern_v b, tern_v c); /* a * b + c, one rounding */
+/* Value conversion (floats to integers truncate; bool <-> number is 0/1 and != 0). */
+tern_v tern_cast_at(tern_loc at, tern_v a, tern_type to);
+/* Reinterprets the bits between types of the same size (f32/i32/u32, i64/u64). */
+tern_v tern_bitcast_at(tern_loc at, tern_v a, tern_type to);
+
+#define tern_add(a, b) tern_binary_at(TERN_HERE, TERN_ADD, a, b)
+#define tern_sub(a, b) tern_binary_at(TERN_HERE, TERN_SUB, a, b)
+#define tern_mul(a, b) tern_binary_at(TERN_HERE, TERN_MUL, a, b)
+#define tern_div(a, b) tern_binary_at(TERN_HERE, TERN_DIV, a, b)
+#define tern_rem(a, b) tern_binary_at(TERN_HERE, TERN_REM, a, b) /* C %, fmodf for f32 */
+#define tern_min(a, b) tern_binary_at(TERN_HERE, TERN_MIN, a, b)
+#define tern_max(a, b) tern_binary_at(TERN_HERE, TERN_MAX, a, b)
+#define tern_pow(a, b) tern_binary_at(TERN_HERE, TERN_POW, a, b)
+#define tern_and(a, b) tern_binary_at(TERN_HERE, TERN_AND, a, b)
+#define tern_or(a, b) tern_binary_at(TERN_HERE, TERN_OR, a, b)
+#define tern_xor(a, b) tern_binary_at(TERN_HERE, TERN_XOR, a, b)
+#define tern_shl(a, b) tern_binary_at(TERN_HERE, TERN_SHL, a, b)
+#define tern_shr(a, b) tern_binary_at(TERN_HERE, TERN_SHR, a, b) /* arithmetic when signed */
+#define tern_lt(a, b) tern_binary_at(TERN_HERE, TERN_LT, a, b)
+#define tern_le(a, b) tern_binary_at(TERN_HERE, TERN_LE, a, b)
+#define tern_gt(a, b) tern_binary_at(TERN_HERE, TERN_GT, a, b)
+#define tern_ge(a, b) tern_binary_at(TERN_HERE, TERN_GE, a, b)
+#define tern_eq(a, b) tern_binary_at(TERN_HERE, TERN_EQ, a, b)
+#define tern_ne(a, b) tern_binary_at(TERN_HERE, TERN_NE, a, b)
+#define tern_land(a, b) tern_binary_at(TERN_HERE, TERN_LAND, a, b) /* bools; both evaluated */
+#define tern_lor(a, b) tern_binary_at(TERN_HERE, TERN_LOR, a, b)
+#define tern_neg(a) tern_unary_at(TERN_HERE, TERN_NEG, a)
+#define tern_not(a) tern_unary_at(TERN_HERE, TERN_NOT, a) /* bitwise */
+#define tern_lnot(a) tern_unary_at(TERN_HERE, TERN_LNOT, a)
+#define tern_abs(a) tern_unary_at(TERN_HERE, TERN_ABS, a)
+#define tern_exp(a) tern_unary_at(TERN_HERE, TERN_EXP, a)
+#define tern_exp2(a) tern_unary_at(TERN_HERE, TERN_EXP2, a)
+#define tern_log(a) tern_unary_at(TERN_HERE, TERN_LOG, a)
+#define tern_log2(a) tern_unary_at(TERN_HERE, TERN_LOG2, a)
+#define tern_sqrt(a) tern_unary_at(TERN_HERE, TERN_SQRT, a)
+#define tern_rsqrt(a) tern_unary_at(TERN_HERE, TERN_RSQRT, a)
+#define tern_tanh(a) tern_unary_at(TERN_HERE, TERN_TANH, a)
+#define tern_erf(a) tern_unary_at(TERN_HERE, TERN_ERF, a)
+#define tern_sin(a) tern_unary_at(TERN_HERE, TERN_SIN, a)
+#define tern_cos(a) tern_unary_at(TERN_HERE, TERN_COS, a)
+#define tern_floor(a) tern_unary_at(TERN_HERE, TERN_FLOOR, a)
+#define tern_ceil(a) tern_unary_at(TERN_HERE, TERN_CEIL, a)
+#define tern_round(a) tern_unary_at(TERN_HERE, TERN_ROUND, a) /* halves away from zero */
+#define tern_trunc(a) tern_unary_at(TERN_HERE, TERN_TRUNC, a)
+#define tern_isnan(a) tern_unary_at(TERN_HERE, TERN_ISNAN, a)
+#define tern_isinf(a) tern_unary_at(TERN_HERE, TERN_ISINF, a)
+#define tern_select(c, a, b) tern_select_at(TERN_HERE, c, a, b)
+#define tern_fma(a, b, c) tern_fma_at(TERN_HERE, a, b, c)
+#define tern_cast(a, to) tern_cast_at(TERN_HERE, a, to)
+#define tern_bitcast(a, to) tern_bitcast_at(TERN_HERE, a, to)
+
+/* Gives a value (or a variable) a name in the emitted source; a named value always gets
+ * its own declaration. Returns v. */
+tern_v tern_name_at(tern_loc at, tern_v v, const char *name);
+#define tern_name(v, name) tern_name_at(TERN_HERE, v, name)
+
+/* ---- variables ---- */
+
+/* A mutable variable of init's type, initialised to init. Using it as an operand reads
+ * its current value. */
+tern_v tern_var_at(tern_loc at, tern_kb *kb, const char *name, tern_v init);
+void tern_assign_at(tern_loc at, tern_v var, tern_v value);
+#define tern_var(kb, name, init) tern_var_at(TERN_HERE, kb, name, init)
+#define tern_assign(var, value) tern_assign_at(TERN_HERE, var, value)
+
+/* ---- memory ----
+ * index is any integer type, counted in elements of the buffer. */
+tern_v tern_load_at(tern_loc at, tern_v buf, tern_v index);
+void tern_store_at(tern_loc at, tern_v buf, tern_v index, tern_v value);
+/* `width` consecutive elements starting at index, as one 8- or 16-byte access (or 4 for
+ * two 16-bit elements): width 2 or 4 for 32-bit elements, 2, 4 or 8 for 16-bit ones.
+ * index must be a multiple of width, and the buffer's start aligned to the access. */
+void tern_load_vec_at(tern_loc at, tern_v buf, tern_v index, int width, tern_v *out);
+void tern_store_vec_at(tern_loc at, tern_v buf, tern_v index, int width, const tern_v *values);
+#define tern_load(buf, index) tern_load_at(TERN_HERE, buf, index)
+#define tern_store(buf, index, value) tern_store_at(TERN_HERE, buf, index, value)
+#define tern_load_vec(buf, index, width, out) tern_load_vec_at(TERN_HERE, buf, index, width, out)
+#define tern_store_vec(buf, index, width, values) \
+    tern_store_vec_at(TERN_HERE, buf, index, width, values)
+
+/* Atomic read-modify-write of one element; returns the old value. f32 buffers: add and
+ * exchange; i32/u32: all. Relaxed ordering (use a barrier to publish). */
+typedef enum tern_atomic_op {
+    TERN_ATOMIC_ADD, TERN_ATOMIC_MIN, TERN_ATOMIC_MAX, TERN_ATOMIC_AND, TERN_ATOMIC_OR,
+    TERN_ATOMIC_XOR, TERN_ATOMIC_XCHG,
+} tern_atomic_op;
+tern_v tern_atomic_at(tern_loc at, tern_atomic_op op, tern_v buf, tern_v index, tern_v value);
+/* If buf[index] == expected, stores desired. Returns the old value (i32/u32). */
+tern_v tern_atomic_cas_at(tern_loc at, tern_v buf, tern_v index, tern_v expected, tern_v desired);
+#define tern_atomic_add(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_ADD, buf, i, v)
+#define tern_atomic_min(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_MIN, buf, i, v)
+#define tern_atomic_max(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_MAX, buf, i, v)
+#define tern_atomic_and(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_AND, buf, i, v)
+#define tern_atomic_or(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_OR, buf, i, v)
+#define tern_atomic_xor(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_XOR, buf, i, v)
+#define tern_atomic_xchg(buf, i, v) tern_atomic_at(TERN_HERE, TERN_ATOMIC_XCHG, buf, i, v)
+#define tern_atomic_cas(buf, i, e, d) tern_atomic_cas_at(TERN_HERE, buf, i, e, d)
+
+/* ---- synchronisation and SIMD groups ----
+ * A barrier, and every SIMD-group operation, must be reached by all threads of the
+ * threadgroup together (threadgroup-uniform control flow); the host runtime checks this.
+ * SIMD operations need a threadgroup size that is a multiple of 32. Reductions combine
+ * lanes in a fixed butterfly order, so float results are the same on every target. */
+void tern_barrier_at(tern_loc at, tern_kb *kb); /* orders threadgroup and device memory */
+#define tern_barrier(kb) tern_barrier_at(TERN_HERE, kb)
+
+typedef enum tern_simd_op {
+    TERN_SIMD_SUM,          /* every lane gets the sum over the group */
+    TERN_SIMD_MIN,
+    TERN_SIMD_MAX,
+    TERN_SIMD_PREFIX_SUM,   /* exclusive: lane l gets the sum of lanes 0 .. l-1 */
+    TERN_SIMD_SHUFFLE,      /* lane l gets v of lane (arg mod 32) */
+    TERN_SIMD_SHUFFLE_XOR,  /* lane l gets v of lane l ^ (arg mod 32) */
+    TERN_SIMD_SHUFFLE_DOWN, /* lane l gets v of lane l + arg, its own v past lane 31 */
+    TERN_SIMD_SHUFFLE_UP,   /* lane l gets v of lane l - arg, its own v before lane 0 */
+    TERN_SIMD_BALLOT,       /* u32: bit l set when lane l's bool is true */
+    TERN_SIMD_ANY,
+    TERN_SIMD_ALL,
+} tern_simd_op;
+/* arg: the lane or offset (i32/u32) for shuffles; ignored (pass tern_int(0)) otherwise. */
+tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg);
+#define tern_simd_sum(v) tern_simd_at(TERN_HERE, TERN_SIMD_SUM, v, tern_int(0))
+#define tern_simd_min(v) tern_simd_at(TERN_HERE, TERN_SIMD_MIN, v, tern_int(0))
+#define tern_simd_max(v) tern_simd_at(TERN_HERE, TERN_SIMD_MAX, v, tern_int(0))
+#define tern_simd_prefix_sum(v) tern_simd_at(TERN_HERE, TERN_SIMD_PREFIX_SUM, v, tern_int(0))
+#define tern_simd_shuffle(v, lane) tern_simd_at(TERN_HERE, TERN_SIMD_SHUFFLE, v, lane)
+#define tern_simd_shuffle_xor(v, m) tern_simd_at(TERN_HERE, TERN_SIMD_SHUFFLE_XOR, v, m)
+#define tern_simd_shuffle_down(v, d) tern_simd_at(TERN_HERE, TERN_SIMD_SHUFFLE_DOWN, v, d)
+#define tern_simd_shuffle_up(v, d) tern_simd_at(TERN_HERE, TERN_SIMD_SHUFFLE_UP, v, d)
+#define tern_simd_ballot(c) tern_simd_at(TERN_HERE, TERN_SIMD_BALLOT, c, tern_int(0))
+#define tern_simd_any(c) tern_simd_at(TERN_HERE, TERN_SIMD_ANY, c, tern_int(0))
+#define tern_simd_all(c) tern_simd_at(TERN_HERE, TERN_SIMD_ALL, c, tern_int(0))
+
+/* ---- control flow ----
+ * Structured blocks: tern_if / tern_else / tern_for / tern_while ... tern_end, or the
+ * macros below, whose C body is the block:
+ *
+ *     TERN_FOR(kb, i, lane, n, tern_int(32)) { ... i ... }   // for (i = lane; i < n; i += 32)
+ *     TERN_IF(kb, tern_lt(i, n)) { ... } TERN_ELSE(kb) { ... }
+ *     TERN_WHILE(kb, tern_gt(tern_load(flag, z), z)) { ... }
+ *
+ * Do not leave a macro's body with C break/continue/return/goto (the block would not be
+ * closed; tern_kernel_build reports it); use tern_break / tern_continue. A for loop runs
+ * while index < end, its bounds and step (> 0) evaluated once, before the first iteration.
+ * A while loop's condition is traced inside the macro, so it is re-evaluated each time. */
+void tern_if_at(tern_loc at, tern_kb *kb, tern_v cond);
+void tern_else_at(tern_loc at, tern_kb *kb); /* right after an if's tern_end */
+tern_v tern_for_at(tern_loc at, tern_kb *kb, const char *index_name, tern_v start, tern_v end,
+                   tern_v step);
+void tern_while_at(tern_loc at, tern_kb *kb);             /* then trace the condition ... */
+void tern_while_test_at(tern_loc at, tern_kb *kb, tern_v cond); /* ... then the body */
+void tern_end_at(tern_loc at, tern_kb *kb);
+void tern_break_at(tern_loc at, tern_kb *kb);
+void tern_continue_at(tern_loc at, tern_kb *kb);
+/* Ends the calling thread (CUDA's `return`): it skips the rest of the kernel. */
+void tern_exit_at(tern_loc at, tern_kb *kb);
+#define tern_if(kb, cond) tern_if_at(TERN_HERE, kb, cond)
+#define tern_else(kb) tern_else_at(TERN_HERE, kb)
+#define tern_for(kb, name, start, end, step) tern_for_at(TERN_HERE, kb, name, start, end, step)
+#define tern_while(kb) tern_while_at(TERN_HERE, kb)
+#define tern_while_test(kb, cond) tern_while_test_at(TERN_HERE, kb, cond)
+#define tern_end(kb) tern_end_at(TERN_HERE, kb)
+#define tern_break(kb) tern_break_at(TERN_HERE, kb)
+#define tern_continue(kb) tern_continue_at(TERN_HERE, kb)
+#define tern_exit(kb) tern_exit_at(TERN_HERE, kb)
+
+/* For the macros: 1 the first time (enter the body), then closes the block and gives 0. */
+int tern_once_at(tern_loc at, tern_kb *kb);
+#define TERN_IF(kb, cond) for (tern_if_at(TERN_HERE, kb, cond); tern_once_at(TERN_HERE, kb);)
+#define TERN_ELSE(kb) for (tern_else_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
+#define TERN_FOR(kb, i, start, end, step)                                                  \
+    for (tern_v i = tern_for_at(TERN_HERE, kb, #i, start, end, step);                      \
+         tern_once_at(TERN_HERE, kb);)
+#define TERN_WHILE(kb, cond)                                                               \
+    for (tern_while_at(TERN_HERE, kb), tern_while_test_at(TERN_HERE, kb, cond);            \
+         tern_once_at(TERN_HERE, kb);)
+
+/* ---- debugging ---- */
+
+/* Prints from every thread that runs it: fmt with one `{}` per value, e.g.
+ * tern_print(kb, "i={} x={}", i, x). Not allowed in pure kernels; a no-op in Metal. */
+void tern_print_at(tern_loc at, tern_kb *kb, const char *fmt, int count, const tern_v *values);
+#define tern_print(kb, fmt, ...)                                                           \
+    tern_print_at(TERN_HERE, kb, fmt,                                                      \
+                  (int)(sizeof((tern_v[]){__VA_ARGS__}) / sizeof(tern_v)),                 \
+                  (tern_v[]){__VA_ARGS__})
+
+/* ---- pure functions ----
+ * A kernel whose scalar parameters are its inputs and that ends with tern_result is a pure
+ * function, as taken by the generic operations (build, zip_with, reduce) and by tern_call.
+ * It may not print, store, use atomics, barriers, SIMD operations, threadgroup memory or
+ * thread attributes. */
+void tern_result_at(tern_loc at, tern_kb *kb, tern_v value);
+#define tern_result(kb, value) tern_result_at(TERN_HERE, kb, value)
+
+/* Inlines pure function fn (its statements become the caller's) with the given
+ * arguments, one per parameter; returns its result. */
+tern_v tern_call_at(tern_loc at, tern_kb *kb, const tern_kernel *fn, int count, const tern_v *args);
+#define tern_call(kb, fn, ...)                                                             \
+    tern_call_at(TERN_HERE, kb, fn, (int)(sizeof((tern_v[]){__VA_ARGS__}) / sizeof(tern_v)), \
+                 (tern_v[]){__VA_ARGS__})
+
+/* NULL when k is pure; otherwise an error "<op>: kernel 'name' is not pure: it <does
+ * what> (file:line)". op names the operation that asked (e.g. "zip_with"). */
+tern_error *tern_kernel_check_pure(const tern_kernel *k, const char *op) TERN_MUST_USE;
+
+/* ---- a kernel's description ---- */
+
+const char *tern_kernel_name(const tern_kernel *k);
+int tern_kernel_param_count(const tern_kernel *k);
+typedef struct tern_param_info {
+    const char *name;
+    bool is_buffer;
+    tern_type type; /* element type of a buffer, or the scalar's type */
+    tern_intent intent;
+} tern_param_info;
+tern_param_info tern_kernel_param(const tern_kernel *k, int index);
+bool tern_kernel_is_function(const tern_kernel *k); /* ends with tern_result */
+tern_type tern_kernel_result_type(const tern_kernel *k);
+size_t tern_kernel_shared_bytes(const tern_kernel *k);
+/* A 64-bit hash of the kernel's statements, types, names and constants. */
+uint64_t tern_kernel_hash(const tern_kernel *k);
+/* The kernel's statements as text, one per line (malloc'd; free()). NULL when out of memory. */
+char *tern_kernel_dump(const tern_kernel *k);
+
+/* ---- emitters ---- */
+
+typedef enum tern_target {
+    TERN_TARGET_CUDA,
+    TERN_TARGET_OPENCL,
+    TERN_TARGET_METAL,
+} tern_target;
+const char *tern_target_name(tern_target t); /* "cuda", "opencl", "metal" */
+
+/* The kernel as source for target t, in *out (malloc'd; free()). Names and structure
+ * follow the trace. A function kernel is emitted as a device function. */
+tern_error *tern_kernel_emit(const tern_kernel *k, tern_target t, char **out) TERN_MUST_USE;
+
+/* Compiles k with NVRTC for `arch` (e.g. "sm_90"; needs no GPU): *image is the cubin
+ * (malloc'd, size in *size; both may be NULL to only compile). A compile error names the
+ * kernel and the DSL statement. Fails when tern was built without the CUDA toolkit. */
+tern_error *tern_nvrtc_compile(const tern_kernel *k, const char *arch, void **image,
+                               size_t *size) TERN_MUST_USE;
+
+/* ---- runtimes ---- */
+
+typedef struct tern_rt tern_rt;
+
+/* Opens runtime `name`: "host" (the interpreter), "opencl" or "cuda". NULL or "" means the
+ * environment variable TERN_GPU, and "host" when that is unset. The opencl runtime takes
+ * the first GPU (else the first device); TERN_OPENCL_DEVICE=<index or name part> picks
+ * another. The cuda runtime takes device 0 (TERN_CUDA_DEVICE=<index> picks another) and
+ * fails with an error naming the cause when there is no driver or device. */
+tern_error *tern_rt_open(const char *name, tern_rt **out) TERN_MUST_USE;
+/* A runtime over a caller's OpenCL context, device and in-order queue (cl_context,
+ * cl_device_id, cl_command_queue), which stay the caller's. */
+tern_error *tern_rt_wrap_opencl(void *context, void *device, void *queue,
+                                tern_rt **out) TERN_MUST_USE;
+/* A runtime over a caller's CUDA context and stream (CUcontext, CUstream; NULL stream is
+ * the default stream), which stay the caller's. The context is made current around each
+ * call. tern_rt_set_stream changes the stream later launches go to. */
+tern_error *tern_rt_wrap_cuda(void *context, void *stream, tern_rt **out) TERN_MUST_USE;
+tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) TERN_MUST_USE;
+void tern_rt_close(tern_rt *rt);
+
+const char *tern_rt_name(const tern_rt *rt);   /* "host", "opencl", "cuda" */
+const char *tern_rt_device(const tern_rt *rt); /* e.g. "NVIDIA H200" */
+
+/* Device memory of a runtime: `mem` is a host pointer (host), a cl_mem (opencl) or a
+ * CUdeviceptr (cuda), and the view covers elements [offset, offset + len). */
+typedef struct tern_dbuf {
+    void *mem;
+    size_t offset;
+    size_t len;
+    tern_type type;
+} tern_dbuf;
+
+tern_error *tern_rt_alloc(tern_rt *rt, tern_type type, size_t len, tern_dbuf *out) TERN_MUST_USE;
+void tern_rt_free(tern_rt *rt, tern_dbuf *buf); /* a whole allocation; absent: no-op */
+tern_error *tern_rt_upload(tern_rt *rt, tern_dbuf dst, const void *src) TERN_MUST_USE;
+tern_error *tern_rt_download(tern_rt *rt, void *dst, tern_dbuf src) TERN_MUST_USE;
+/* Waits for queued launches; reports an asynchronous fault as an error. */
+tern_error *tern_rt_sync(tern_rt *rt) TERN_MUST_USE;
+
+/* Launch arguments, one per kernel parameter, in order. */
+typedef enum tern_arg_kind {
+    TERN_ARG_DEVICE, /* a tern_dbuf of the runtime */
+    TERN_ARG_HOST,   /* a host array, copied in before and (when written) out after */
+    TERN_ARG_SCALAR,
+} tern_arg_kind;
+typedef struct tern_arg {
+    tern_arg_kind kind;
+    tern_type type;      /* element type of a buffer, or the scalar's type */
+    bool read_only;      /* a host array the kernel may not write */
+    void *mem;           /* DEVICE: as tern_dbuf.mem; HOST: the array */
+    size_t offset, len;  /* in elements */
+    union {
+        int64_t i;
+        uint64_t u;
+        double f;
+    } value;             /* SCALAR */
+} tern_arg;
+
+tern_arg tern_arg_dev(tern_dbuf b);
+/* An effect buffer of the handler whose device memory this runtime shares. */
+tern_arg tern_arg_buf(tern_buf b);
+tern_arg tern_arg_host(tern_type type, void *data, size_t len);
+tern_arg tern_arg_host_in(tern_type type, const void *data, size_t len);
+tern_arg tern_arg_i32(int32_t x);
+tern_arg tern_arg_u32(uint32_t x);
+tern_arg tern_arg_i64(int64_t x);
+tern_arg tern_arg_u64(uint64_t x);
+tern_arg tern_arg_f32(float x);
+
+typedef struct tern_dims {
+    uint32_t x, y, z;
+} tern_dims;
+static inline tern_dims tern_dims1(uint32_t x) {
+    tern_dims d = {x, 1, 1};
+    return d;
+}
+static inline tern_dims tern_dims2(uint32_t x, uint32_t y) {
+    tern_dims d = {x, y, 1};
+    return d;
+}
+static inline tern_dims tern_dims3(uint32_t x, uint32_t y, uint32_t z) {
+    tern_dims d = {x, y, z};
+    return d;
+}
+
+/* Runs k over `grid` threadgroups of `group` threads (at most 1024 per group). Wrong
+ * argument counts or types are errors naming the kernel and the parameter. Launches with
+ * device arguments only are asynchronous on GPU runtimes; with host arrays the call
+ * waits and copies them back. */
+tern_error *tern_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, tern_dims group,
+                        const tern_arg *args, size_t count) TERN_MUST_USE;
+
+/* Compiles k for rt now (launch does it on first use); the result is cached. */
+tern_error *tern_rt_prepare(tern_rt *rt, const tern_kernel *k) TERN_MUST_USE;
+
+/* ---- the generic operations on a runtime ----
+ * fn is a pure function (see tern_result); buffers may be any numeric element type, and
+ * values pass through their value type (bf16 -> f32, ...).
+ *   build     out[i] = fn(i), i an i32 or i64 (fn's one parameter).
+ *   zip_with  out[i] = fn(a[i], b[i]); a, b and out of one length.
+ *   reduce    *out = fn(... fn(fn(init, a[0]), a[1]) ..., a[n-1]), combined in an
+ *             unspecified order (fn must be associative and commutative); init for n = 0.
+ *   index_of  *out = the first i with a[i] == value (value converted to a's value type),
+ *             or -1. */
+tern_error *tern_rt_build(tern_rt *rt, tern_arg out, const tern_kernel *fn) TERN_MUST_USE;
+tern_error *tern_rt_zip_with(tern_rt *rt, tern_arg out, tern_arg a, tern_arg b,
+                             const tern_kernel *fn) TERN_MUST_USE;
+tern_error *tern_rt_reduce(tern_rt *rt, tern_arg a, double init, const tern_kernel *fn,
+                           double *out) TERN_MUST_USE;
+tern_error *tern_rt_index_of(tern_rt *rt, tern_arg a, double value, int64_t *out) TERN_MUST_USE;
+
+#ifdef __cplusplus
+}
+#endif
+#endif

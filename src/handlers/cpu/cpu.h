@@ -1,0 +1,128 @@
+/* The cpu handler's private pieces: its device, scratch memory, element access and the
+ * dtype conversions every operation uses to load into f32 and store back. Only sources in
+ * src/handlers/cpu/ include this. */
+#ifndef TERN_HANDLERS_CPU_CPU_H
+#define TERN_HANDLERS_CPU_CPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "handlers/handler.h"
+#include "handlers/validate.h"
+#include "tern/half.h"
+
+/* A cpu device. Buffers are host memory; the device owns the OpenMP thread count its
+ * operations use and one growable scratch area. A device is used by one host thread at a
+ * time (operations are synchronous, so sync is a no-op). */
+struct tern_dev {
+    int threads;            /* OpenMP threads per operation (OMP_NUM_THREADS at open) */
+    char name[160];         /* "AMD EPYC 9R14, 2 threads" */
+    unsigned char *scratch; /* 64-byte aligned, grown on demand, never shrunk */
+    size_t scratch_size;
+};
+
+/* Returns an error from operation `op` when the device pointer is NULL. */
+#define CPU_CHECK_DEV(d, op)                                                   \
+    do {                                                                       \
+        if (!(d)) return tern_errorf("%s: the device is NULL", (op));          \
+    } while (0)
+
+/* Scratch memory of at least `bytes` bytes, 64-byte aligned, valid until the next call on
+ * this device (an operation takes it once and carves it up with cpu_carve). */
+tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out);
+
+/* Rounds up to a multiple of 64 bytes, the alignment of every carved piece. */
+static inline size_t cpu_round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }
+
+/* Takes `bytes` from *cursor (64-byte aligned) and advances it. */
+static inline void *cpu_carve(unsigned char **cursor, size_t bytes) {
+    void *p = *cursor;
+    *cursor += cpu_round64(bytes);
+    return p;
+}
+
+/* The address of element 0 of a view. */
+static inline void *cpu_ptr(tern_buf b) {
+    return (unsigned char *)b.mem + b.offset * tern_dtype_size(b.dtype);
+}
+
+/* The address of element i of a view. */
+static inline void *cpu_at(tern_buf b, size_t i) {
+    return (unsigned char *)b.mem + (b.offset + i) * tern_dtype_size(b.dtype);
+}
+
+/* ---- conversions (convert.c), vectorised ---- */
+
+/* n floats of dtype `dtype` (f32, bf16 or f16) at src into f32 at dst. */
+void cpu_to_f32(float *dst, const void *src, tern_dtype dtype, size_t n);
+
+/* n f32 at src into dtype `dtype` (f32, bf16 or f16) at dst, rounding to nearest even. */
+void cpu_from_f32(void *dst, tern_dtype dtype, const float *src, size_t n);
+
+/* A view of a float row as f32: elements [start, start + n) of b. When b is f32 this is the
+ * row itself (no copy); otherwise the row is converted into tmp, which is returned. */
+static inline const float *cpu_row_in(tern_buf b, size_t start, size_t n, float *tmp) {
+    if (b.dtype == TERN_F32) return (const float *)cpu_ptr(b) + start;
+    cpu_to_f32(tmp, cpu_at(b, start), b.dtype, n);
+    return tmp;
+}
+
+/* Where to compute a row that will be stored into elements [start, start + n) of b: the row
+ * itself when b is f32, else tmp (then call cpu_row_out_done). */
+static inline float *cpu_row_out(tern_buf b, size_t start, float *tmp) {
+    return b.dtype == TERN_F32 ? (float *)cpu_ptr(b) + start : tmp;
+}
+
+/* Stores a row computed into the pointer cpu_row_out gave (a no-op when b is f32). */
+static inline void cpu_row_out_done(tern_buf b, size_t start, size_t n, const float *row) {
+    if (b.dtype != TERN_F32) cpu_from_f32(cpu_at(b, start), b.dtype, row, n);
+}
+
+/* One float element of a float view, as f32 (for the rare scalar accesses). */
+static inline float cpu_load1(tern_buf b, size_t i) {
+    const void *p = cpu_at(b, i);
+    switch (b.dtype) {
+    case TERN_F32: return *(const float *)p;
+    case TERN_BF16: return tern_bf16_to_f32(*(const uint16_t *)p);
+    case TERN_F16: return tern_f16_to_f32(*(const uint16_t *)p);
+    case TERN_I32: return (float)*(const int32_t *)p;
+    case TERN_U16: return (float)*(const uint16_t *)p;
+    }
+    return 0;
+}
+
+/* One element of any dtype as a double; one element from a double (floats round to nearest
+ * even, integers truncate and saturate, NaN gives 0). memory.c. */
+double cpu_get_element(tern_buf a, size_t i);
+void cpu_set_element(tern_buf a, size_t i, double v);
+
+/* ---- fast f32 math (fastmath.h) ---- */
+#include "fastmath.h"
+
+/* ---- matmul pieces shared by matmul.c and matmul_small.c ---- */
+
+/* Everything a matmul needs once validated. */
+typedef struct cpu_mm {
+    tern_matmul_dims dims;
+    float alpha, beta;
+    tern_epilogue epilogue;
+    tern_buf c, bias, aux;
+    tern_buf a_in, b; /* A and B as given */
+    /* A as f32 in its stored layout (transposed when dims.trans_a): entry e starts at
+     * a32 + e * a32_stride, rows a32_ld floats apart. NULL until the sgemm path sets it. */
+    const float *a32;
+    size_t a32_ld, a32_stride;
+} cpu_mm;
+
+/* Finishes rows [i0, i1) and columns [j0, j1) of batch entry e whose values are in t (row
+ * stride ldt; t holds row i0, column j0 first). When raw, t holds op(A) op(B) only and alpha
+ * and beta * C are applied here; otherwise they already are. Then bias, aux, GELU, and the
+ * store into C when t is not C itself. */
+void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, float *t,
+                   size_t ldt, bool raw);
+
+/* The small-m kernels (m <= CPU_SMALL_M): stream B once, threaded over n. */
+#define CPU_SMALL_M 8
+tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
+
+#endif

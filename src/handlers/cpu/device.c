@@ -1,0 +1,81 @@
+/* The cpu device: thread count, name, scratch memory. */
+#include <cblas.h>
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+/* The processor's "model name" from /proc/cpuinfo into buf, or "cpu". */
+static void cpu_model_name(char *buf, size_t size) {
+    snprintf(buf, size, "cpu");
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        if (strncmp(line, "model name", 10) != 0) continue;
+        const char *colon = strchr(line, ':');
+        if (!colon) continue;
+        const char *start = colon + 1;
+        while (*start == ' ' || *start == '\t') start++;
+        size_t len = strcspn(start, "\n");
+        while (len > 0 && (start[len - 1] == ' ' || start[len - 1] == '\t')) len--;
+        if (len > 0) snprintf(buf, size, "%.*s", (int)len, start);
+        break;
+    }
+    fclose(f);
+}
+
+tern_error *TERN_OP(open)(tern_dev **out) {
+    if (!out) return tern_errorf("open: out is NULL");
+    *out = NULL;
+    tern_dev *d = calloc(1, sizeof *d);
+    if (!d) return tern_errorf("open: out of memory");
+    d->threads = omp_get_max_threads(); /* honours OMP_NUM_THREADS */
+    if (d->threads < 1) d->threads = 1;
+    /* Each operation splits its matmuls over our own OpenMP threads and calls BLAS
+     * single-threaded inside them: two thread pools spinning on 2 cores would fight. */
+    openblas_set_num_threads(1);
+    char model[96];
+    cpu_model_name(model, sizeof model);
+    snprintf(d->name, sizeof d->name, "%s, %d thread%s", model, d->threads,
+             d->threads == 1 ? "" : "s");
+    *out = d;
+    return NULL;
+}
+
+tern_error *TERN_OP(close)(tern_dev *d) {
+    if (!d) return NULL;
+    free(d->scratch);
+    free(d);
+    return NULL;
+}
+
+tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
+    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
+    *out = d->name;
+    return NULL;
+}
+
+tern_error *TERN_OP(sync)(tern_dev *d) {
+    if (!d) return tern_errorf("sync: the device is NULL");
+    return NULL; /* every cpu operation has finished when it returns */
+}
+
+tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out) {
+    if (bytes > SIZE_MAX / 4) return tern_errorf("scratch of %zu bytes is too large", bytes);
+    bytes = cpu_round64(bytes ? bytes : 1);
+    if (bytes > d->scratch_size) {
+        /* grow geometrically so alternating sizes do not reallocate every call */
+        size_t want = d->scratch_size + d->scratch_size / 2;
+        if (want < bytes) want = bytes;
+        void *p = aligned_alloc(64, cpu_round64(want));
+        if (!p) return tern_errorf("out of memory for %zu bytes of scratch", want);
+        free(d->scratch);
+        d->scratch = p;
+        d->scratch_size = want;
+    }
+    *out = d->scratch;
+    return NULL;
+}

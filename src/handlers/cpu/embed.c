@@ -1,0 +1,87 @@
+/* Token + position embedding, forward and backward. Token ids and the start position are
+ * read on the host and checked before any row is touched. */
+#include <omp.h>
+
+#include "cpu.h"
+
+/* Channels per block of embed_backward's token table: threads own disjoint channel blocks,
+ * so repeated tokens never race. */
+#define CH_BLOCK 64
+
+tern_error *TERN_OP(embed)(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
+                           tern_buf pos, int B, int T, int C) {
+    CPU_CHECK_DEV(d, "embed");
+    TERN_TRY(tern_validate_embed(out, tokens, wte, wpe, pos, B, T, C));
+    size_t bt = (size_t)B * (size_t)T, c = (size_t)C;
+    size_t vocab = wte.len / c, max_t = wpe.len / c;
+    const int32_t *tok = cpu_ptr(tokens);
+    TERN_TRY(tern_validate_indices("embed", "tokens", tok, bt, (int64_t)vocab));
+    long p0 = tern_present(pos) ? *(const int32_t *)cpu_ptr(pos) : 0;
+    if (p0 < 0 || (size_t)p0 + (size_t)T > max_t)
+        return tern_errorf("embed: positions %ld .. %ld are out of range of wpe's %zu rows", p0,
+                           p0 + T - 1, max_t);
+    float *tmp;
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, (size_t)d->threads * 3 * cpu_round64(c * sizeof(float)),
+                                         (void **)&tmp), "embed"));
+    size_t stride = 3 * cpu_round64(c * sizeof(float)) / sizeof(float);
+#pragma omp parallel num_threads(d->threads) if (bt * c > 16384)
+    {
+        float *mine = tmp + stride * (size_t)omp_get_thread_num();
+        float *t_wte = mine, *t_wpe = mine + stride / 3, *t_out = mine + 2 * (stride / 3);
+#pragma omp for schedule(static)
+        for (size_t i = 0; i < bt; i++) {
+            size_t t = i % (size_t)T;
+            const float *e = cpu_row_in(wte, (size_t)tok[i] * c, c, t_wte);
+            const float *p = cpu_row_in(wpe, ((size_t)p0 + t) * c, c, t_wpe);
+            float *o = cpu_row_out(out, i * c, t_out);
+            for (size_t j = 0; j < c; j++) o[j] = e[j] + p[j];
+            cpu_row_out_done(out, i * c, c, o);
+        }
+    }
+    return NULL;
+}
+
+/* dst[0..n) += src[0..n) for float rows of any float dtype, through f32 buffers. */
+static void accumulate(tern_buf dst, size_t at, const float *src, size_t n, float *tmp) {
+    float *row = cpu_row_out(dst, at, tmp);
+    if (dst.dtype != TERN_F32) cpu_to_f32(row, cpu_at(dst, at), dst.dtype, n);
+    for (size_t j = 0; j < n; j++) row[j] += src[j];
+    cpu_row_out_done(dst, at, n, row);
+}
+
+tern_error *TERN_OP(embed_backward)(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout,
+                                    tern_buf tokens, int B, int T, int C) {
+    CPU_CHECK_DEV(d, "embed_backward");
+    TERN_TRY(tern_validate_embed_backward(dwte, dwpe, dout, tokens, B, T, C));
+    size_t bt = (size_t)B * (size_t)T, c = (size_t)C;
+    const int32_t *tok = cpu_ptr(tokens);
+    if (tern_present(dwte))
+        TERN_TRY(tern_validate_indices("embed_backward", "tokens", tok, bt, (int64_t)(dwte.len / c)));
+    size_t blocks = (c + CH_BLOCK - 1) / CH_BLOCK;
+    if (tern_present(dwte)) {
+#pragma omp parallel for num_threads(d->threads) schedule(static) if (bt * c > 16384)
+        for (size_t blk = 0; blk < blocks; blk++) {
+            size_t c0 = blk * CH_BLOCK, w = c - c0 < CH_BLOCK ? c - c0 : CH_BLOCK;
+            float t_in[CH_BLOCK], t_acc[CH_BLOCK];
+            for (size_t i = 0; i < bt; i++) {
+                const float *g = cpu_row_in(dout, i * c + c0, w, t_in);
+                accumulate(dwte, (size_t)tok[i] * c + c0, g, w, t_acc);
+            }
+        }
+    }
+    if (tern_present(dwpe)) {
+        size_t tt = (size_t)T;
+#pragma omp parallel for num_threads(d->threads) schedule(static) if (bt * c > 16384)
+        for (size_t pb = 0; pb < tt * blocks; pb++) {
+            size_t t = pb / blocks, c0 = (pb % blocks) * CH_BLOCK;
+            size_t w = c - c0 < CH_BLOCK ? c - c0 : CH_BLOCK;
+            float t_in[CH_BLOCK], t_acc[CH_BLOCK], sum[CH_BLOCK] = {0};
+            for (size_t b = 0; b < (size_t)B; b++) {
+                const float *g = cpu_row_in(dout, (b * tt + t) * c + c0, w, t_in);
+                for (size_t j = 0; j < w; j++) sum[j] += g[j];
+            }
+            accumulate(dwpe, t * c + c0, sum, w, t_acc);
+        }
+    }
+    return NULL;
+}

@@ -1,0 +1,115 @@
+/* Layer normalisation, forward and backward, one row per iteration, rows spread over the
+ * threads. Statistics are computed in f32 with 16 partial sums, variance in two passes. */
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+#include "cpu.h"
+
+tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+                               tern_buf w, tern_buf b, int rows, int C, float eps) {
+    CPU_CHECK_DEV(d, "layernorm");
+    TERN_TRY(tern_validate_layernorm(out, mean, rstd, x, w, b, rows, C, eps));
+    size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
+    unsigned char *s;
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes * (2 + 2 * (size_t)d->threads), (void **)&s), "layernorm"));
+    float *w32 = (float *)s, *b32 = (float *)(s + row_bytes);
+    cpu_to_f32(w32, cpu_ptr(w), w.dtype, c);
+    cpu_to_f32(b32, cpu_ptr(b), b.dtype, c);
+    float *mean_out = tern_present(mean) ? cpu_ptr(mean) : NULL;
+    float *rstd_out = tern_present(rstd) ? cpu_ptr(rstd) : NULL;
+#pragma omp parallel num_threads(d->threads) if ((size_t)rows * c > 16384)
+    {
+        unsigned char *mine = s + row_bytes * (2 + 2 * (size_t)omp_get_thread_num());
+        float *t_in = (float *)mine, *t_out = (float *)(mine + row_bytes);
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            size_t at = (size_t)r * c;
+            const float *xr = cpu_row_in(x, at, c, t_in);
+            float mu = cpu_sum(xr, c) / (float)C;
+            float ss = 0;
+#pragma omp simd reduction(+ : ss)
+            for (size_t j = 0; j < c; j++) ss += (xr[j] - mu) * (xr[j] - mu);
+            float var = ss / (float)C;
+            float rs = 1.0f / sqrtf(var + eps);
+            float *o = cpu_row_out(out, at, t_out);
+#pragma omp simd
+            for (size_t j = 0; j < c; j++) o[j] = fmaf((xr[j] - mu) * rs, w32[j], b32[j]);
+            cpu_row_out_done(out, at, c, o);
+            if (mean_out) mean_out[r] = mu;
+            if (rstd_out) rstd_out[r] = rs;
+        }
+    }
+    return NULL;
+}
+
+tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db,
+                                        tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
+                                        tern_buf rstd, int rows, int C) {
+    CPU_CHECK_DEV(d, "layernorm_backward");
+    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, C));
+    size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
+    int threads = (size_t)rows * c > 16384 ? d->threads : 1;
+    /* shared: w as f32; per thread: partial dw, partial db, and three row buffers */
+    size_t per_thread = 5 * row_bytes;
+    unsigned char *s;
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes + per_thread * (size_t)threads, (void **)&s),
+                             "layernorm_backward"));
+    float *w32 = (float *)s;
+    cpu_to_f32(w32, cpu_ptr(w), w.dtype, c);
+    const float *mean32 = cpu_ptr(mean), *rstd32 = cpu_ptr(rstd);
+    for (int t = 0; t < threads; t++) /* OpenMP may give fewer threads: zero every partial */
+        memset(s + row_bytes + per_thread * (size_t)t, 0, 2 * row_bytes);
+#pragma omp parallel num_threads(threads)
+    {
+        unsigned char *mine = s + row_bytes + per_thread * (size_t)omp_get_thread_num();
+        float *dw_part = (float *)mine, *db_part = (float *)(mine + row_bytes);
+        float *t_dout = (float *)(mine + 2 * row_bytes), *t_x = (float *)(mine + 3 * row_bytes);
+        float *t_dx = (float *)(mine + 4 * row_bytes);
+#pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            size_t at = (size_t)r * c;
+            const float *g = cpu_row_in(dout, at, c, t_dout);
+            const float *xr = cpu_row_in(x, at, c, t_x);
+            float mu = mean32[r], rs = rstd32[r];
+            /* dnorm = w * dout; the two means of the normalisation's Jacobian */
+            float s_mean = 0, s_norm = 0;
+#pragma omp simd reduction(+ : s_mean, s_norm)
+            for (size_t j = 0; j < c; j++) {
+                float xhat = (xr[j] - mu) * rs, dnorm = w32[j] * g[j];
+                s_mean += dnorm;
+                s_norm += dnorm * xhat;
+                dw_part[j] = fmaf(g[j], xhat, dw_part[j]);
+                db_part[j] += g[j];
+            }
+            float dnorm_mean = s_mean / (float)C;
+            float dnorm_norm_mean = s_norm / (float)C;
+            float *o = cpu_row_out(dx, at, t_dx);
+            if (dx.dtype != TERN_F32) cpu_to_f32(o, cpu_at(dx, at), dx.dtype, c);
+#pragma omp simd
+            for (size_t j = 0; j < c; j++) {
+                float xhat = (xr[j] - mu) * rs;
+                o[j] += (w32[j] * g[j] - dnorm_mean - xhat * dnorm_norm_mean) * rs;
+            }
+            cpu_row_out_done(dx, at, c, o);
+        }
+    }
+    /* dw += sum of the partials, db likewise, in thread order (deterministic). Thread 0's
+     * row buffers are free now and hold the totals. */
+    unsigned char *t0 = s + row_bytes;
+    float *total = (float *)(t0 + 2 * row_bytes), *cur = (float *)(t0 + 3 * row_bytes);
+    float *res = (float *)(t0 + 4 * row_bytes);
+    for (int which = 0; which < 2; which++) {
+        tern_buf acc = which == 0 ? dw : db;
+        for (size_t j = 0; j < c; j++) {
+            float v = 0;
+            for (int t = 0; t < threads; t++)
+                v += ((const float *)(t0 + per_thread * (size_t)t + (size_t)which * row_bytes))[j];
+            total[j] = v;
+        }
+        const float *old = cpu_row_in(acc, 0, c, cur);
+        for (size_t j = 0; j < c; j++) res[j] = old[j] + total[j];
+        cpu_from_f32(cpu_ptr(acc), acc.dtype, res, c);
+    }
+    return NULL;
+}

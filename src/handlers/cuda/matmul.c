@@ -1,0 +1,209 @@
+/* matmul on the cuda handler: cuBLASLt, with bias and GELU epilogues fused.
+ *
+ * cuBLASLt is column-major, tern row-major. A row-major [r, c] matrix with row stride ld is
+ * the column-major [c, r] matrix with leading dimension ld, i.e. its transpose. So
+ * C = op(A) op(B) (row-major) is computed as C^T = op(B)^T op(A)^T (column-major): cuBLASLt's
+ * "A" is our B and its "B" is our A, with m and n swapped and the transpose flags kept.
+ * Our bias[n] runs along C's columns, which are the rows of cuBLASLt's D: its bias epilogue.
+ *
+ * Plans (descriptors, layouts and the heuristic's algorithm) are cached per shape: the
+ * heuristic query costs far more than the product itself for small decode-time shapes. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_handler.h"
+#include "handlers/validate.h"
+
+static cudaDataType_t lt_type(tern_dtype t) {
+    return t == TERN_BF16 ? CUDA_R_16BF : t == TERN_F16 ? CUDA_R_16F : CUDA_R_32F;
+}
+
+static tern_error *lt_check(cublasStatus_t s, const char *what) {
+    if (s == CUBLAS_STATUS_SUCCESS) return NULL;
+    return tern_errorf("cuBLASLt %s: %s", what, cublasLtGetStatusString(s));
+}
+
+/* Everything that selects a plan. */
+typedef struct plan_key {
+    int m, n, k, lda, ldb, ldc, batch;
+    long stride_a, stride_b, stride_c;
+    bool trans_a, trans_b;
+    tern_dtype ta, tb, tc, tbias;
+    int epilogue; /* cublasLtEpilogue_t */
+    bool beta_zero;
+} plan_key;
+
+struct cuda_matmul_plan {
+    plan_key key;
+    cublasLtMatmulDesc_t desc;
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatmulAlgo_t algo;
+    struct cuda_matmul_plan *next;
+};
+
+static void plan_destroy(cuda_matmul_plan *p) {
+    if (p->desc) cublasLtMatmulDescDestroy(p->desc);
+    if (p->la) cublasLtMatrixLayoutDestroy(p->la);
+    if (p->lb) cublasLtMatrixLayoutDestroy(p->lb);
+    if (p->lc) cublasLtMatrixLayoutDestroy(p->lc);
+    free(p);
+}
+
+void cuda_matmul_plans_free(tern_dev *d) {
+    while (d->plans) {
+        cuda_matmul_plan *next = d->plans->next;
+        plan_destroy(d->plans);
+        d->plans = next;
+    }
+}
+
+static tern_error *layout(cublasLtMatrixLayout_t *out, tern_dtype t, uint64_t rows, uint64_t cols,
+                          int64_t ld, int batch, int64_t stride) {
+    TERN_TRY(lt_check(cublasLtMatrixLayoutCreate(out, lt_type(t), rows, cols, ld), "layout"));
+    if (batch > 1) {
+        int32_t count = batch;
+        TERN_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(*out, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                           &count, sizeof count), "batch count"));
+        TERN_TRY(lt_check(cublasLtMatrixLayoutSetAttribute(
+                              *out, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof stride),
+                          "batch stride"));
+    }
+    return NULL;
+}
+
+static tern_error *plan_create(tern_dev *d, const plan_key *k, cuda_matmul_plan **out) {
+    cuda_matmul_plan *p = calloc(1, sizeof *p);
+    if (!p) return tern_errorf("out of memory");
+    p->key = *k;
+    tern_error *err = NULL;
+    /* fp32 stays fp32: TF32 is off, so the cuda handler matches the cpu handler's precision. */
+    if ((err = lt_check(cublasLtMatmulDescCreate(&p->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "descriptor")))
+        goto fail;
+    cublasOperation_t op_lt_a = k->trans_b ? CUBLAS_OP_T : CUBLAS_OP_N; /* cuBLASLt's A is our B */
+    cublasOperation_t op_lt_b = k->trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    cublasLtEpilogue_t epi = (cublasLtEpilogue_t)k->epilogue;
+    if ((err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_lt_a,
+                                                       sizeof op_lt_a), "transa")) ||
+        (err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_lt_b,
+                                                       sizeof op_lt_b), "transb")) ||
+        (err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi,
+                                                       sizeof epi), "epilogue")))
+        goto fail;
+    if (epi & CUBLASLT_EPILOGUE_BIAS) {
+        cudaDataType_t bt = lt_type(k->tbias);
+        if ((err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE,
+                                                           &bt, sizeof bt), "bias type")))
+            goto fail;
+    }
+    if (epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+        int64_t aux_ld = k->n; /* aux is dense [m, n] row-major: column-major ld n */
+        if ((err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
+                                                           &aux_ld, sizeof aux_ld), "aux ld")))
+            goto fail;
+    }
+    /* cuBLASLt's A (our B): rows x cols as stored column-major. */
+    uint64_t a_rows = k->trans_b ? (uint64_t)k->k : (uint64_t)k->n;
+    uint64_t a_cols = k->trans_b ? (uint64_t)k->n : (uint64_t)k->k;
+    uint64_t b_rows = k->trans_a ? (uint64_t)k->m : (uint64_t)k->k;
+    uint64_t b_cols = k->trans_a ? (uint64_t)k->k : (uint64_t)k->m;
+    if ((err = layout(&p->la, k->tb, a_rows, a_cols, k->ldb, k->batch, k->stride_b)) ||
+        (err = layout(&p->lb, k->ta, b_rows, b_cols, k->lda, k->batch, k->stride_a)) ||
+        (err = layout(&p->lc, k->tc, (uint64_t)k->n, (uint64_t)k->m, k->ldc, k->batch, k->stride_c)))
+        goto fail;
+
+    cublasLtMatmulPreference_t pref = NULL;
+    if ((err = lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference"))) goto fail;
+    uint64_t ws = d->workspace_size;
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                            &ws, sizeof ws);
+    if (s == CUBLAS_STATUS_SUCCESS)
+        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if ((err = lt_check(s, "heuristic"))) goto fail;
+    if (!found) {
+        err = tern_errorf("cuBLASLt has no algorithm for a %dx%dx%d product (%s, %s -> %s)", k->m, k->n,
+                          k->k, tern_dtype_name(k->ta), tern_dtype_name(k->tb), tern_dtype_name(k->tc));
+        goto fail;
+    }
+    p->algo = result.algo;
+    *out = p;
+    return NULL;
+fail:
+    plan_destroy(p);
+    return err;
+}
+
+static tern_error *find_plan(tern_dev *d, const plan_key *k, cuda_matmul_plan **out) {
+    for (cuda_matmul_plan *p = d->plans; p; p = p->next) {
+        if (!memcmp(&p->key, k, sizeof *k)) {
+            *out = p;
+            return NULL;
+        }
+    }
+    TERN_TRY(plan_create(d, k, out));
+    (*out)->next = d->plans;
+    d->plans = *out;
+    return NULL;
+}
+
+/* A view's device address. */
+static CUdeviceptr address(tern_buf b) {
+    return (CUdeviceptr)(uintptr_t)b.mem + b.offset * tern_dtype_size(b.dtype);
+}
+
+tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    TERN_TRY(tern_validate_matmul(c, a, b, mm));
+    /* cuBLASLt wants A and B of one type; the model always passes them so. */
+    if (a.dtype != b.dtype)
+        return tern_errorf("matmul: the cuda handler needs A and B of one dtype (got %s and %s)",
+                           tern_dtype_name(a.dtype), tern_dtype_name(b.dtype));
+    if (mm->m == 0 || mm->n == 0) return NULL;
+    plan_key key;
+    memset(&key, 0, sizeof key); /* padding bytes too: keys are compared with memcmp */
+    key.m = mm->m, key.n = mm->n, key.k = mm->k;
+    key.trans_a = mm->trans_a, key.trans_b = mm->trans_b;
+    key.lda = mm->lda ? mm->lda : (mm->trans_a ? mm->m : mm->k);
+    key.ldb = mm->ldb ? mm->ldb : (mm->trans_b ? mm->k : mm->n);
+    key.ldc = mm->ldc ? mm->ldc : mm->n;
+    key.batch = mm->batch > 1 ? mm->batch : 1;
+    if (key.batch > 1) {
+        key.stride_a = mm->stride_a ? mm->stride_a : (long)mm->m * mm->k;
+        key.stride_b = mm->stride_b ? mm->stride_b : (long)mm->k * mm->n;
+        key.stride_c = mm->stride_c ? mm->stride_c : (long)mm->m * mm->n;
+    }
+    key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
+    bool has_bias = mm->bias.len > 0, gelu = mm->epilogue == TERN_EPILOGUE_GELU;
+    bool has_aux = gelu && mm->aux.len > 0;
+    key.tbias = has_bias ? mm->bias.dtype : TERN_F32;
+    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
+    if (gelu) epi = has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                            : (has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+    else if (has_bias) epi = CUBLASLT_EPILOGUE_BIAS;
+    key.epilogue = (int)epi;
+    key.beta_zero = mm->beta == 0.0f;
+    if (has_aux && mm->aux.dtype != c.dtype)
+        return tern_errorf("matmul: the cuda handler needs aux in C's dtype (%s)", tern_dtype_name(c.dtype));
+
+    TERN_TRY(cuda_make_current(d));
+    cuda_matmul_plan *p;
+    TERN_TRY(find_plan(d, &key, &p));
+    if (has_bias) {
+        CUdeviceptr bias = address(mm->bias);
+        TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                                         sizeof bias), "bias pointer"));
+    }
+    if (has_aux) {
+        CUdeviceptr aux = address(mm->aux);
+        TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
+                                                         &aux, sizeof aux), "aux pointer"));
+    }
+    float alpha = mm->alpha, beta = mm->beta;
+    CUdeviceptr pc = address(c);
+    cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)address(b), p->la,
+                                      (const void *)address(a), p->lb, &beta, (const void *)pc, p->lc,
+                                      (void *)pc, p->lc, &p->algo, (void *)d->workspace,
+                                      d->workspace_size, (cudaStream_t)d->stream);
+    return lt_check(s, "matmul");
+}

@@ -1,0 +1,188 @@
+/* Memory: loads, stores, vector accesses and atomics on buffers and threadgroup arrays. */
+#include <stdio.h>
+
+#include "kernel/builder.h"
+
+/* The buffer and index of an access, checking the buffer allows it. -1 after an error. */
+static int32_t access_buf(tern_kb *kb, tern_loc at, tern_v buf, const char *op, int need) {
+    int32_t b = kb_buf(kb, at, buf, op);
+    if (b < 0) return -1;
+    const ir_buf *B = &kb->k->bufs[b];
+    if ((B->intent & need) != need) {
+        const char *want = need == TERN_READ_WRITE ? "TERN_READ_WRITE"
+                           : need == TERN_READ     ? "TERN_READ"
+                                                   : "TERN_WRITE";
+        kb_fail(kb, at, "%s on buffer '%s', which is declared %s: declare it %s", op,
+                ir_string(kb->k, B->name),
+                B->intent == TERN_READ ? "TERN_READ" : "TERN_WRITE", want);
+        return -1;
+    }
+    return b;
+}
+
+static int32_t access_index(tern_kb *kb, tern_loc at, tern_v index, const char *op) {
+    int t = kb_type_of(kb, index);
+    if (index.kind == TERN_V_CONST && index.weak) t = TERN_T_I32;
+    if (index.kind == TERN_V_CONST && index.weak && !kb_literal_fits(index.c.i, TERN_T_I32))
+        t = TERN_T_I64;
+    if (!ir_type_is_int(t)) {
+        if (t == TERN_T_VOID) {
+            kb_use(kb, at, index, TERN_T_VOID, "the index");
+            if (!kb->err) kb_fail(kb, at, "%s: the index is not a value", op);
+        } else {
+            kb_fail(kb, at, "%s: the index is %s; indexes are integers", op, tern_type_name(t));
+        }
+        return -1;
+    }
+    return kb_use(kb, at, index, t, "the index");
+}
+
+tern_v tern_load_at(tern_loc at, tern_v buf, tern_v index) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    int32_t b = access_buf(kb, at, buf, "load", TERN_READ);
+    int32_t i = b < 0 ? -1 : access_index(kb, at, index, "load");
+    if (i < 0) return kb_none(kb);
+    kb->k->bufs[b].used |= IR_BUF_LOADED;
+    ir_ins in = {.op = IR_LOAD, .a = {b, i, -1, -1}};
+    return kb_value(kb, kb_emit(kb, at, &in, tern_type_value(kb->k->bufs[b].elem)));
+}
+
+void tern_store_at(tern_loc at, tern_v buf, tern_v index, tern_v value) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return;
+    int32_t b = access_buf(kb, at, buf, "store", TERN_WRITE);
+    int32_t i = b < 0 ? -1 : access_index(kb, at, index, "store");
+    if (i < 0) return;
+    char what[96];
+    snprintf(what, sizeof what, "the value stored to '%s'", ir_string(kb->k, kb->k->bufs[b].name));
+    int32_t x = kb_use(kb, at, value, tern_type_value(kb->k->bufs[b].elem), what);
+    if (x < 0) return;
+    kb->k->bufs[b].used |= IR_BUF_STORED;
+    kb->k->uses |= IR_USES_STORE;
+    ir_ins in = {.op = IR_STORE, .a = {b, i, x, -1}};
+    kb_emit(kb, at, &in, TERN_T_VOID);
+}
+
+static bool vec_width_ok(tern_kb *kb, tern_loc at, int32_t b, int width, const char *op) {
+    int bits = ir_type_bits(kb->k->bufs[b].elem);
+    bool ok = width == 2 || width == 4 || (width == 8 && bits == 16);
+    if (bits == 64) ok = width == 2;
+    if (!ok) {
+        kb_fail(kb, at, "%s of width %d on %s buffer '%s': widths are 2 or 4 (32-bit elements), "
+                "2, 4 or 8 (16-bit), 2 (64-bit)", op, width,
+                tern_type_name(kb->k->bufs[b].elem), ir_string(kb->k, kb->k->bufs[b].name));
+        return false;
+    }
+    return true;
+}
+
+void tern_load_vec_at(tern_loc at, tern_v buf, tern_v index, int width, tern_v *out) {
+    tern_kb *kb = buf.kb;
+    if (out)
+        for (int j = 0; j < width && j < 8; j++) out[j] = kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    if (!kb_ok(kb)) return;
+    if (!out) {
+        kb_fail(kb, at, "load_vec: out is NULL");
+        return;
+    }
+    int32_t b = access_buf(kb, at, buf, "load_vec", TERN_READ);
+    if (b < 0 || !vec_width_ok(kb, at, b, width, "load_vec")) return;
+    int32_t i = access_index(kb, at, index, "load_vec");
+    if (i < 0) return;
+    kb->k->bufs[b].used |= IR_BUF_LOADED;
+    int t = tern_type_value(kb->k->bufs[b].elem);
+    ir_ins in = {.op = IR_VLOAD, .aux = (uint8_t)width, .a = {b, i, -1, -1}};
+    int32_t first = kb_emit(kb, at, &in, t);
+    if (first < 0) return;
+    int32_t def = kb->k->vals[first].def;
+    out[0] = kb_value(kb, first);
+    for (int j = 1; j < width; j++) {
+        int32_t v = ir_add_value(kb->k, (uint8_t)t, def, kb->k->vals[first].block);
+        if (v != first + j) {
+            kb_fail(kb, at, "out of memory");
+            return;
+        }
+        out[j] = kb_value(kb, v);
+    }
+}
+
+void tern_store_vec_at(tern_loc at, tern_v buf, tern_v index, int width, const tern_v *values) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return;
+    if (!values) {
+        kb_fail(kb, at, "store_vec: values is NULL");
+        return;
+    }
+    int32_t b = access_buf(kb, at, buf, "store_vec", TERN_WRITE);
+    if (b < 0 || !vec_width_ok(kb, at, b, width, "store_vec")) return;
+    int32_t i = access_index(kb, at, index, "store_vec");
+    if (i < 0) return;
+    int t = tern_type_value(kb->k->bufs[b].elem);
+    int32_t ids[8];
+    for (int j = 0; j < width; j++) {
+        char what[64];
+        snprintf(what, sizeof what, "store_vec's value %d", j);
+        ids[j] = kb_use(kb, at, values[j], t, what);
+        if (ids[j] < 0) return;
+    }
+    int32_t first = ir_add_extra(kb->k, ids, width);
+    if (first < 0) {
+        kb_fail(kb, at, "out of memory");
+        return;
+    }
+    kb->k->bufs[b].used |= IR_BUF_STORED;
+    kb->k->uses |= IR_USES_STORE;
+    ir_ins in = {.op = IR_VSTORE, .aux = (uint8_t)width, .a = {b, i, first, -1}};
+    kb_emit(kb, at, &in, TERN_T_VOID);
+}
+
+tern_v tern_atomic_at(tern_loc at, tern_atomic_op op, tern_v buf, tern_v index, tern_v value) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    if ((unsigned)op > TERN_ATOMIC_XCHG) {
+        kb_fail(kb, at, "unknown atomic operation %d", (int)op);
+        return kb_none(kb);
+    }
+    char name[32];
+    snprintf(name, sizeof name, "atomic_%s", ir_atomic_name(op));
+    int32_t b = access_buf(kb, at, buf, name, TERN_READ_WRITE);
+    if (b < 0) return kb_none(kb);
+    int elem = kb->k->bufs[b].elem;
+    bool ok = elem == TERN_T_I32 || elem == TERN_T_U32 ||
+              (elem == TERN_T_F32 && (op == TERN_ATOMIC_ADD || op == TERN_ATOMIC_XCHG));
+    if (!ok) {
+        kb_fail(kb, at, "%s on %s buffer '%s': atomics take i32 or u32 buffers (f32: add and "
+                "xchg only)", name, tern_type_name(elem), ir_string(kb->k, kb->k->bufs[b].name));
+        return kb_none(kb);
+    }
+    int32_t i = access_index(kb, at, index, name);
+    int32_t x = i < 0 ? -1 : kb_use(kb, at, value, elem, "the atomic's operand");
+    if (x < 0) return kb_none(kb);
+    kb->k->bufs[b].used |= IR_BUF_ATOMIC;
+    kb->k->uses |= IR_USES_ATOMIC | IR_USES_STORE;
+    if (elem == TERN_T_F32) kb->k->uses |= IR_USES_F32_ATOMIC;
+    ir_ins in = {.op = IR_ATOMIC, .aux = (uint8_t)op, .a = {b, i, x, -1}};
+    return kb_value(kb, kb_emit(kb, at, &in, elem));
+}
+
+tern_v tern_atomic_cas_at(tern_loc at, tern_v buf, tern_v index, tern_v expected, tern_v desired) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    int32_t b = access_buf(kb, at, buf, "atomic_cas", TERN_READ_WRITE);
+    if (b < 0) return kb_none(kb);
+    int elem = kb->k->bufs[b].elem;
+    if (elem != TERN_T_I32 && elem != TERN_T_U32) {
+        kb_fail(kb, at, "atomic_cas on %s buffer '%s': it takes i32 or u32 buffers",
+                tern_type_name(elem), ir_string(kb->k, kb->k->bufs[b].name));
+        return kb_none(kb);
+    }
+    int32_t i = access_index(kb, at, index, "atomic_cas");
+    int32_t e = i < 0 ? -1 : kb_use(kb, at, expected, elem, "atomic_cas's expected value");
+    int32_t d = e < 0 ? -1 : kb_use(kb, at, desired, elem, "atomic_cas's new value");
+    if (d < 0) return kb_none(kb);
+    kb->k->bufs[b].used |= IR_BUF_ATOMIC;
+    kb->k->uses |= IR_USES_ATOMIC | IR_USES_STORE;
+    ir_ins in = {.op = IR_ATOMIC_CAS, .a = {b, i, e, d}};
+    return kb_value(kb, kb_emit(kb, at, &in, elem));
+}

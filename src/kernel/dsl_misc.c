@@ -1,0 +1,136 @@
+/* Thread attributes, barriers, SIMD-group operations, print, function results and inlined
+ * calls. */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernel/builder.h"
+
+tern_v tern_thread_at(tern_loc at, tern_kb *kb, tern_thread_attr attr, int dim) {
+    if (!kb_ok(kb)) return kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    if ((unsigned)attr > TERN_SIMD_GROUPS) {
+        kb_fail(kb, at, "unknown thread attribute %d", (int)attr);
+        return kb_none(kb);
+    }
+    if (attr >= TERN_LOCAL_INDEX) dim = 0;
+    if (dim < 0 || dim > 2) {
+        kb_fail(kb, at, "%s: dimension %d is not 0, 1 or 2", ir_thread_name(attr), dim);
+        return kb_none(kb);
+    }
+    int32_t *slot = &kb->thread_vals[attr][dim];
+    if (*slot > 0) return kb_value(kb, *slot - 1);
+    ir_ins in = {.op = IR_THREAD, .aux = (uint8_t)attr, .a = {-1, -1, -1, -1}, .imm = dim};
+    int32_t v = kb_emit(kb, at, &in, TERN_T_I32);
+    if (v < 0) return kb_none(kb);
+    *slot = v + 1;
+    kb->k->uses |= IR_USES_THREAD;
+    return kb_value(kb, v);
+}
+
+void tern_barrier_at(tern_loc at, tern_kb *kb) {
+    if (!kb_ok(kb)) return;
+    ir_ins in = {.op = IR_BARRIER, .a = {-1, -1, -1, -1}};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_BARRIER;
+}
+
+tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg) {
+    tern_v ops[2] = {v, arg};
+    tern_kb *kb = kb_of(ops, 2);
+    if (!kb) {
+        /* every lane holds the same constant: no kernel needed to know the answer only for
+         * some operations, so keep it simple and ask for a value of a kernel */
+        return kb_poison(at, 132, v.type, arg.type);
+    }
+    if (!kb_ok(kb)) return kb_none(kb);
+    if ((unsigned)op > TERN_SIMD_ALL) {
+        kb_fail(kb, at, "unknown SIMD operation %d", (int)op);
+        return kb_none(kb);
+    }
+    int t = kb_type_of(kb, v);
+    if (v.kind == TERN_V_CONST && v.weak) t = TERN_T_I32;
+    bool on_bools = op == TERN_SIMD_BALLOT || op == TERN_SIMD_ANY || op == TERN_SIMD_ALL;
+    bool ok = on_bools ? t == TERN_T_BOOL : ir_type_is_numeric(t);
+    if (!ok) {
+        if (t == TERN_T_VOID) kb_use(kb, at, v, TERN_T_VOID, "the SIMD operand");
+        if (!kb->err)
+            kb_fail(kb, at, "simd_%s of %s: it takes %s", ir_simd_name(op), tern_type_name(t),
+                    on_bools ? "a bool" : "a number (integer or f32)");
+        return kb_none(kb);
+    }
+    int32_t x = kb_use(kb, at, v, t, "the SIMD operand");
+    if (x < 0) return kb_none(kb);
+    int32_t y = -1;
+    if (op >= TERN_SIMD_SHUFFLE && op <= TERN_SIMD_SHUFFLE_UP) {
+        int ta = kb_type_of(kb, arg);
+        if (arg.kind == TERN_V_CONST && arg.weak) ta = TERN_T_U32;
+        if (ta != TERN_T_I32 && ta != TERN_T_U32) {
+            if (ta == TERN_T_VOID) kb_use(kb, at, arg, TERN_T_VOID, "the lane");
+            if (!kb->err)
+                kb_fail(kb, at, "simd_%s: the lane or offset is %s; it must be i32 or u32",
+                        ir_simd_name(op), tern_type_name(ta));
+            return kb_none(kb);
+        }
+        if (arg.kind == TERN_V_CONST && arg.weak && (arg.c.i < 0 || arg.c.i > 31)) {
+            kb_fail(kb, at, "simd_%s: the constant lane or offset %lld is not in 0..31",
+                    ir_simd_name(op), (long long)arg.c.i);
+            return kb_none(kb);
+        }
+        y = kb_use(kb, at, arg, ta, "the lane");
+        if (y < 0) return kb_none(kb);
+    }
+    int rt = op == TERN_SIMD_BALLOT ? TERN_T_U32 : t;
+    ir_ins in = {.op = IR_SIMD, .aux = (uint8_t)op, .a = {x, y, -1, -1}};
+    int32_t r = kb_emit(kb, at, &in, rt);
+    if (r >= 0) kb->k->uses |= IR_USES_SIMD;
+    return kb_value(kb, r);
+}
+
+void tern_print_at(tern_loc at, tern_kb *kb, const char *fmt, int count, const tern_v *values) {
+    if (!kb_ok(kb)) return;
+    if (!fmt) {
+        kb_fail(kb, at, "print: the format is NULL");
+        return;
+    }
+    int holes = 0;
+    for (const char *p = fmt; (p = strstr(p, "{}")); p += 2) holes++;
+    if (count < 0 || count > 16 || (count > 0 && !values) || holes != count) {
+        kb_fail(kb, at, "print: the format has %d {} for %d values (at most 16)", holes, count);
+        return;
+    }
+    if (strlen(fmt) > 1000) {
+        kb_fail(kb, at, "print: the format is longer than 1000 characters");
+        return;
+    }
+    int32_t ids[16];
+    for (int i = 0; i < count; i++) {
+        int t = kb_type_of(kb, values[i]);
+        if (values[i].kind == TERN_V_CONST && values[i].weak) t = TERN_T_I32;
+        ids[i] = kb_use(kb, at, values[i], ir_type_is_value(t) ? t : TERN_T_VOID, "a printed value");
+        if (ids[i] < 0) return;
+    }
+    int32_t first = ir_add_extra(kb->k, ids, count);
+    int32_t s = ir_add_string(kb->k, fmt);
+    if (first < 0 || s < 0) {
+        kb_fail(kb, at, "out of memory");
+        return;
+    }
+    ir_ins in = {.op = IR_PRINT, .a = {first, count, -1, -1}, .imm = s};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_PRINT;
+}
+
+void tern_result_at(tern_loc at, tern_kb *kb, tern_v value) {
+    if (!kb_ok(kb)) return;
+    if (kb->depth) {
+        kb_fail(kb, at, "tern_result inside a block: a function's result comes last, at top level");
+        return;
+    }
+    int t = kb_type_of(kb, value);
+    if (value.kind == TERN_V_CONST && value.weak) t = TERN_T_I32;
+    int32_t x = kb_use(kb, at, value, ir_type_is_value(t) ? t : TERN_T_VOID, "the result");
+    if (x < 0) return;
+    if (!ir_type_is_value(kb->k->vals[x].type)) {
+        kb_fail(kb, at, "the result is not a value");
+        return;
+    }
+    ir_ins in = {.op = IR_RESULT, .a = {x, -1, -1, -1}};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->result = x;
+}
