@@ -35,7 +35,7 @@ gpt2: build
 
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
-	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug $(CMAKE_FLAGS)
+	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
