@@ -154,7 +154,8 @@ static CUdeviceptr address(tern_buf b) {
 }
 
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    TERN_TRY(tern_validate_matmul(c, a, b, mm));
+    tern_matmul_dims dims;
+    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
     /* cuBLASLt wants A and B of one type; the model always passes them so. */
     if (a.dtype != b.dtype)
         return tern_errorf("matmul: the cuda handler needs A and B of one dtype (got %s and %s)",
@@ -164,14 +165,12 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     memset(&key, 0, sizeof key); /* padding bytes too: keys are compared with memcmp */
     key.m = mm->m, key.n = mm->n, key.k = mm->k;
     key.trans_a = mm->trans_a, key.trans_b = mm->trans_b;
-    key.lda = mm->lda ? mm->lda : (mm->trans_a ? mm->m : mm->k);
-    key.ldb = mm->ldb ? mm->ldb : (mm->trans_b ? mm->k : mm->n);
-    key.ldc = mm->ldc ? mm->ldc : mm->n;
+    key.lda = (int)dims.lda, key.ldb = (int)dims.ldb, key.ldc = (int)dims.ldc;
     key.batch = mm->batch > 1 ? mm->batch : 1;
     if (key.batch > 1) {
-        key.stride_a = mm->stride_a ? mm->stride_a : (long)mm->m * mm->k;
-        key.stride_b = mm->stride_b ? mm->stride_b : (long)mm->k * mm->n;
-        key.stride_c = mm->stride_c ? mm->stride_c : (long)mm->m * mm->n;
+        key.stride_a = (long)dims.stride_a;
+        key.stride_b = (long)dims.stride_b;
+        key.stride_c = (long)dims.stride_c;
     }
     key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
     bool has_bias = mm->bias.len > 0, gelu = mm->epilogue == TERN_EPILOGUE_GELU;

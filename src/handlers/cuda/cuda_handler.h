@@ -1,0 +1,49 @@
+/* The cuda handler's device: a CUDA context and stream, cuBLASLt for matrix products, the
+ * GPU core (src/handlers/gpu/: every other operation, with the DSL's kernels launched on
+ * this stream) and the graphs of replayable sections. */
+#ifndef TERN_HANDLERS_CUDA_H
+#define TERN_HANDLERS_CUDA_H
+
+#include <cublasLt.h>
+#include <cuda.h>
+
+#include "handlers/gpu/gpu_core.h"
+#include "handlers/handler.h"
+#include "kernel/cuda_api.h"
+
+typedef struct cuda_matmul_plan cuda_matmul_plan;
+
+/* A replayable section: seen once (run directly, so that kernels compile and scratch grows
+ * outside any capture), then captured, then replayed. */
+typedef struct cuda_graph {
+    uint64_t key;
+    int seen;           /* 0: free slot, 1: run once, 2: captured */
+    CUgraphExec exec;
+    unsigned long last_use;
+} cuda_graph;
+
+#define CUDA_GRAPH_SLOTS 8
+
+struct tern_dev {
+    const tern_cuda_api *cu;
+    CUdevice device;
+    CUcontext ctx;
+    CUstream stream;
+    char name[256];
+    cublasLtHandle_t lt;
+    CUdeviceptr workspace;
+    size_t workspace_size;
+    cuda_matmul_plan *plans;
+    tern_rt *rt;
+    gpu_core core;
+    bool core_ready;
+    cuda_graph graphs[CUDA_GRAPH_SLOTS];
+    int capturing;      /* index of the graph being captured, or -1 */
+    unsigned long uses;
+};
+
+/* Makes the device's context current on this thread. */
+tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;
+void cuda_matmul_plans_free(tern_dev *d);
+
+#endif

@@ -1,0 +1,161 @@
+/* The cuda handler's device: opening, closing, synchronising, and replayable sections
+ * recorded as CUDA graphs. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_handler.h"
+
+#define CU(call, what) tern_cuda_check(d->cu, d->cu->call, what)
+
+/* cuBLASLt's workspace: the size its Hopper kernels ask for at most. */
+#define CUDA_WORKSPACE_BYTES (32u << 20)
+
+tern_error *cuda_make_current(tern_dev *d) {
+    return CU(cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
+}
+
+static tern_error *pick_device(const tern_cuda_api *cu, CUdevice *out) {
+    int count = 0;
+    TERN_TRY(tern_cuda_check(cu, cu->cuDeviceGetCount(&count), "cuDeviceGetCount"));
+    if (count == 0) return tern_errorf("no CUDA device");
+    int index = 0;
+    const char *env = getenv("TERN_CUDA_DEVICE");
+    if (env && *env) {
+        char *end;
+        long v = strtol(env, &end, 10);
+        if (*end || v < 0 || v >= count)
+            return tern_errorf("TERN_CUDA_DEVICE=%s: expected an index below %d", env, count);
+        index = (int)v;
+    }
+    return tern_cuda_check(cu, cu->cuDeviceGet(out, index), "cuDeviceGet");
+}
+
+tern_error *tern_cuda_close(tern_dev *d) {
+    if (!d) return NULL;
+    if (d->cu && d->ctx) {
+        tern_error_free(cuda_make_current(d));
+        if (d->stream) d->cu->cuStreamSynchronize(d->stream);
+        for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
+            if (d->graphs[i].exec) d->cu->cuGraphExecDestroy(d->graphs[i].exec);
+        if (d->core_ready) gpu_core_free(&d->core);
+        if (d->rt) tern_rt_close(d->rt);
+        cuda_matmul_plans_free(d);
+        if (d->lt) cublasLtDestroy(d->lt);
+        if (d->workspace) d->cu->cuMemFree(d->workspace);
+        if (d->stream) d->cu->cuStreamDestroy(d->stream);
+        d->cu->cuDevicePrimaryCtxRelease(d->device);
+    }
+    free(d);
+    return NULL;
+}
+
+tern_error *tern_cuda_open(tern_dev **out) {
+    *out = NULL;
+    tern_dev *d = calloc(1, sizeof *d);
+    if (!d) return tern_errorf("out of memory");
+    d->capturing = -1;
+    tern_error *err = tern_cuda_api_get(&d->cu);
+    if (!err) err = pick_device(d->cu, &d->device);
+    if (!err) err = CU(cuDevicePrimaryCtxRetain(&d->ctx, d->device), "cuDevicePrimaryCtxRetain");
+    if (err) {
+        free(d); /* nothing to release yet */
+        return tern_error_wrap(err, "cuda");
+    }
+    if (!(err = cuda_make_current(d)) &&
+        !(err = CU(cuDeviceGetName(d->name, sizeof d->name, d->device), "cuDeviceGetName")) &&
+        !(err = CU(cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")) &&
+        !(err = CU(cuMemAlloc(&d->workspace, CUDA_WORKSPACE_BYTES), "cuMemAlloc (cuBLASLt workspace)"))) {
+        d->workspace_size = CUDA_WORKSPACE_BYTES;
+        cublasStatus_t s = cublasLtCreate(&d->lt);
+        if (s != CUBLAS_STATUS_SUCCESS) err = tern_errorf("cublasLtCreate: %s", cublasLtGetStatusString(s));
+    }
+    if (!err) err = tern_rt_wrap_cuda(d->ctx, d->stream, &d->rt);
+    if (!err && !(err = gpu_core_init(&d->core, d->rt))) d->core_ready = true;
+    if (err) {
+        tern_cuda_close(d);
+        return tern_error_wrap(err, "cuda");
+    }
+    *out = d;
+    return NULL;
+}
+
+tern_error *tern_cuda_device_name(tern_dev *d, const char **out) {
+    *out = d->name;
+    return NULL;
+}
+
+tern_error *tern_cuda_sync(tern_dev *d) {
+    TERN_TRY(cuda_make_current(d));
+    TERN_TRY(CU(cuStreamSynchronize(d->stream), "cuStreamSynchronize"));
+    return gpu_sync(&d->core);
+}
+
+/* ---- replayable sections ---- */
+
+static int find_graph(tern_dev *d, uint64_t key) {
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
+        if (d->graphs[i].seen && d->graphs[i].key == key) return i;
+    return -1;
+}
+
+/* A free slot, or the least recently used one (its graph destroyed). */
+static int claim_graph(tern_dev *d, uint64_t key) {
+    int best = 0;
+    for (int i = 0; i < CUDA_GRAPH_SLOTS; i++) {
+        if (!d->graphs[i].seen) {
+            best = i;
+            break;
+        }
+        if (d->graphs[i].last_use < d->graphs[best].last_use) best = i;
+    }
+    if (d->graphs[best].exec) d->cu->cuGraphExecDestroy(d->graphs[best].exec);
+    d->graphs[best] = (cuda_graph){.key = key};
+    return best;
+}
+
+tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
+    *replay = false;
+    if (d->capturing >= 0) return tern_errorf("capture_begin: a section is already being captured");
+    if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL; /* for measuring what graphs save */
+    TERN_TRY(cuda_make_current(d));
+    int i = find_graph(d, key);
+    if (i < 0) i = claim_graph(d, key);
+    cuda_graph *g = &d->graphs[i];
+    g->last_use = ++d->uses;
+    if (g->seen == 0) { /* first time: run directly */
+        g->seen = 1;
+        return NULL;
+    }
+    if (g->seen == 2) {
+        *replay = true;
+        return NULL;
+    }
+    TERN_TRY(CU(cuStreamBeginCapture(d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                "cuStreamBeginCapture"));
+    d->capturing = i;
+    return NULL;
+}
+
+tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
+    if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL;
+    int i = find_graph(d, key);
+    if (d->capturing >= 0) {
+        int c = d->capturing;
+        d->capturing = -1;
+        CUgraph graph = NULL;
+        tern_error *err = CU(cuStreamEndCapture(d->stream, &graph), "cuStreamEndCapture");
+        if (!err && c != i) err = tern_errorf("capture_end: key differs from capture_begin's");
+        if (!err) err = CU(cuGraphInstantiate(&d->graphs[c].exec, graph, 0), "cuGraphInstantiate");
+        if (graph) d->cu->cuGraphDestroy(graph);
+        if (err) {
+            d->graphs[c] = (cuda_graph){0};
+            return err;
+        }
+        d->graphs[c].seen = 2;
+    }
+    if (i < 0) return tern_errorf("capture_end: no section begun with this key");
+    if (d->graphs[i].seen != 2) return NULL; /* the first, direct run */
+    /* A captured section has not run yet; a replayed one runs now. */
+    return CU(cuGraphLaunch(d->graphs[i].exec, d->stream), "cuGraphLaunch");
+}

@@ -1,0 +1,134 @@
+/* The cuda handler's operations answered by the GPU core (src/handlers/gpu/): the same
+ * DSL kernels as every GPU handler, launched on this device's stream. Each makes the
+ * device's context current first: a program may switch threads between calls. */
+#include "cuda_handler.h"
+
+tern_error *tern_cuda_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_alloc(&d->core, dtype, len, out);
+}
+
+tern_error *tern_cuda_free(tern_dev *d, tern_buf *buf) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_free(&d->core, buf);
+}
+
+tern_error *tern_cuda_upload(tern_dev *d, tern_buf dst, const void *src) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_upload(&d->core, dst, src);
+}
+
+tern_error *tern_cuda_download(tern_dev *d, void *dst, tern_buf src) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_download(&d->core, dst, src);
+}
+
+tern_error *tern_cuda_copy(tern_dev *d, tern_buf dst, tern_buf src) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_copy(&d->core, dst, src);
+}
+
+tern_error *tern_cuda_fill(tern_dev *d, tern_buf dst, double value) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_fill(&d->core, dst, value);
+}
+
+tern_error *tern_cuda_get(tern_dev *d, tern_buf a, size_t index, double *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_get(&d->core, a, index, out);
+}
+
+tern_error *tern_cuda_length(tern_dev *d, tern_buf a, size_t *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_length(&d->core, a, out);
+}
+
+tern_error *tern_cuda_from_list(tern_dev *d, tern_dtype dtype, const double *values, size_t count, tern_buf *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_from_list(&d->core, dtype, values, count, out);
+}
+
+tern_error *tern_cuda_load(tern_dev *d, const char *path, const char *name, tern_dtype dtype, tern_buf *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_load(&d->core, path, name, dtype, out);
+}
+
+tern_error *tern_cuda_sum_rows(tern_dev *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_sum_rows(&d->core, out, x, rows, cols, beta);
+}
+
+tern_error *tern_cuda_add(tern_dev *d, tern_buf out, tern_buf a, tern_buf b) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_add(&d->core, out, a, b);
+}
+
+tern_error *tern_cuda_norm2(tern_dev *d, tern_buf x, double *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_norm2(&d->core, x, out);
+}
+
+tern_error *tern_cuda_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe, tern_buf pos, int B, int T, int C) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_embed(&d->core, out, tokens, wte, wpe, pos, B, T, C);
+}
+
+tern_error *tern_cuda_embed_backward(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout, tern_buf tokens, int B, int T, int C) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_embed_backward(&d->core, dwte, dwpe, dout, tokens, B, T, C);
+}
+
+tern_error *tern_cuda_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x, tern_buf w, tern_buf b, int rows, int C, float eps) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_layernorm(&d->core, out, mean, rstd, x, w, b, rows, C, eps);
+}
+
+tern_error *tern_cuda_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_layernorm_backward(&d->core, dx, dw, db, dout, x, w, mean, rstd, rows, C);
+}
+
+tern_error *tern_cuda_gelu(tern_dev *d, tern_buf out, tern_buf x) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_gelu(&d->core, out, x);
+}
+
+tern_error *tern_cuda_gelu_backward(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf x) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_gelu_backward(&d->core, dx, dout, x);
+}
+
+tern_error *tern_cuda_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_attention_saved_len(&d->core, B, T, NH, out);
+}
+
+tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
+}
+
+tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
+}
+
+tern_error *tern_cuda_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv, tern_buf pos, int B, int T, int C, int NH, int max_T) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_attention_cached(&d->core, out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T);
+}
+
+tern_error *tern_cuda_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets, int rows, int V, int Vp, float grad_scale) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_cross_entropy(&d->core, losses, logits, targets, rows, V, Vp, grad_scale);
+}
+
+tern_error *tern_cuda_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp, float temperature, int top_k, uint64_t seed, tern_buf counter) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_sample(&d->core, out, logits, rows, V, Vp, temperature, top_k, seed, counter);
+}
+
+tern_error *tern_cuda_adamw(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m, tern_buf v, const tern_adamw *h) {
+    TERN_TRY(cuda_make_current(d));
+    return gpu_adamw(&d->core, param, shadow, grad, m, v, h);
+}
