@@ -2,14 +2,12 @@
  * spaces), or with --decode the ids back to the exact bytes; --out writes the ids as an
  * llm.c token shard instead. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "tern/data.h"
 #include "tern/tokenizer.h"
 
 #ifndef TERN_DEFAULT_TOKENIZER_DIR
@@ -18,7 +16,8 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: tern tokenize [--model DIR] [--decode] [--no-special] [--out FILE.bin]\n"
+            "usage: tern tokenize [--model DIR] [--decode] [--no-special]\n"
+            "                     [--out FILE.bin [--val VAL.bin] [--val-fraction F]]\n"
             "\n"
             "Reads stdin. Encoding prints the GPT-2 token ids on one line, separated by\n"
             "spaces; --decode reads ids separated by white space and writes their bytes.\n"
@@ -28,45 +27,10 @@ static void usage(FILE *out) {
             "  --decode       ids to text\n"
             "  --no-special   treat <|endoftext|> in the text as text, not as its id\n"
             "  --out FILE     write the ids as an llm.c token shard (written atomically)\n"
+            "  --val FILE     with --out: the last part of the ids goes to this shard instead\n"
+            "  --val-fraction F  that part's share (default 0.1)\n"
             "  --help         this message\n",
             TERN_DEFAULT_TOKENIZER_DIR);
-}
-
-static bool is_file(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* The tokenizer folder: --model DIR when it holds both files, else the default. */
-static tern_error *load_tokenizer(const char *model, tern_tokenizer **tok) {
-    if (model) {
-        struct stat st;
-        if (stat(model, &st) != 0) return tern_errorf("--model: %s: %s", model, strerror(errno));
-        if (!S_ISDIR(st.st_mode)) return tern_errorf("--model: %s is not a directory", model);
-        size_t n = strlen(model);
-        char *vocab = malloc(n + sizeof "/vocab.json"), *merges = malloc(n + sizeof "/merges.txt");
-        if (!vocab || !merges) {
-            free(vocab);
-            free(merges);
-            return tern_errorf("out of memory");
-        }
-        snprintf(vocab, n + sizeof "/vocab.json", "%s/vocab.json", model);
-        snprintf(merges, n + sizeof "/merges.txt", "%s/merges.txt", model);
-        bool has_vocab = is_file(vocab), has_merges = is_file(merges);
-        tern_error *err = NULL;
-        if (has_vocab && has_merges)
-            err = tern_tokenizer_load(vocab, merges, tok);
-        else if (has_vocab || has_merges)
-            err = tern_errorf("--model: %s has %s but no %s", model,
-                              has_vocab ? "vocab.json" : "merges.txt",
-                              has_vocab ? "merges.txt" : "vocab.json");
-        free(vocab);
-        free(merges);
-        if (err || *tok) return err;
-    }
-    const char *dir = getenv("TERN_TOKENIZER_DIR");
-    if (!dir || !*dir) dir = TERN_DEFAULT_TOKENIZER_DIR;
-    return tern_tokenizer_load_dir(dir, tok);
 }
 
 static tern_error *read_stdin(char **data, size_t *len) {
@@ -159,82 +123,9 @@ static tern_error *print_ids(const int32_t *ids, size_t n) {
     return flush_stdout();
 }
 
-static tern_error *write_all(int fd, const void *data, size_t len) {
-    const char *p = data;
-    while (len) {
-        ssize_t n = write(fd, p, len);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return tern_errorf("%s", n < 0 ? strerror(errno) : "short write");
-        p += n;
-        len -= (size_t)n;
-    }
-    return NULL;
-}
-
-/* An llm.c token shard: 256 little-endian int32 (magic 20240520, version 1, the token count,
- * zeros), then the tokens as little-endian uint16. Written to a temporary file in the same
- * folder, flushed to disk, then renamed over `path`, so that a reader sees the old file or
- * the whole new one, never part of it.
- * TODO(lead): switch to tern_shard_write (include/tern/data.h) once src/core has landed. */
-static tern_error *write_shard(const char *path, const int32_t *ids, size_t n,
-                               size_t vocab_size) {
-    if (vocab_size > 65536)
-        return tern_errorf("--out: a shard holds 16-bit ids; the vocabulary has %zu", vocab_size);
-    if (n > INT32_MAX) return tern_errorf("--out: %zu tokens do not fit a shard", n);
-    size_t bytes = 1024 + 2 * n;
-    unsigned char *data = calloc(1, bytes);
-    if (!data) return tern_errorf("out of memory for the shard");
-    uint32_t header[3] = {20240520, 1, (uint32_t)n};
-    for (int k = 0; k < 3; k++)
-        for (int b = 0; b < 4; b++) data[4 * k + b] = (unsigned char)(header[k] >> (8 * b));
-    for (size_t i = 0; i < n; i++) {
-        data[1024 + 2 * i] = (unsigned char)(ids[i] & 0xFF);
-        data[1024 + 2 * i + 1] = (unsigned char)((ids[i] >> 8) & 0xFF);
-    }
-
-    size_t path_len = strlen(path);
-    char *temp = malloc(path_len + sizeof ".tmp-XXXXXX");
-    if (!temp) {
-        free(data);
-        return tern_errorf("out of memory");
-    }
-    memcpy(temp, path, path_len);
-    memcpy(temp + path_len, ".tmp-XXXXXX", sizeof ".tmp-XXXXXX");
-    tern_error *err = NULL;
-    int fd = mkstemp(temp);
-    if (fd < 0) {
-        err = tern_errorf("--out: cannot create %s: %s", temp, strerror(errno));
-        goto done;
-    }
-    mode_t mask = umask(0); /* mkstemp makes the file 0600; give it the usual 0666 & ~umask */
-    umask(mask);
-    err = write_all(fd, data, bytes);
-    if (!err && fchmod(fd, 0666 & ~mask) != 0) err = tern_errorf("%s", strerror(errno));
-    if (!err && fsync(fd) != 0) err = tern_errorf("%s", strerror(errno));
-    if (close(fd) != 0 && !err) err = tern_errorf("%s", strerror(errno));
-    if (!err && rename(temp, path) != 0) err = tern_errorf("%s", strerror(errno));
-    if (err) {
-        unlink(temp);
-        err = tern_error_wrap(err, "--out: writing %s", path);
-        goto done;
-    }
-    /* Make the rename itself durable: fsync the folder (best effort). */
-    const char *slash = strrchr(path, '/');
-    char *dir = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    int dir_fd = dir ? open(dir, O_RDONLY) : -1;
-    if (dir_fd >= 0) {
-        (void)fsync(dir_fd);
-        close(dir_fd);
-    }
-    free(dir);
-done:
-    free(temp);
-    free(data);
-    return err;
-}
-
 int tern_cmd_tokenize(int argc, char **argv) {
-    const char *model = NULL, *out_path = NULL;
+    const char *model = NULL, *out_path = NULL, *val_path = NULL, *value = NULL;
+    double val_fraction = 0.1;
     bool decode = false, special = true;
     for (int i = 1; i < argc; i++) {
         tern_error *err = NULL;
@@ -246,8 +137,14 @@ int tern_cmd_tokenize(int argc, char **argv) {
         } else if (!strcmp(argv[i], "--no-special")) {
             special = false;
         } else if (cli_option(argc, argv, &i, "--model", &model, &err) ||
-                   cli_option(argc, argv, &i, "--out", &out_path, &err)) {
+                   cli_option(argc, argv, &i, "--out", &out_path, &err) ||
+                   cli_option(argc, argv, &i, "--val", &val_path, &err)) {
             if (err) return cli_fail(tern_error_wrap(err, "tokenize"));
+        } else if (cli_option(argc, argv, &i, "--val-fraction", &value, &err)) {
+            float f = 0;
+            if (!err) err = cli_parse_float("--val-fraction", value, 1e-6, 0.999999, &f);
+            if (err) return cli_fail(tern_error_wrap(err, "tokenize"));
+            val_fraction = f;
         } else {
             return cli_fail(tern_errorf("tokenize: unknown option '%s' (try 'tern tokenize "
                                         "--help')", argv[i]));
@@ -255,6 +152,7 @@ int tern_cmd_tokenize(int argc, char **argv) {
     }
     if (decode && out_path)
         return cli_fail(tern_errorf("tokenize: --out writes ids; it does not go with --decode"));
+    if (val_path && !out_path) return cli_fail(tern_errorf("tokenize: --val goes with --out"));
 
     tern_tokenizer *tok = NULL;
     char *input = NULL;
@@ -263,7 +161,7 @@ int tern_cmd_tokenize(int argc, char **argv) {
     size_t count = 0;
     char *text = NULL;
     size_t text_len = 0;
-    tern_error *err = load_tokenizer(model, &tok);
+    tern_error *err = cli_open_tokenizer(model, &tok);
     if (!err) err = read_stdin(&input, &input_len);
     if (!err && decode) {
         err = parse_ids(input, input_len, &ids, &count);
@@ -275,8 +173,18 @@ int tern_cmd_tokenize(int argc, char **argv) {
     } else if (!err) {
         err = tern_tokenizer_encode(tok, input, input_len, special, &ids, &count);
         if (!err && out_path) {
-            err = write_shard(out_path, ids, count, tern_tokenizer_vocab_size(tok));
-            if (!err) printf("wrote %zu tokens to %s\n", count, out_path);
+            if (tern_tokenizer_vocab_size(tok) > 65536) {
+                err = tern_errorf("--out: a shard holds 16-bit ids; the vocabulary has %zu",
+                                  tern_tokenizer_vocab_size(tok));
+            } else if (val_path) {
+                size_t n_train = 0, n_val = 0;
+                err = tern_split_sizes(count, val_fraction, &n_train, &n_val);
+                if (!err) err = tern_shard_write_split(out_path, val_path, ids, count, val_fraction);
+                if (!err) printf("wrote %zu tokens to %s and %zu to %s\n", n_train, out_path, n_val, val_path);
+            } else {
+                err = tern_shard_write(out_path, ids, count);
+                if (!err) printf("wrote %zu tokens to %s\n", count, out_path);
+            }
             if (!err) err = flush_stdout();
         } else if (!err) {
             err = print_ids(ids, count);

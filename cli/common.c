@@ -1,4 +1,6 @@
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -26,5 +28,17 @@ const char *cli_tokenizer_dir(const char *model_dir) {
 }
 
 tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out) {
+    if (model_dir) {
+        struct stat st;
+        if (stat(model_dir, &st) != 0) return tern_errorf("model directory %s: %s", model_dir, strerror(errno));
+        if (!S_ISDIR(st.st_mode)) return tern_errorf("model directory %s is not a directory", model_dir);
+        char vocab[4096], merges[4096];
+        snprintf(vocab, sizeof vocab, "%s/vocab.json", model_dir);
+        snprintf(merges, sizeof merges, "%s/merges.txt", model_dir);
+        if (is_file(vocab) != is_file(merges))
+            return tern_errorf("%s has %s but no %s", model_dir,
+                               is_file(vocab) ? "vocab.json" : "merges.txt",
+                               is_file(vocab) ? "merges.txt" : "vocab.json");
+    }
     return tern_tokenizer_load_dir(cli_tokenizer_dir(model_dir), out);
 }

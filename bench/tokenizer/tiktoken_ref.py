@@ -7,9 +7,14 @@
   tiktoken_ref.py cases [--out tests/tokenizer/extra_cases.json]
       writes texts aimed at the pre-tokenization rule (white space, contractions, scripts,
       Unicode spaces and numbers, long runs) with tiktoken's ids, for test_tokenizer_fixture.
+  tiktoken_ref.py compare TERN [--texts N]
+      encodes N random texts of about 500 KB (code points from every plane mixed with white
+      space, contractions, scripts and numbers) with `TERN tokenize --no-special` and with
+      tiktoken, and reports the first differing id of any that differ.
   tiktoken_ref.py ids FILE          prints FILE's ids, space-separated (encode_ordinary)
-  tiktoken_ref.py bench FILE [--runs N]
-      times encode_ordinary on FILE, single-threaded; prints the median MB/s.
+  tiktoken_ref.py bench FILE [--runs N] [--raw]
+      times encode_ordinary on FILE, single-threaded; prints the median MB/s (--raw: each
+      run's).
 
 The Encoding: mergeable_ranks maps each token's bytes (vocab.json's keys, decoded through
 GPT-2's byte alphabet) to its id, which for GPT-2 is its BPE rank (checked against merges.txt:
@@ -125,6 +130,46 @@ def cmd_cases(args):
     print(f"{len(cases)} cases -> {args.out}")
 
 
+COMPARE_FRAGMENTS = [
+    " ", "  ", "\t", "\n", "\r\n", "\n\n", "\x0b", "\x0c", "\x1c", "\x85", "\xa0", "\u3000",
+    "\u2028", "\u180e", "\u200b", "a", "Z", "word", " the", "0", "42", " 7", "'", "'s", "'t",
+    "'re", "'ve", "'m", "'ll", "'d", "'S", "!", "?!", ".", ",", "-", "\u0301", "\u00e9",
+    "\u65e5\u672c", "\u0663", "\u216b", "\u00bd", "\U0001f600", "\u1c89", "\U00010d40",
+]
+
+
+def random_text(rng, parts):
+    def code_point():
+        while True:
+            top = rng.choice([0x7F, 0x7FF, 0xFFFF, 0x10FFFF])
+            c = rng.randint(1, top)
+            if not 0xD800 <= c < 0xE000:
+                return chr(c)
+    return "".join(rng.choice(COMPARE_FRAGMENTS) if rng.random() < 0.6 else code_point()
+                   for _ in range(parts))
+
+
+def cmd_compare(args):
+    import random
+    import subprocess
+    enc = build_encoding(args.tokenizer)
+    bad = 0
+    for seed in range(args.texts):
+        text = random_text(random.Random(seed), 200000)
+        want = enc.encode_ordinary(text)
+        out = subprocess.run([args.tern, "tokenize", "--no-special", "--model", args.tokenizer],
+                             input=text.encode("utf-8"), capture_output=True, check=True).stdout
+        got = [int(x) for x in out.split()]
+        if got == want:
+            print(f"text {seed}: {len(text.encode('utf-8'))} bytes, {len(want)} ids, identical")
+            continue
+        bad += 1
+        i = next((k for k, (g, w) in enumerate(zip(got, want)) if g != w), min(len(got), len(want)))
+        print(f"text {seed}: differs at id {i}: tiktoken {want[i:i + 5]}, tern {got[i:i + 5]}, "
+              f"near {enc.decode(want[max(0, i - 5):i + 5])!r}")
+    sys.exit(1 if bad else 0)
+
+
 def cmd_ids(args):
     enc = build_encoding(args.tokenizer)
     with open(args.file, encoding="utf-8") as f:
@@ -142,6 +187,10 @@ def cmd_bench(args):
         start = time.perf_counter()
         ids = enc.encode_ordinary(text)
         rates.append(size / (time.perf_counter() - start) / 1e6)
+    if args.raw:
+        for rate in rates:
+            print(f"tiktoken run: {rate:.2f} MB/s")
+        return
     print(f"tiktoken {tiktoken.__version__} encode_ordinary: {size} bytes -> {len(ids)} ids, "
           f"median {statistics.median(rates):.2f} MB/s over {args.runs} runs "
           f"(min {min(rates):.2f}, max {max(rates):.2f})")
@@ -160,12 +209,17 @@ def main():
     cases.add_argument("--out", default=os.path.join(ROOT, "tests", "tokenizer",
                                                      "extra_cases.json"))
     cases.set_defaults(run=cmd_cases)
+    compare = sub.add_parser("compare")
+    compare.add_argument("tern", help="the tern program")
+    compare.add_argument("--texts", type=int, default=4)
+    compare.set_defaults(run=cmd_compare)
     ids = sub.add_parser("ids")
     ids.add_argument("file")
     ids.set_defaults(run=cmd_ids)
     bench = sub.add_parser("bench")
     bench.add_argument("file")
     bench.add_argument("--runs", type=int, default=7)
+    bench.add_argument("--raw", action="store_true", help="print each run's MB/s")
     bench.set_defaults(run=cmd_bench)
     args = parser.parse_args()
     args.run(args)

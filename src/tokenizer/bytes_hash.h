@@ -16,8 +16,16 @@ static inline uint64_t tern_bytes_hash(const uint8_t *s, size_t n) {
         s += 8;
         n -= 8;
     }
+    /* The last 0-7 bytes, without a variable-length copy: two overlapping loads. */
     uint64_t w = 0;
-    memcpy(&w, s, n);
+    if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, s, 4);
+        memcpy(&hi, s + n - 4, 4);
+        w = (uint64_t)hi << 32 | lo;
+    } else if (n > 0) {
+        w = (uint64_t)s[0] << 16 | (uint64_t)s[n / 2] << 8 | s[n - 1];
+    }
     h = (h ^ w) * 0x94D049BB133111EBull;
     return h ^ (h >> 29);
 }

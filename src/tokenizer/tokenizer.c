@@ -34,7 +34,11 @@ static tern_error *encode_short_piece(const tern_tokenizer *tok, tern_piece_cach
     uint32_t h = (uint32_t)tern_bytes_hash(piece, len);
     tern_piece_slot *slot = tern_piece_cache_find(cache, piece, len, h);
     if (slot->bytes) {
-        memcpy(ids, cache->ids.data + slot->at, slot->count * sizeof *ids);
+        const int32_t *cached = cache->ids.data + slot->at;
+        if (slot->count == 1) /* the usual case: a word that is one token */
+            ids[0] = cached[0];
+        else
+            memcpy(ids, cached, slot->count * sizeof *ids);
         out->count += slot->count;
         return NULL;
     }

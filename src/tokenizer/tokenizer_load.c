@@ -57,6 +57,8 @@ static tern_error *parse_vocab(struct tern_tokenizer *tok, const char *text, siz
     char q[64];
     cJSON *root = cJSON_ParseWithLength(text, len);
     if (!root) {
+        /* cJSON keeps the error position in a global: with loads racing in several
+         * threads, the offset in this message could be another's (the error is not). */
         const char *at = cJSON_GetErrorPtr();
         if (at && at >= text && at <= text + len)
             return tern_errorf("not valid JSON (near byte %zu)", (size_t)(at - text));

@@ -128,7 +128,7 @@ expect_error "huge top-k" "out of range" "$tern" generate --model "$model" --pro
 expect_error "negative temperature" "out of range" "$tern" generate --model "$model" --prompt x --temperature -1
 expect_error "unknown backend" "unknown backend" "$tern" generate --model "$model" --prompt x --backend tpu
 expect_error "unknown precision" "precision" "$tern" generate --model "$model" --prompt x --precision fp8
-expect_error "missing model dir" "config.json" "$tern" generate --model "$work/nowhere" --prompt x
+expect_error "missing model dir" "model directory" "$tern" generate --model "$work/nowhere" --prompt x
 expect_error "heads not dividing channels" "n_head" "$tern" generate --model "$work/badmodel" --prompt x
 expect_error "truncated weights" "model.safetensors" "$tern" generate --model "$work/truncated" --prompt x
 expect_error "prompt plus tokens past the context" "context" "$tern" generate --model "$model" --prompt x --tokens 500
