@@ -1,7 +1,10 @@
 /* Micro-benchmarks of the hot operations at GPT-2 124M sizes, on one handler:
  *   bench_ops [handler] [filter]
  * handler defaults to cpu; filter (a substring) picks benchmarks by name. Each benchmark
- * reports the best of several runs (after a warm-up) and its rate (GFLOP/s or GB/s). */
+ * reports the best of several runs (after a warm-up) and its rate (GFLOP/s or GB/s), from
+ * wall time, and the process CPU time of that run divided by OMP_NUM_THREADS: on a quiet
+ * machine the two agree; on a shared one the CPU figure is what the code would do alone
+ * (threads spinning at a barrier still count, so poor balance still shows). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +22,14 @@ static double now(void) {
     clock_gettime(CLOCK_MONOTONIC, &t);
     return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
+
+static double cpu_now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static int bench_threads = 1;
 
 static void die_on(tern_error *err, const char *what) {
     if (!err) return;
@@ -50,15 +61,17 @@ static tern_buf buf(tern_dtype dt, size_t n, double lo, double hi) {
         if (filter && !strstr(name, filter)) break;                                         \
         body;                                                                               \
         die_on(o->sync(dev), name);                                                         \
-        double best = 1e30;                                                                 \
+        double best = 1e30, best_cpu = 1e30;                                                \
         for (int r_ = 0; r_ < (reps); r_++) {                                               \
-            double t0_ = now();                                                             \
+            double t0_ = now(), c0_ = cpu_now();                                            \
             body;                                                                           \
             die_on(o->sync(dev), name);                                                     \
-            double dt_ = now() - t0_;                                                       \
+            double dt_ = now() - t0_, dc_ = (cpu_now() - c0_) / bench_threads;              \
             if (dt_ < best) best = dt_;                                                     \
+            if (dc_ < best_cpu) best_cpu = dc_;                                             \
         }                                                                                   \
-        printf("%-44s %9.3f ms  %8.1f %s\n", name, best * 1e3, (work) / best / 1e9, unit);  \
+        printf("%-44s %9.3f ms %8.1f %-7s| cpu %9.3f ms %8.1f\n", name, best * 1e3,          \
+               (work) / best / 1e9, unit, best_cpu * 1e3, (work) / best_cpu / 1e9);         \
     } while (0)
 
 static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb, tern_dtype da,
@@ -90,6 +103,8 @@ static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb
 
 int main(int argc, char **argv) {
     const char *handler = argc > 1 ? argv[1] : "cpu";
+    const char *omp = getenv("OMP_NUM_THREADS");
+    if (omp && atoi(omp) > 0) bench_threads = atoi(omp);
     filter = argc > 2 ? argv[2] : NULL;
     o = tern_handler_ops(handler);
     if (!o) {
@@ -123,6 +138,47 @@ int main(int argc, char **argv) {
     bench_matmul("decode bf16 lm head 1x768 @ (50304x768)^T", 1, Vp, C, false, true, TERN_F32, TERN_BF16, TERN_F32, false, false, 20);
     bench_matmul("decode bf16 A,C bf16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 50);
     bench_matmul("decode f16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_F32, TERN_F16, TERN_F32, true, false, 50);
+
+    /* one decoding step's matmuls: 12 layers of GPT-2 124M weights (170 MB in bf16, far
+     * beyond L3) and the tied lm head, batch 1; B stored [k, n] as Hugging Face's Conv1D
+     * ("nt"), or [n, k] ("t") */
+    for (int layout = 0; layout < 2; layout++) {
+        const char *name = layout ? "decode step bf16 weights [n,k], 12 layers + head" : "decode step bf16 weights [k,n], 12 layers + head";
+        if (filter && !strstr(name, filter)) continue;
+        const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
+        tern_buf w[12][4], x = buf(TERN_F32, 4 * C, -1, 1), y = buf(TERN_F32, Vp, 0, 0);
+        tern_buf head = buf(TERN_BF16, (size_t)Vp * C, -0.1, 0.1);
+        double bytes = (double)Vp * C * 2;
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) {
+                w[l][i] = buf(TERN_BF16, (size_t)shapes[i][0] * shapes[i][1], -0.1, 0.1);
+                bytes += (double)shapes[i][0] * shapes[i][1] * 2;
+            }
+        BENCH(name, 5, bytes, "GB/s", {
+            for (int l = 0; l < 12; l++)
+                for (int i = 0; i < 4; i++) {
+                    tern_matmul mm = {0};
+                    mm.m = 1;
+                    mm.k = shapes[i][0];
+                    mm.n = shapes[i][1];
+                    mm.trans_b = layout;
+                    mm.alpha = 1;
+                    die_on(o->matmul(dev, tern_view(y, 0, (size_t)mm.n), tern_view(x, 0, (size_t)mm.k), w[l][i], &mm), "matmul");
+                }
+            tern_matmul mm = {0};
+            mm.m = 1;
+            mm.k = C;
+            mm.n = Vp;
+            mm.trans_b = true;
+            mm.alpha = 1;
+            die_on(o->matmul(dev, y, tern_view(x, 0, C), head, &mm), "matmul");
+        });
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) o->free(dev, &w[l][i]);
+        o->free(dev, &x);
+        o->free(dev, &y);
+        o->free(dev, &head);
+    }
 
     {
         tern_buf x = buf(TERN_F32, (size_t)BT * C, -1, 1), out = buf(TERN_F32, (size_t)BT * C, 0, 0);

@@ -77,8 +77,8 @@ tern_error *tern_shard_write(const char *path, const int32_t *ids, size_t n);
 tern_error *tern_split_sizes(size_t n, double val_fraction, size_t *n_train, size_t *n_val);
 
 /* Writes the two parts of that split as token shards (what `tern tokenize --out` uses). */
-tern_error *tern_shard_write_split(const char *train_path, const char *val_path,
-                                   const int32_t *ids, size_t n, double val_fraction);
+tern_error *tern_shard_write_split(const char *train_path, const char *val_path, const int32_t *ids,
+                                   size_t n, double val_fraction);
 
 #ifdef __cplusplus
 }

@@ -28,7 +28,9 @@ tern_error *tern_atomic_open(const char *path, tern_atomic_file **out);
 tern_error *tern_atomic_write(tern_atomic_file *f, const void *data, size_t n);
 
 /* Finishes: flushes, fsyncs, renames the temporary file over `path` and fsyncs the folder.
- * Always consumes f. On an error the temporary file is removed and `path` is untouched. */
+ * Always consumes f. On an error the temporary file is removed and `path` is untouched, with
+ * one exception: when only the final sync of the folder fails, the complete new file is in
+ * place but the rename may not survive a crash, and that is reported as an error. */
 tern_error *tern_atomic_commit(tern_atomic_file *f);
 
 /* Gives up: removes the temporary file and frees f. NULL is a no-op. */

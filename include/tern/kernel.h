@@ -375,7 +375,7 @@ int tern_once_at(tern_loc at, tern_kb *kb);
 #define TERN_ELSE(kb) for (tern_else_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
 #define TERN_FOR(kb, i, start, end, step)                                                  \
     for (tern_v i = tern_for_at(TERN_HERE, kb, #i, start, end, step);                      \
-         tern_once_at(TERN_HERE, kb);)
+         ((void)i, tern_once_at(TERN_HERE, kb));)
 #define TERN_WHILE(kb, cond)                                                               \
     for (tern_while_at(TERN_HERE, kb), tern_while_test_at(TERN_HERE, kb, cond);            \
          tern_once_at(TERN_HERE, kb);)

@@ -3,10 +3,17 @@
  * The format: an 8-byte little-endian header length N, N bytes of JSON, then the data
  * section. The JSON object maps each tensor name to {"dtype", "shape", "data_offsets":
  * [begin, end]} (byte offsets into the data section) and may hold "__metadata__", an object
- * of string values. The reader checks every field and accepts exactly what the reference
- * implementation (the `safetensors` Python package) accepts: header at most 100 MB, known
+ * of string values (or null). The reader checks every field: header at most 100 MB, strict
+ * JSON (RFC 8259: no control characters in strings, no numbers such as 01) in UTF-8, known
  * dtypes, non-negative integer shapes whose byte size matches the offsets, tensors that do
- * not overlap and together cover the whole data section, unique names.
+ * not overlap and together cover the whole data section, unique names. Unknown fields of a
+ * tensor entry are ignored. That is what the reference implementation (the `safetensors`
+ * Python package) accepts, with these differences, all deliberate:
+ *  - a name given twice is an error (the reference keeps the last copy);
+ *  - at most TERN_SAFETENSORS_MAX_DIMS dimensions;
+ *  - the sub-byte dtypes (F4, F6_*) are refused;
+ *  - an integral number written as 2.0 or 2e0 is taken as the integer 2.
+ * A differential run over ~750 fuzzer-generated headers found no other disagreement.
  *
  * Tensors of dtypes that tern_dtype lacks (I64, U8, BOOL, F64, ...) load, with `supported`
  * false, so that a file holding them (the hub's GPT-2 checkpoints hold mask buffers) opens;
@@ -36,13 +43,13 @@ typedef struct tern_tensor_info {
     const char *dtype_name; /* as in the file: "F32", "BF16", "I64", ... */
     bool supported;         /* the dtype is one of tern_dtype: dtype is meaningful */
     tern_dtype dtype;
-    size_t elem_size;       /* bytes per element (known for every dtype) */
-    int ndim;               /* 0 (a scalar) to TERN_SAFETENSORS_MAX_DIMS */
+    size_t elem_size; /* bytes per element (known for every dtype) */
+    int ndim;         /* 0 (a scalar) to TERN_SAFETENSORS_MAX_DIMS */
     int64_t shape[TERN_SAFETENSORS_MAX_DIMS];
-    size_t count;           /* elements: the product of shape (1 for a scalar) */
-    size_t nbytes;          /* count * elem_size */
-    size_t offset;          /* of the data within the data section */
-    const void *data;       /* nbytes bytes, little-endian, NOT necessarily aligned */
+    size_t count;     /* elements: the product of shape (1 for a scalar) */
+    size_t nbytes;    /* count * elem_size */
+    size_t offset;    /* of the data within the data section */
+    const void *data; /* nbytes bytes, little-endian, NOT necessarily aligned */
 } tern_tensor_info;
 
 /* Opens and validates the file (memory-mapped, read-only). Errors name the file and the

@@ -58,7 +58,8 @@ static tern_error *check_shard(const unsigned char *bytes, size_t len, const cha
     int32_t version = read_i32(bytes + 4);
     if (version != TERN_SHARD_VERSION)
         return tern_errorf("%s: token shard version %d is not supported (expected %d: uint16 "
-                           "GPT-2 tokens)", name, (int)version, TERN_SHARD_VERSION);
+                           "GPT-2 tokens)",
+                           name, (int)version, TERN_SHARD_VERSION);
     int32_t claimed = read_i32(bytes + 8);
     if (claimed < 0)
         return tern_errorf("%s: token shard header gives a negative token count (%d)", name,
@@ -66,7 +67,8 @@ static tern_error *check_shard(const unsigned char *bytes, size_t len, const cha
     size_t have = len - TERN_SHARD_HEADER_BYTES;
     if (have != 2 * (size_t)claimed)
         return tern_errorf("%s: token shard header says %d tokens (%zu bytes) but %zu bytes "
-                           "follow the header", name, (int)claimed, 2 * (size_t)claimed, have);
+                           "follow the header",
+                           name, (int)claimed, 2 * (size_t)claimed, have);
     *count = (size_t)claimed;
     return NULL;
 }
@@ -74,7 +76,8 @@ static tern_error *check_shard(const unsigned char *bytes, size_t len, const cha
 static tern_error *check_count(size_t count, const char *name) {
     if (count < 2)
         return tern_errorf("%s: %zu token%s: a data set needs at least 2 (an input and its "
-                           "target)", name, count, count == 1 ? "" : "s");
+                           "target)",
+                           name, count, count == 1 ? "" : "s");
     return NULL;
 }
 
@@ -188,7 +191,8 @@ tern_error *tern_dataset_from_ids(const int32_t *ids, size_t n, size_t vocab_siz
         free(tokens);
         return tern_errorf("out of memory for %zu tokens", n);
     }
-    for (size_t i = 0; i < n; i++) tokens[i] = (uint16_t)ids[i];
+    for (size_t i = 0; i < n; i++)
+        tokens[i] = (uint16_t)ids[i];
     ds->tokens = ds->owned = tokens;
     ds->count = n;
     *out = ds;

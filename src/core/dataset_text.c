@@ -36,7 +36,7 @@ static tern_error *peek_magic(const char *path, bool *is_shard) {
 tern_error *tern_dataset_open(const char *path, const tern_tokenizer *tok, size_t vocab_size,
                               tern_dataset **out) {
     *out = NULL;
-    bool is_shard;
+    bool is_shard = false;
     TERN_TRY(peek_magic(path, &is_shard));
     if (is_shard) return tern_dataset_open_shard(path, vocab_size, out);
 

@@ -19,7 +19,7 @@ struct tern_atomic_file {
     char *path;     /* destination */
     char *tmp_path; /* where the bytes go until commit */
     int fd;
-    int failed;     /* an earlier write failed: refuse further use */
+    int failed; /* an earlier write failed: refuse further use */
     size_t used;
     unsigned char buffer[ATOMIC_BUFFER_SIZE];
 };
@@ -77,8 +77,8 @@ tern_error *tern_atomic_open(const char *path, tern_atomic_file **out) {
         if (err != EEXIST) break;
     }
     if (f->fd < 0) {
-        tern_error *e = tern_errorf("cannot write %s: creating %s: %s", path, f->tmp_path,
-                                    strerror(err));
+        tern_error *e =
+            tern_errorf("cannot write %s: creating %s: %s", path, f->tmp_path, strerror(err));
         free(f->path);
         free(f->tmp_path);
         free(f);

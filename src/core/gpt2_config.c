@@ -52,8 +52,8 @@ static const char *describe(const cJSON *item, char *buf, size_t size) {
 
 /* An integer field in [lo, hi]. *present says whether it was there; when it was not and
  * `required` is set, that is an error. */
-static tern_error *read_int(const cJSON *root, const char *source, const char *key, int lo,
-                            int hi, bool required, int *out, bool *present) {
+static tern_error *read_int(const cJSON *root, const char *source, const char *key, int lo, int hi,
+                            bool required, int *out, bool *present) {
     const cJSON *item;
     TERN_TRY(find_key(root, source, key, &item));
     if (present) *present = item != NULL;
@@ -98,15 +98,15 @@ static tern_error *read_config(const cJSON *root, const char *source, tern_gpt2_
     if (cfg->n_embd % cfg->n_head != 0)
         return tern_errorf("%s: n_head: %d heads do not divide n_embd (%d channels)", source,
                            cfg->n_head, cfg->n_embd);
-    TERN_TRY(read_int(root, source, "vocab_size", 1, TERN_GPT2_MAX_VOCAB, true, &cfg->vocab_size,
-                      NULL));
+    TERN_TRY(
+        read_int(root, source, "vocab_size", 1, TERN_GPT2_MAX_VOCAB, true, &cfg->vocab_size, NULL));
     /* n_ctx is the older name of n_positions; Hugging Face's model uses n_positions alone. */
     bool present;
     TERN_TRY(read_int(root, source, "n_positions", 1, TERN_GPT2_MAX_SEQ, false, &cfg->max_seq,
                       &present));
     if (!present) {
-        TERN_TRY(read_int(root, source, "n_ctx", 1, TERN_GPT2_MAX_SEQ, false, &cfg->max_seq,
-                          &present));
+        TERN_TRY(
+            read_int(root, source, "n_ctx", 1, TERN_GPT2_MAX_SEQ, false, &cfg->max_seq, &present));
         if (!present) return tern_errorf("%s: n_positions: missing (and no n_ctx)", source);
     }
 
@@ -115,8 +115,8 @@ static tern_error *read_config(const cJSON *root, const char *source, tern_gpt2_
     if (item) {
         double v = cJSON_IsNumber(item) ? item->valuedouble : NAN;
         if (!cJSON_IsNumber(item) || !(v > 0 && v <= 1) || !((float)v > 0))
-            return tern_errorf("%s: layer_norm_epsilon: must be a number in (0, 1], got %s",
-                               source, describe(item, buf, sizeof buf));
+            return tern_errorf("%s: layer_norm_epsilon: must be a number in (0, 1], got %s", source,
+                               describe(item, buf, sizeof buf));
         cfg->ln_eps = (float)v;
     }
 
@@ -124,8 +124,8 @@ static tern_error *read_config(const cJSON *root, const char *source, tern_gpt2_
     if (item && !(cJSON_IsString(item) && (strcmp(item->valuestring, "gelu_new") == 0 ||
                                            strcmp(item->valuestring, "gelu_pytorch_tanh") == 0)))
         return tern_errorf("%s: activation_function: must be \"gelu_new\" or "
-                           "\"gelu_pytorch_tanh\" (GPT-2's tanh GELU), got %s", source,
-                           describe_value(item, quoted, sizeof quoted, true));
+                           "\"gelu_pytorch_tanh\" (GPT-2's tanh GELU), got %s",
+                           source, describe_value(item, quoted, sizeof quoted, true));
 
     TERN_TRY(find_key(root, source, "n_inner", &item));
     if (item && !cJSON_IsNull(item) &&
@@ -186,8 +186,10 @@ tern_error *tern_gpt2_config_validate(const tern_gpt2_config *c) {
         const char *name;
         int value, hi;
     } fields[] = {
-        {"n_layer", c->n_layer, TERN_GPT2_MAX_LAYER},  {"n_embd", c->n_embd, TERN_GPT2_MAX_EMBD},
-        {"n_head", c->n_head, TERN_GPT2_MAX_EMBD},     {"vocab_size", c->vocab_size, TERN_GPT2_MAX_VOCAB},
+        {"n_layer", c->n_layer, TERN_GPT2_MAX_LAYER},
+        {"n_embd", c->n_embd, TERN_GPT2_MAX_EMBD},
+        {"n_head", c->n_head, TERN_GPT2_MAX_EMBD},
+        {"vocab_size", c->vocab_size, TERN_GPT2_MAX_VOCAB},
         {"n_positions", c->max_seq, TERN_GPT2_MAX_SEQ},
     };
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
@@ -220,38 +222,37 @@ tern_error *tern_gpt2_config_format(const tern_gpt2_config *cfg, char **json, si
     /* GPT-2's special token is 50256; a smaller vocabulary gets its last id instead so the
      * ids stay inside it. */
     int eot = cfg->vocab_size > 50256 ? 50256 : cfg->vocab_size - 1;
-    const char *fmt =
-        "{\n"
-        "  \"activation_function\": \"gelu_new\",\n"
-        "  \"architectures\": [\n"
-        "    \"GPT2LMHeadModel\"\n"
-        "  ],\n"
-        "  \"attn_pdrop\": 0.1,\n"
-        "  \"bos_token_id\": %d,\n"
-        "  \"embd_pdrop\": 0.1,\n"
-        "  \"eos_token_id\": %d,\n"
-        "  \"initializer_range\": 0.02,\n"
-        "  \"layer_norm_epsilon\": %s,\n"
-        "  \"model_type\": \"gpt2\",\n"
-        "  \"n_ctx\": %d,\n"
-        "  \"n_embd\": %d,\n"
-        "  \"n_head\": %d,\n"
-        "  \"n_inner\": null,\n"
-        "  \"n_layer\": %d,\n"
-        "  \"n_positions\": %d,\n"
-        "  \"reorder_and_upcast_attn\": false,\n"
-        "  \"resid_pdrop\": 0.1,\n"
-        "  \"scale_attn_by_inverse_layer_idx\": false,\n"
-        "  \"scale_attn_weights\": true,\n"
-        "  \"summary_activation\": null,\n"
-        "  \"summary_first_dropout\": 0.1,\n"
-        "  \"summary_proj_to_labels\": true,\n"
-        "  \"summary_type\": \"cls_index\",\n"
-        "  \"summary_use_proj\": true,\n"
-        "  \"tie_word_embeddings\": true,\n"
-        "  \"use_cache\": true,\n"
-        "  \"vocab_size\": %d\n"
-        "}\n";
+    const char *fmt = "{\n"
+                      "  \"activation_function\": \"gelu_new\",\n"
+                      "  \"architectures\": [\n"
+                      "    \"GPT2LMHeadModel\"\n"
+                      "  ],\n"
+                      "  \"attn_pdrop\": 0.1,\n"
+                      "  \"bos_token_id\": %d,\n"
+                      "  \"embd_pdrop\": 0.1,\n"
+                      "  \"eos_token_id\": %d,\n"
+                      "  \"initializer_range\": 0.02,\n"
+                      "  \"layer_norm_epsilon\": %s,\n"
+                      "  \"model_type\": \"gpt2\",\n"
+                      "  \"n_ctx\": %d,\n"
+                      "  \"n_embd\": %d,\n"
+                      "  \"n_head\": %d,\n"
+                      "  \"n_inner\": null,\n"
+                      "  \"n_layer\": %d,\n"
+                      "  \"n_positions\": %d,\n"
+                      "  \"reorder_and_upcast_attn\": false,\n"
+                      "  \"resid_pdrop\": 0.1,\n"
+                      "  \"scale_attn_by_inverse_layer_idx\": false,\n"
+                      "  \"scale_attn_weights\": true,\n"
+                      "  \"summary_activation\": null,\n"
+                      "  \"summary_first_dropout\": 0.1,\n"
+                      "  \"summary_proj_to_labels\": true,\n"
+                      "  \"summary_type\": \"cls_index\",\n"
+                      "  \"summary_use_proj\": true,\n"
+                      "  \"tie_word_embeddings\": true,\n"
+                      "  \"use_cache\": true,\n"
+                      "  \"vocab_size\": %d\n"
+                      "}\n";
     int n = snprintf(NULL, 0, fmt, eot, eot, eps, cfg->max_seq, cfg->n_embd, cfg->n_head,
                      cfg->n_layer, cfg->max_seq, cfg->vocab_size);
     if (n < 0) return tern_errorf("formatting config.json failed");
@@ -284,11 +285,12 @@ tern_error *tern_gpt2_config_named(const char *name, tern_gpt2_config *out) {
     };
     for (size_t i = 0; name && i < sizeof named / sizeof named[0]; i++) {
         if (strcmp(name, named[i].name) != 0) continue;
-        tern_gpt2_config c = {50257, named[i].max_seq, named[i].n_layer, named[i].n_head,
-                              named[i].n_embd, 1e-5f};
+        tern_gpt2_config c = {50257,           named[i].max_seq, named[i].n_layer,
+                              named[i].n_head, named[i].n_embd,  1e-5f};
         *out = c;
         return NULL;
     }
     return tern_errorf("unknown model configuration '%s' (known: gpt2, gpt2-medium, gpt2-large, "
-                       "gpt2-xl, small, tiny)", name ? name : "(none)");
+                       "gpt2-xl, small, tiny)",
+                       name ? name : "(none)");
 }

@@ -8,10 +8,10 @@
 #include "tern/effect.h"
 
 typedef struct tern_st_dtype {
-    const char *name;  /* as written in headers: "F32" */
-    size_t size;       /* bytes per element */
-    bool supported;    /* maps to a tern_dtype */
-    tern_dtype dtype;  /* meaningful when supported */
+    const char *name; /* as written in headers: "F32" */
+    size_t size;      /* bytes per element */
+    bool supported;   /* maps to a tern_dtype */
+    tern_dtype dtype; /* meaningful when supported */
 } tern_st_dtype;
 
 /* The entry for a header's dtype string, or NULL when the format has no such dtype (or it

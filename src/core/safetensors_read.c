@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/display.h"
+#include "core/json_check.h"
 #include "core/safetensors_dtype.h"
 #include "core/utf8.h"
 
@@ -27,7 +28,7 @@ struct tern_safetensors {
     tern_tensor_info *tensors; /* in data order */
     size_t count;
     const tern_tensor_info **by_name; /* the tensors sorted by name */
-    char **meta;     /* key, value, key, value, ... */
+    char **meta;                      /* key, value, key, value, ... */
     size_t meta_count;
 };
 
@@ -35,11 +36,16 @@ struct tern_safetensors {
  * up to 2^53, well past any real file. */
 #define MAX_JSON_INTEGER 9007199254740992.0
 
+/* Headers nest three deep; the reference reader (serde_json) stops at 128. */
+#define MAX_JSON_DEPTH 128
+
 void tern_safetensors_close(tern_safetensors *f) {
     if (!f) return;
     if (f->tensors)
-        for (size_t i = 0; i < f->count; i++) free((char *)f->tensors[i].name);
-    for (size_t i = 0; i < 2 * f->meta_count; i++) free(f->meta[i]);
+        for (size_t i = 0; i < f->count; i++)
+            free((char *)f->tensors[i].name);
+    for (size_t i = 0; i < 2 * f->meta_count; i++)
+        free(f->meta[i]);
     free(f->meta);
     free(f->tensors);
     free(f->by_name);
@@ -65,10 +71,10 @@ static bool json_count(const cJSON *item, size_t *out) {
 }
 
 static tern_error *read_metadata(const cJSON *meta, const char *name, tern_safetensors *f) {
-    if (!cJSON_IsObject(meta))
-        return tern_errorf("%s: __metadata__ is not an object", name);
+    if (!cJSON_IsObject(meta)) return tern_errorf("%s: __metadata__ is not an object", name);
     size_t n = 0;
-    for (const cJSON *kv = meta->child; kv; kv = kv->next) n++;
+    for (const cJSON *kv = meta->child; kv; kv = kv->next)
+        n++;
     f->meta = calloc(2 * n + 1, sizeof *f->meta);
     if (!f->meta) return tern_errorf("%s: out of memory", name);
     for (const cJSON *kv = meta->child; kv; kv = kv->next) {
@@ -121,7 +127,8 @@ static tern_error *read_entry(const cJSON *entry, const char *name, size_t data_
     t->dtype = dt->dtype;
     t->elem_size = dt->size;
 
-    if (!cJSON_IsArray(shape)) return tern_errorf("%s: tensor '%s': shape is not an array", name, tn);
+    if (!cJSON_IsArray(shape))
+        return tern_errorf("%s: tensor '%s': shape is not an array", name, tn);
     int ndim = cJSON_GetArraySize(shape);
     if (ndim > TERN_SAFETENSORS_MAX_DIMS)
         return tern_errorf("%s: tensor '%s': %d dimensions (at most %d)", name, tn, ndim,
@@ -132,7 +139,8 @@ static tern_error *read_entry(const cJSON *entry, const char *name, size_t data_
     for (const cJSON *dim = shape->child; dim; dim = dim->next, d++) {
         size_t n;
         if (!json_count(dim, &n))
-            return tern_errorf("%s: tensor '%s': shape[%d] is not a non-negative integer", name, tn, d);
+            return tern_errorf("%s: tensor '%s': shape[%d] is not a non-negative integer", name, tn,
+                               d);
         if (n != 0 && count > SIZE_MAX / n)
             return tern_errorf("%s: tensor '%s': shape's element count overflows", name, tn);
         count *= n;
@@ -153,11 +161,12 @@ static tern_error *read_entry(const cJSON *entry, const char *name, size_t data_
                            tn, begin, end);
     if (end > data_len)
         return tern_errorf("%s: tensor '%s': data_offsets [%zu, %zu] run past the data section "
-                           "(%zu bytes; is the file truncated?)", name, tn, begin, end, data_len);
+                           "(%zu bytes; is the file truncated?)",
+                           name, tn, begin, end, data_len);
     if (end - begin != t->nbytes)
         return tern_errorf("%s: tensor '%s': data_offsets [%zu, %zu] hold %zu bytes but shape and "
-                           "dtype %s need %zu", name, tn, begin, end, end - begin, t->dtype_name,
-                           t->nbytes);
+                           "dtype %s need %zu",
+                           name, tn, begin, end, end - begin, t->dtype_name, t->nbytes);
     t->offset = begin;
     return NULL;
 }
@@ -182,10 +191,12 @@ static tern_error *check_layout(const tern_safetensors *f, const char *name, siz
         const tern_tensor_info *t = &f->tensors[i];
         if (t->offset < pos)
             return tern_errorf("%s: tensors '%s' and '%s' overlap", name,
-                               tern_display_of(f->tensors[i - 1].name).s, tern_display_of(t->name).s);
+                               tern_display_of(f->tensors[i - 1].name).s,
+                               tern_display_of(t->name).s);
         if (t->offset > pos)
             return tern_errorf("%s: bytes [%zu, %zu) of the data section belong to no tensor "
-                               "(before '%s')", name, pos, t->offset, tern_display_of(t->name).s);
+                               "(before '%s')",
+                               name, pos, t->offset, tern_display_of(t->name).s);
         pos = t->offset + t->nbytes;
     }
     if (pos != data_len)
@@ -196,26 +207,29 @@ static tern_error *check_layout(const tern_safetensors *f, const char *name, siz
 
 static tern_error *parse_header(const unsigned char *bytes, size_t len, const char *name,
                                 tern_safetensors *f) {
-    if (len < 8)
-        return tern_errorf("%s: too short for a safetensors file (%zu bytes)", name, len);
+    if (len < 8) return tern_errorf("%s: too short for a safetensors file (%zu bytes)", name, len);
     uint64_t header_len = 0;
-    for (int i = 7; i >= 0; i--) header_len = header_len << 8 | bytes[i];
+    for (int i = 7; i >= 0; i--)
+        header_len = header_len << 8 | bytes[i];
     if (header_len > TERN_SAFETENSORS_MAX_HEADER)
         return tern_errorf("%s: header length %llu is over the %u-byte limit (not a "
-                           "safetensors file?)", name, (unsigned long long)header_len,
-                           TERN_SAFETENSORS_MAX_HEADER);
+                           "safetensors file?)",
+                           name, (unsigned long long)header_len, TERN_SAFETENSORS_MAX_HEADER);
     if (header_len > len - 8)
         return tern_errorf("%s: header length %llu runs past the end of the file (%zu bytes; "
-                           "truncated?)", name, (unsigned long long)header_len, len);
+                           "truncated?)",
+                           name, (unsigned long long)header_len, len);
     size_t hlen = (size_t)header_len;
     const char *header = (const char *)bytes + 8;
     size_t data_len = len - 8 - hlen;
     const unsigned char *data = bytes + 8 + hlen;
     size_t bad;
-    if (hlen == 0 || header[0] != '{')
-        return tern_errorf("%s: header is not a JSON object", name);
+    const char *why;
     if (!tern_utf8_valid(header, hlen, &bad))
         return tern_errorf("%s: header is not UTF-8 (byte %zu)", name, bad);
+    if (!tern_json_check(header, hlen, MAX_JSON_DEPTH, &bad, &why))
+        return tern_errorf("%s: header is not valid JSON: %s at byte %zu of the header", name, why,
+                           bad);
 
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(header, hlen, &end, 0);
@@ -248,7 +262,7 @@ static tern_error *parse_header(const unsigned char *bytes, size_t len, const ch
             meta = item;
         }
     }
-    if (meta && (e = read_metadata(meta, name, f))) goto done;
+    if (meta && !cJSON_IsNull(meta) && (e = read_metadata(meta, name, f))) goto done;
 
     f->tensors = calloc(n ? n : 1, sizeof *f->tensors);
     f->by_name = calloc(n ? n : 1, sizeof *f->by_name);
@@ -277,7 +291,8 @@ static tern_error *parse_header(const unsigned char *bytes, size_t len, const ch
     qsort(f->by_name, n, sizeof *f->by_name, compare_names);
     for (size_t i = 1; i < n; i++) {
         if (strcmp(f->by_name[i - 1]->name, f->by_name[i]->name) == 0) {
-            e = tern_errorf("%s: tensor '%s' appears twice", name, tern_display_of(f->by_name[i]->name).s);
+            e = tern_errorf("%s: tensor '%s' appears twice", name,
+                            tern_display_of(f->by_name[i]->name).s);
             goto done;
         }
     }

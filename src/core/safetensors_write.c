@@ -105,7 +105,8 @@ static tern_error *check_tensors(const tern_tensor_out *t, size_t n, size_t *siz
     if (n > 1) {
         const char **names = malloc(n * sizeof *names);
         if (!names) return tern_errorf("out of memory");
-        for (size_t i = 0; i < n; i++) names[i] = t[i].name;
+        for (size_t i = 0; i < n; i++)
+            names[i] = t[i].name;
         qsort(names, n, sizeof *names, compare_strings);
         tern_error *e = NULL;
         for (size_t i = 1; i < n && !e; i++)
@@ -162,13 +163,15 @@ static tern_error *build_header(const tern_tensor_out *t, size_t n, const size_t
             snprintf(num, sizeof num, "%s%lld", d ? "," : "", (long long)t[i].shape[d]);
             text_puts(h, num);
         }
-        if (sizes[i] > ((size_t)-1) - offset) return tern_errorf("the tensors' total size overflows");
+        if (sizes[i] > ((size_t)-1) - offset)
+            return tern_errorf("the tensors' total size overflows");
         snprintf(num, sizeof num, "],\"data_offsets\":[%zu,%zu]}", offset, offset + sizes[i]);
         text_puts(h, num);
         offset += sizes[i];
     }
     text_puts(h, "}");
-    while (!h->failed && h->len % 8 != 0) text_puts(h, " ");
+    while (!h->failed && h->len % 8 != 0)
+        text_puts(h, " ");
     if (h->failed) return tern_errorf("out of memory for the header");
     if (h->len > TERN_SAFETENSORS_MAX_HEADER)
         return tern_errorf("the header would take %zu bytes, over the %u-byte limit", h->len,
@@ -181,10 +184,12 @@ static tern_error *write_all(const char *path, const tern_tensor_out *t, size_t 
     tern_atomic_file *f;
     TERN_TRY(tern_atomic_open(path, &f));
     unsigned char len_bytes[8];
-    for (int i = 0; i < 8; i++) len_bytes[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        len_bytes[i] = (unsigned char)((uint64_t)h->len >> (8 * i));
     tern_error *e = tern_atomic_write(f, len_bytes, 8);
     if (!e) e = tern_atomic_write(f, h->s, h->len);
-    for (size_t i = 0; i < n && !e; i++) e = tern_atomic_write(f, t[i].data, sizes[i]);
+    for (size_t i = 0; i < n && !e; i++)
+        e = tern_atomic_write(f, t[i].data, sizes[i]);
     if (e) {
         tern_atomic_abort(f);
         return e;

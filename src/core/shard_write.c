@@ -11,7 +11,8 @@
 static void put_i32(unsigned char *p, int32_t v) {
     uint32_t u;
     memcpy(&u, &v, sizeof u);
-    for (int i = 0; i < 4; i++) p[i] = (unsigned char)(u >> (8 * i));
+    for (int i = 0; i < 4; i++)
+        p[i] = (unsigned char)(u >> (8 * i));
 }
 
 tern_error *tern_shard_write(const char *path, const int32_t *ids, size_t n) {
@@ -23,7 +24,8 @@ tern_error *tern_shard_write(const char *path, const int32_t *ids, size_t n) {
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] > 65535)
             return tern_errorf("writing %s: token %d at position %zu does not fit a shard's "
-                               "uint16", path, (int)ids[i], i);
+                               "uint16",
+                               path, (int)ids[i], i);
     unsigned char header[TERN_SHARD_HEADER_BYTES] = {0};
     put_i32(header, TERN_SHARD_MAGIC);
     put_i32(header + 4, TERN_SHARD_VERSION);
@@ -57,14 +59,15 @@ tern_error *tern_split_sizes(size_t n, double val_fraction, size_t *n_train, siz
     size_t nv = v >= (double)n ? n : (size_t)v;
     if (nv < 2 || n - nv < 2)
         return tern_errorf("%zu tokens are too few to split %g of them off for validation "
-                           "(each part needs at least 2)", n, val_fraction);
+                           "(each part needs at least 2)",
+                           n, val_fraction);
     *n_train = n - nv;
     *n_val = nv;
     return NULL;
 }
 
-tern_error *tern_shard_write_split(const char *train_path, const char *val_path,
-                                   const int32_t *ids, size_t n, double val_fraction) {
+tern_error *tern_shard_write_split(const char *train_path, const char *val_path, const int32_t *ids,
+                                   size_t n, double val_fraction) {
     size_t n_train, n_val;
     TERN_TRY(tern_split_sizes(n, val_fraction, &n_train, &n_val));
     if (!ids) return tern_errorf("writing %s: no tokens given", train_path);
@@ -72,7 +75,8 @@ tern_error *tern_shard_write_split(const char *train_path, const char *val_path,
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] > 65535)
             return tern_errorf("writing %s: token %d at position %zu does not fit a shard's "
-                               "uint16", i < n_train ? train_path : val_path, (int)ids[i],
+                               "uint16",
+                               i < n_train ? train_path : val_path, (int)ids[i],
                                i < n_train ? i : i - n_train);
     TERN_TRY(tern_shard_write(train_path, ids, n_train));
     return tern_shard_write(val_path, ids + n_train, n_val);

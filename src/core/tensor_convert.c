@@ -41,12 +41,13 @@ static float load_f32(const unsigned char *p, tern_dtype from) {
 tern_error *tern_tensor_convert(const tern_tensor_info *t, tern_dtype to, void *dst) {
     if (!t) return tern_errorf("converting a tensor: no tensor given");
     if (!t->supported)
-        return tern_errorf("tensor '%s' has dtype %s, which tern cannot convert", tern_display_of(t->name).s,
-                           t->dtype_name);
+        return tern_errorf("tensor '%s' has dtype %s, which tern cannot convert",
+                           tern_display_of(t->name).s, t->dtype_name);
     tern_dtype from = t->dtype;
     const unsigned char *src = t->data;
     size_t n = t->count, step = t->elem_size;
-    if (n > 0 && (!src || !dst)) return tern_errorf("converting tensor '%s': no data", tern_display_of(t->name).s);
+    if (n > 0 && (!src || !dst))
+        return tern_errorf("converting tensor '%s': no data", tern_display_of(t->name).s);
     if (from == to) {
         if (n) memcpy(dst, src, t->nbytes);
         return NULL;
@@ -54,17 +55,20 @@ tern_error *tern_tensor_convert(const tern_tensor_info *t, tern_dtype to, void *
     switch (to) {
     case TERN_F32: {
         float *out = dst;
-        for (size_t i = 0; i < n; i++) out[i] = load_f32(src + i * step, from);
+        for (size_t i = 0; i < n; i++)
+            out[i] = load_f32(src + i * step, from);
         return NULL;
     }
     case TERN_BF16: {
         uint16_t *out = dst;
-        for (size_t i = 0; i < n; i++) out[i] = tern_f32_to_bf16(load_f32(src + i * step, from));
+        for (size_t i = 0; i < n; i++)
+            out[i] = tern_f32_to_bf16(load_f32(src + i * step, from));
         return NULL;
     }
     case TERN_F16: {
         uint16_t *out = dst;
-        for (size_t i = 0; i < n; i++) out[i] = tern_f32_to_f16(load_f32(src + i * step, from));
+        for (size_t i = 0; i < n; i++)
+            out[i] = tern_f32_to_f16(load_f32(src + i * step, from));
         return NULL;
     }
     case TERN_I32:
@@ -78,8 +82,7 @@ tern_error *tern_tensor_convert(const tern_tensor_info *t, tern_dtype to, void *
             return NULL;
         }
         break;
-    case TERN_U16:
-        break;
+    case TERN_U16: break;
     }
     return tern_errorf("tensor '%s': cannot convert %s to %s", tern_display_of(t->name).s,
                        t->dtype_name, tern_dtype_name(to));

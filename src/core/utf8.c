@@ -19,12 +19,16 @@ bool tern_utf8_valid(const char *s, size_t len, size_t *bad_offset) {
             need = 1;
         } else if (c >= 0xe0 && c <= 0xef) {
             need = 2;
-            if (c == 0xe0) lo = 0xa0;      /* no overlong forms */
-            else if (c == 0xed) hi = 0x9f; /* no surrogates */
+            if (c == 0xe0)
+                lo = 0xa0; /* no overlong forms */
+            else if (c == 0xed)
+                hi = 0x9f; /* no surrogates */
         } else if (c >= 0xf0 && c <= 0xf4) {
             need = 3;
-            if (c == 0xf0) lo = 0x90;      /* no overlong forms */
-            else if (c == 0xf4) hi = 0x8f; /* nothing past U+10FFFF */
+            if (c == 0xf0)
+                lo = 0x90; /* no overlong forms */
+            else if (c == 0xf4)
+                hi = 0x8f; /* nothing past U+10FFFF */
         } else {
             if (bad_offset) *bad_offset = i;
             return false;

@@ -6,7 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernel/emit.h"
 #include "kernel/interp.h"
+
+tern_error *kernel_dump_sources(const tern_kernel *k); /* dump_sources.c */
 
 void kb_fail(tern_kb *kb, tern_loc at, const char *fmt, ...) {
     if (!kb || kb->err) return;
@@ -478,6 +481,8 @@ tern_error *tern_kernel_build(const char *name, tern_trace_fn fn, void *user,
     if (!kb_name_ok(name))
         return tern_errorf("kernel name '%s' is not a C identifier of at most 63 characters",
                            name ? name : "(null)");
+    if (emit_reserved(name))
+        return tern_errorf("kernel name '%s' is a keyword or builtin of a target language", name);
     if (!fn) return tern_errorf("kernel '%s': the trace function is NULL", name);
     tern_kb *kb = calloc(1, sizeof *kb);
     if (!kb) return tern_errorf("kernel '%s': out of memory", name);
@@ -504,6 +509,7 @@ tern_error *tern_kernel_build(const char *name, tern_trace_fn fn, void *user,
         k->hash = ir_hash_kernel(k);
         err = interp_prepare(k);
     }
+    if (!err) err = kernel_dump_sources(k);
     if (err) {
         ir_kernel_free(k);
         return err;

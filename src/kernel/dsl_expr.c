@@ -16,8 +16,6 @@ static ev const_ev(tern_v v, int t) {
     return x;
 }
 
-static bool is_const(tern_v v) { return v.kind == TERN_V_CONST; }
-
 /* The first poisoned operand, so its original failure is what gets reported. */
 static const tern_v *find_poison(const tern_v *vs, int n) {
     for (int i = 0; i < n; i++)

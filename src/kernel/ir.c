@@ -246,6 +246,57 @@ bool ir_op_has_effect(ir_op op) {
 
 bool ir_op_opens(ir_op op) { return op == IR_IF || op == IR_FOR || op == IR_WHILE; }
 
+int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
+    const int32_t *a = in->a;
+    int n = 0;
+    switch ((ir_op)in->op) {
+    case IR_UNARY:
+    case IR_CAST:
+    case IR_BITCAST:
+    case IR_IF:
+    case IR_WHILE_TEST:
+    case IR_RESULT: out[n++] = a[0]; break;
+    case IR_BINARY:
+        out[n++] = a[0];
+        out[n++] = a[1];
+        break;
+    case IR_SELECT:
+    case IR_FMA:
+    case IR_FOR:
+        out[n++] = a[0];
+        out[n++] = a[1];
+        out[n++] = a[2];
+        break;
+    case IR_VAR_DECL:
+    case IR_ASSIGN:
+    case IR_LOAD:
+    case IR_VLOAD: out[n++] = a[1]; break;
+    case IR_STORE:
+    case IR_ATOMIC:
+        out[n++] = a[1];
+        out[n++] = a[2];
+        break;
+    case IR_ATOMIC_CAS:
+        out[n++] = a[1];
+        out[n++] = a[2];
+        out[n++] = a[3];
+        break;
+    case IR_VSTORE:
+        out[n++] = a[1];
+        for (int j = 0; j < in->aux && j < 16; j++) out[n++] = k->extra[a[2] + j];
+        break;
+    case IR_SIMD:
+        out[n++] = a[0];
+        if (a[1] >= 0) out[n++] = a[1];
+        break;
+    case IR_PRINT:
+        for (int j = 0; j < a[1] && j < 16; j++) out[n++] = k->extra[a[0] + j];
+        break;
+    default: break;
+    }
+    return n;
+}
+
 /* ---- locations and descriptions ---- */
 
 const char *ir_where(const tern_kernel *k, int32_t ins, char *buf, size_t size) {

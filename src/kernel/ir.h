@@ -180,6 +180,9 @@ int ir_type_bits(int t);          /* width of a value type (bool: 1) */
 bool ir_op_has_effect(ir_op op);
 /* Whether `op` opens a block (IF, FOR, WHILE). */
 bool ir_op_opens(ir_op op);
+/* The value operands of instruction `in` into out (at most 4 + 16), their count returned. */
+int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out);
+#define IR_MAX_OPERANDS 20
 
 /* The constant of a CONST instruction as int64 (ints, bool), or as a double (f32). */
 static inline double ir_const_f(const ir_ins *in) {

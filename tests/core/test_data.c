@@ -11,13 +11,14 @@
 static const char *dir;
 
 /* A shard's bytes built by hand: header ints (magic, version, count), then the ids. */
-static unsigned char *shard_bytes(int32_t magic, int32_t version, int32_t count, const uint16_t *ids,
-                                  size_t n, size_t *len) {
+static unsigned char *shard_bytes(int32_t magic, int32_t version, int32_t count,
+                                  const uint16_t *ids, size_t n, size_t *len) {
     *len = 1024 + 2 * n;
     unsigned char *b = calloc(1, *len);
     int32_t head[3] = {magic, version, count};
     for (int k = 0; k < 3; k++)
-        for (int i = 0; i < 4; i++) b[4 * k + i] = (unsigned char)((uint32_t)head[k] >> (8 * i));
+        for (int i = 0; i < 4; i++)
+            b[4 * k + i] = (unsigned char)((uint32_t)head[k] >> (8 * i));
     for (size_t i = 0; i < n; i++) {
         b[1024 + 2 * i] = (unsigned char)(ids[i] & 0xff);
         b[1024 + 2 * i + 1] = (unsigned char)(ids[i] >> 8);
@@ -58,10 +59,12 @@ static void test_shard_round_trip(void) {
     CHECK(len == 1024 + 14);
     if (raw && len == 1038) {
         const unsigned char *u = (const unsigned char *)raw;
-        CHECK(u[0] == 0x88 && u[1] == 0xd8 && u[2] == 0x34 && u[3] == 0x01); /* 20240520 = 0x0134d888 */
+        CHECK(u[0] == 0x88 && u[1] == 0xd8 && u[2] == 0x34 &&
+              u[3] == 0x01); /* 20240520 = 0x0134d888 */
         CHECK(u[4] == 1 && u[8] == 7 && u[9] == 0);
         int zero = 1;
-        for (int i = 12; i < 1024; i++) zero &= u[i] == 0;
+        for (int i = 12; i < 1024; i++)
+            zero &= u[i] == 0;
         CHECK(zero);
         CHECK(u[1024] == 0x50 && u[1025] == 0xc4); /* 50256 = 0xc450 */
         CHECK(u[1030] == 0xff && u[1031] == 0xff);
@@ -72,11 +75,13 @@ static void test_shard_round_trip(void) {
     tern_dataset *ds;
     CHECK_OK(tern_dataset_open_shard(path, 0, &ds));
     CHECK(tern_dataset_tokens(ds) == 7);
-    for (size_t i = 0; i < 7; i++) CHECK(tern_dataset_token(ds, i) == ids[i]);
+    for (size_t i = 0; i < 7; i++)
+        CHECK(tern_dataset_token(ds, i) == ids[i]);
     CHECK(tern_dataset_token(ds, 7) == -1);
     tern_dataset_close(ds);
     /* vocab limit: 65535 is outside GPT-2's vocabulary, at position 3 */
-    CHECK_ERR(tern_dataset_open_shard(path, 50257, &ds), "token 65535 at position 3 is outside the vocabulary (50257 ids)");
+    CHECK_ERR(tern_dataset_open_shard(path, 50257, &ds),
+              "token 65535 at position 3 is outside the vocabulary (50257 ids)");
     CHECK_OK(tern_dataset_from_shard_bytes(raw, len, "mem", 65536, &ds));
     CHECK(tern_dataset_tokens(ds) == 7 && tern_dataset_token(ds, 6) == 50256);
     tern_dataset_close(ds);
@@ -139,7 +144,8 @@ static void test_from_ids(void) {
     ids[1] = -2;
     CHECK_ERR(tern_dataset_from_ids(ids, 3, 0, &ds), "token -2 at position 1");
     ids[1] = 9;
-    CHECK_ERR(tern_dataset_from_ids(ids, 3, 8, &ds), "token 9 at position 1 is outside the vocabulary (8 ids)");
+    CHECK_ERR(tern_dataset_from_ids(ids, 3, 8, &ds),
+              "token 9 at position 1 is outside the vocabulary (8 ids)");
     CHECK_ERR(tern_dataset_from_ids(ids, 1, 0, &ds), "at least 2");
     CHECK_OK(tern_dataset_from_ids(ids, 3, 10, &ds));
     CHECK(tern_dataset_tokens(ds) == 3 && tern_dataset_token(ds, 1) == 9);
@@ -159,7 +165,8 @@ static int batch_matches(const tern_dataset *ds, size_t start, size_t bt, const 
 
 static void test_batches(void) {
     int32_t ids[10];
-    for (int i = 0; i < 10; i++) ids[i] = 100 + i;
+    for (int i = 0; i < 10; i++)
+        ids[i] = 100 + i;
     tern_dataset *ds;
     CHECK_OK(tern_dataset_from_ids(ids, 10, 0, &ds));
     int32_t x[64], y[64];
@@ -230,7 +237,8 @@ static void test_split(void) {
     CHECK_ERR(tern_split_sizes(100, 0.99, &tr, &va), "too few");
 
     int32_t ids[20];
-    for (int i = 0; i < 20; i++) ids[i] = i * 3;
+    for (int i = 0; i < 20; i++)
+        ids[i] = i * 3;
     const char *train = tmpdir_path(dir, "train.bin"), *val = tmpdir_path(dir, "val.bin");
     CHECK_OK(tern_shard_write_split(train, val, ids, 20, 0.25));
     tern_dataset *a, *b;
@@ -243,7 +251,8 @@ static void test_split(void) {
     unlink(train);
     unlink(val);
     ids[18] = 70000; /* in the validation part: nothing is written */
-    CHECK_ERR(tern_shard_write_split(train, val, ids, 20, 0.25), "val.bin: token 70000 at position 3");
+    CHECK_ERR(tern_shard_write_split(train, val, ids, 20, 0.25),
+              "val.bin: token 70000 at position 3");
     CHECK(tmpdir_count(dir) == 0);
 }
 

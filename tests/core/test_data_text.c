@@ -65,7 +65,8 @@ static void test_kinds(const tern_tokenizer *tok) {
           tern_dataset_token(ds, 5) == 464);
     tern_dataset_close(ds);
     CHECK_ERR(tern_dataset_open(text, NULL, 50257, &ds), "no tokenizer");
-    CHECK_ERR(tern_dataset_open(text, tok, 1000, &ds), "token 15496 at position 0 is outside the vocabulary (1000 ids)");
+    CHECK_ERR(tern_dataset_open(text, tok, 1000, &ds),
+              "token 15496 at position 0 is outside the vocabulary (1000 ids)");
 
     /* a shard opens without a tokenizer, through the same call */
     int32_t ids[3] = {7, 8, 9};
@@ -79,7 +80,8 @@ static void test_kinds(const tern_tokenizer *tok) {
 
     /* neither: binary that is not UTF-8 */
     CHECK(tmpdir_write(text, "ok so far \xff\xfe", 12) == 0);
-    CHECK_ERR(tern_dataset_open(text, tok, 50257, &ds), "neither a token shard nor UTF-8 text (invalid byte at offset 10)");
+    CHECK_ERR(tern_dataset_open(text, tok, 50257, &ds),
+              "neither a token shard nor UTF-8 text (invalid byte at offset 10)");
     CHECK(tmpdir_write(text, "", 0) == 0);
     CHECK_ERR(tern_dataset_open(text, tok, 50257, &ds), "0 tokens");
     CHECK_ERR(tern_dataset_open(tmpdir_path(dir, "absent"), tok, 50257, &ds), "No such file");

@@ -40,7 +40,8 @@ static void test_commit_and_overwrite(const char *dir) {
     /* A write larger than the internal buffer, replacing the old file. */
     size_t big = 1u << 20;
     unsigned char *data = malloc(big);
-    for (size_t i = 0; i < big; i++) data[i] = (unsigned char)(i * 7 + 3);
+    for (size_t i = 0; i < big; i++)
+        data[i] = (unsigned char)(i * 7 + 3);
     CHECK_OK(tern_atomic_open(path, &f));
     CHECK_OK(tern_atomic_write(f, data, 100));
     CHECK_OK(tern_atomic_write(f, data + 100, big - 100));
@@ -199,7 +200,7 @@ static void test_make_dirs(const char *dir) {
     CHECK_OK(tern_make_dirs(deep));
     struct stat st;
     CHECK(stat(deep, &st) == 0 && S_ISDIR(st.st_mode));
-    CHECK_OK(tern_make_dirs(deep)); /* exists: fine */
+    CHECK_OK(tern_make_dirs(deep));                       /* exists: fine */
     CHECK_OK(tern_make_dirs(tmpdir_path(dir, "x/y/w/"))); /* trailing slash */
     CHECK(stat(tmpdir_path(dir, "x/y/w"), &st) == 0 && S_ISDIR(st.st_mode));
     CHECK_OK(tern_write_file(tmpdir_path(dir, "x/file"), "x", 1));

@@ -16,7 +16,8 @@ static int same_config(const tern_gpt2_config *a, const tern_gpt2_config *b) {
 static void test_fixture(void) {
     const char *shared = getenv("TERN_SHARED_DIR");
     char path[4096];
-    snprintf(path, sizeof path, "%s/fixtures/gpt2-tiny-a/config.json", shared ? shared : "../shared");
+    snprintf(path, sizeof path, "%s/fixtures/gpt2-tiny-a/config.json",
+             shared ? shared : "../shared");
     tern_gpt2_config c;
     CHECK_OK(tern_gpt2_config_read(path, &c));
     tern_gpt2_config want = {50257, 128, 2, 4, 64, 1e-5f};
@@ -55,12 +56,20 @@ static void test_named(const char *dir) {
     char *text;
     size_t len;
     CHECK_OK(tern_read_file(path, &text, &len));
-    const char *needles[] = {"\"architectures\": [\n    \"GPT2LMHeadModel\"", "\"model_type\": \"gpt2\"",
-                             "\"activation_function\": \"gelu_new\"", "\"layer_norm_epsilon\": 1e-05,",
-                             "\"tie_word_embeddings\": true", "\"bos_token_id\": 50256",
-                             "\"eos_token_id\": 50256", "\"n_positions\": 128", "\"n_ctx\": 128",
-                             "\"scale_attn_weights\": true", "\"initializer_range\": 0.02",
-                             "\"use_cache\": true", "\"n_inner\": null", "\"resid_pdrop\": 0.1"};
+    const char *needles[] = {"\"architectures\": [\n    \"GPT2LMHeadModel\"",
+                             "\"model_type\": \"gpt2\"",
+                             "\"activation_function\": \"gelu_new\"",
+                             "\"layer_norm_epsilon\": 1e-05,",
+                             "\"tie_word_embeddings\": true",
+                             "\"bos_token_id\": 50256",
+                             "\"eos_token_id\": 50256",
+                             "\"n_positions\": 128",
+                             "\"n_ctx\": 128",
+                             "\"scale_attn_weights\": true",
+                             "\"initializer_range\": 0.02",
+                             "\"use_cache\": true",
+                             "\"n_inner\": null",
+                             "\"resid_pdrop\": 0.1"};
     for (size_t i = 0; i < sizeof needles / sizeof needles[0]; i++)
         CHECKF(strstr(text, needles[i]) != NULL, "written config lacks %s", needles[i]);
     free(text);
@@ -87,11 +96,18 @@ static void test_named(const char *dir) {
 
 /* A base config with one key replaced (or added when absent, removed when value is NULL). */
 static char *with(const char *key, const char *value) {
-    const char *keys[] = {"model_type", "n_layer", "n_head", "n_embd", "n_positions", "vocab_size",
-                          "layer_norm_epsilon", "activation_function", "n_inner",
+    const char *keys[] = {"model_type",
+                          "n_layer",
+                          "n_head",
+                          "n_embd",
+                          "n_positions",
+                          "vocab_size",
+                          "layer_norm_epsilon",
+                          "activation_function",
+                          "n_inner",
                           "tie_word_embeddings"};
-    const char *vals[] = {"\"gpt2\"", "2", "4", "64", "128", "50257", "1e-05", "\"gelu_new\"",
-                          "null", "true"};
+    const char *vals[] = {"\"gpt2\"",     "2",    "4",   "64", "128", "50257", "1e-05",
+                          "\"gelu_new\"", "null", "true"};
     static char buf[2048];
     size_t n = 0;
     int found = 0;
@@ -103,7 +119,8 @@ static char *with(const char *key, const char *value) {
             v = value;
         }
         if (!v) continue;
-        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"%s\": %s", n > 1 ? ", " : "", keys[i], v);
+        n += (size_t)snprintf(buf + n, sizeof buf - n, "%s\"%s\": %s", n > 1 ? ", " : "", keys[i],
+                              v);
     }
     if (!found && value) n += (size_t)snprintf(buf + n, sizeof buf - n, ", \"%s\": %s", key, value);
     snprintf(buf + n, sizeof buf - n, "}");
@@ -156,7 +173,8 @@ static void test_validation(const char *dir) {
     bad(with("n_head", "0"), "n_head");
     bad(with("n_head", "5"), "n_head: 5 heads do not divide n_embd (64");
     bad(with("vocab_size", "1000001"), "vocab_size");
-    bad(with("vocab_size", "[50257]"), "vocab_size: must be an integer in [1, 1000000], got an array");
+    bad(with("vocab_size", "[50257]"),
+        "vocab_size: must be an integer in [1, 1000000], got an array");
     bad(with("n_positions", "2097152"), "n_positions");
     bad(with("n_positions", "0"), "n_positions");
     bad(with("n_positions", NULL), "n_positions: missing");
@@ -165,7 +183,9 @@ static void test_validation(const char *dir) {
     bad(with("layer_norm_epsilon", "2"), "layer_norm_epsilon");
     bad(with("layer_norm_epsilon", "1e-300"), "layer_norm_epsilon"); /* 0 as a float */
     bad(with("layer_norm_epsilon", "\"1e-5\""), "layer_norm_epsilon");
-    bad(with("activation_function", "\"relu\""), "activation_function: must be \"gelu_new\" or \"gelu_pytorch_tanh\" (GPT-2's tanh GELU), got \"relu\"");
+    bad(with("activation_function", "\"relu\""),
+        "activation_function: must be \"gelu_new\" or \"gelu_pytorch_tanh\" (GPT-2's tanh GELU), "
+        "got \"relu\"");
     bad(with("activation_function", "\"gelu\""), "activation_function");
     bad(with("activation_function", "null"), "activation_function");
     bad(with("n_inner", "1024"), "n_inner: must be null or 4 * n_embd (256), got 1024");
@@ -179,7 +199,8 @@ static void test_validation(const char *dir) {
     bad(with("scale_attn_by_inverse_layer_idx", "true"), "scale_attn_by_inverse_layer_idx");
     bad(with("add_cross_attention", "true"), "add_cross_attention");
     bad("{\"n_layer\": 2, \"n_layer\": 3, \"n_head\": 4, \"n_embd\": 64, \"n_positions\": 8, "
-        "\"vocab_size\": 10}", "n_layer: given twice");
+        "\"vocab_size\": 10}",
+        "n_layer: given twice");
 
     /* defaults and alternatives */
     good(with("layer_norm_epsilon", NULL), &c);

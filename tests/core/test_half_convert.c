@@ -31,14 +31,15 @@ static double bf16_value(uint16_t h) { return decode(h, 7, 8, 127); }
 /* The positive finite values of a format, increasing with their patterns 0 .. max. */
 typedef struct table {
     double *v;
-    uint16_t max;   /* largest finite pattern */
-    uint16_t inf;   /* the +infinity pattern */
+    uint16_t max; /* largest finite pattern */
+    uint16_t inf; /* the +infinity pattern */
     double (*value)(uint16_t);
 } table;
 
 static table make_table(double (*value)(uint16_t), uint16_t max, uint16_t inf) {
     table t = {malloc(((size_t)max + 1) * sizeof(double)), max, inf, value};
-    for (uint32_t i = 0; i <= max; i++) t.v[i] = value((uint16_t)i);
+    for (uint32_t i = 0; i <= max; i++)
+        t.v[i] = value((uint16_t)i);
     return t;
 }
 
@@ -77,8 +78,11 @@ static tern_tensor_info tensor(tern_dtype dtype, const void *data, size_t count)
     t.name = "t";
     t.dtype = dtype;
     t.supported = true;
-    t.dtype_name = dtype == TERN_F32 ? "F32" : dtype == TERN_BF16 ? "BF16" : dtype == TERN_F16 ? "F16"
-                   : dtype == TERN_I32 ? "I32" : "U16";
+    t.dtype_name = dtype == TERN_F32    ? "F32"
+                   : dtype == TERN_BF16 ? "BF16"
+                   : dtype == TERN_F16  ? "F16"
+                   : dtype == TERN_I32  ? "I32"
+                                        : "U16";
     t.elem_size = tern_dtype_size(dtype);
     t.ndim = 1;
     t.shape[0] = (int64_t)count;
@@ -92,13 +96,15 @@ static tern_tensor_info tensor(tern_dtype dtype, const void *data, size_t count)
 static void test_decode_all(tern_dtype dtype, double (*value)(uint16_t)) {
     uint16_t *h = malloc(65536 * sizeof *h);
     float *out = malloc(65536 * sizeof *out);
-    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
     tern_tensor_info t = tensor(dtype, h, 65536);
     CHECK_OK(tern_tensor_convert(&t, TERN_F32, out));
     int bad = 0;
     for (uint32_t i = 0; i < 65536; i++) {
         double want = value((uint16_t)i);
-        if (isnan(want) ? !isnan(out[i]) : ((double)out[i] != want || !signbit(out[i]) != !signbit(want)))
+        if (isnan(want) ? !isnan(out[i])
+                        : ((double)out[i] != want || !signbit(out[i]) != !signbit(want)))
             bad++;
     }
     CHECKF(bad == 0, "%s: %d of 65536 patterns decode wrongly", tern_dtype_name(dtype), bad);
@@ -156,9 +162,10 @@ static void test_random_and_special(tern_dtype to, const table *ref) {
         if (i % 2) bits = (bits & 0x807fffffu) | ((uint32_t)(96 + (s >> 60) * 3) << 23);
         memcpy(&x[i], &bits, 4);
     }
-    float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.99f, 65520.0f,
-                       1e-8f, 3e38f, 3.4028235e38f, 1.0f / 3.0f, 0.1f, 5.96046448e-8f,
-                       2.98023224e-8f, 2.98023254e-8f};
+    float special[] = {0.0f,  -0.0f,          INFINITY,       -INFINITY,
+                       NAN,   65504.0f,       65519.99f,      65520.0f,
+                       1e-8f, 3e38f,          3.4028235e38f,  1.0f / 3.0f,
+                       0.1f,  5.96046448e-8f, 2.98023224e-8f, 2.98023254e-8f};
     memcpy(x + n, special, sizeof special);
     int bad = count_rounding_errors(x, n + 16, to, ref);
     CHECKF(bad == 0, "f32 -> %s: %d random or special values wrong", tern_dtype_name(to), bad);
@@ -181,7 +188,8 @@ static void test_known_patterns(void) {
 /* Between the two half formats: through f32, which holds both exactly, so one rounding. */
 static void test_half_to_half(const table *f16_ref, const table *bf16_ref) {
     uint16_t *h = malloc(65536 * 2), *out = malloc(65536 * 2);
-    for (uint32_t i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (uint32_t i = 0; i < 65536; i++)
+        h[i] = (uint16_t)i;
     int bad = 0;
     tern_tensor_info t = tensor(TERN_F16, h, 65536);
     CHECK_OK(tern_tensor_convert(&t, TERN_BF16, out));

@@ -18,9 +18,11 @@ static const char *craft(const char *name, const char *header, size_t data_len, 
     size_t h = strlen(header);
     uint64_t n = claimed ? claimed : h;
     unsigned char *buf = malloc(8 + h + data_len + 1);
-    for (int i = 0; i < 8; i++) buf[i] = (unsigned char)(n >> (8 * i));
+    for (int i = 0; i < 8; i++)
+        buf[i] = (unsigned char)(n >> (8 * i));
     memcpy(buf + 8, header, h);
-    for (size_t i = 0; i < data_len; i++) buf[8 + h + i] = (unsigned char)(i % 251);
+    for (size_t i = 0; i < data_len; i++)
+        buf[8 + h + i] = (unsigned char)(i % 251);
     const char *path = tmpdir_path(dir, name);
     CHECK(tmpdir_write(path, buf, 8 + h + data_len) == 0);
     free(buf);
@@ -38,9 +40,11 @@ static void expect_bad(const char *header, size_t data_len, uint64_t claimed, co
         fprintf(stderr, "accepted a bad header (wanted '%s'): %s\n", needle, header);
         tern_safetensors_close(f);
     } else {
-        if (!strstr(tern_error_message(e), needle) || !strstr(tern_error_message(e), "bad.safetensors")) {
+        if (!strstr(tern_error_message(e), needle) ||
+            !strstr(tern_error_message(e), "bad.safetensors")) {
             check_failures_++;
-            fprintf(stderr, "error '%s' lacks '%s' or the file name\n", tern_error_message(e), needle);
+            fprintf(stderr, "error '%s' lacks '%s' or the file name\n", tern_error_message(e),
+                    needle);
         }
         if (f != NULL) {
             check_failures_++;
@@ -64,7 +68,28 @@ static void test_validation(void) {
     /* not JSON, not an object, trailing bytes, not UTF-8 */
     expect_bad("{\"a\":", 0, 0, "not valid JSON");
     expect_bad("[1,2]", 0, 0, "not a JSON object");
-    expect_bad("{}  x", 0, 0, "after its JSON object");
+    expect_bad("{}  x", 0, 0, "text after the value at byte 4");
+    /* strict JSON, as the reference reader: cJSON alone would take these */
+    expect_bad("{\"a\x01\":{\"dtype\":\"U8\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, 0,
+               "control character in a string at byte 3");
+    expect_bad("{\"x\":{\"dtype\":\"U8\",\"shape\":[01],\"data_offsets\":[0,1]}}", 1, 0,
+               "not valid JSON");
+    expect_bad("{\"x\":{\"dtype\":\"U8\",\"shape\":[1.],\"data_offsets\":[0,1]}}", 1, 0,
+               "bad number");
+    expect_bad("{\"a\\ud800\":1}", 0, 0, "lone high surrogate");
+    expect_bad("{\"a\\q\":1}", 0, 0, "bad escape");
+    expect_bad("{\"a\":[1,]}", 0, 0, "unexpected character");
+    expect_bad("{\"a\" 1}", 0, 0, "expected ':'");
+    expect_bad("", 0, 0, "unexpected end");
+    {
+        char deep[600] = "{\"a\":";
+        for (int k = 0; k < 200; k++)
+            strcat(deep, "[");
+        for (int k = 0; k < 200; k++)
+            strcat(deep, "]");
+        strcat(deep, "}");
+        expect_bad(deep, 0, 0, "nested too deeply");
+    }
     expect_bad("{\"\xff\":1}", 0, 0, "not UTF-8");
     expect_bad("\"str\"", 0, 0, "not a JSON object");
     expect_bad("{\"x\":1}", 0, 0, "entry is not an object");
@@ -74,34 +99,54 @@ static void test_validation(void) {
     expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1]}}", 4, 0, "no data_offsets");
     expect_bad("{\"x\":{\"dtype\":\"F32\",\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}",
                4, 0, "appears twice");
-    expect_bad("{\"x\":{\"dtype\":3,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "dtype is not a string");
+    expect_bad("{\"x\":{\"dtype\":3,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0,
+               "dtype is not a string");
     /* bad dtype */
-    expect_bad("{\"x\":{\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "unknown or unsupported dtype 'Q7'");
-    expect_bad("{\"x\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0, "dtype 'f32'");
+    expect_bad("{\"x\":{\"dtype\":\"Q7\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0,
+               "unknown or unsupported dtype 'Q7'");
+    expect_bad("{\"x\":{\"dtype\":\"f32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, 0,
+               "dtype 'f32'");
     /* shapes */
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0, "shape[0] is not a non-negative integer");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, 0, "shape[0]");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,\"2\"],\"data_offsets\":[0,4]}}", 4, 0, "shape[1]");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":5,\"data_offsets\":[0,4]}}", 4, 0, "shape is not an array");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4, 0, "9 dimensions");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4, 0, "overflows");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", 4, 0, "shape[0]");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, 0,
+               "shape[0] is not a non-negative integer");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1.5],\"data_offsets\":[0,4]}}", 4, 0,
+               "shape[0]");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,\"2\"],\"data_offsets\":[0,4]}}", 4, 0,
+               "shape[1]");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":5,\"data_offsets\":[0,4]}}", 4, 0,
+               "shape is not an array");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}",
+               4, 0, "9 dimensions");
+    expect_bad(
+        "{\"x\":{\"dtype\":\"F32\",\"shape\":[4294967296,4294967296],\"data_offsets\":[0,4]}}", 4,
+        0, "overflows");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1e300],\"data_offsets\":[0,4]}}", 4, 0,
+               "shape[0]");
     /* offsets */
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, 0, "run past the data section");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, 0, "end before they begin");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, 0, "[begin, end]");
-    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,-4]}}", 4, 0, "non-negative integers");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}}", 4, 0,
+               "run past the data section");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,0]}}", 4, 0,
+               "end before they begin");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0]}}", 4, 0,
+               "[begin, end]");
+    expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,-4]}}", 4, 0,
+               "non-negative integers");
     expect_bad("{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,4]}}", 4, 0, "need 8");
-    expect_bad("{\"x\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4, 0, "hold 4 bytes");
+    expect_bad("{\"x\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[0,4]}}", 4, 0,
+               "hold 4 bytes");
     /* overlapping, gaps, unclaimed bytes at the end */
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, 0, "'a' and 'b' overlap");
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}",
+               12, 0, "'a' and 'b' overlap");
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", 12, 0, "belong to no tensor");
-    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 6, 0, "tensors end at 4");
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+               12, 0, "belong to no tensor");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 6, 0,
+               "tensors end at 4");
     /* duplicate names */
     expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
-               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, 0, "tensor 'a' appears twice");
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}",
+               8, 0, "tensor 'a' appears twice");
     /* metadata */
     expect_bad("{\"__metadata__\":[1]}", 0, 0, "__metadata__ is not an object");
     expect_bad("{\"__metadata__\":{\"format\":1}}", 0, 0, "value of 'format' is not a string");
@@ -119,13 +164,14 @@ static void test_accepted_oddities(void) {
     tern_safetensors *f;
     /* Empty header object, header padded with spaces, unknown fields, zero-size tensors,
      * scalars, and the hub's dtypes tern cannot compute with. */
-    const char *p = craft("ok.safetensors",
-                          "{\"__metadata__\":{\"format\":\"pt\",\"k\":\"v\"},"
-                          "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[2,2],\"data_offsets\":[0,4]},"
-                          "\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[4,12]},"
-                          "\"empty\":{\"dtype\":\"F32\",\"shape\":[3,0],\"data_offsets\":[12,12]},"
-                          "\"scalar\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[12,16],\"x\":1}}   ",
-                          16, 0);
+    const char *p =
+        craft("ok.safetensors",
+              "{\"__metadata__\":{\"format\":\"pt\",\"k\":\"v\"},"
+              "\"mask\":{\"dtype\":\"BOOL\",\"shape\":[2,2],\"data_offsets\":[0,4]},"
+              "\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[4,12]},"
+              "\"empty\":{\"dtype\":\"F32\",\"shape\":[3,0],\"data_offsets\":[12,12]},"
+              "\"scalar\":{\"dtype\":\"F32\",\"shape\":[],\"data_offsets\":[12,16],\"x\":1}}   ",
+              16, 0);
     CHECK_OK(tern_safetensors_open(p, &f));
     if (f) {
         CHECK(tern_safetensors_count(f) == 4);
@@ -149,6 +195,11 @@ static void test_accepted_oddities(void) {
         CHECK(tern_safetensors_find(f, "missing") == NULL);
         tern_safetensors_close(f);
     }
+    /* leading whitespace and a null __metadata__, as the reference reader allows */
+    p = craft("empty.safetensors", " \n{\"__metadata__\":null}", 0, 0);
+    CHECK_OK(tern_safetensors_open(p, &f));
+    CHECK(f && tern_safetensors_metadata(f, "format") == NULL);
+    tern_safetensors_close(f);
     p = craft("empty.safetensors", "{}", 0, 0);
     CHECK_OK(tern_safetensors_open(p, &f));
     CHECK(tern_safetensors_count(f) == 0);
@@ -183,7 +234,8 @@ static void test_round_trip(void) {
         fclose(fp);
     }
     uint64_t hl = 0;
-    for (int k = 7; k >= 0; k--) hl = hl << 8 | len8[k];
+    for (int k = 7; k >= 0; k--)
+        hl = hl << 8 | len8[k];
     CHECK(hl % 8 == 0);
     size_t data_bytes = sizeof a + sizeof b + sizeof h + sizeof i + sizeof u;
     struct stat st;
@@ -201,7 +253,8 @@ static void test_round_trip(void) {
         CHECKF(r != NULL, "tensor %zu missing", k);
         if (!r) continue;
         size_t count = 1;
-        for (int d = 0; d < t[k].ndim; d++) count *= (size_t)t[k].shape[d];
+        for (int d = 0; d < t[k].ndim; d++)
+            count *= (size_t)t[k].shape[d];
         CHECK(r->supported && r->dtype == t[k].dtype && r->ndim == t[k].ndim);
         CHECK(memcmp(r->shape, t[k].shape, sizeof(int64_t) * (size_t)t[k].ndim) == 0);
         CHECK(r->count == count && r->nbytes == count * tern_dtype_size(t[k].dtype));
@@ -226,7 +279,8 @@ static void test_round_trip(void) {
     tern_safetensors_close(f);
     CHECK_OK(tern_safetensors_write(path, NULL, 0, NULL));
     CHECK_OK(tern_safetensors_open(path, &f));
-    CHECK(f && tern_safetensors_count(f) == 0 && strcmp(tern_safetensors_metadata(f, "format"), "pt") == 0);
+    CHECK(f && tern_safetensors_count(f) == 0 &&
+          strcmp(tern_safetensors_metadata(f, "format"), "pt") == 0);
     tern_safetensors_close(f);
     unlink(path);
 }
@@ -280,7 +334,8 @@ static void test_fixtures(void) {
     if (!shared) shared = "../shared";
     char path[4096], hub_path[4096];
     snprintf(path, sizeof path, "%s/fixtures/gpt2-tiny-a/model.safetensors", shared);
-    snprintf(hub_path, sizeof hub_path, "%s/fixtures/gpt2-tiny-a/model-hub-layout.safetensors", shared);
+    snprintf(hub_path, sizeof hub_path, "%s/fixtures/gpt2-tiny-a/model-hub-layout.safetensors",
+             shared);
     tern_safetensors *f = NULL, *hub = NULL;
     CHECK_OK(tern_safetensors_open(path, &f));
     CHECK_OK(tern_safetensors_open(hub_path, &hub));

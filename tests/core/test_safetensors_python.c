@@ -23,13 +23,14 @@ static int run(const char *mode, const char *path) {
 
 static void tern_writes_reference_reads(const char *dir) {
     float a[6];
-    for (int i = 0; i < 6; i++) a[i] = (float)i * 0.5f - 1;
+    for (int i = 0; i < 6; i++)
+        a[i] = (float)i * 0.5f - 1;
     uint16_t h[4] = {0x3c00, 0xc000, 0x3800, 0x7bff}; /* 1, -2, 0.5, 65504 */
     uint16_t b[3] = {0x3f80, 0xc000, 0x3f00};         /* 1, -2, 0.5 */
     int32_t i32[4] = {-1, 0, 1, INT32_MAX};
     uint16_t u[3] = {0, 50256, 65535};
     tern_tensor_out t[] = {
-        {"a", TERN_F32, 2, {2, 3}, a}, {"h", TERN_F16, 1, {4}, h}, {"b", TERN_BF16, 1, {3}, b},
+        {"a", TERN_F32, 2, {2, 3}, a},   {"h", TERN_F16, 1, {4}, h}, {"b", TERN_BF16, 1, {3}, b},
         {"i", TERN_I32, 2, {2, 2}, i32}, {"u", TERN_U16, 1, {3}, u},
     };
     const char *meta[] = {"origin", "tern", NULL};
@@ -57,7 +58,8 @@ static void reference_writes_tern_reads(const char *dir) {
     if (w) {
         CHECK_OK(tern_tensor_convert(w, TERN_F32, v));
         int ok = 1;
-        for (int i = 0; i < 12; i++) ok &= v[i] == (float)i / 4 - 1;
+        for (int i = 0; i < 12; i++)
+            ok &= v[i] == (float)i / 4 - 1;
         CHECK(ok);
     }
     const tern_tensor_info *half = tern_safetensors_find(f, "half");
@@ -86,7 +88,8 @@ static void reference_writes_tern_reads(const char *dir) {
     CHECK_OK(tern_dataset_open_shard(shard, 0, &ds));
     int32_t want[6] = {464, 2068, 7586, 21831, 50256, 65535};
     CHECK(tern_dataset_tokens(ds) == 6);
-    for (size_t i = 0; i < 6; i++) CHECK(tern_dataset_token(ds, i) == want[i]);
+    for (size_t i = 0; i < 6; i++)
+        CHECK(tern_dataset_token(ds, i) == want[i]);
     tern_dataset_close(ds);
 }
 

@@ -27,7 +27,11 @@ static inline const char *tmpdir_path(const char *dir, const char *name) {
     static char bufs[8][4096];
     static int next;
     char *b = bufs[next++ % 8];
-    snprintf(b, 4096, "%s/%s", dir, name);
+    int n = snprintf(b, 4096, "%s/%s", dir, name);
+    if (n < 0 || n >= 4096) {
+        fprintf(stderr, "tmpdir_path: path too long\n");
+        exit(1);
+    }
     return b;
 }
 
@@ -43,8 +47,8 @@ static inline void tmpdir_remove(const char *path) {
             while ((e = readdir(d))) {
                 if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
                 char child[4096];
-                snprintf(child, sizeof child, "%s/%s", path, e->d_name);
-                tmpdir_remove(child);
+                int n = snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+                if (n > 0 && (size_t)n < sizeof child) tmpdir_remove(child);
             }
             closedir(d);
         }

@@ -78,19 +78,6 @@ static inline void cpu_row_out_done(tern_buf b, size_t start, size_t n, const fl
     if (b.dtype != TERN_F32) cpu_from_f32(cpu_at(b, start), b.dtype, row, n);
 }
 
-/* One float element of a float view, as f32 (for the rare scalar accesses). */
-static inline float cpu_load1(tern_buf b, size_t i) {
-    const void *p = cpu_at(b, i);
-    switch (b.dtype) {
-    case TERN_F32: return *(const float *)p;
-    case TERN_BF16: return tern_bf16_to_f32(*(const uint16_t *)p);
-    case TERN_F16: return tern_f16_to_f32(*(const uint16_t *)p);
-    case TERN_I32: return (float)*(const int32_t *)p;
-    case TERN_U16: return (float)*(const uint16_t *)p;
-    }
-    return 0;
-}
-
 /* One element of any dtype as a double; one element from a double (floats round to nearest
  * even, integers truncate and saturate, NaN gives 0). memory.c. */
 double cpu_get_element(tern_buf a, size_t i);
@@ -121,7 +108,7 @@ typedef struct cpu_mm {
 void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, float *t,
                    size_t ldt, bool raw);
 
-/* The small-m kernels (m <= CPU_SMALL_M): stream B once, threaded over n. */
+/* The small-m kernels (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 #define CPU_SMALL_M 8
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
 

@@ -30,6 +30,7 @@ tern_error *TERN_OP(cross_entropy)(tern_dev *d, tern_buf losses, tern_buf logits
             size_t at = (size_t)r * vp;
             const float *l = cpu_row_in(logits, at, vp, tmp);
             float mx = -INFINITY;
+#pragma omp simd reduction(max : mx)
             for (size_t j = 0; j < v; j++) mx = l[j] > mx ? l[j] : mx;
             float target_logit = l[tgt[r]];
             /* e = exp(l - max): into the logits row when it is f32 and gets the gradient,

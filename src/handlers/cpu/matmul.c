@@ -79,7 +79,10 @@ static plan make_plan(const cpu_mm *mm, int threads) {
     plan p = {1, 1, m, n, 0, 0, 0, 0};
     size_t parts = dm->batch >= threads ? 1 : ceil_div((size_t)threads, (size_t)dm->batch);
     if (parts > 1) {
-        if (n >= 64 * parts || n >= m) p.nj = (int)parts;
+        /* each unit's sgemm packs all of its A rows and B columns: splitting n repeats A's
+         * packing in every unit, splitting m repeats B's, so split the larger of m and n
+         * (the lm head's dW [50304, 768] += A^T B splits m, its forward splits n) */
+        if (n >= m) p.nj = (int)parts;
         else p.ni = (int)parts;
     }
     if (mm->b.dtype != TERN_F32) {

@@ -1,15 +1,18 @@
 /* matmul for few rows (m <= CPU_SMALL_M), the decoding case: the time is reading B, so B
- * (f32, bf16 or f16) is streamed once, in its own dtype, converted to f32 in registers, and
- * threaded over n. A is packed to dense f32 [m, k] first (it is small).
+ * (f32, bf16 or f16) is streamed once, in its own dtype, converted to f32 in registers, in
+ * long sequential runs (hardware prefetchers follow one long stream far better than several
+ * short interleaved ones: 3x on the tied lm head). A is packed to dense f32 [m, k] first.
  *
  * Two kernels, by B's layout:
- *  - B stored [k, n] (not transposed): each unit owns a block of columns; for every 4 rows
- *    of B it adds a[r][kk..kk+3] * B[kk..kk+3, block] into an f32 tile that stays in L1, so
- *    B is read as 4 contiguous streams.
- *  - B stored [n, k] (transposed, e.g. the tied embedding as lm head): each output column is
- *    a dot product of contiguous rows; several B rows at a time, reduced at the end.
- * Both accumulate in f32, then cpu_mm_finish applies alpha, beta, bias and the epilogue. */
+ *  - B stored [n, k] (transposed; e.g. the tied embedding as lm head): output column j is the
+ *    dot product of A's rows with row j of B; threads take blocks of rows of B, each row read
+ *    start to end with U partial accumulators per row of A, reduced at the end.
+ *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
+ *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
+ *    its own f32 partial [m, n]; then the partials are summed per column chunk.
+ * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue. */
 #include <omp.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -21,8 +24,12 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Columns per unit of work at most: the f32 tile (m x 512) stays in L1. */
+/* Rows of B per unit of work at most ([n, k] layout): the f32 tile (m x 512) stays in L1. */
 #define UNIT_COLS 512
+/* Columns per pass over a k-range ([k, n] layout): the partial tile (m x 4096) stays in L2. */
+#define NT_BLOCK 4096
+/* Rows of B per k-split at least ([k, n] layout). */
+#define NT_MIN_ROWS 64
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -57,111 +64,100 @@ static __mmask16 tail_mask(size_t count) {
     return count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1u);
 }
 
-/* t[r][0..w) = sum over kk of a[r][kk] * B[kk, j0..j0+w), B stored [k, n]. t rows are
- * ldt >= round_up(w, 16) floats. */
+/* t[r][0..w) += sum over kk in [k0, k1) of a[r][kk] * B[kk, j0..j0+w), B stored [k, n]:
+ * one row of B at a time, read start to end. t rows are ldt >= round_up(w, 16) floats, 64-byte
+ * aligned; lanes past w stay 0. */
 ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, size_t k,
-                             const void *b, size_t ldb, size_t j0, size_t w, float *t, size_t ldt) {
+                             const void *b, size_t ldb, size_t k0, size_t k1, size_t j0,
+                             size_t w, float *t, size_t ldt) {
     size_t nvec = ceil_div(w, 16);
     __mmask16 last = tail_mask(w - (nvec - 1) * 16);
-    for (int r = 0; r < R; r++) memset(t + (size_t)r * ldt, 0, nvec * 16 * sizeof(float));
-    size_t kk = 0;
-    for (; kk + 4 <= k; kk += 4) {
-        const size_t row0 = kk * ldb + j0;
-        for (size_t v = 0; v < nvec; v++) {
-            __mmask16 mask = v + 1 == nvec ? last : (__mmask16)0xffff;
-            size_t at = row0 + v * 16;
-            __m512 b0 = load16(b, at, dt, mask);
-            __m512 b1 = load16(b, at + ldb, dt, mask);
-            __m512 b2 = load16(b, at + 2 * ldb, dt, mask);
-            __m512 b3 = load16(b, at + 3 * ldb, dt, mask);
+    for (size_t kk = k0; kk < k1; kk++) {
+        const size_t row = kk * ldb + j0;
+        __m512 ar[CPU_SMALL_M];
+        for (int r = 0; r < R; r++) ar[r] = _mm512_set1_ps(a[(size_t)r * k + kk]);
+        size_t v = 0;
+        for (; v + 1 < nvec; v++) {
+            __m512 bv = load16(b, row + v * 16, dt, 0xffff);
             for (int r = 0; r < R; r++) {
-                const float *ar = a + (size_t)r * k + kk;
                 float *tr = t + (size_t)r * ldt + v * 16;
-                __m512 acc = _mm512_load_ps(tr);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(ar[0]), b0, acc);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(ar[1]), b1, acc);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(ar[2]), b2, acc);
-                acc = _mm512_fmadd_ps(_mm512_set1_ps(ar[3]), b3, acc);
-                _mm512_store_ps(tr, acc);
+                _mm512_store_ps(tr, _mm512_fmadd_ps(ar[r], bv, _mm512_load_ps(tr)));
             }
         }
-    }
-    for (; kk < k; kk++) {
-        for (size_t v = 0; v < nvec; v++) {
-            __mmask16 mask = v + 1 == nvec ? last : (__mmask16)0xffff;
-            __m512 b0 = load16(b, kk * ldb + j0 + v * 16, dt, mask);
-            for (int r = 0; r < R; r++) {
-                float *tr = t + (size_t)r * ldt + v * 16;
-                _mm512_store_ps(tr, _mm512_fmadd_ps(_mm512_set1_ps(a[(size_t)r * k + kk]), b0,
-                                                    _mm512_load_ps(tr)));
-            }
+        __m512 bv = load16(b, row + v * 16, dt, last);
+        for (int r = 0; r < R; r++) {
+            float *tr = t + (size_t)r * ldt + v * 16;
+            _mm512_store_ps(tr, _mm512_fmadd_ps(ar[r], bv, _mm512_load_ps(tr)));
         }
     }
 }
 
-/* t[r][j - j0] = dot(a[r][0..k), B[j, 0..k)) for j in [j0, j0 + w), B stored [n, k]. NQ rows
- * of B at a time (R * NQ accumulators). */
-ALWAYS_INLINE void kernel_t(const int R, const int NQ, const tern_dtype dt, const float *a,
+/* t[r][j] = dot(a[r][0..k), B[j0 + j, 0..k)) for j < w, B stored [n, k]: one row of B at a
+ * time with U partial accumulators along k per row of A. */
+ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const float *a,
                             size_t k, const void *b, size_t ldb, size_t j0, size_t w, float *t,
                             size_t ldt) {
-    size_t kfull = k / 16 * 16;
-    __mmask16 last = tail_mask(k - kfull);
-    for (size_t j = 0; j < w; j += (size_t)NQ) {
-        size_t rows[8];
-        for (int q = 0; q < NQ; q++) /* past the block's end: repeat its last row, unused */
-            rows[q] = (j0 + (j + (size_t)q < w ? j + (size_t)q : w - 1)) * ldb;
+    const size_t step = 16 * (size_t)U;
+    size_t kfull = k / step * step;
+    for (size_t j = 0; j < w; j++) {
+        size_t row = (j0 + j) * ldb;
         __m512 acc[CPU_SMALL_M][4];
         for (int r = 0; r < R; r++)
-            for (int q = 0; q < NQ; q++) acc[r][q] = _mm512_setzero_ps();
-        for (size_t kk = 0; kk < kfull; kk += 16) {
-            __m512 bq[4];
-            for (int q = 0; q < NQ; q++) bq[q] = load16(b, rows[q] + kk, dt, 0xffff);
-            for (int r = 0; r < R; r++) {
-                __m512 ar = _mm512_loadu_ps(a + (size_t)r * k + kk);
-                for (int q = 0; q < NQ; q++) acc[r][q] = _mm512_fmadd_ps(ar, bq[q], acc[r][q]);
-            }
+            for (int u = 0; u < U; u++) acc[r][u] = _mm512_setzero_ps();
+        for (size_t kk = 0; kk < kfull; kk += step) {
+            __m512 bu[4];
+            for (int u = 0; u < U; u++) bu[u] = load16(b, row + kk + 16 * (size_t)u, dt, 0xffff);
+            for (int r = 0; r < R; r++)
+                for (int u = 0; u < U; u++)
+                    acc[r][u] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)r * k + kk + 16 * (size_t)u),
+                                                bu[u], acc[r][u]);
         }
-        if (kfull < k) {
-            __m512 bq[4];
-            for (int q = 0; q < NQ; q++) bq[q] = load16(b, rows[q] + kfull, dt, last);
-            for (int r = 0; r < R; r++) {
-                __m512 ar = _mm512_maskz_loadu_ps(last, a + (size_t)r * k + kfull);
-                for (int q = 0; q < NQ; q++) acc[r][q] = _mm512_fmadd_ps(ar, bq[q], acc[r][q]);
-            }
+        for (size_t kk = kfull; kk < k; kk += 16) {
+            __mmask16 mask = tail_mask(k - kk);
+            __m512 bv = load16(b, row + kk, dt, mask);
+            for (int r = 0; r < R; r++)
+                acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + (size_t)r * k + kk), bv, acc[r][0]);
         }
-        for (int r = 0; r < R; r++)
-            for (int q = 0; q < NQ && j + (size_t)q < w; q++)
-                t[(size_t)r * ldt + j + (size_t)q] = _mm512_reduce_add_ps(acc[r][q]);
+        for (int r = 0; r < R; r++) {
+            __m512 sum = acc[r][0];
+            for (int u = 1; u < U; u++) sum = _mm512_add_ps(sum, acc[r][u]);
+            t[(size_t)r * ldt + j] = _mm512_reduce_add_ps(sum);
+        }
     }
 }
 
-/* Instantiates the kernels for a constant row count and B dtype. */
-#define SMALL_CASES(R)                                                                          \
-    case R:                                                                                     \
-        if (trans_b) {                                                                          \
-            if (dt == TERN_F32) kernel_t(R, R <= 4 ? 4 : 2, TERN_F32, a, k, b, ldb, j0, w, t, ldt);   \
-            else if (dt == TERN_BF16) kernel_t(R, R <= 4 ? 4 : 2, TERN_BF16, a, k, b, ldb, j0, w, t, ldt); \
-            else kernel_t(R, R <= 4 ? 4 : 2, TERN_F16, a, k, b, ldb, j0, w, t, ldt);              \
-        } else {                                                                                \
-            if (dt == TERN_F32) kernel_nt(R, TERN_F32, a, k, b, ldb, j0, w, t, ldt);             \
-            else if (dt == TERN_BF16) kernel_nt(R, TERN_BF16, a, k, b, ldb, j0, w, t, ldt);      \
-            else kernel_nt(R, TERN_F16, a, k, b, ldb, j0, w, t, ldt);                           \
-        }                                                                                       \
+/* Instantiates a kernel for a constant row count and B dtype. */
+#define SMALL_CASES(R, CALL)                                                                 \
+    case R:                                                                                  \
+        if (dt == TERN_F32) CALL(R, TERN_F32);                                               \
+        else if (dt == TERN_BF16) CALL(R, TERN_BF16);                                        \
+        else CALL(R, TERN_F16);                                                              \
         break;
-
-static void small_block(int m, bool trans_b, tern_dtype dt, const float *a, size_t k,
-                        const void *b, size_t ldb, size_t j0, size_t w, float *t, size_t ldt) {
-    switch (m) {
-        SMALL_CASES(1)
-        SMALL_CASES(2)
-        SMALL_CASES(3)
-        SMALL_CASES(4)
-        SMALL_CASES(5)
-        SMALL_CASES(6)
-        SMALL_CASES(7)
-        SMALL_CASES(8)
-    default: break;
+#define SMALL_SWITCH(CALL)                                                                   \
+    switch (m) {                                                                             \
+        SMALL_CASES(1, CALL)                                                                 \
+        SMALL_CASES(2, CALL)                                                                 \
+        SMALL_CASES(3, CALL)                                                                 \
+        SMALL_CASES(4, CALL)                                                                 \
+        SMALL_CASES(5, CALL)                                                                 \
+        SMALL_CASES(6, CALL)                                                                 \
+        SMALL_CASES(7, CALL)                                                                 \
+        SMALL_CASES(8, CALL)                                                                 \
+    default: break;                                                                          \
     }
+
+static void block_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                    size_t j0, size_t w, float *t, size_t ldt) {
+#define CALL_T(R, DT) kernel_t(R, R <= 2 ? 4 : R <= 4 ? 2 : 1, DT, a, k, b, ldb, j0, w, t, ldt)
+    SMALL_SWITCH(CALL_T)
+#undef CALL_T
+}
+
+static void block_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
+#define CALL_NT(R, DT) kernel_nt(R, DT, a, k, b, ldb, k0, k1, j0, w, t, ldt)
+    SMALL_SWITCH(CALL_NT)
+#undef CALL_NT
 }
 
 #else /* portable fallback */
@@ -172,19 +168,19 @@ static float load1(const void *base, size_t idx, tern_dtype dt) {
     return dt == TERN_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
 }
 
-static void small_block(int m, bool trans_b, tern_dtype dt, const float *a, size_t k,
-                        const void *b, size_t ldb, size_t j0, size_t w, float *t, size_t ldt) {
-    for (int r = 0; r < m; r++) memset(t + (size_t)r * ldt, 0, w * sizeof(float));
-    if (trans_b) {
-        for (size_t j = 0; j < w; j++)
-            for (int r = 0; r < m; r++) {
-                float s = 0;
-                for (size_t kk = 0; kk < k; kk++) s += a[(size_t)r * k + kk] * load1(b, (j0 + j) * ldb + kk, dt);
-                t[(size_t)r * ldt + j] = s;
-            }
-        return;
-    }
-    for (size_t kk = 0; kk < k; kk++)
+static void block_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                    size_t j0, size_t w, float *t, size_t ldt) {
+    for (size_t j = 0; j < w; j++)
+        for (int r = 0; r < m; r++) {
+            float s = 0;
+            for (size_t kk = 0; kk < k; kk++) s += a[(size_t)r * k + kk] * load1(b, (j0 + j) * ldb + kk, dt);
+            t[(size_t)r * ldt + j] = s;
+        }
+}
+
+static void block_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
+    for (size_t kk = k0; kk < k1; kk++)
         for (size_t j = 0; j < w; j++) {
             float bv = load1(b, kk * ldb + j0 + j, dt);
             for (int r = 0; r < m; r++) t[(size_t)r * ldt + j] += a[(size_t)r * k + kk] * bv;
@@ -193,36 +189,98 @@ static void small_block(int m, bool trans_b, tern_dtype dt, const float *a, size
 
 #endif
 
-tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm) {
+/* B stored [n, k]: units are blocks of rows of B (output columns), finished one by one. */
+static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     const tern_matmul_dims *dm = &mm->dims;
     size_t m = (size_t)dm->m, n = (size_t)dm->n, k = (size_t)dm->k;
-    /* blocks per entry: a multiple of the thread count, each at most UNIT_COLS wide */
+    /* blocks per entry: a multiple of the thread count, each at most UNIT_COLS rows */
     size_t threads = (size_t)d->threads;
     size_t blocks = threads * ceil_div(n, threads * UNIT_COLS);
     size_t w = ceil_div(ceil_div(n, blocks), 16) * 16;
     blocks = ceil_div(n, w);
     size_t units = (size_t)dm->batch * blocks;
-    size_t ldt = w; /* a multiple of 16: tile rows stay 64-byte aligned */
-    size_t a_bytes = cpu_round64((size_t)dm->batch * m * k * sizeof(float));
-    size_t t_bytes = cpu_round64(m * ldt * sizeof(float));
+    size_t ldt = w;
+    /* per thread: its own packed A (a few KB: repacking beats a barrier) and its tile */
+    size_t a_bytes = cpu_round64(m * k * sizeof(float)), t_bytes = cpu_round64(m * ldt * sizeof(float));
     unsigned char *scratch;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, a_bytes + t_bytes * threads, (void **)&scratch), "matmul"));
-    float *a32 = (float *)scratch;
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, (a_bytes + t_bytes) * threads, (void **)&scratch), "matmul"));
     int nthreads = units < threads ? (int)units : (int)threads;
 #pragma omp parallel num_threads(nthreads)
     {
-#pragma omp for schedule(static)
-        for (int e = 0; e < dm->batch; e++) pack_a(mm, e, a32 + (size_t)e * m * k);
-        float *t = (float *)(scratch + a_bytes + t_bytes * (size_t)omp_get_thread_num());
+        unsigned char *mine = scratch + (a_bytes + t_bytes) * (size_t)omp_get_thread_num();
+        float *a32 = (float *)mine, *t = (float *)(mine + a_bytes);
+        size_t packed = SIZE_MAX;
 #pragma omp for schedule(static)
         for (size_t u = 0; u < units; u++) {
-            int e = (int)(u / blocks);
-            size_t j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
-            const void *b = cpu_at(mm->b, (size_t)e * dm->stride_b);
-            small_block(dm->m, dm->trans_b, mm->b.dtype, a32 + (size_t)e * m * k, k, b, dm->ldb,
-                        j0, wj, t, ldt);
-            cpu_mm_finish(mm, e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
+            size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
+            if (e != packed) pack_a(mm, (int)e, a32), packed = e;
+            block_t(dm->m, mm->b.dtype, a32, k, cpu_at(mm->b, e * dm->stride_b), dm->ldb, j0, wj, t, ldt);
+            cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
         }
     }
     return NULL;
+}
+
+/* B stored [k, n]: k is split among the threads (each streams whole rows of B into its own
+ * partial sums), then the partials are added and finished per column chunk. */
+static tern_error *small_nt(tern_dev *d, const cpu_mm *mm) {
+    const tern_matmul_dims *dm = &mm->dims;
+    size_t m = (size_t)dm->m, n = (size_t)dm->n, k = (size_t)dm->k, batch = (size_t)dm->batch;
+    size_t threads = (size_t)d->threads;
+    size_t splits = k / NT_MIN_ROWS < threads ? k / NT_MIN_ROWS : threads;
+    if (splits < 1) splits = 1;
+    size_t rows_per = ceil_div(k, splits);
+    splits = ceil_div(k, rows_per);
+    /* too few k-splits to occupy every thread: split the columns as well */
+    size_t col_chunks = ceil_div(threads, splits), cw = ceil_div(ceil_div(n, col_chunks), 16) * 16;
+    col_chunks = ceil_div(n, cw);
+    size_t n_pad = ceil_div(n, 16) * 16;
+    size_t part = m * n_pad; /* floats of one partial [m, n_pad] */
+    /* per thread: its own packed A (repacking beats a barrier); then the partials */
+    size_t a_bytes = cpu_round64(m * k * sizeof(float));
+    size_t p_bytes = cpu_round64(batch * splits * part * sizeof(float));
+    unsigned char *scratch;
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, a_bytes * threads + p_bytes, (void **)&scratch), "matmul"));
+    float *partials = (float *)(scratch + a_bytes * threads);
+    size_t units = batch * splits * col_chunks;
+    size_t finish_chunks = ceil_div(n, UNIT_COLS);
+    size_t units2 = batch * finish_chunks;
+    size_t most = units > units2 ? units : units2;
+    int nthreads = most < threads ? (int)most : (int)threads;
+#pragma omp parallel num_threads(nthreads)
+    {
+        float *a32 = (float *)(scratch + a_bytes * (size_t)omp_get_thread_num());
+        size_t packed = SIZE_MAX;
+#pragma omp for schedule(static)
+        for (size_t u = 0; u < units; u++) {
+            size_t e = u / (splits * col_chunks), s = (u / col_chunks) % splits, c = u % col_chunks;
+            size_t k0 = s * rows_per, k1 = k0 + rows_per < k ? k0 + rows_per : k;
+            size_t c0 = c * cw, c1 = c0 + cw < n ? c0 + cw : n;
+            if (e != packed) pack_a(mm, (int)e, a32), packed = e;
+            float *p = partials + (e * splits + s) * part;
+            for (size_t r = 0; r < m; r++) memset(p + r * n_pad + c0, 0, (ceil_div(c1, 16) * 16 - c0) * sizeof(float));
+            const void *b = cpu_at(mm->b, e * dm->stride_b);
+            for (size_t j0 = c0; j0 < c1; j0 += NT_BLOCK) {
+                size_t wj = c1 - j0 < NT_BLOCK ? c1 - j0 : NT_BLOCK;
+                block_nt(dm->m, mm->b.dtype, a32, k, b, dm->ldb, k0, k1, j0, wj, p + j0, n_pad);
+            }
+        }
+#pragma omp for schedule(static)
+        for (size_t u = 0; u < units2; u++) {
+            size_t e = u / finish_chunks, j0 = (u % finish_chunks) * UNIT_COLS;
+            size_t j1 = j0 + UNIT_COLS < n ? j0 + UNIT_COLS : n;
+            float *p0 = partials + e * splits * part;
+            for (size_t s = 1; s < splits; s++) { /* in split order: deterministic */
+                const float *ps = partials + (e * splits + s) * part;
+                for (size_t r = 0; r < m; r++)
+                    for (size_t j = j0; j < j1; j++) p0[r * n_pad + j] += ps[r * n_pad + j];
+            }
+            cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)j1, p0 + j0, n_pad, true);
+        }
+    }
+    return NULL;
+}
+
+tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm) {
+    return mm->dims.trans_b ? small_t(d, mm) : small_nt(d, mm);
 }

@@ -1,0 +1,140 @@
+/* attention, attention_backward and attention_cached (see src/kernels/attention.c and
+ * attention_cached.c). `saved` is this core's own record: f32 [B, NH, T], each query
+ * row's base-2 logsumexp, so validation here checks that length (the shared validator
+ * checks the cpu handler's B * NH * T * T). */
+#include <math.h>
+
+#include "handlers/gpu/gpu_internal.h"
+
+/* B, T, C, NH positive, C % NH == 0, and the element counts. */
+static tern_error *shape(const char *op, int B, int T, int C, int NH, size_t *btc, size_t *saved) {
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
+    TERN_TRY(tern_check_positive(op, "C", C));
+    TERN_TRY(tern_check_positive(op, "NH", NH));
+    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
+    size_t bt;
+    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)C, btc) ||
+        !tern_mul_size(bt, (size_t)NH, saved) || *btc > SIZE_MAX / 3)
+        return tern_errorf("%s: B * T * 3C overflows", op);
+    TERN_TRY(gpu_check_index(op, "qkv", *btc * 3));
+    int hs = C / NH;
+    if (hs > GK_ATT_MAX_HS)
+        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs,
+                           GK_ATT_MAX_HS);
+    if ((size_t)B * (size_t)NH > 65535)
+        return tern_errorf("%s: B * NH = %zu exceeds the GPU grid's limit of 65535", op, (size_t)B * (size_t)NH);
+    return NULL;
+}
+
+tern_error *gpu_attention_saved_len(gpu_core *g, int B, int T, int NH, size_t *out) {
+    (void)g;
+    const char *op = "attention_saved_len";
+    if (!out) return tern_errorf("%s: out is NULL", op);
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
+    TERN_TRY(tern_check_positive(op, "NH", NH));
+    size_t bt;
+    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)NH, out))
+        return tern_errorf("%s: B * NH * T overflows", op);
+    return NULL;
+}
+
+static float head_scale(int C, int NH) { return 1.0f / sqrtf((float)(C / NH)); }
+
+tern_error *gpu_attention(gpu_core *g, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
+                          int C, int NH) {
+    const char *op = "attention";
+    size_t n = 0, ns = 0;
+    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, ns, "attention_saved_len"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, 3 * n, "B * T * 3C"));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "saved", saved));
+    TERN_TRY(tern_check_disjoint(op, "out", out, "qkv", qkv));
+    TERN_TRY(tern_check_disjoint(op, "saved", saved, "qkv", qkv));
+    int hs = C / NH;
+    tern_buf all[2] = {out, qkv};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(qkv);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 2, (size_t)hs);
+    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(saved), tern_arg_buf(qkv), tern_arg_i32(T),
+                       tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(head_scale(C, NH))};
+    return gpu_run(g, op, GK_ATTENTION, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
+                   tern_dims1(GK_ATT_BR), args, 7);
+}
+
+tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                   tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    const char *op = "attention_backward";
+    size_t n = 0, ns = 0;
+    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(tern_check_buf(op, "dqkv", dqkv, TERN_DT_FLOAT2, 3 * n, "B * T * 3C"));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, 3 * n, "B * T * 3C"));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, ns, "attention_saved_len"));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "dout", dout));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "qkv", qkv));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "out", out));
+    TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "saved", saved));
+    int hs = C / NH;
+    size_t bt = (size_t)B * (size_t)T;
+    tern_dbuf delta;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, ns, &delta), "%s", op));
+    tern_arg delta_arg = gpu_scratch_arg(delta, 0, ns);
+    float scale = head_scale(C, NH);
+
+    tern_buf rows[2] = {dout, out};
+    gk_spec sd = {0};
+    sd.t[0] = gpu_t(dout);
+    sd.t[1] = gpu_t(out);
+    sd.n[0] = hs;
+    sd.n[1] = gpu_width(rows, 2, (size_t)hs);
+    tern_arg da[] = {delta_arg, tern_arg_buf(dout), tern_arg_buf(out), tern_arg_i32((int32_t)bt), tern_arg_i32(T),
+                     tern_arg_i32(C), tern_arg_i32(NH)};
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DELTA, &sd, tern_dims1(gpu_groups(bt * (size_t)NH, GK_EW_GROUP)),
+                     tern_dims1(GK_EW_GROUP), da, 7));
+
+    tern_buf all[3] = {dqkv, qkv, dout};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(dqkv);
+    s.t[1] = gpu_t(qkv);
+    s.t[2] = gpu_t(dout);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 3, (size_t)hs);
+    tern_arg args[] = {tern_arg_buf(dqkv), tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), delta_arg,
+                       tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(scale)};
+    int kr = gk_att_dkdv_rows(hs);
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, tern_dims2(gpu_groups((size_t)T, (size_t)kr), (uint32_t)(B * NH)),
+                     tern_dims1((uint32_t)kr), args, 9));
+    return gpu_run(g, op, GK_ATTENTION_DQ, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
+                   tern_dims1(GK_ATT_BR), args, 9);
+}
+
+tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache,
+                                 tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
+                                 int max_T) {
+    const char *op = "attention_cached";
+    TERN_TRY(tern_validate_attention_cached(out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T));
+    TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
+    TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
+    int hs = C / NH;
+    if (hs > GK_AC_GROUP)
+        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_AC_GROUP);
+    tern_buf all[4] = {out, k_cache, v_cache, qkv};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(k_cache);
+    s.t[2] = gpu_t(v_cache);
+    s.t[3] = gpu_t(qkv);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 4, (size_t)hs);
+    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv),
+                       tern_arg_buf(pos), gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH),
+                       tern_arg_i32(max_T), tern_arg_f32(head_scale(C, NH))};
+    size_t groups = (size_t)B * (size_t)NH * (size_t)T;
+    return gpu_run(g, op, GK_ATTENTION_CACHED, &s, tern_dims1((uint32_t)groups), tern_dims1(GK_AC_GROUP), args, 11);
+}

@@ -1,0 +1,81 @@
+/* layernorm and layernorm_backward (see src/kernels/layernorm.c). */
+#include "handlers/gpu/gpu_internal.h"
+
+/* The row path: register-resident (returns C, sets *w to the widest width with
+ * C % (32 w) == 0 that the buffers allow) or generic (returns 0, *w = 1). */
+static int row_path(const tern_buf *bufs, int count, int C, int *w) {
+    if (C % 32 != 0 || C / 32 > GK_LN_MAX_PER_LANE) {
+        *w = 1;
+        return 0;
+    }
+    int width = gpu_width(bufs, count, (size_t)C);
+    while (width > 1 && (C / 32) % width != 0) width /= 2;
+    *w = width;
+    return C;
+}
+
+tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+                          tern_buf w, tern_buf b, int rows, int C, float eps) {
+    TERN_TRY(tern_validate_layernorm(out, mean, rstd, x, w, b, rows, C, eps));
+    TERN_TRY(gpu_check_index("layernorm", "x", x.len));
+    tern_buf all[4] = {out, x, w, b};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(x);
+    s.t[2] = gpu_t(w);
+    s.t[3] = gpu_t(b);
+    s.n[1] = row_path(all, 4, C, &s.n[0]);
+    s.n[2] = (tern_present(mean) ? 1 : 0) | (tern_present(rstd) ? 2 : 0);
+    tern_arg args[9];
+    size_t c = 0;
+    args[c++] = tern_arg_buf(out);
+    args[c++] = tern_arg_buf(x);
+    args[c++] = tern_arg_buf(w);
+    args[c++] = tern_arg_buf(b);
+    if (tern_present(mean)) args[c++] = tern_arg_buf(mean);
+    if (tern_present(rstd)) args[c++] = tern_arg_buf(rstd);
+    args[c++] = tern_arg_i32(rows);
+    args[c++] = tern_arg_i32(C);
+    args[c++] = tern_arg_f32(eps);
+    return gpu_run(g, "layernorm", GK_LAYERNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
+                   tern_dims1(32 * GK_LN_ROWS), args, c);
+}
+
+tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db,
+                                   tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
+                                   tern_buf rstd, int rows, int C) {
+    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, C));
+    TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
+    /* SIMD groups: about 4 rows each, at most 1024 partial rows, a whole number of groups */
+    size_t S = ((size_t)rows + 3) / 4;
+    if (S > 1024) S = 1024;
+    S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
+    size_t iters = ((size_t)rows + S - 1) / S;
+    size_t plen = S * 2 * (size_t)C;
+    TERN_TRY(gpu_check_index("layernorm_backward", "the partial sums", plen));
+    tern_dbuf scratch;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "layernorm_backward"));
+    tern_buf all[4] = {dx, dout, x, w};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(dx);
+    s.t[1] = gpu_t(dout);
+    s.t[2] = gpu_t(x);
+    s.t[3] = gpu_t(w);
+    s.n[1] = row_path(all, 4, C, &s.n[0]);
+    tern_arg partial = gpu_scratch_arg(scratch, 0, plen);
+    tern_arg args[] = {tern_arg_buf(dx), partial, tern_arg_buf(dout), tern_arg_buf(x), tern_arg_buf(w),
+                       tern_arg_buf(mean), tern_arg_buf(rstd), tern_arg_i32(rows), tern_arg_i32(C),
+                       tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
+    TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
+                     tern_dims1(32 * GK_LN_ROWS), args, 11));
+    for (int which = 0; which < 2; which++) {
+        tern_buf acc = which ? db : dw;
+        gk_spec p = {0};
+        p.t[0] = gpu_t(acc);
+        tern_arg pa[] = {tern_arg_buf(acc), partial, tern_arg_i32((int32_t)S), tern_arg_i32(C),
+                         tern_arg_i32(2 * C), tern_arg_i32(which ? C : 0)};
+        TERN_TRY(gpu_run(g, "layernorm_backward", GK_PARTIAL_ADD, &p, tern_dims1(gpu_groups((size_t)C, GK_EW_GROUP)),
+                         tern_dims1(GK_EW_GROUP), pa, 6));
+    }
+    return NULL;
+}

@@ -1,0 +1,57 @@
+/* sum_rows and norm2: deterministic two-pass reductions (see src/kernels/reduce.c). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "handlers/gpu/gpu_internal.h"
+
+tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols, float beta) {
+    TERN_TRY(tern_validate_sum_rows(out, x, rows, cols, beta));
+    TERN_TRY(gpu_check_index("sum_rows", "x", x.len));
+    size_t r = (size_t)rows, c = (size_t)cols;
+    size_t chunks = (r + GK_SR_ROWS - 1) / GK_SR_ROWS;
+    if (chunks > GK_SR_MAX_CHUNKS) chunks = GK_SR_MAX_CHUNKS;
+    size_t per = (r + chunks - 1) / chunks;
+    chunks = (r + per - 1) / per;
+    TERN_TRY(gpu_check_index("sum_rows", "the partial sums", chunks * c));
+    tern_dbuf scratch;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, chunks * c, &scratch), "sum_rows"));
+    gk_spec s = {0};
+    s.t[0] = gpu_t(x);
+    tern_arg pa[] = {gpu_scratch_arg(scratch, 0, chunks * c), tern_arg_buf(x), tern_arg_i32(rows),
+                     tern_arg_i32(cols), tern_arg_i32((int32_t)per)};
+    TERN_TRY(gpu_run(g, "sum_rows", GK_SUM_ROWS_PARTIAL, &s, tern_dims2(gpu_groups(c, GK_SR_GROUP), (uint32_t)chunks),
+                     tern_dims1(GK_SR_GROUP), pa, 5));
+    gk_spec f = {0};
+    f.t[0] = gpu_t(out);
+    tern_arg fa[] = {tern_arg_buf(out), gpu_scratch_arg(scratch, 0, chunks * c), tern_arg_i32(cols),
+                     tern_arg_i32((int32_t)chunks), tern_arg_f32(beta)};
+    return gpu_run(g, "sum_rows", GK_SUM_ROWS_FINISH, &f, tern_dims1(gpu_groups(c, GK_SR_GROUP)),
+                   tern_dims1(GK_SR_GROUP), fa, 5);
+}
+
+tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) {
+    TERN_TRY(tern_validate_norm2(x, out));
+    size_t n = x.len;
+    TERN_TRY(gpu_check_index("norm2", "x", n));
+    size_t groups = (n + GK_SS_GROUP * 8 - 1) / (GK_SS_GROUP * 8);
+    if (groups > GK_SS_MAX_GROUPS) groups = GK_SS_MAX_GROUPS;
+    if (groups == 0) groups = 1;
+    size_t span = (n + groups - 1) / groups;
+    groups = span ? (n + span - 1) / span : 1;
+    tern_dbuf scratch;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, groups, &scratch), "norm2"));
+    gk_spec s = {0};
+    s.t[0] = gpu_t(x);
+    tern_arg args[] = {gpu_scratch_arg(scratch, 0, groups), tern_arg_buf(x), tern_arg_i32((int32_t)n),
+                       tern_arg_i32((int32_t)span)};
+    TERN_TRY(gpu_run(g, "norm2", GK_SUM_SQUARES, &s, tern_dims1((uint32_t)groups), tern_dims1(GK_SS_GROUP), args, 4));
+    float partial[GK_SS_MAX_GROUPS];
+    tern_dbuf v = scratch;
+    v.len = groups;
+    TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, partial, v), "norm2"));
+    TERN_TRY(gpu_check_faults(g));
+    double total = 0; /* the groups' partials, added in double in a fixed order */
+    for (size_t i = 0; i < groups; i++) total += (double)partial[i];
+    *out = sqrt(total);
+    return NULL;
+}

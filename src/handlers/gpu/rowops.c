@@ -1,0 +1,53 @@
+/* Row operations over logits: cross_entropy and sample (see src/kernels/cross_entropy.c and
+ * sample.c). Targets and the sampling counter are device data; a bad target (or a NaN
+ * logit when sampling) is reported at the next sync. */
+#include <math.h>
+
+#include "handlers/gpu/gpu_internal.h"
+#include "tern/rng.h"
+
+tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, tern_buf targets,
+                              int rows, int V, int Vp, float grad_scale) {
+    TERN_TRY(tern_validate_cross_entropy(losses, logits, targets, rows, V, Vp, grad_scale));
+    TERN_TRY(gpu_check_index("cross_entropy", "logits", logits.len));
+    gk_spec s = {0};
+    s.t[0] = gpu_t(logits);
+    s.n[0] = gpu_width(&logits, 1, (size_t)Vp);
+    tern_arg args[] = {tern_arg_buf(losses), tern_arg_buf(logits), tern_arg_buf(targets), gpu_fault_arg(g),
+                       tern_arg_i32(V), tern_arg_i32(Vp), tern_arg_f32(grad_scale)};
+    return gpu_run(g, "cross_entropy", GK_CROSS_ENTROPY, &s, tern_dims1((uint32_t)rows), tern_dims1(GK_CE_GROUP),
+                   args, 7);
+}
+
+tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int V, int Vp,
+                       float temperature, int top_k, uint64_t seed, tern_buf counter) {
+    TERN_TRY(tern_validate_sample(out, logits, rows, V, Vp, temperature, counter));
+    TERN_TRY(gpu_check_index("sample", "logits", logits.len));
+    int k = top_k <= 0 || top_k >= V ? V : top_k;
+    /* candidates below max + tail weigh less than 2^-26 of the max all together */
+    float tail = temperature > 0 ? (float)((double)temperature * (log(0x1p-26) - log((double)V))) : 0.0f;
+    uint32_t seed_hash = tern_hash32(tern_hash32((uint32_t)seed) ^ (uint32_t)(seed >> 32));
+    int ipasses = 1;
+    while (ipasses < 8 && ((uint32_t)(V - 1) >> (4 * ipasses)) != 0) ipasses++;
+    bool has_counter = tern_present(counter);
+    gk_spec s = {0};
+    s.t[0] = gpu_t(logits);
+    s.n[1] = g->sample_group;
+    s.n[2] = has_counter;
+    tern_arg args[12];
+    size_t n = 0;
+    args[n++] = tern_arg_buf(out);
+    args[n++] = tern_arg_buf(logits);
+    if (has_counter) args[n++] = tern_arg_buf(counter);
+    args[n++] = gpu_fault_arg(g);
+    args[n++] = tern_arg_i32(V);
+    args[n++] = tern_arg_i32(Vp);
+    args[n++] = tern_arg_i32(rows);
+    args[n++] = tern_arg_f32(temperature);
+    args[n++] = tern_arg_i32(k);
+    args[n++] = tern_arg_f32(tail);
+    args[n++] = tern_arg_u32(seed_hash);
+    args[n++] = tern_arg_i32(ipasses);
+    return gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1((uint32_t)rows), tern_dims1((uint32_t)g->sample_group),
+                   args, n);
+}

@@ -1,0 +1,138 @@
+/* The opencl device: picks a device (TERN_OPENCL_DEVICE: an index over every platform's
+ * devices, or part of a device name; else the first GPU, else the first device), creates a
+ * context and an in-order queue, and wraps them in a DSL runtime for the GPU core. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "opencl.h"
+
+#define MAX_DEVICES 64
+
+/* Every device of every platform, in platform order. */
+static tern_error *list_devices(cl_device_id *devs, cl_uint *count) {
+    cl_uint np = 0;
+    cl_int code = clGetPlatformIDs(0, NULL, &np);
+    if (code != CL_SUCCESS || np == 0)
+        return tern_errorf("open: no OpenCL platform (is an ICD such as PoCL installed?)");
+    cl_platform_id plats[16];
+    if (np > 16) np = 16;
+    if (clGetPlatformIDs(np, plats, NULL) != CL_SUCCESS) return tern_errorf("open: cannot list OpenCL platforms");
+    cl_uint n = 0;
+    for (cl_uint p = 0; p < np && n < MAX_DEVICES; p++) {
+        cl_uint nd = 0;
+        if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, MAX_DEVICES - n, devs + n, &nd) == CL_SUCCESS) n += nd;
+    }
+    if (n == 0) return tern_errorf("open: the OpenCL platforms have no device");
+    *count = n;
+    return NULL;
+}
+
+static void device_name(cl_device_id dev, char *out, size_t cap) {
+    out[0] = 0;
+    if (clGetDeviceInfo(dev, CL_DEVICE_NAME, cap - 1, out, NULL) != CL_SUCCESS) snprintf(out, cap, "OpenCL device");
+    out[cap - 1] = 0;
+}
+
+static tern_error *pick_device(cl_device_id *out) {
+    cl_device_id devs[MAX_DEVICES];
+    cl_uint n = 0;
+    TERN_TRY(list_devices(devs, &n));
+    const char *want = getenv("TERN_OPENCL_DEVICE");
+    if (want && *want) {
+        char *end;
+        long index = strtol(want, &end, 10);
+        if (*end == 0) {
+            if (index < 0 || index >= (long)n)
+                return tern_errorf("open: TERN_OPENCL_DEVICE=%s: there are %u OpenCL devices (0 .. %u)", want, n, n - 1);
+            *out = devs[index];
+            return NULL;
+        }
+        for (cl_uint i = 0; i < n; i++) {
+            char name[256];
+            device_name(devs[i], name, sizeof name);
+            if (strstr(name, want)) {
+                *out = devs[i];
+                return NULL;
+            }
+        }
+        return tern_errorf("open: TERN_OPENCL_DEVICE=%s matches no OpenCL device's name", want);
+    }
+    for (cl_uint i = 0; i < n; i++) {
+        cl_device_type type = 0;
+        clGetDeviceInfo(devs[i], CL_DEVICE_TYPE, sizeof type, &type, NULL);
+        if (type & CL_DEVICE_TYPE_GPU) {
+            *out = devs[i];
+            return NULL;
+        }
+    }
+    *out = devs[0];
+    return NULL;
+}
+
+tern_error *TERN_OP(close)(tern_dev *d) {
+    if (!d) return NULL;
+    tern_error *err = NULL;
+    if (d->queue) {
+        cl_int code = clFinish(d->queue);
+        if (code != CL_SUCCESS) err = tern_errorf("close: waiting for the queue failed (%d)", (int)code);
+    }
+    gpu_core_free(&d->core);
+    if (d->rt) tern_rt_close(d->rt);
+    if (d->queue) clReleaseCommandQueue(d->queue);
+    if (d->context) clReleaseContext(d->context);
+    free(d);
+    return err;
+}
+
+tern_error *TERN_OP(open)(tern_dev **out) {
+    if (!out) return tern_errorf("open: out is NULL");
+    *out = NULL;
+    tern_dev *d = calloc(1, sizeof *d);
+    if (!d) return tern_errorf("open: out of memory");
+    tern_error *err = pick_device(&d->device);
+    cl_int code = CL_SUCCESS;
+    if (!err) {
+        device_name(d->device, d->name, sizeof d->name);
+        d->context = clCreateContext(NULL, 1, &d->device, NULL, NULL, &code);
+        if (code != CL_SUCCESS) err = tern_errorf("open: cannot create an OpenCL context on %s (%d)", d->name, (int)code);
+    }
+    if (!err) {
+        d->queue = clCreateCommandQueue(d->context, d->device, 0, &code);
+        if (code != CL_SUCCESS) err = tern_errorf("open: cannot create an OpenCL queue on %s (%d)", d->name, (int)code);
+    }
+    if (!err) err = tern_rt_wrap_opencl(d->context, d->device, d->queue, &d->rt);
+    if (!err) err = gpu_core_init(&d->core, d->rt);
+    if (err) {
+        tern_error_free(TERN_OP(close)(d));
+        return tern_error_wrap(err, "opencl");
+    }
+    *out = d;
+    return NULL;
+}
+
+tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
+    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
+    *out = d->name;
+    return NULL;
+}
+
+tern_error *TERN_OP(sync)(tern_dev *d) {
+    CL_CHECK_DEV(d, "sync");
+    return gpu_sync(&d->core);
+}
+
+/* No graphs in OpenCL: the caller runs the section every time. */
+tern_error *TERN_OP(capture_begin)(tern_dev *d, uint64_t key, bool *replay) {
+    (void)key;
+    CL_CHECK_DEV(d, "capture_begin");
+    if (!replay) return tern_errorf("capture_begin: replay is NULL");
+    *replay = false;
+    return NULL;
+}
+
+tern_error *TERN_OP(capture_end)(tern_dev *d, uint64_t key) {
+    (void)key;
+    CL_CHECK_DEV(d, "capture_end");
+    return NULL;
+}

@@ -1,0 +1,76 @@
+/* matmul on OpenCL: CLBlast's SGEMM, with tern's own passes around it for what it lacks.
+ * On PoCL (the CPU OpenCL this project is tested on) CLBlast's GEMM ran about 5x faster
+ * than the DSL's tiled kernel (docs/gpu-kernels.md has the numbers), so:
+ *  - f32 A, B and C: CLBlast writes C directly (batched: its strided-batched GEMM); the
+ *    bias, aux and GELU, when asked for, follow as one elementwise pass over C;
+ *  - any bf16 (or f16 B) operand: the operands are converted into f32 scratch, CLBlast
+ *    computes an f32 C there (C converted in first when beta != 0), and the epilogue pass
+ *    adds the bias, writes aux, applies GELU and rounds into C.
+ * TERN_OPENCL_MATMUL=dsl selects the DSL kernel instead (for comparisons). */
+#include "opencl.h"
+
+#include <clblast_c.h>
+#include <stdlib.h>
+#include <string.h>
+
+static tern_error *blast_error(CLBlastStatusCode st) {
+    return tern_errorf("matmul: CLBlast failed with status %d", (int)st);
+}
+
+/* C32 = alpha op(A32) op(B32) + beta C32 on f32 buffers (views of the device's memory). */
+static tern_error *sgemm(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                         const tern_matmul_dims *dm, size_t ldc, size_t stride_c) {
+    CLBlastTranspose ta = dm->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastTranspose tb = dm->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
+    CLBlastStatusCode st;
+    if (dm->batch == 1) {
+        st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, (size_t)dm->k, mm->alpha,
+                          (cl_mem)a.mem, a.offset, dm->lda, (cl_mem)b.mem, b.offset, dm->ldb, mm->beta,
+                          (cl_mem)c.mem, c.offset, ldc, &d->queue, NULL);
+    } else {
+        st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, (size_t)dm->k,
+                                        mm->alpha, (cl_mem)a.mem, a.offset, dm->lda, dm->stride_a, (cl_mem)b.mem,
+                                        b.offset, dm->ldb, dm->stride_b, mm->beta, (cl_mem)c.mem, c.offset, ldc,
+                                        stride_c, (size_t)dm->batch, &d->queue, NULL);
+    }
+    return st == CLBlastSuccess ? NULL : blast_error(st);
+}
+
+/* An f32 view of x: x itself, or x converted into scratch at *cursor. */
+static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cursor, bool convert, tern_buf *out) {
+    if (x.dtype == TERN_F32) {
+        *out = x;
+        return NULL;
+    }
+    tern_buf v = tern_view(scratch, *cursor, x.len);
+    *cursor += (x.len + 15) / 16 * 16; /* keep each piece 64-byte aligned */
+    if (convert) TERN_TRY(gpu_copy(&d->core, v, x));
+    *out = v;
+    return NULL;
+}
+
+tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    CL_CHECK_DEV(d, "matmul");
+    const char *which = getenv("TERN_OPENCL_MATMUL");
+    if (which && !strcmp(which, "dsl")) return gpu_matmul(&d->core, c, a, b, mm);
+    tern_matmul_dims dm;
+    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dm));
+    if (a.dtype == TERN_F32 && b.dtype == TERN_F32 && c.dtype == TERN_F32) {
+        TERN_TRY(sgemm(d, c, a, b, mm, &dm, dm.ldc, dm.stride_c));
+        return gpu_matmul_epilogue(&d->core, c, tern_none(), 0, 0, mm, &dm);
+    }
+    size_t need = 0;
+    tern_buf parts[3] = {a, b, c};
+    for (int i = 0; i < 3; i++)
+        if (parts[i].dtype != TERN_F32) need += (parts[i].len + 15) / 16 * 16;
+    tern_buf scratch;
+    TERN_TRY(gpu_scratch_buf(&d->core, need, &scratch));
+    size_t cursor = 0;
+    tern_buf a32, b32, c32;
+    TERN_TRY(as_f32(d, a, scratch, &cursor, true, &a32));
+    TERN_TRY(as_f32(d, b, scratch, &cursor, true, &b32));
+    TERN_TRY(as_f32(d, c, scratch, &cursor, mm->beta != 0, &c32));
+    TERN_TRY(sgemm(d, c32, a32, b32, mm, &dm, dm.ldc, dm.stride_c));
+    if (c.dtype == TERN_F32) return gpu_matmul_epilogue(&d->core, c, tern_none(), 0, 0, mm, &dm);
+    return gpu_matmul_epilogue(&d->core, c, c32, dm.ldc, dm.stride_c, mm, &dm);
+}

@@ -1,0 +1,132 @@
+/* The emitters' shared machinery, private to src/kernel/emit_*.c.
+ *
+ * emit_common.c walks the IR once and writes C-family source: every statement in trace
+ * order, blocks as blocks, and each single-use pure value folded into the expression that
+ * uses it (so `tern_store(y, i, tern_mul(tern_load(x, i), a))` reads `y[i] = x[i] * a;`).
+ * A value stays a named declaration when the user named it, when it is used more than
+ * once or in another block, or when folding it would move a memory read past a statement
+ * with effects. Everything that differs between CUDA, OpenCL and Metal goes through the
+ * dialect table. */
+#ifndef TERN_KERNEL_EMIT_H
+#define TERN_KERNEL_EMIT_H
+
+#include "kernel/ir.h"
+#include "kernel/strbuf.h"
+
+typedef struct emitter emitter;
+
+/* Prelude helpers a kernel needed (emitter.need), written before the kernel. */
+enum {
+    NEED_BF16 = 1 << 0,
+    NEED_F16 = 1 << 1,
+    NEED_F32_BITS = 1 << 2,
+    NEED_LOCAL_INDEX = 1 << 3,
+    NEED_ERF = 1 << 4,
+    NEED_ATOMIC_F32 = 1 << 5,
+    NEED_ATOMIC_CAS = 1 << 6,
+};
+
+/* One SIMD helper a kernel needs: operation and operand type (emitter.simd_need). */
+#define EMIT_SIMD_TYPES TERN_TYPE_COUNT
+
+typedef struct dialect {
+    tern_target target;
+    /* C spelling of a value or storage type */
+    const char *(*type)(int t);
+    const char *u32_suffix, *i64_suffix, *u64_suffix;
+    /* the function for a float math operation (exp, ...) or float min/max/pow/rem */
+    const char *(*math1)(tern_op1 op);
+    const char *(*math2)(tern_op2 op);
+    const char *fma_name;
+    /* int min/max/abs (the name of an overloaded function) */
+    const char *imin, *imax;
+    /* writes a conversion of expression x (already parenthesised as needed) */
+    void (*cast)(emitter *e, strbuf *out, int from, int to, const char *x);
+    void (*bitcast)(emitter *e, strbuf *out, int from, int to, const char *x);
+    /* a thread attribute's expression */
+    void (*thread)(emitter *e, strbuf *out, tern_thread_attr attr, int dim);
+    /* statements */
+    void (*vload)(emitter *e, int32_t ins);
+    void (*vstore)(emitter *e, int32_t ins);
+    void (*atomic)(emitter *e, int32_t ins);
+    void (*simd)(emitter *e, int32_t ins);
+    void (*print)(emitter *e, int32_t ins);
+    const char *barrier;
+    /* the kernel's head (through the opening brace), its prologue and its threadgroup
+     * array declarations */
+    void (*head)(emitter *e, strbuf *out);
+    void (*shared)(emitter *e, strbuf *out, int32_t buf);
+    /* the helpers named in e->need / e->simd_need */
+    void (*prelude)(emitter *e, strbuf *out);
+} dialect;
+
+struct emitter {
+    const tern_kernel *k;
+    const dialect *d;
+    strbuf body;           /* the statements, written first */
+    int indent;
+    int body_line;         /* lines written to body so far */
+    int32_t *line_ins;     /* body line -> instruction (-1 none) */
+    int32_t cap_lines;
+    char **val_name;       /* a declared value's name (NULL: folded or unnamed yet) */
+    char **var_name;
+    char **buf_name;
+    int32_t *use_count;
+    int32_t *use_ins;      /* the (last) instruction using each value */
+    int32_t *block_of;     /* per instruction: the block it is in (opening instruction) */
+    bool *fold;            /* value is folded into its use */
+    bool *reads_state;     /* value (with what is folded into it) reads memory or a variable */
+    char **names;          /* every name taken, for uniqueness */
+    int32_t nnames, cap_names;
+    uint32_t need;
+    uint32_t simd_need[TERN_SIMD_ALL + 1]; /* bit t: helper for type t */
+    tern_error *err;
+};
+
+/* Emits k for dialect d: the whole source in *out; *line_ins / *nlines (may be NULL) map
+ * each output line (1-based index) to the instruction it came from, or -1. */
+tern_error *emit_source(const tern_kernel *k, const dialect *d, char **out, int32_t **line_ins,
+                        int32_t *nlines);
+
+extern const dialect emit_cuda_dialect;
+extern const dialect emit_opencl_dialect;
+extern const dialect emit_metal_dialect;
+const dialect *emit_dialect(tern_target t);
+
+/* ---- helpers for the dialects (emit_common.c) ---- */
+
+/* An expression for value v (its name, a literal, or the folded expression). */
+void emit_expr(emitter *e, strbuf *out, int32_t v);
+/* The same, parenthesised unless it is a name, a literal or a call. */
+void emit_operand(emitter *e, strbuf *out, int32_t v);
+/* A new line at the current indentation, mapped to instruction `ins`. */
+void emit_line_start(emitter *e, int32_t ins);
+/* Ends the current line. */
+void emit_line_end(emitter *e);
+/* Starts "type name = " for the value defined by ins (declares its name). */
+void emit_decl(emitter *e, int32_t v);
+/* The declared name of value v (made on first call). */
+const char *emit_val_name(emitter *e, int32_t v);
+/* A buffer's expression for element index (expression idx): name[idx]. */
+void emit_elem(emitter *e, strbuf *out, int32_t buf, int32_t idx);
+/* Storage to value conversion of expression x for element type elem, and back. */
+void emit_from_storage(emitter *e, strbuf *out, int elem, const char *x);
+void emit_to_storage(emitter *e, strbuf *out, int elem, const char *x);
+/* A new unique name based on `base`. */
+const char *emit_unique(emitter *e, const char *base);
+/* The helpers every target shares (f16/bf16 conversions, float bits), written in C that
+ * CUDA, OpenCL and Metal all accept given the target's TERN_FN, TERN_AS_FLOAT and
+ * TERN_AS_UINT macros, which the dialect's prelude defines first. */
+void emit_common_prelude(emitter *e, strbuf *out);
+/* Whether any of those helpers is needed (else the macros are left out too). */
+bool emit_needs_common(const emitter *e);
+/* The suffix naming a SIMD helper's type: "f32", "i32", ... */
+const char *emit_type_suffix(int t);
+/* A printf statement for print instruction i (CUDA and OpenCL): 64-bit conversions as
+ * given; floats passed as double when promote_float. */
+void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
+                     bool promote_float);
+/* Whether a user name must be renamed (a keyword or builtin of some target). */
+bool emit_reserved(const char *name);
+
+#endif

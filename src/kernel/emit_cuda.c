@@ -1,0 +1,415 @@
+/* CUDA C (compiled by NVRTC): an extern "C" __global__ function per kernel. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernel/emit.h"
+#include "kernel/emit_cuda.h"
+
+static const char *cuda_type(int t) {
+    switch (t) {
+    case TERN_T_BOOL: return "bool";
+    case TERN_T_I32: return "int";
+    case TERN_T_U32: return "unsigned int";
+    case TERN_T_I64: return "long long";
+    case TERN_T_U64: return "unsigned long long";
+    case TERN_T_F32: return "float";
+    case TERN_T_F16:
+    case TERN_T_BF16:
+    case TERN_T_U16: return "unsigned short";
+    default: return "void";
+    }
+}
+
+static const char *cuda_math1(tern_op1 op) {
+    static const char *const names[] = {
+        [TERN_ABS] = "fabsf",   [TERN_EXP] = "expf",     [TERN_EXP2] = "exp2f",
+        [TERN_LOG] = "logf",    [TERN_LOG2] = "log2f",   [TERN_SQRT] = "sqrtf",
+        [TERN_RSQRT] = "rsqrtf", [TERN_TANH] = "tanhf",  [TERN_ERF] = "erff",
+        [TERN_SIN] = "sinf",    [TERN_COS] = "cosf",     [TERN_FLOOR] = "floorf",
+        [TERN_CEIL] = "ceilf",  [TERN_ROUND] = "roundf", [TERN_TRUNC] = "truncf",
+        [TERN_ISNAN] = "isnan", [TERN_ISINF] = "isinf",
+    };
+    return (unsigned)op < sizeof names / sizeof *names && names[op] ? names[op] : "?";
+}
+
+static const char *cuda_math2(tern_op2 op) {
+    switch (op) {
+    case TERN_MIN: return "fminf";
+    case TERN_MAX: return "fmaxf";
+    case TERN_POW: return "powf";
+    case TERN_REM: return "fmodf";
+    default: return "?";
+    }
+}
+
+static void cuda_cast(emitter *e, strbuf *out, int from, int to, const char *x) {
+    (void)e;
+    if (to == TERN_T_BOOL)
+        sb_printf(out, "(%s != %s)", x, from == TERN_T_F32 ? "0.0f" : "0");
+    else
+        sb_printf(out, "(%s)%s", cuda_type(to), x); /* float to int: cvt.rzi saturates */
+}
+
+static void cuda_bitcast(emitter *e, strbuf *out, int from, int to, const char *x) {
+    (void)e;
+    if (from == TERN_T_F32)
+        sb_printf(out, "%s(%s)", to == TERN_T_I32 ? "__float_as_int" : "__float_as_uint", x);
+    else if (to == TERN_T_F32)
+        sb_printf(out, "%s(%s)", from == TERN_T_I32 ? "__int_as_float" : "__uint_as_float", x);
+    else
+        sb_printf(out, "(%s)%s", cuda_type(to), x);
+}
+
+static void cuda_thread(emitter *e, strbuf *out, tern_thread_attr attr, int dim) {
+    char c = "xyz"[dim];
+    switch (attr) {
+    case TERN_GLOBAL_ID: sb_printf(out, "(int)(blockIdx.%c * blockDim.%c + threadIdx.%c)", c, c, c); break;
+    case TERN_LOCAL_ID: sb_printf(out, "(int)threadIdx.%c", c); break;
+    case TERN_GROUP_ID: sb_printf(out, "(int)blockIdx.%c", c); break;
+    case TERN_GROUP_SIZE: sb_printf(out, "(int)blockDim.%c", c); break;
+    case TERN_GROUP_COUNT: sb_printf(out, "(int)gridDim.%c", c); break;
+    case TERN_LOCAL_INDEX: sb_puts(out, "tern_local_index()"); break;
+    case TERN_SIMD_LANE: sb_puts(out, "(tern_local_index() & 31)"); break;
+    case TERN_SIMD_GROUP: sb_puts(out, "(tern_local_index() >> 5)"); break;
+    case TERN_SIMD_GROUPS: sb_puts(out, "(int)((blockDim.x * blockDim.y * blockDim.z + 31) / 32)"); break;
+    }
+    if (attr >= TERN_LOCAL_INDEX && attr <= TERN_SIMD_GROUP) e->need |= NEED_LOCAL_INDEX;
+}
+
+/* The vector type of a `width`-element access to `elem` (16-bit elements travel as
+ * 32-bit words). */
+static const char *vec_type(int elem, int width) {
+    int bits = ir_type_bits(elem);
+    if (bits == 16) return width == 2 ? "unsigned int" : width == 4 ? "uint2" : "uint4";
+    switch (elem) {
+    case TERN_T_F32: return width == 2 ? "float2" : "float4";
+    case TERN_T_I32: return width == 2 ? "int2" : "int4";
+    case TERN_T_U32: return width == 2 ? "uint2" : "uint4";
+    case TERN_T_I64: return "longlong2";
+    case TERN_T_U64: return "ulonglong2";
+    default: return "?";
+    }
+}
+
+/* The 32-bit word w of a vector value named v with `words` words. */
+static void word(strbuf *out, const char *v, int words, int w) {
+    if (words == 1)
+        sb_puts(out, v);
+    else
+        sb_printf(out, "%s.%c", v, "xyzw"[w]);
+}
+
+static void cuda_vload(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    int elem = k->bufs[in->a[0]].elem, w = in->aux;
+    const char *vt = vec_type(elem, w);
+    char vname[32];
+    snprintf(vname, sizeof vname, "v%d", (int)in->dst);
+    emit_line_start(e, i);
+    sb_printf(&e->body, "const %s %s = *(const %s *)(%s + ", vt, vname, vt, e->buf_name[in->a[0]]);
+    emit_expr(e, &e->body, in->a[1]);
+    sb_puts(&e->body, ");");
+    emit_line_end(e);
+    bool halves = ir_type_bits(elem) == 16;
+    int words = halves ? w / 2 : w;
+    for (int j = 0; j < w; j++) {
+        int32_t v = in->dst + j;
+        strbuf x;
+        sb_init(&x);
+        if (!halves) {
+            word(&x, vname, words, j);
+        } else {
+            strbuf wd;
+            sb_init(&wd);
+            word(&wd, vname, words, j / 2);
+            char *ws = sb_take(&wd);
+            if (!ws) {
+                e->body.failed = true;
+                sb_free(&x);
+                return;
+            }
+            if (elem == TERN_T_BF16)
+                sb_printf(&x, j % 2 ? "__uint_as_float(%s & 0xffff0000u)" : "__uint_as_float(%s << 16)", ws);
+            else if (elem == TERN_T_F16)
+                sb_printf(&x, j % 2 ? "tern_f16_to_f32((unsigned short)(%s >> 16))"
+                                    : "tern_f16_to_f32((unsigned short)(%s & 0xffffu))", ws);
+            else
+                sb_printf(&x, j % 2 ? "(%s >> 16)" : "(%s & 0xffffu)", ws);
+            if (elem == TERN_T_F16) e->need |= NEED_F16;
+            free(ws);
+        }
+        char *s = sb_take(&x);
+        if (!s) {
+            e->body.failed = true;
+            return;
+        }
+        if (!halves || e->use_count[v] <= 1) {
+            e->val_name[v] = s; /* a field or a cheap expression: used in place */
+        } else {
+            emit_line_start(e, i);
+            emit_decl(e, v);
+            sb_printf(&e->body, "%s;", s);
+            emit_line_end(e);
+            free(s);
+        }
+    }
+}
+
+static void cuda_vstore(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    int elem = k->bufs[in->a[0]].elem, w = in->aux;
+    const int32_t *vals = &k->extra[in->a[2]];
+    const char *vt = vec_type(elem, w);
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    sb_printf(b, "*(%s *)(%s + ", vt, e->buf_name[in->a[0]]);
+    emit_expr(e, b, in->a[1]);
+    sb_puts(b, ") = ");
+    bool halves = ir_type_bits(elem) == 16;
+    int words = halves ? w / 2 : w;
+    if (words > 1) sb_printf(b, "make_%s(", vt);
+    for (int j = 0; j < words; j++) {
+        if (j) sb_puts(b, ", ");
+        if (!halves) {
+            emit_expr(e, b, vals[j]);
+            continue;
+        }
+        for (int h = 0; h < 2; h++) {
+            strbuf x, y;
+            sb_init(&x);
+            sb_init(&y);
+            emit_expr(e, &x, vals[2 * j + h]);
+            char *xs = sb_take(&x);
+            if (xs) emit_to_storage(e, &y, elem, xs);
+            free(xs);
+            char *ys = sb_take(&y);
+            if (!ys) {
+                b->failed = true;
+                return;
+            }
+            sb_printf(b, h ? " | ((unsigned int)%s << 16)" : "((unsigned int)%s", ys);
+            if (h) sb_putc(b, ')');
+            free(ys);
+        }
+    }
+    if (words > 1) sb_putc(b, ')');
+    sb_putc(b, ';');
+    emit_line_end(e);
+}
+
+static void cuda_atomic(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    static const char *const fns[] = {"atomicAdd", "atomicMin", "atomicMax", "atomicAnd",
+                                      "atomicOr",  "atomicXor", "atomicExch"};
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    emit_decl(e, in->dst);
+    sb_printf(b, "%s(&", in->op == IR_ATOMIC_CAS ? "atomicCAS" : fns[in->aux]);
+    emit_elem(e, b, in->a[0], in->a[1]);
+    sb_puts(b, ", ");
+    emit_expr(e, b, in->a[2]);
+    if (in->op == IR_ATOMIC_CAS) {
+        sb_puts(b, ", ");
+        emit_expr(e, b, in->a[3]);
+    }
+    sb_puts(b, ");");
+    emit_line_end(e);
+}
+
+static void cuda_simd(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    tern_simd_op op = (tern_simd_op)in->aux;
+    int t = k->vals[in->a[0]].type;
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    emit_decl(e, in->dst);
+    switch (op) {
+    case TERN_SIMD_SUM:
+    case TERN_SIMD_MIN:
+    case TERN_SIMD_MAX:
+    case TERN_SIMD_PREFIX_SUM:
+        sb_printf(b, "tern_simd_%s_%s(", ir_simd_name(op), emit_type_suffix(t));
+        emit_expr(e, b, in->a[0]);
+        sb_putc(b, ')');
+        e->simd_need[op] |= 1u << t;
+        if (op == TERN_SIMD_PREFIX_SUM) e->need |= NEED_LOCAL_INDEX;
+        break;
+    case TERN_SIMD_SHUFFLE:
+    case TERN_SIMD_SHUFFLE_XOR:
+    case TERN_SIMD_SHUFFLE_DOWN:
+    case TERN_SIMD_SHUFFLE_UP: {
+        const char *fn = op == TERN_SIMD_SHUFFLE        ? "__shfl_sync"
+                         : op == TERN_SIMD_SHUFFLE_XOR  ? "__shfl_xor_sync"
+                         : op == TERN_SIMD_SHUFFLE_DOWN ? "__shfl_down_sync"
+                                                        : "__shfl_up_sync";
+        sb_printf(b, "%s(0xffffffffu, ", fn);
+        emit_expr(e, b, in->a[0]);
+        sb_puts(b, ", ");
+        const ir_ins *lane = &k->ins[k->vals[in->a[1]].def];
+        if (op == TERN_SIMD_SHUFFLE_XOR && !(lane->op == IR_CONST && lane->imm >= 0 && lane->imm < 32)) {
+            emit_operand(e, b, in->a[1]);
+            sb_puts(b, " & 31");
+        } else {
+            emit_expr(e, b, in->a[1]);
+        }
+        sb_putc(b, ')');
+        break;
+    }
+    case TERN_SIMD_BALLOT:
+    case TERN_SIMD_ANY:
+    case TERN_SIMD_ALL:
+        sb_printf(b, "%s(0xffffffffu, ", op == TERN_SIMD_BALLOT ? "__ballot_sync"
+                                         : op == TERN_SIMD_ANY  ? "__any_sync"
+                                                                : "__all_sync");
+        emit_expr(e, b, in->a[0]);
+        sb_putc(b, ')');
+        if (op != TERN_SIMD_BALLOT) sb_puts(b, " != 0");
+        break;
+    }
+    sb_putc(b, ';');
+    emit_line_end(e);
+}
+
+void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
+                     bool promote_float) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    const char *fmt = ir_string(k, (int32_t)in->imm);
+    const int32_t *vals = &k->extra[in->a[0]];
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    sb_puts(b, "printf(\"");
+    int next = 0;
+    for (const char *p = fmt; *p; p++) {
+        if (p[0] == '{' && p[1] == '}' && next < in->a[1]) {
+            int t = k->vals[vals[next++]].type;
+            sb_puts(b, t == TERN_T_F32 ? "%g" : t == TERN_T_I64 ? i64_conv : t == TERN_T_U64 ? u64_conv
+                                       : t == TERN_T_U32 ? "%u" : "%d");
+            p++;
+        } else {
+            char one[2] = {*p, 0};
+            sb_put_c_string(b, one, true);
+        }
+    }
+    sb_putc(b, '"');
+    for (int j = 0; j < in->a[1]; j++) {
+        int t = k->vals[vals[j]].type;
+        sb_puts(b, ", ");
+        if (t == TERN_T_F32 && promote_float) sb_puts(b, "(double)");
+        if (t == TERN_T_BOOL) sb_puts(b, "(int)");
+        emit_operand(e, b, vals[j]);
+    }
+    sb_puts(b, ");");
+    emit_line_end(e);
+}
+
+static void cuda_print(emitter *e, int32_t i) { emit_print_call(e, i, "%lld", "%llu", true); }
+
+static void cuda_head(emitter *e, strbuf *out) {
+    const tern_kernel *k = e->k;
+    if (k->result >= 0)
+        sb_printf(out, "__device__ %s %s(", cuda_type(k->vals[k->result].type), k->name);
+    else
+        sb_printf(out, "extern \"C\" __global__ void %s(", k->name);
+    for (int32_t p = 0; p < k->nparams; p++) {
+        const ir_param *pa = &k->params[p];
+        if (p) sb_puts(out, ", ");
+        if (pa->is_buf)
+            sb_printf(out, "%s%s *%s", pa->intent == TERN_READ ? "const " : "", cuda_type(pa->type),
+                      e->buf_name[pa->id]);
+        else
+            sb_printf(out, "%s %s", cuda_type(pa->type), e->val_name[pa->id]);
+    }
+    sb_puts(out, ") {\n");
+}
+
+static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
+    const ir_buf *B = &e->k->bufs[b];
+    if (e->k->shared_bytes <= CUDA_STATIC_SHARED_LIMIT) {
+        sb_printf(out, "    __shared__ %s %s[%zu];\n", cuda_type(B->elem), e->buf_name[b], B->count);
+        return;
+    }
+    /* more than static shared memory allows: carve the dynamic allocation */
+    bool first = true;
+    for (int32_t j = 0; j < b; j++) first = first && !e->k->bufs[j].shared;
+    if (first) sb_puts(out, "    extern __shared__ __align__(16) unsigned char tern_shared_mem[];\n");
+    sb_printf(out, "    %s *%s = (%s *)(tern_shared_mem + %zu); /* %zu elements */\n", cuda_type(B->elem),
+              e->buf_name[b], cuda_type(B->elem), B->offset, B->count);
+}
+
+/* One SIMD reduction or scan helper for type t. */
+static void simd_helper(strbuf *out, tern_simd_op op, int t) {
+    const char *ty = cuda_type(t), *sfx = emit_type_suffix(t);
+    const char *zero = t == TERN_T_F32 ? "0.0f" : "0";
+    if (op == TERN_SIMD_PREFIX_SUM) {
+        sb_printf(out,
+                  "/* exclusive: Hillis-Steele over the warp, then one lane up */\n"
+                  "__device__ __forceinline__ %s tern_simd_prefix_sum_%s(%s v) {\n"
+                  "    const int lane = tern_local_index() & 31;\n"
+                  "    for (int o = 1; o < 32; o <<= 1) {\n"
+                  "        %s y = __shfl_up_sync(0xffffffffu, v, o);\n"
+                  "        if (lane >= o) v = v + y;\n"
+                  "    }\n"
+                  "    %s r = __shfl_up_sync(0xffffffffu, v, 1);\n"
+                  "    return lane == 0 ? (%s)%s : r;\n"
+                  "}\n", ty, sfx, ty, ty, ty, ty, zero);
+        return;
+    }
+    const char *combine = op == TERN_SIMD_SUM ? "v + o"
+                          : t == TERN_T_F32   ? (op == TERN_SIMD_MIN ? "fminf(v, o)" : "fmaxf(v, o)")
+                                              : (op == TERN_SIMD_MIN ? "min(v, o)" : "max(v, o)");
+    sb_printf(out,
+              "/* butterfly: every lane ends with the same value */\n"
+              "__device__ __forceinline__ %s tern_simd_%s_%s(%s v) {\n"
+              "    for (int m = 16; m > 0; m >>= 1) {\n"
+              "        %s o = __shfl_xor_sync(0xffffffffu, v, m);\n"
+              "        v = %s;\n"
+              "    }\n"
+              "    return v;\n"
+              "}\n", ty, ir_simd_name(op), sfx, ty, ty, combine);
+}
+
+static void cuda_prelude(emitter *e, strbuf *out) {
+    if (emit_needs_common(e))
+        sb_puts(out, "#define TERN_FN __device__ __forceinline__\n"
+                     "#define TERN_AS_FLOAT(x) __uint_as_float(x)\n"
+                     "#define TERN_AS_UINT(x) __float_as_uint(x)\n");
+    emit_common_prelude(e, out);
+    if (e->need & NEED_LOCAL_INDEX)
+        sb_puts(out, "__device__ __forceinline__ int tern_local_index() {\n"
+                     "    return (int)(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z));\n"
+                     "}\n");
+    for (int op = 0; op <= TERN_SIMD_PREFIX_SUM; op++)
+        for (int t = 0; t < TERN_TYPE_COUNT; t++)
+            if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
+}
+
+const dialect emit_cuda_dialect = {
+    .target = TERN_TARGET_CUDA,
+    .type = cuda_type,
+    .u32_suffix = "u",
+    .i64_suffix = "ll",
+    .u64_suffix = "ull",
+    .math1 = cuda_math1,
+    .math2 = cuda_math2,
+    .fma_name = "fmaf",
+    .imin = "min",
+    .imax = "max",
+    .cast = cuda_cast,
+    .bitcast = cuda_bitcast,
+    .thread = cuda_thread,
+    .vload = cuda_vload,
+    .vstore = cuda_vstore,
+    .atomic = cuda_atomic,
+    .simd = cuda_simd,
+    .print = cuda_print,
+    .barrier = "__syncthreads()",
+    .head = cuda_head,
+    .shared = cuda_shared,
+    .prelude = cuda_prelude,
+};

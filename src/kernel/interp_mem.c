@@ -1,0 +1,186 @@
+/* The interpreter's memory statements: bounds-checked loads and stores with the storage
+ * conversions (f16/bf16 round to nearest even), vector accesses with their alignment rule,
+ * and atomics (real ones: threadgroups run in parallel). */
+#include "kernel/interp_ctx.h"
+#include "tern/half.h"
+
+/* Element `index` of a buffer as a value of its value type. */
+static ev read_elem(const unsigned char *p, int elem) {
+    switch (elem) {
+    case TERN_T_F32: {
+        float f;
+        memcpy(&f, p, 4);
+        return ev_from_f(f);
+    }
+    case TERN_T_I32: {
+        int32_t x;
+        memcpy(&x, p, 4);
+        return ev_from_u((uint64_t)(int64_t)x);
+    }
+    case TERN_T_U32: {
+        uint32_t x;
+        memcpy(&x, p, 4);
+        return ev_from_u(x);
+    }
+    case TERN_T_I64:
+    case TERN_T_U64: {
+        uint64_t x;
+        memcpy(&x, p, 8);
+        return ev_from_u(x);
+    }
+    case TERN_T_F16:
+    case TERN_T_BF16:
+    case TERN_T_U16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        if (elem == TERN_T_U16) return ev_from_u(h);
+        return ev_from_f(elem == TERN_T_F16 ? tern_f16_to_f32(h) : tern_bf16_to_f32(h));
+    }
+    default: return ev_from_u(0);
+    }
+}
+
+static void write_elem(unsigned char *p, int elem, ev x) {
+    switch (elem) {
+    case TERN_T_F32: memcpy(p, &x.f, 4); break;
+    case TERN_T_I32:
+    case TERN_T_U32: {
+        uint32_t v = (uint32_t)x.u;
+        memcpy(p, &v, 4);
+        break;
+    }
+    case TERN_T_I64:
+    case TERN_T_U64: memcpy(p, &x.u, 8); break;
+    case TERN_T_F16:
+    case TERN_T_BF16:
+    case TERN_T_U16: {
+        uint16_t h = elem == TERN_T_U16   ? (uint16_t)x.u
+                     : elem == TERN_T_F16 ? tern_f32_to_f16(x.f)
+                                          : tern_f32_to_bf16(x.f);
+        memcpy(p, &h, 2);
+        break;
+    }
+    default: break;
+    }
+}
+
+/* The element index of lane l as an unsigned offset, or fails when it is outside
+ * [0, len - width]. */
+static bool index_of_lane(ictx *c, int32_t ins, int l, const char *what, int32_t idx_val,
+                          const ibuf *b, int width, size_t *out) {
+    const ev x = IREG(c, idx_val)[l];
+    int t = c->k->vals[idx_val].type;
+    bool neg = ir_type_is_signed(t) && x.i < 0;
+    uint64_t i = x.u;
+    if (neg || i >= b->len || b->len - i < (uint64_t)width) {
+        const tern_kernel *k = c->k;
+        const char *name = ir_string(k, k->bufs[k->ins[ins].a[0]].name);
+        if (neg)
+            ictx_fail(c, ins, l, "%s '%s' at index %lld is out of bounds (%zu elements)", what,
+                      name, (long long)x.i, b->len);
+        else
+            ictx_fail(c, ins, l, "%s '%s' at index %llu is out of bounds (%zu elements)", what,
+                      name, (unsigned long long)i, b->len);
+        return false;
+    }
+    if (width > 1 && (b->offset + i) % (uint64_t)width) {
+        ictx_fail(c, ins, l, "%s '%s' of %d elements at index %llu (view offset %zu) is not "
+                  "aligned to %d elements", what, ir_string(c->k, c->k->bufs[c->k->ins[ins].a[0]].name),
+                  width, (unsigned long long)i, b->offset, width);
+        return false;
+    }
+    *out = (size_t)i;
+    return true;
+}
+
+void interp_load(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    ev *d = IREG(c, in->dst);
+    size_t size = tern_type_size((tern_type)b->elem);
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "load from", in->a[1], b, 1, &i)) return;
+        d[l] = read_elem(b->base + i * size, b->elem);
+    });
+}
+
+void interp_store(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    const ev *x = IREG(c, in->a[2]);
+    size_t size = tern_type_size((tern_type)b->elem);
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "store to", in->a[1], b, 1, &i)) return;
+        write_elem(b->base + i * size, b->elem, x[l]);
+    });
+}
+
+void interp_vload(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    int w = in->aux;
+    size_t size = tern_type_size((tern_type)b->elem);
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "vector load from", in->a[1], b, w, &i)) return;
+        for (int j = 0; j < w; j++) IREG(c, in->dst + j)[l] = read_elem(b->base + (i + (size_t)j) * size, b->elem);
+    });
+}
+
+void interp_vstore(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    int w = in->aux;
+    size_t size = tern_type_size((tern_type)b->elem);
+    const int32_t *vals = &c->k->extra[in->a[2]];
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "vector store to", in->a[1], b, w, &i)) return;
+        for (int j = 0; j < w; j++) write_elem(b->base + (i + (size_t)j) * size, b->elem, IREG(c, vals[j])[l]);
+    });
+}
+
+/* One atomic read-modify-write on a 32-bit element; returns the old value. */
+static ev atomic_rmw(int elem, int op, uint32_t *p, ev v, ev desired, bool cas) {
+    uint32_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+    for (;;) {
+        uint32_t next;
+        if (cas) {
+            if (old != (uint32_t)v.u) return ev_norm(elem, old);
+            next = (uint32_t)desired.u;
+        } else if (elem == TERN_T_F32) {
+            next = op == TERN_ATOMIC_ADD ? ev_f_bits(ev_bits_f(old) + v.f) : ev_f_bits(v.f);
+        } else {
+            uint32_t x = (uint32_t)v.u;
+            bool s = elem == TERN_T_I32;
+            switch (op) {
+            case TERN_ATOMIC_ADD: next = old + x; break;
+            case TERN_ATOMIC_MIN: next = (s ? (int32_t)x < (int32_t)old : x < old) ? x : old; break;
+            case TERN_ATOMIC_MAX: next = (s ? (int32_t)x > (int32_t)old : x > old) ? x : old; break;
+            case TERN_ATOMIC_AND: next = old & x; break;
+            case TERN_ATOMIC_OR: next = old | x; break;
+            case TERN_ATOMIC_XOR: next = old ^ x; break;
+            default: next = x; break; /* xchg */
+            }
+        }
+        if (__atomic_compare_exchange_n(p, &old, next, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            break;
+    }
+    return elem == TERN_T_F32 ? ev_from_f(ev_bits_f(old)) : ev_norm(elem, old);
+}
+
+void interp_atomic(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    ev *d = IREG(c, in->dst);
+    const ev *x = IREG(c, in->a[2]);
+    bool cas = in->op == IR_ATOMIC_CAS;
+    const ev *y = cas ? IREG(c, in->a[3]) : x;
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "atomic on", in->a[1], b, 1, &i)) return;
+        d[l] = atomic_rmw(b->elem, in->aux, (uint32_t *)(void *)(b->base + i * 4), x[l], y[l], cas);
+    });
+}

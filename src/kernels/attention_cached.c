@@ -1,0 +1,145 @@
+/* Attention over a KV cache, for decoding: one threadgroup of GK_AC_GROUP threads per
+ * (b, h, t) new row. The group stores its row's key and value at position p0 + t of the
+ * caches [B, NH, max_T, hs], then attends over positions 0 .. p0 + t in blocks of
+ * GK_AC_GROUP positions: one thread per position computes a score, the group keeps an
+ * online softmax, and the weighted sum of values is split over (dimension, slice of the
+ * block) so each thread's reads of a value row are coalesced with its neighbours'.
+ *
+ * Positions >= p0 are read from qkv itself rather than from the cache: the group that
+ * stores them may not have run yet, so no group ever reads a cache entry this launch
+ * writes.
+ *
+ * Spec: t[0] out, t[1] k_cache, t[2] v_cache, t[3] qkv; n[0] = hs, n[1] = W.
+ * Parameters: out, k_cache, v_cache, qkv, pos, fault, T, C, NH, max_T, scale. */
+#include <math.h>
+
+#include "kernels/kutil.h"
+
+#define LOG2E 1.4426950408889634f
+#define AC_SIMD (GK_AC_GROUP / 32)
+
+/* q . row over hs values of buf from `at`. */
+static tern_v dot_row(tern_v buf, tern_v at, const tern_v *q, int hs, int W) {
+    tern_v acc = tern_f32(0.0f);
+    for (int d = 0; d < hs; d += W) {
+        tern_v k[8];
+        ku_load(buf, tern_add(at, tern_int(d)), W, k);
+        for (int e = 0; e < W; e++) acc = d + e ? tern_fma(q[d + e], k[e], acc) : tern_mul(q[0], k[0]);
+    }
+    return acc;
+}
+
+void gk_trace_attention_cached(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    int hs = s->n[0], W = s->n[1];
+    int slices = GK_AC_GROUP / hs; /* hs <= GK_AC_GROUP */
+    tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
+    tern_v kc = ku_buf(kb, "k_cache", s->t[1], TERN_READ_WRITE);
+    tern_v vc = ku_buf(kb, "v_cache", s->t[2], TERN_READ_WRITE);
+    tern_v qkv = ku_buf(kb, "qkv", s->t[3], TERN_READ);
+    tern_v pos = tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ);
+    tern_v fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    tern_v scratch = tern_shared(kb, "scratch", TERN_T_F32, AC_SIMD);
+    tern_v ps = tern_shared(kb, "ps", TERN_T_F32, GK_AC_GROUP);
+
+    tern_v tid = tern_local_id(kb, 0);
+    tern_v g = tern_group_id(kb, 0);
+    tern_v t = tern_rem(g, T), bh = tern_div(g, T);
+    tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
+    tern_v p0 = tern_load(pos, tern_int(0));
+    tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(max_T, T)));
+    TERN_IF(kb, tern_land(tern_lnot(ok), tern_land(tern_eq(g, tern_int(0)), tern_eq(tid, tern_int(0))))) {
+        ku_fault(kb, fault, GK_FAULT_CACHED_POS, tern_int(0), p0, max_T);
+    }
+    TERN_IF(kb, ok) {
+        tern_v C3 = tern_mul(C, tern_int(3));
+        tern_v hoff = tern_mul(h, tern_int(hs));
+        tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C3), hoff);
+        tern_v cache0 = tern_mul(tern_mul(bh, max_T), tern_int(hs)); /* [b, h, 0, 0] */
+        /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
+        tern_v new0 = tern_add(tern_mul(tern_mul(b, T), C3), hoff);
+
+        /* store this row's key and value */
+        int chunks = hs / W;
+        for (int it = 0; it * GK_AC_GROUP < chunks; it++) {
+            tern_v e = tern_add(tid, tern_int(it * GK_AC_GROUP));
+            TERN_IF(kb, tern_lt(e, tern_int(chunks))) {
+                tern_v d = tern_mul(e, tern_int(W));
+                tern_v to = tern_add(tern_add(cache0, tern_mul(tern_add(p0, t), tern_int(hs))), d);
+                tern_v x[8];
+                ku_load(qkv, tern_add(tern_add(qrow, C), d), W, x);
+                ku_store(kc, to, W, x);
+                ku_load(qkv, tern_add(tern_add(qrow, tern_mul(C, tern_int(2))), d), W, x);
+                ku_store(vc, to, W, x);
+            }
+        }
+
+        tern_v c = tern_mul(scale, tern_f32(LOG2E));
+        tern_v q[GK_ATT_MAX_HS];
+        for (int d = 0; d < hs; d += W) ku_load(qkv, tern_add(qrow, tern_int(d)), W, q + d);
+        for (int d = 0; d < hs; d++) q[d] = tern_mul(q[d], c);
+
+        tern_v len = tern_add(tern_add(p0, t), tern_int(1));
+        tern_v m = tern_var(kb, "m", tern_f32(-INFINITY));
+        tern_v l = tern_var(kb, "l", tern_f32(0.0f));
+        tern_v od = tern_rem(tid, tern_int(hs)), slice = tern_div(tid, tern_int(hs));
+        tern_v active = tern_lt(slice, tern_int(slices));
+        tern_v o = tern_var(kb, "o", tern_f32(0.0f));
+        TERN_FOR(kb, j0, tern_int(0), len, tern_int(GK_AC_GROUP)) {
+            tern_v j = tern_add(j0, tid);
+            tern_v jc = tern_min(j, tern_sub(len, tern_int(1)));
+            tern_v sc = tern_var(kb, "score", tern_f32(0.0f));
+            TERN_IF(kb, tern_lt(jc, p0)) {
+                tern_assign(sc, dot_row(kc, tern_add(cache0, tern_mul(jc, tern_int(hs))), q, hs, W));
+            }
+            TERN_ELSE(kb) {
+                tern_v at = tern_add(new0, tern_mul(tern_sub(jc, p0), C3));
+                tern_assign(sc, dot_row(qkv, tern_add(at, C), q, hs, W));
+            }
+            tern_v live = tern_lt(j, len);
+            tern_v score = tern_select(live, sc, tern_f32(-INFINITY));
+            tern_v bm = ku_group_reduce(kb, KU_MAX, score, scratch, AC_SIMD);
+            tern_v m_new = tern_max(m, bm);
+            tern_v corr = tern_exp2(tern_sub(m, m_new));
+            tern_v p = tern_exp2(tern_sub(score, m_new));
+            tern_v bs = ku_group_reduce(kb, KU_SUM, p, scratch, AC_SIMD);
+            tern_assign(l, tern_fma(l, corr, bs));
+            tern_assign(m, m_new);
+            tern_store(ps, tid, p);
+            tern_barrier(kb);
+            TERN_IF(kb, active) {
+                tern_v acc = tern_var(kb, "acc", tern_mul(o, corr));
+                tern_v n = tern_min(tern_int(GK_AC_GROUP), tern_sub(len, j0));
+                TERN_FOR(kb, r, slice, n, tern_int(slices)) {
+                    tern_v jr = tern_add(j0, r);
+                    tern_v pr = tern_load(ps, r);
+                    TERN_IF(kb, tern_lt(jr, p0)) {
+                        tern_v vx = tern_load(vc, tern_add(tern_add(cache0, tern_mul(jr, tern_int(hs))), od));
+                        tern_assign(acc, tern_fma(pr, vx, acc));
+                    }
+                    TERN_ELSE(kb) {
+                        tern_v at = tern_add(new0, tern_mul(tern_sub(jr, p0), C3));
+                        tern_v vx = tern_load(qkv, tern_add(tern_add(at, tern_mul(C, tern_int(2))), od));
+                        tern_assign(acc, tern_fma(pr, vx, acc));
+                    }
+                }
+                tern_assign(o, acc);
+            }
+            tern_barrier(kb);
+        }
+        /* sum the slices */
+        tern_store(ps, tid, o);
+        tern_barrier(kb);
+        TERN_IF(kb, tern_lt(tid, tern_int(hs))) {
+            tern_v acc = tern_load(ps, tid);
+            for (int sl = 1; sl < slices; sl++) acc = tern_add(acc, tern_load(ps, tern_add(tid, tern_int(sl * hs))));
+            tern_v at = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), tern_add(hoff, tid));
+            tern_store(out, at, tern_div(acc, l));
+        }
+    }
+}

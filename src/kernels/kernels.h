@@ -1,0 +1,159 @@
+/* The GPU kernel library: GPT-2's kernels written once in the tracing DSL (tern/kernel.h),
+ * shared by every GPU handler through src/handlers/gpu/.
+ *
+ * Each kernel family is one trace function specialised at trace time by a gk_spec: the
+ * element type of each buffer (f32 or bf16 for activations) and a few shape constants
+ * where they pay (the vector width; C for layernorm, so loops unroll; hs for attention).
+ * A spec is plain data compared bytewise, so a cache keyed by (family, spec) builds each
+ * variant once. The launch geometry each family expects is documented next to it below;
+ * src/handlers/gpu/ launches accordingly.
+ *
+ * Index buffers (tokens, targets, positions) live on the device; kernels that read them
+ * check their range and, on a bad value, skip the work and record the first fault in a
+ * small i32 buffer (gk_fault_*), which the core reports at the next synchronisation. */
+#ifndef TERN_KERNELS_H
+#define TERN_KERNELS_H
+
+#include <stdint.h>
+
+#include "tern/kernel.h"
+
+typedef enum gk_family {
+    GK_FILL,               /* dst[i] = value */
+    GK_COPY,               /* dst[i] = convert(src[i]) */
+    GK_ADD,                /* out = a + b */
+    GK_GELU,               /* out = gelu(x) */
+    GK_GELU_BACKWARD,      /* dx = dout * gelu'(x) */
+    GK_ADAMW,              /* one AdamW step */
+    GK_SUM_ROWS_PARTIAL,   /* partial[chunk, c] = sum of x over a chunk of rows */
+    GK_SUM_ROWS_FINISH,    /* out = beta out + sum over chunks */
+    GK_SUM_SQUARES,        /* partial[group] = sum of x^2 over the group's span */
+    GK_LAYERNORM,
+    GK_LAYERNORM_BACKWARD, /* dx, and per-SIMD-group partial dw, db */
+    GK_PARTIAL_ADD,        /* acc[c] += sum over p of partial[p, c] (dw, db) */
+    GK_EMBED,
+    GK_EMBED_SORT,         /* perm: rows ordered by (token, row), by rank counting */
+    GK_EMBED_BACKWARD_WTE, /* dwte rows, one leader per distinct token */
+    GK_EMBED_BACKWARD_WPE,
+    GK_ATTENTION,          /* flash-style forward; saves logsumexp per (b, h, t) */
+    GK_ATTENTION_DELTA,    /* delta[b, h, t] = dout . out (backward's row term) */
+    GK_ATTENTION_DKDV,     /* dk, dv: one thread per key row */
+    GK_ATTENTION_DQ,       /* dq: one thread per query row */
+    GK_ATTENTION_CACHED,   /* KV-cache store + attention of the new rows */
+    GK_CROSS_ENTROPY,
+    GK_SAMPLE,
+    GK_MATMUL,             /* tiled C = alpha op(A) op(B) + beta C + bias, GELU epilogue */
+    GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
+    GK_FAMILY_COUNT
+} gk_family;
+
+/* Trace-time specialisation. t[i]: the tern_type of buffer i in the family's order;
+ * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
+typedef struct gk_spec {
+    uint8_t t[8];
+    int32_t n[8];
+} gk_spec;
+
+/* A family's name (a C identifier) and trace function (user = const gk_spec *). */
+const char *gk_family_name(gk_family f);
+tern_trace_fn gk_family_trace(gk_family f);
+
+/* ---- faults recorded by kernels (the fault buffer: i32 [GK_FAULT_LEN]) ----
+ * [0] code (0: none), [1] the position, [2] the bad value, [3] the limit. The first
+ * faulting thread wins (compare-and-swap on [0]). */
+#define GK_FAULT_LEN 4
+enum {
+    GK_FAULT_NONE = 0,
+    GK_FAULT_EMBED_TOKEN,    /* tokens[pos] = value not in [0, limit) */
+    GK_FAULT_EMBED_POS,      /* positions value .. value + T - 1 exceed wpe's limit rows */
+    GK_FAULT_EMBED_BACKWARD_TOKEN,
+    GK_FAULT_CE_TARGET,      /* targets[pos] = value not in [0, limit) */
+    GK_FAULT_CACHED_POS,     /* positions value .. value + T - 1 exceed the cache's limit */
+    GK_FAULT_SAMPLE_NAN,     /* logits row pos has NaN at column value */
+};
+
+/* ---- launch geometry, per family ----
+ * Elementwise families (FILL, COPY, ADD, GELU, GELU_BACKWARD, ADAMW): one thread per W
+ * elements (n[0] = W), groups of GK_EW_GROUP, grid ceil(ceil(n / W) / GK_EW_GROUP). */
+#define GK_EW_GROUP 256
+
+/* SUM_ROWS_PARTIAL: grid (ceil(cols / GK_SR_GROUP), chunks), chunks of at least
+ * GK_SR_ROWS rows (at most GK_SR_MAX_CHUNKS chunks). SUM_ROWS_FINISH: one thread per
+ * column. */
+#define GK_SR_GROUP 256
+#define GK_SR_ROWS 64
+#define GK_SR_MAX_CHUNKS 1024
+
+/* SUM_SQUARES: groups of GK_SS_GROUP threads, each group a contiguous span. */
+#define GK_SS_GROUP 256
+#define GK_SS_MAX_GROUPS 1024
+
+/* LAYERNORM: one SIMD group per row, GK_LN_ROWS rows per group of 32 * GK_LN_ROWS.
+ * LAYERNORM_BACKWARD: the same groups; SIMD group s of the grid takes rows s, s + S, ...
+ * and writes its partial dw, db to partial[s, 2, C]. */
+#define GK_LN_ROWS 8
+/* n[1] = C when the row fits in registers (C % 32 == 0, C / 32 <= GK_LN_MAX_PER_LANE):
+ * the unrolled path; 0: C is a runtime scalar (generic path). */
+#define GK_LN_MAX_PER_LANE 64
+
+/* EMBED, EMBED_BACKWARD_WPE: one thread per W channels of a row; groups of GK_EW_GROUP.
+ * EMBED_SORT: one thread per row, groups of GK_SORT_GROUP (a tile of tokens in shared).
+ * EMBED_BACKWARD_WTE: one SIMD group per sorted row, GK_LN_ROWS per group; grid.y over
+ * channel chunks of 32 * W. */
+#define GK_SORT_GROUP 256
+
+/* ATTENTION and ATTENTION_DQ: one thread per query row, GK_ATT_BR rows per group, key
+ * tiles in shared memory; grid (ceil(T / GK_ATT_BR), B * NH). n[0] = hs, n[1] = W.
+ * ATTENTION_DKDV: one thread per key row, gk_att_dkdv_rows(hs) per group;
+ * grid (ceil(T / rows), B * NH). ATTENTION_DELTA: one thread per (b, t, h), groups of
+ * GK_EW_GROUP. saved (and delta) are f32 [B, NH, T]. */
+#define GK_ATT_BR 64
+/* The largest head size the register-resident kernels take. */
+#define GK_ATT_MAX_HS 256
+static inline int gk_att_dkdv_rows(int hs) { return hs <= 64 ? 64 : hs <= 128 ? 32 : 16; }
+
+/* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t). */
+#define GK_AC_GROUP 256
+
+/* CROSS_ENTROPY: one group of GK_CE_GROUP per row. */
+#define GK_CE_GROUP 512
+
+/* SAMPLE: one group per row, n[1] threads (a multiple of 32, at most 1024). Top-k up to
+ * GK_SAMPLE_CAP candidates are sorted in shared memory; larger k searches the whole row. */
+#define GK_SAMPLE_CAP 1024
+#define GK_SAMPLE_BINS 256
+
+/* MATMUL: tiles of GK_MM_TILE x GK_MM_TILE outputs per group of GK_MM_THREADS threads,
+ * GK_MM_KT-deep slices in shared memory; grid (ceil(n / tile), ceil(m / tile), batch). */
+#define GK_MM_TILE 64
+#define GK_MM_KT 16
+#define GK_MM_THREADS 256
+
+/* The trace functions. */
+void gk_trace_fill(tern_kb *kb, void *spec);
+void gk_trace_copy(tern_kb *kb, void *spec);
+void gk_trace_add(tern_kb *kb, void *spec);
+void gk_trace_gelu(tern_kb *kb, void *spec);
+void gk_trace_gelu_backward(tern_kb *kb, void *spec);
+void gk_trace_adamw(tern_kb *kb, void *spec);
+void gk_trace_sum_rows_partial(tern_kb *kb, void *spec);
+void gk_trace_sum_rows_finish(tern_kb *kb, void *spec);
+void gk_trace_sum_squares(tern_kb *kb, void *spec);
+void gk_trace_layernorm(tern_kb *kb, void *spec);
+void gk_trace_layernorm_backward(tern_kb *kb, void *spec);
+void gk_trace_partial_add(tern_kb *kb, void *spec);
+void gk_trace_embed(tern_kb *kb, void *spec);
+void gk_trace_embed_sort(tern_kb *kb, void *spec);
+void gk_trace_embed_backward_wte(tern_kb *kb, void *spec);
+void gk_trace_embed_backward_wpe(tern_kb *kb, void *spec);
+void gk_trace_attention(tern_kb *kb, void *spec);
+void gk_trace_attention_delta(tern_kb *kb, void *spec);
+void gk_trace_attention_dkdv(tern_kb *kb, void *spec);
+void gk_trace_attention_dq(tern_kb *kb, void *spec);
+void gk_trace_attention_cached(tern_kb *kb, void *spec);
+void gk_trace_cross_entropy(tern_kb *kb, void *spec);
+void gk_trace_sample(tern_kb *kb, void *spec);
+void gk_trace_matmul(tern_kb *kb, void *spec);
+void gk_trace_epilogue(tern_kb *kb, void *spec);
+
+#endif

@@ -1,0 +1,212 @@
+/* Layer normalisation, forward and backward: one SIMD group per row, GK_LN_ROWS rows per
+ * threadgroup, statistics in f32 with SIMD reductions.
+ *
+ * Spec: t[0] out (dx), t[1] x (dout), t[2] w (x), t[3] b (w) as listed below; n[0] = W, the
+ * vector width; n[1] = C when the row is register-resident (C % (32 W) == 0 and
+ * C / 32 <= GK_LN_MAX_PER_LANE: loops unroll and x is read once), 0 for the generic path
+ * (C a runtime value, x re-read per pass); n[2] = forward: bit 0 store mean, bit 1 rstd.
+ *
+ * SIMD reductions need the whole threadgroup, so a SIMD group past the last row computes
+ * on the last row and stores nothing. */
+#include "kernels/kutil.h"
+
+/* Forward. Parameters: out, x, w, b, [mean], [rstd], rows, C, eps. */
+void gk_trace_layernorm(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    int W = s->n[0], Cc = s->n[1];
+    bool with_mean = s->n[2] & 1, with_rstd = s->n[2] & 2;
+    tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
+    tern_v x = ku_buf(kb, "x", s->t[1], TERN_READ);
+    tern_v w = ku_buf(kb, "w", s->t[2], TERN_READ);
+    tern_v b = ku_buf(kb, "b", s->t[3], TERN_READ);
+    tern_v mean = with_mean ? tern_param_buf(kb, "mean", TERN_T_F32, TERN_WRITE) : tern_int(0);
+    tern_v rstd = with_rstd ? tern_param_buf(kb, "rstd", TERN_T_F32, TERN_WRITE) : tern_int(0);
+    tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
+    tern_v Cv = tern_param_scalar(kb, "C", TERN_T_I32);
+    tern_v eps = tern_param_scalar(kb, "eps", TERN_T_F32);
+
+    tern_v lane = tern_simd_lane(kb);
+    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
+    tern_v valid = tern_lt(row, rows);
+    tern_v rowc = tern_min(row, tern_sub(rows, tern_int(1)));
+    tern_v C = Cc ? tern_i32(Cc) : Cv;
+    tern_v base = tern_mul(rowc, C);
+    tern_v Cf = tern_cast(C, TERN_T_F32);
+    tern_v mu, rs;
+
+    if (Cc) {
+        int chunks = Cc / 32 / W;
+        tern_v xs[GK_LN_MAX_PER_LANE];
+        tern_v sum = tern_f32(0.0f);
+        for (int k = 0; k < chunks; k++) {
+            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+            ku_load(x, tern_add(base, col), W, xs + k * W);
+        }
+        /* pairwise within the lane, then across lanes */
+        for (int j = 0; j < chunks * W; j++) sum = j ? tern_add(sum, xs[j]) : xs[0];
+        mu = tern_div(tern_simd_sum(sum), Cf);
+        tern_v ss = tern_f32(0.0f);
+        for (int j = 0; j < chunks * W; j++) {
+            tern_v d = tern_sub(xs[j], mu);
+            ss = j ? tern_fma(d, d, ss) : tern_mul(d, d);
+        }
+        tern_v var = tern_div(tern_simd_sum(ss), Cf);
+        rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, eps)));
+        TERN_IF(kb, valid) {
+            for (int k = 0; k < chunks; k++) {
+                tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+                tern_v wv[8], bv[8], o[8];
+                ku_load(w, col, W, wv);
+                ku_load(b, col, W, bv);
+                for (int j = 0; j < W; j++)
+                    o[j] = tern_fma(tern_mul(tern_sub(xs[k * W + j], mu), rs), wv[j], bv[j]);
+                ku_store(out, tern_add(base, col), W, o);
+            }
+        }
+    } else {
+        tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
+        TERN_FOR(kb, j, lane, C, tern_int(32)) {
+            tern_assign(sum, tern_add(sum, tern_load(x, tern_add(base, j))));
+        }
+        mu = tern_div(tern_simd_sum(sum), Cf);
+        tern_v ss = tern_var(kb, "ss", tern_f32(0.0f));
+        TERN_FOR(kb, j, lane, C, tern_int(32)) {
+            tern_v d = tern_sub(tern_load(x, tern_add(base, j)), mu);
+            tern_assign(ss, tern_fma(d, d, ss));
+        }
+        tern_v var = tern_div(tern_simd_sum(ss), Cf);
+        rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, eps)));
+        TERN_IF(kb, valid) {
+            TERN_FOR(kb, j, lane, C, tern_int(32)) {
+                tern_v xhat = tern_mul(tern_sub(tern_load(x, tern_add(base, j)), mu), rs);
+                tern_store(out, tern_add(base, j), tern_fma(xhat, tern_load(w, j), tern_load(b, j)));
+            }
+        }
+    }
+    if (with_mean || with_rstd) {
+        TERN_IF(kb, tern_land(valid, tern_eq(lane, tern_int(0)))) {
+            if (with_mean) tern_store(mean, row, mu);
+            if (with_rstd) tern_store(rstd, row, rs);
+        }
+    }
+}
+
+/* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w. Parameters: dx, partial, dout, x, w,
+ * mean, rstd, rows, C, S (SIMD groups in the grid), iters = ceil(rows / S).
+ * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; SIMD group s sums
+ * dout xhat and dout over its rows s, s + S, ... into partial[s, 0, :] and partial[s, 1, :]
+ * (f32 [S, 2, C]), which partial_add then adds into dw and db in a fixed order. */
+void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    int W = s->n[0], Cc = s->n[1];
+    tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
+    tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
+    tern_v dout = ku_buf(kb, "dout", s->t[1], TERN_READ);
+    tern_v x = ku_buf(kb, "x", s->t[2], TERN_READ);
+    tern_v w = ku_buf(kb, "w", s->t[3], TERN_READ);
+    tern_v mean = tern_param_buf(kb, "mean", TERN_T_F32, TERN_READ);
+    tern_v rstd = tern_param_buf(kb, "rstd", TERN_T_F32, TERN_READ);
+    tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
+    tern_v Cv = tern_param_scalar(kb, "C", TERN_T_I32);
+    tern_v S = tern_param_scalar(kb, "S", TERN_T_I32);
+    tern_v iters = tern_param_scalar(kb, "iters", TERN_T_I32);
+
+    tern_v lane = tern_simd_lane(kb);
+    tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
+    tern_v C = Cc ? tern_i32(Cc) : Cv;
+    tern_v Cf = tern_cast(C, TERN_T_F32);
+    tern_v pbase = tern_mul(sg, tern_mul(C, tern_int(2)));
+    tern_v last = tern_sub(rows, tern_int(1));
+
+    if (Cc) {
+        int chunks = Cc / 32 / W, per = chunks * W;
+        tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE];
+        for (int k = 0; k < chunks; k++) {
+            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+            ku_load(w, col, W, wv + k * W);
+        }
+        for (int j = 0; j < per; j++) {
+            dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
+            db[j] = tern_var(kb, "db", tern_f32(0.0f));
+        }
+        TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
+            tern_v row = tern_add(sg, tern_mul(it, S));
+            tern_v valid = tern_lt(row, rows);
+            tern_v rowc = tern_min(row, last);
+            tern_v base = tern_mul(rowc, C);
+            tern_v mu = tern_load(mean, rowc), rs = tern_load(rstd, rowc);
+            tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE];
+            for (int k = 0; k < chunks; k++) {
+                tern_v at = tern_add(base, tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)));
+                ku_load(dout, at, W, g + k * W);
+                ku_load(x, at, W, xh + k * W);
+            }
+            tern_v s_mean = tern_f32(0.0f), s_norm = tern_f32(0.0f);
+            for (int j = 0; j < per; j++) {
+                xh[j] = tern_mul(tern_sub(xh[j], mu), rs);
+                /* rows past the end contribute nothing */
+                g[j] = tern_select(valid, g[j], tern_f32(0.0f));
+                tern_v dn = tern_mul(wv[j], g[j]);
+                s_mean = j ? tern_add(s_mean, dn) : dn;
+                s_norm = j ? tern_fma(dn, xh[j], s_norm) : tern_mul(dn, xh[j]);
+                tern_assign(dw[j], tern_fma(g[j], xh[j], dw[j]));
+                tern_assign(db[j], tern_add(db[j], g[j]));
+            }
+            tern_v m1 = tern_div(tern_simd_sum(s_mean), Cf);
+            tern_v m2 = tern_div(tern_simd_sum(s_norm), Cf);
+            TERN_IF(kb, valid) {
+                for (int k = 0; k < chunks; k++) {
+                    tern_v at = tern_add(base, tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)));
+                    tern_v o[8];
+                    ku_load(dx, at, W, o);
+                    for (int j = 0; j < W; j++) {
+                        int q = k * W + j;
+                        tern_v d = tern_sub(tern_sub(tern_mul(wv[q], g[q]), m1), tern_mul(xh[q], m2));
+                        o[j] = tern_fma(d, rs, o[j]);
+                    }
+                    ku_store(dx, at, W, o);
+                }
+            }
+        }
+        for (int k = 0; k < chunks; k++) {
+            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+            tern_v at = tern_add(pbase, col);
+            ku_store_f32(partial, at, W, dw + k * W);
+            ku_store_f32(partial, tern_add(at, C), W, db + k * W);
+        }
+    } else {
+        TERN_FOR(kb, j, lane, C, tern_int(32)) {
+            tern_store(partial, tern_add(pbase, j), tern_f32(0.0f));
+            tern_store(partial, tern_add(tern_add(pbase, C), j), tern_f32(0.0f));
+        }
+        TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
+            tern_v row = tern_add(sg, tern_mul(it, S));
+            tern_v valid = tern_lt(row, rows);
+            tern_v rowc = tern_min(row, last);
+            tern_v base = tern_mul(rowc, C);
+            tern_v mu = tern_load(mean, rowc), rs = tern_load(rstd, rowc);
+            tern_v s_mean = tern_var(kb, "s_mean", tern_f32(0.0f));
+            tern_v s_norm = tern_var(kb, "s_norm", tern_f32(0.0f));
+            TERN_FOR(kb, j, lane, C, tern_int(32)) {
+                tern_v xhat = tern_mul(tern_sub(tern_load(x, tern_add(base, j)), mu), rs);
+                tern_v dn = tern_mul(tern_load(w, j), tern_load(dout, tern_add(base, j)));
+                tern_assign(s_mean, tern_add(s_mean, dn));
+                tern_assign(s_norm, tern_fma(dn, xhat, s_norm));
+            }
+            tern_v m1 = tern_div(tern_simd_sum(s_mean), Cf);
+            tern_v m2 = tern_div(tern_simd_sum(s_norm), Cf);
+            TERN_IF(kb, valid) {
+                TERN_FOR(kb, j, lane, C, tern_int(32)) {
+                    tern_v at = tern_add(base, j);
+                    tern_v xhat = tern_mul(tern_sub(tern_load(x, at), mu), rs);
+                    tern_v gj = tern_load(dout, at);
+                    tern_v d = tern_sub(tern_sub(tern_mul(tern_load(w, j), gj), m1), tern_mul(xhat, m2));
+                    tern_store(dx, at, tern_fma(d, rs, tern_load(dx, at)));
+                    tern_v pw = tern_add(pbase, j), pb = tern_add(tern_add(pbase, C), j);
+                    tern_store(partial, pw, tern_fma(gj, xhat, tern_load(partial, pw)));
+                    tern_store(partial, pb, tern_add(tern_load(partial, pb), gj));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+/* The GPU core's attention (flash-style forward and backward, and the KV-cached decode)
+ * against the cpu handler on random inputs, on each runtime. `saved` differs by design
+ * (the core keeps a logsumexp per row, the cpu handler the probabilities), so each side
+ * gets its own of its own length; out and dqkv are compared.
+ *
+ * Shapes: T not a multiple of the tiles (query tiles of 64, key tiles of 32 or 16), more
+ * than one query tile, head sizes 8, 16 and 64, and both dtypes.
+ * Tolerances: f32 1e-5 norm-wise (online softmax and a different summation order); the
+ * gradient 1e-4 (its terms cancel: dS = P (dP - delta)); bf16 outputs 1e-2. */
+#include "gpu_test.h"
+
+static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};
+
+static void test_attention(void) {
+    int shapes[4][4] = {{2, 19, 32, 2}, {1, 70, 24, 3}, {1, 130, 64, 1}, {2, 33, 128, 2}};
+    for (int s = 0; s < 4; s++) {
+        int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
+        size_t n = (size_t)B * T * C, n3 = 3 * n;
+        float *qkv = gt_random(n3, -2, 2), *g = gt_random(n, -1, 1);
+        for (int i = 0; i < 2; i++) {
+            /* reduced: hs 16 in f32, hs 64 in bf16 */
+            if (!gt_full() && !((s == 0 && i == 0) || (s == 3 && i == 1))) continue;
+            tern_dtype dt = floats[i];
+            gt_pair pq = gt_make(dt, n3, (size_t)i, qkv), po = gt_make(dt, n, 0, NULL), pg = gt_make(dt, n, 0, g);
+            gt_pair pd = gt_make(dt, n3, 0, NULL);
+            size_t sl[2];
+            CHECK_OK(gt_cpu.ops->attention_saved_len(gt_cpu.d, B, T, NH, &sl[0]));
+            CHECK_OK(gt_gpu.ops->attention_saved_len(gt_gpu.d, B, T, NH, &sl[1]));
+            CHECK(sl[1] == (size_t)B * NH * T);
+            tern_buf saved[2];
+            CHECK_OK(gt_cpu.ops->alloc(gt_cpu.d, TERN_F32, sl[0], &saved[0]));
+            CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, sl[1], &saved[1]));
+            for (int gt_s_ = 0; gt_s_ < 2; gt_s_++) {
+                gt_side *sd = gt_s_ ? &gt_gpu : &gt_cpu;
+                CHECK_OK(sd->ops->attention(sd->d, V(po), saved[gt_s_], V(pq), B, T, C, NH));
+                CHECK_OK(sd->ops->attention_backward(sd->d, V(pd), V(pg), V(pq), V(po), saved[gt_s_], B, T, C, NH));
+            }
+            GT_EXPECT(po, gt_tol(dt, 1e-5), "attention B%d T%d C%d NH%d %s", B, T, C, NH, tern_dtype_name(dt));
+            GT_EXPECT(pd, gt_tol(dt, 1e-4), "attention_backward B%d T%d C%d NH%d %s", B, T, C, NH, tern_dtype_name(dt));
+            CHECK_OK(gt_cpu.ops->free(gt_cpu.d, &saved[0]));
+            CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &saved[1]));
+            gt_free(&pq), gt_free(&po), gt_free(&pg), gt_free(&pd);
+        }
+        free(qkv), free(g);
+    }
+    /* the saved length is the core's own; a wrong one is an error */
+    size_t sl;
+    CHECK_OK(gt_gpu.ops->attention_saved_len(gt_gpu.d, 2, 3, 2, &sl));
+    tern_buf q, o, sv;
+    CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, 2 * 3 * 12, &q));
+    CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, 2 * 3 * 4, &o));
+    CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, sl + 1, &sv));
+    CHECK_ERR(gt_gpu.ops->attention(gt_gpu.d, o, sv, q, 2, 3, 4, 2), "attention: saved has 13 elements");
+    CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &q));
+    CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &o));
+    CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &sv));
+}
+
+static void test_attention_cached(void) {
+    int shapes[2][4] = {{2, 16, 2, 40}, {1, 64, 1, 300}}; /* B, C, NH, max_T */
+    for (int s = 0; s < 2; s++) {
+        int B = shapes[s][0], C = shapes[s][1], NH = shapes[s][2], maxT = shapes[s][3];
+        size_t cache = (size_t)B * maxT * C;
+        for (int i = 0; i < 2; i++) {
+            if (!gt_full() && i != s) continue;
+            tern_dtype dt = floats[i];
+            gt_pair kc = gt_make(dt, cache, 0, NULL), vc = gt_make(dt, cache, 1, NULL), pp = gt_make(TERN_I32, 1, 0, NULL);
+            /* a prefill of T0 rows, then single rows, up past one group of positions */
+            int p = 0, T0 = s ? 260 : 7;
+            while (p < maxT) {
+                int T = p == 0 ? T0 : 1;
+                if (p + T > maxT) break;
+                size_t n = (size_t)B * T * C;
+                float *qkv = gt_random(3 * n, -2, 2);
+                gt_pair pq = gt_make(dt, 3 * n, 0, qkv), po = gt_make(dt, n, 0, NULL);
+                int32_t p0 = p;
+                CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
+                CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
+                GT_BOTH(attention_cached, V(po), V(kc), V(vc), V(pq), V(pp), B, T, C, NH, maxT);
+                if (p < 12 || p + T >= maxT - 2 || p % 37 == 0)
+                    GT_EXPECT(po, gt_tol(dt, 1e-5), "attention_cached C%d NH%d p0 %d T %d %s", C, NH, p, T,
+                              tern_dtype_name(dt));
+                gt_free(&pq), gt_free(&po);
+                free(qkv);
+                p += T;
+            }
+            GT_EXPECT(kc, 0.0, "attention_cached k_cache C%d %s", C, tern_dtype_name(dt));
+            GT_EXPECT(vc, 0.0, "attention_cached v_cache C%d %s", C, tern_dtype_name(dt));
+            /* positions past the cache: reported at the next sync */
+            int32_t bad = maxT;
+            size_t n = (size_t)B * C;
+            gt_pair pq = gt_make(dt, 3 * n, 0, NULL), po = gt_make(dt, n, 0, NULL);
+            CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &bad));
+            CHECK_OK(gt_gpu.ops->attention_cached(gt_gpu.d, po.view[1], kc.view[1], vc.view[1], pq.view[1], pp.view[1], B,
+                                                  1, C, NH, maxT));
+            CHECK_ERR(gt_gpu.ops->sync(gt_gpu.d), "attention_cached: positions from");
+            gt_free(&pq), gt_free(&po), gt_free(&kc), gt_free(&vc), gt_free(&pp);
+        }
+    }
+}
+
+static void all(void) {
+    test_attention();
+    test_attention_cached();
+}
+
+int main(void) {
+    gt_run(all);
+    return check_summary("test_gpu_attention");
+}

@@ -1,0 +1,316 @@
+/* attention, attention_backward and attention_cached against double-precision references:
+ * several (B, T, C, NH) incl. T = 1 and hs = 1, mixed f32/bf16; the reference backward
+ * against finite differences of the reference forward, the handler's backward against its
+ * own forward; decoding with a KV cache (a prompt, then single tokens and a chunk) against
+ * full causal attention, with the cache layout [B, NH, max_T, hs] checked and the unused
+ * cache left as NaN (it must not be read); then validation errors. `saved` is the
+ * handler's own record: only its length is part of the contract, so it is not inspected. */
+#include "ops_test.h"
+
+/* out [B, T, C] of causal attention over qkv [B, T, 3C], in double. */
+static void attn_ref(const float *qkv, int B, int T, int C, int NH, double *out) {
+    int hs = C / NH;
+    double scale = 1 / sqrt((double)hs);
+    double *p = malloc((size_t)T * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                const float *q = qkv + ((size_t)b * T + t) * 3 * C + h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
+                    p[t2] = s * scale;
+                    mx = fmax(mx, p[t2]);
+                }
+                for (int t2 = 0; t2 <= t; t2++) sum += (p[t2] = exp(p[t2] - mx));
+                double *o = out + ((size_t)b * T + t) * C + h * hs;
+                for (int i = 0; i < hs; i++) o[i] = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    for (int i = 0; i < hs; i++) o[i] += p[t2] / sum * v[i];
+                }
+            }
+    free(p);
+}
+
+/* dqkv of sum(g * attention(qkv)), in double. */
+static void attn_backward_ref(const float *qkv, const float *g, int B, int T, int C, int NH, double *dqkv) {
+    int hs = C / NH;
+    double scale = 1 / sqrt((double)hs);
+    double *p = malloc((size_t)T * sizeof(double)), *dp = malloc((size_t)T * sizeof(double));
+    memset(dqkv, 0, (size_t)B * T * 3 * C * sizeof(double));
+    for (int b = 0; b < B; b++)
+        for (int h = 0; h < NH; h++)
+            for (int t = 0; t < T; t++) {
+                size_t row = ((size_t)b * T + t) * 3 * C;
+                const float *q = qkv + row + h * hs;
+                const float *gt = g + ((size_t)b * T + t) * C + h * hs;
+                double mx = -INFINITY, sum = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    const float *k = qkv + ((size_t)b * T + t2) * 3 * C + C + h * hs;
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += (double)q[i] * k[i];
+                    p[t2] = s * scale;
+                    mx = fmax(mx, p[t2]);
+                }
+                for (int t2 = 0; t2 <= t; t2++) sum += (p[t2] = exp(p[t2] - mx));
+                double pdp = 0;
+                for (int t2 = 0; t2 <= t; t2++) {
+                    p[t2] /= sum;
+                    const float *v = qkv + ((size_t)b * T + t2) * 3 * C + 2 * C + h * hs;
+                    double s = 0;
+                    for (int i = 0; i < hs; i++) s += (double)gt[i] * v[i];
+                    dp[t2] = s;
+                    pdp += p[t2] * s;
+                }
+                for (int t2 = 0; t2 <= t; t2++) {
+                    size_t row2 = ((size_t)b * T + t2) * 3 * C;
+                    double ds = p[t2] * (dp[t2] - pdp) * scale;
+                    for (int i = 0; i < hs; i++) {
+                        dqkv[row + h * hs + i] += ds * qkv[row2 + C + h * hs + i];
+                        dqkv[row2 + C + h * hs + i] += ds * q[i];
+                        dqkv[row2 + 2 * C + h * hs + i] += p[t2] * gt[i];
+                    }
+                }
+            }
+    free(p);
+    free(dp);
+}
+
+static float *to_float(const double *x, size_t n) {
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
+    return f;
+}
+
+static const int shapes[][4] = {{1, 1, 4, 2}, {2, 5, 12, 3}, {1, 7, 3, 3}, {4, 64, 768, 12}, {2, 33, 64, 4}};
+#define N_SHAPES 5
+
+static void test_attention(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(51);
+    for (int s = 0; s < N_SHAPES; s++)
+        for (int combo = 0; combo < 16; combo++) { /* every f32/bf16 combination */
+            int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2], NH = shapes[s][3];
+            if (s == 3 && combo % 5 != 0) continue; /* GPT-2's size: four of them */
+            tern_dtype d_qkv = ot_float2[combo & 1], d_out = ot_float2[(combo >> 1) & 1];
+            tern_dtype d_g = ot_float2[(combo >> 2) & 1], d_dqkv = ot_float2[combo >> 3];
+            size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, saved_len = 0;
+            CHECK_OK(o->attention_saved_len(c->d, B, T, NH, &saved_len));
+            CHECK(saved_len == (size_t)B * NH * T * T);
+            float *qkv = ot_random(n3, -2, 2), *g = ot_random(n, -1, 1);
+            ot_round(qkv, n3, d_qkv);
+            ot_round(g, n, d_g);
+            double *out = malloc(n * sizeof(double)), *dqkv = malloc(n3 * sizeof(double));
+            attn_ref(qkv, B, T, C, NH, out);
+            attn_backward_ref(qkv, g, B, T, C, NH, dqkv);
+            float *want = to_float(out, n), *want_d = to_float(dqkv, n3);
+            ot_buf bq = ot_make(c, d_qkv, n3, 1, qkv), bo = ot_make(c, d_out, n, 2, NULL);
+            ot_buf bs = ot_make(c, TERN_F32, saved_len, 3, NULL);
+            CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
+            /* softmax and dot products of hs terms in f32 */
+            OT_EXPECT(c, bo, want, ot_tol(d_out, 1e-5), "attention B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
+            ot_buf bg = ot_make(c, d_g, n, 4, g), bd = ot_make(c, d_dqkv, n3, 5, NULL);
+            CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, C, NH));
+            /* the gradient subtracts sum P dP from dP: f32 cancellation, 5e-5 norm-wise */
+            OT_EXPECT(c, bd, want_d, ot_tol(d_dqkv, 5e-5), "attention_backward B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
+            ot_free(c, &bq), ot_free(c, &bo), ot_free(c, &bs), ot_free(c, &bg), ot_free(c, &bd);
+            free(qkv), free(g), free(out), free(dqkv), free(want), free(want_d);
+        }
+}
+
+static double attn_loss(const float *qkv, const float *g, int B, int T, int C, int NH) {
+    size_t n = (size_t)B * T * C;
+    double *out = malloc(n * sizeof(double)), l = 0;
+    attn_ref(qkv, B, T, C, NH, out);
+    for (size_t i = 0; i < n; i++) l += g[i] * out[i];
+    free(out);
+    return l;
+}
+
+static void test_finite_differences(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(52);
+    /* 1. reference backward vs central differences of the reference forward, every input
+     * (step 2^-12 exact in float; truncation ~h^2) */
+    int B = 2, T = 4, C = 6, NH = 2;
+    size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C;
+    float *qkv = ot_random(n3, -1, 1), *g = ot_random(n, -1, 1);
+    double *grad = malloc(n3 * sizeof(double));
+    attn_backward_ref(qkv, g, B, T, C, NH, grad);
+    const float h = 1.0f / 4096;
+    double worst = 0;
+    for (size_t i = 0; i < n3; i++) {
+        float keep = qkv[i];
+        qkv[i] = keep + h;
+        double lp = attn_loss(qkv, g, B, T, C, NH);
+        qkv[i] = keep - h;
+        double lm = attn_loss(qkv, g, B, T, C, NH);
+        qkv[i] = keep;
+        worst = fmax(worst, fabs((lp - lm) / (2.0 * h) - grad[i]) / fmax(1.0, fabs(grad[i])));
+    }
+    CHECKF(worst < 1e-5, "attention reference backward vs finite differences: %.3g", worst);
+    free(qkv), free(g), free(grad);
+
+    /* 2. the handler's backward against its own f32 forward along a random direction
+     * (h = 1e-2: f32 noise ~1e-7 |L| / h, truncation ~h^2) */
+    B = 2, T = 9, C = 16, NH = 2;
+    n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C;
+    float *x = ot_random(n3, -1, 1), *gg = ot_random(n, -1, 1), *dir = ot_random(n3, -1, 1);
+    size_t saved_len;
+    CHECK_OK(o->attention_saved_len(c->d, B, T, NH, &saved_len));
+    double l[2];
+    const double hd = 1e-2;
+    float *out = malloc(n * sizeof(float));
+    for (int sgn = 0; sgn < 2; sgn++) {
+        float *xp = malloc(n3 * sizeof(float));
+        for (size_t i = 0; i < n3; i++) xp[i] = (float)(x[i] + (sgn ? -hd : hd) * dir[i]);
+        ot_buf bq = ot_make(c, TERN_F32, n3, 0, xp), bo = ot_make(c, TERN_F32, n, 0, NULL), bs = ot_make(c, TERN_F32, saved_len, 0, NULL);
+        CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
+        ot_read(c, bo, out);
+        l[sgn] = 0;
+        for (size_t i = 0; i < n; i++) l[sgn] += (double)gg[i] * out[i];
+        ot_free(c, &bq), ot_free(c, &bo), ot_free(c, &bs);
+        free(xp);
+    }
+    ot_buf bq = ot_make(c, TERN_F32, n3, 0, x), bo = ot_make(c, TERN_F32, n, 0, NULL), bs = ot_make(c, TERN_F32, saved_len, 0, NULL);
+    ot_buf bg = ot_make(c, TERN_F32, n, 0, gg), bd = ot_make(c, TERN_F32, n3, 0, NULL);
+    CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
+    CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, C, NH));
+    float *dx = malloc(n3 * sizeof(float));
+    ot_read(c, bd, dx);
+    double an = 0, fd = (l[0] - l[1]) / (2 * hd);
+    for (size_t i = 0; i < n3; i++) an += (double)dx[i] * dir[i];
+    CHECKF(fabs(fd - an) <= 1e-3 * fabs(an), "%s: attention_backward vs finite differences: %.9g vs %.9g", c->handler, an, fd);
+    ot_free(c, &bq), ot_free(c, &bo), ot_free(c, &bs), ot_free(c, &bg), ot_free(c, &bd);
+    free(x), free(gg), free(dir), free(out), free(dx);
+}
+
+/* Decoding: the whole sequence's qkv is known; feed it as a prompt of T0 positions, then
+ * single positions, then a chunk of 3, and compare each call's out with the rows of full
+ * causal attention. */
+static void test_cached(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(53);
+    const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}}; /* B, C, NH, total T */
+    for (int s = 0; s < 3; s++)
+        for (int combo = 0; combo < 8; combo++) { /* every f32/bf16 combination */
+            int B = cfg[s][0], C = cfg[s][1], NH = cfg[s][2], total = cfg[s][3], hs = C / NH;
+            int max_t = total + 2;
+            tern_dtype d_cache = ot_float2[combo & 1], d_qkv = ot_float2[(combo >> 1) & 1];
+            tern_dtype d_out = ot_float2[combo >> 2];
+            size_t n3 = (size_t)B * total * 3 * C, ncache = (size_t)B * NH * max_t * hs;
+            float *qkv = ot_random(n3, -2, 2);
+            ot_round(qkv, n3, d_qkv);
+            double *full = malloc((size_t)B * total * C * sizeof(double));
+            attn_ref(qkv, B, total, C, NH, full);
+            ot_buf kc = ot_make(c, d_cache, ncache, 1, NULL), vc = ot_make(c, d_cache, ncache, 2, NULL);
+            int T0 = total - 6, p0 = 0;
+            int steps[8], nsteps = 0;
+            steps[nsteps++] = T0;
+            steps[nsteps++] = 1;
+            steps[nsteps++] = 1;
+            steps[nsteps++] = 3;
+            steps[nsteps++] = 1;
+            for (int st = 0; st < nsteps; st++) {
+                int T = steps[st];
+                size_t m3 = (size_t)B * T * 3 * C, m = (size_t)B * T * C;
+                float *chunk = malloc(m3 * sizeof(float)), *want = malloc(m * sizeof(float));
+                for (int b = 0; b < B; b++)
+                    for (int t = 0; t < T; t++) {
+                        memcpy(chunk + ((size_t)b * T + t) * 3 * C, qkv + ((size_t)b * total + p0 + t) * 3 * C, 3 * C * sizeof(float));
+                        for (int j = 0; j < C; j++)
+                            want[((size_t)b * T + t) * C + j] = (float)full[((size_t)b * total + p0 + t) * C + j];
+                    }
+                ot_buf bq = ot_make(c, d_qkv, m3, 3, chunk), bo = ot_make(c, d_out, m, 4, NULL);
+                int32_t pv = p0;
+                ot_buf bp = ot_make_i32(c, &pv, 1, 0);
+                CHECK_OK(o->attention_cached(c->d, bo.view, kc.view, vc.view, bq.view, bp.view, B, T, C, NH, max_t));
+                /* a bf16 cache rounds k and v (~2^-9 relative on the output), so does a
+                 * bf16 out */
+                OT_EXPECT(c, bo, want, ot_tol(d_cache == TERN_BF16 ? d_cache : d_out, 1e-5), "attention_cached B%d C%d NH%d p0 %d T %d combo %d", B, C, NH, p0, T, combo);
+                ot_free(c, &bq), ot_free(c, &bo), ot_free(c, &bp);
+                free(chunk), free(want);
+                p0 += T;
+            }
+            /* the cache holds k and v of positions < p0 in [B, NH, max_T, hs], NaN after */
+            float *kg = malloc(ncache * sizeof(float)), *vg = malloc(ncache * sizeof(float));
+            ot_read(c, kc, kg), ot_read(c, vc, vg);
+            int layout_ok = 1;
+            for (int b = 0; b < B; b++)
+                for (int h = 0; h < NH; h++)
+                    for (int t = 0; t < max_t; t++)
+                        for (int i = 0; i < hs; i++) {
+                            size_t at = (((size_t)b * NH + h) * max_t + t) * hs + i;
+                            if (t >= p0) {
+                                layout_ok &= isnan(kg[at]) && isnan(vg[at]);
+                                continue;
+                            }
+                            size_t src = ((size_t)b * total + t) * 3 * C + (size_t)h * hs + i;
+                            float kw = qkv[src + C], vw = qkv[src + 2 * C];
+                            ot_round(&kw, 1, d_cache), ot_round(&vw, 1, d_cache);
+                            layout_ok &= kg[at] == kw && vg[at] == vw;
+                        }
+            CHECKF(layout_ok, "%s: attention_cached cache contents/layout (B%d C%d NH%d combo %d)", c->handler, B, C, NH, combo);
+            CHECKF(ot_guard_ok(c, kc) && ot_guard_ok(c, vc), "%s: attention_cached wrote outside the caches", c->handler);
+            ot_free(c, &kc), ot_free(c, &vc);
+            free(qkv), free(full), free(kg), free(vg);
+        }
+}
+
+static void test_errors(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    int B = 2, T = 3, C = 6, NH = 2;
+    size_t saved_len;
+    CHECK_OK(o->attention_saved_len(c->d, B, T, NH, &saved_len));
+    ot_buf q = ot_make(c, TERN_F32, 108, 0, NULL), out = ot_make(c, TERN_F32, 36, 0, NULL);
+    ot_buf s = ot_make(c, TERN_F32, saved_len, 0, NULL), s16 = ot_make(c, TERN_BF16, saved_len, 0, NULL);
+    ot_buf dq = ot_make(c, TERN_F32, 108, 0, NULL);
+    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, C, 4), "attention: C = 6 is not a multiple of NH = 4");
+    CHECK_ERR(o->attention(c->d, out.view, tern_view(s.view, 0, saved_len - 1), q.view, B, T, C, NH),
+              "attention: saved has 35 elements, attention_saved_len needs 36");
+    CHECK_ERR(o->attention(c->d, out.view, s16.view, q.view, B, T, C, NH), "attention: saved is bf16, needs f32");
+    CHECK_ERR(o->attention(c->d, out.view, s.view, tern_view(q.view, 0, 100), B, T, C, NH),
+              "attention: qkv has 100 elements, B * T * 3C needs 108");
+    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, C, 0), "attention: NH must be positive");
+    CHECK_ERR(o->attention(c->d, tern_view(q.all, 0, 36), s.view, q.view, B, T, C, NH), "attention: out and qkv overlap");
+    CHECK_ERR(o->attention_backward(c->d, q.view, out.view, q.view, out.view, s.view, B, T, C, NH),
+              "attention_backward: dqkv and qkv overlap");
+    CHECK_ERR(o->attention_backward(c->d, dq.view, out.view, q.view, out.view, tern_none(), B, T, C, NH),
+              "attention_backward: saved is absent");
+    size_t len;
+    CHECK_ERR(o->attention_saved_len(c->d, 0, T, NH, &len), "attention_saved_len: B must be positive");
+    CHECK_ERR(o->attention_saved_len(c->d, 1 << 20, 1 << 20, 1 << 20, &len), "overflows");
+    /* the cache */
+    int max_t = 4;
+    ot_buf kc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL), vc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL);
+    int32_t p_ok = 1, p_bad = 2;
+    ot_buf pok = ot_make_i32(c, &p_ok, 1, 0), pbad = ot_make_i32(c, &p_bad, 1, 0);
+    CHECK_OK(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, max_t));
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pbad.view, B, T, C, NH, max_t),
+              "attention_cached: positions 2 .. 4 are out of range of the cache's 4");
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, tern_none(), B, T, C, NH, max_t),
+              "attention_cached: pos is absent");
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, 2),
+              "attention_cached: T = 3 exceeds max_T = 2");
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, 5),
+              "attention_cached: k_cache has 48 elements, B * NH * max_T * hs needs 60");
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, kc.view, q.view, pok.view, B, T, C, NH, max_t),
+              "attention_cached: k_cache and v_cache overlap");
+    ot_free(c, &q), ot_free(c, &out), ot_free(c, &s), ot_free(c, &s16), ot_free(c, &dq);
+    ot_free(c, &kc), ot_free(c, &vc), ot_free(c, &pok), ot_free(c, &pbad);
+}
+
+static void test_all(ot_ctx *c) {
+    test_attention(c);
+    test_finite_differences(c);
+    test_cached(c);
+    test_errors(c);
+}
+
+int main(void) {
+    ot_run(test_all);
+    return check_summary("test_ops_attention");
+}

@@ -1,0 +1,257 @@
+/* layernorm and layernorm_backward against double-precision references, over shapes
+ * (C = 1, odd C, GPT-2's 768), mixed f32/bf16 buffers, views at offsets, present and absent
+ * mean/rstd; the reference backward against finite differences of the reference forward,
+ * and the handler's backward against finite differences of its own forward; then errors. */
+#include "ops_test.h"
+
+typedef struct ln_ref {
+    double *out, *mean, *rstd;
+} ln_ref;
+
+static void ln_forward(const float *x, const float *w, const float *b, int rows, int C, double eps,
+                       double *out, double *mean, double *rstd) {
+    for (int r = 0; r < rows; r++) {
+        const float *xr = x + (size_t)r * C;
+        double mu = 0, var = 0;
+        for (int j = 0; j < C; j++) mu += xr[j];
+        mu /= C;
+        for (int j = 0; j < C; j++) var += (xr[j] - mu) * (xr[j] - mu);
+        var /= C;
+        double rs = 1 / sqrt(var + eps);
+        for (int j = 0; j < C; j++) out[(size_t)r * C + j] = (xr[j] - mu) * rs * w[j] + b[j];
+        if (mean) mean[r] = mu;
+        if (rstd) rstd[r] = rs;
+    }
+}
+
+/* Gradients of sum(g * out) with respect to x, w, b, in double. */
+static void ln_backward(const float *g, const float *x, const float *w, int rows, int C, double eps,
+                        double *dx, double *dw, double *db) {
+    double *out = malloc((size_t)rows * C * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+           *rstd = malloc(rows * sizeof(double));
+    ln_forward(x, w, w, rows, C, eps, out, mean, rstd); /* for mean and rstd only */
+    for (int j = 0; j < C; j++) dw[j] = db[j] = 0;
+    for (int r = 0; r < rows; r++) {
+        const float *gr = g + (size_t)r * C, *xr = x + (size_t)r * C;
+        double dmean = 0, dnorm_mean = 0;
+        for (int j = 0; j < C; j++) {
+            double xhat = (xr[j] - mean[r]) * rstd[r];
+            dmean += w[j] * (double)gr[j];
+            dnorm_mean += w[j] * (double)gr[j] * xhat;
+            dw[j] += gr[j] * xhat;
+            db[j] += gr[j];
+        }
+        dmean /= C;
+        dnorm_mean /= C;
+        for (int j = 0; j < C; j++) {
+            double xhat = (xr[j] - mean[r]) * rstd[r];
+            dx[(size_t)r * C + j] = (w[j] * (double)gr[j] - dmean - xhat * dnorm_mean) * rstd[r];
+        }
+    }
+    free(out), free(mean), free(rstd);
+}
+
+static float *to_float(const double *x, size_t n) {
+    float *f = malloc(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) f[i] = (float)x[i];
+    return f;
+}
+
+static void test_forward_backward(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(31);
+    const int shapes[][2] = {{1, 1}, {3, 7}, {64, 768}, {17, 1000}, {5, 16}};
+    const float eps = 1e-5f;
+    for (int s = 0; s < 5; s++)
+        for (int combo = 0; combo < (s == 1 ? 256 : 10); combo++) {
+            int rows = shapes[s][0], C = shapes[s][1];
+            size_t n = (size_t)rows * C;
+            /* shape 1 (3 x 7): every f32/bf16 combination of the eight float buffers; the
+             * others: all f32, then random combinations */
+            tern_dtype dt[8];
+            for (int i = 0; i < 8; i++)
+                dt[i] = s == 1 ? ot_float2[(combo >> i) & 1] : combo == 0 ? TERN_F32 : ot_float2[ot_randint(0, 2)];
+            tern_dtype d_out = dt[0], d_x = dt[1], d_w = dt[2], d_b = dt[3], d_dx = dt[4], d_dw = dt[5],
+                       d_db = dt[6], d_g = dt[7];
+            bool stats = combo % 3 != 2;
+            float *x = ot_random(n, -2, 2), *w = ot_random((size_t)C, 0.5f, 1.5f), *b = ot_random((size_t)C, -1, 1);
+            for (size_t i = 0; i < n; i++) x[i] += 3; /* an offset mean: variance in two passes */
+            float *g = ot_random(n, -1, 1), *dx0 = ot_random(n, -1, 1), *dw0 = ot_random((size_t)C, -1, 1),
+                  *db0 = ot_random((size_t)C, -1, 1);
+            ot_round(x, n, d_x), ot_round(w, (size_t)C, d_w), ot_round(b, (size_t)C, d_b), ot_round(g, n, d_g);
+            ot_round(dx0, n, d_dx), ot_round(dw0, (size_t)C, d_dw), ot_round(db0, (size_t)C, d_db);
+            double *out = malloc(n * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+                   *rstd = malloc(rows * sizeof(double));
+            ln_forward(x, w, b, rows, C, eps, out, mean, rstd);
+            double *gx = malloc(n * sizeof(double)), *gw = malloc(C * sizeof(double)), *gb = malloc(C * sizeof(double));
+            ln_backward(g, x, w, rows, C, eps, gx, gw, gb);
+            for (size_t i = 0; i < n; i++) gx[i] += dx0[i];
+            for (int j = 0; j < C; j++) gw[j] += dw0[j], gb[j] += db0[j];
+            float *want = to_float(out, n), *want_mean = to_float(mean, rows), *want_rstd = to_float(rstd, rows);
+            float *want_dx = to_float(gx, n), *want_dw = to_float(gw, C), *want_db = to_float(gb, C);
+
+            ot_buf bx = ot_make(c, d_x, n, 1, x), bw = ot_make(c, d_w, C, 2, w), bb = ot_make(c, d_b, C, 3, b);
+            ot_buf bo = ot_make(c, d_out, n, 4, NULL), bm = ot_make(c, TERN_F32, rows, 5, NULL),
+                   br = ot_make(c, TERN_F32, rows, 6, NULL);
+            CHECK_OK(o->layernorm(c->d, bo.view, stats ? bm.view : tern_none(), stats ? br.view : tern_none(),
+                                  bx.view, bw.view, bb.view, rows, C, eps));
+            /* rstd up to 1/sqrt(eps) for C = 1 (zero variance): f32 still within 1e-5 */
+            OT_EXPECT(c, bo, want, ot_tol(d_out, 1e-5), "layernorm %dx%d combo %d", rows, C, combo);
+            if (!stats) {
+                CHECK_OK(o->layernorm(c->d, bo.view, bm.view, br.view, bx.view, bw.view, bb.view, rows, C, eps));
+            } else {
+                OT_EXPECT(c, bm, want_mean, 1e-6, "layernorm mean %dx%d", rows, C);
+                OT_EXPECT(c, br, want_rstd, 1e-5, "layernorm rstd %dx%d", rows, C);
+            }
+            ot_buf bg = ot_make(c, d_g, n, 7, g), bdx = ot_make(c, d_dx, n, 8, dx0),
+                   bdw = ot_make(c, d_dw, C, 9, dw0), bdb = ot_make(c, d_db, C, 10, db0);
+            CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, bg.view, bx.view, bw.view,
+                                           bm.view, br.view, rows, C));
+            /* dx has cancellations (dnorm minus its means), still ~1e-6 norm-wise in f32 */
+            OT_EXPECT(c, bdx, want_dx, ot_tol(d_dx, 2e-5), "layernorm_backward dx %dx%d combo %d", rows, C, combo);
+            OT_EXPECT(c, bdw, want_dw, ot_tol(d_dw, 2e-5), "layernorm_backward dw %dx%d combo %d", rows, C, combo);
+            OT_EXPECT(c, bdb, want_db, ot_tol(d_db, 2e-5), "layernorm_backward db %dx%d combo %d", rows, C, combo);
+            ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bo), ot_free(c, &bm), ot_free(c, &br);
+            ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb);
+            free(x), free(w), free(b), free(g), free(dx0), free(dw0), free(db0);
+            free(out), free(mean), free(rstd), free(gx), free(gw), free(gb);
+            free(want), free(want_mean), free(want_rstd), free(want_dx), free(want_dw), free(want_db);
+        }
+}
+
+/* sum(g * layernorm(x, w, b)) with the reference forward. */
+static double ln_loss(const float *g, const float *x, const float *w, const float *b, int rows, int C) {
+    double *out = malloc((size_t)rows * C * sizeof(double)), l = 0;
+    ln_forward(x, w, b, rows, C, 1e-5, out, NULL, NULL);
+    for (size_t i = 0; i < (size_t)rows * C; i++) l += g[i] * out[i];
+    free(out);
+    return l;
+}
+
+static void test_finite_differences(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(32);
+    /* 1. the reference backward is the gradient of the reference forward: central
+     * differences in double on every input (inputs are floats: step h = 2^-12 is exact,
+     * truncation ~h^2 = 6e-8 relative) */
+    int rows = 3, C = 9;
+    size_t n = (size_t)rows * C;
+    float *x = ot_random(n, -2, 2), *w = ot_random(C, 0.5f, 1.5f), *b = ot_random(C, -1, 1), *g = ot_random(n, -1, 1);
+    double gx[27], gw[9], gb[9];
+    ln_backward(g, x, w, rows, C, 1e-5, gx, gw, gb);
+    const float h = 1.0f / 4096;
+    double worst = 0;
+    for (int which = 0; which < 3; which++) {
+        float *p = which == 0 ? x : which == 1 ? w : b;
+        double *grad = which == 0 ? gx : which == 1 ? gw : gb;
+        size_t count = which == 0 ? n : (size_t)C;
+        for (size_t i = 0; i < count; i++) {
+            float keep = p[i];
+            p[i] = keep + h;
+            double lp = ln_loss(g, x, w, b, rows, C);
+            p[i] = keep - h;
+            double lm = ln_loss(g, x, w, b, rows, C);
+            p[i] = keep;
+            double fd = (lp - lm) / (2.0 * h);
+            worst = fmax(worst, fabs(fd - grad[i]) / fmax(1.0, fabs(grad[i])));
+        }
+    }
+    /* the loss is evaluated in double but from f32-perturbed inputs: ~1e-6 is the floor */
+    CHECKF(worst < 1e-5, "layernorm reference backward vs finite differences: %.3g", worst);
+
+    /* 2. the handler's backward against its own forward along one random direction
+     * (f32 forward: noise ~1e-7 |L| / h with h = 1e-2, truncation ~h^2) */
+    rows = 8;
+    C = 64;
+    n = (size_t)rows * C;
+    float *X = ot_random(n, -2, 2), *W = ot_random(C, 0.5f, 1.5f), *Bv = ot_random(C, -1, 1), *G = ot_random(n, -1, 1);
+    float *dX = ot_random(n, -1, 1), *dW = ot_random(C, -1, 1), *dB = ot_random(C, -1, 1);
+    const double hd = 1e-2;
+    double l[2];
+    for (int sgn = 0; sgn < 2; sgn++) {
+        double s = sgn ? -hd : hd;
+        float *xp = malloc(n * sizeof(float)), *wp = malloc(C * sizeof(float)), *bp = malloc(C * sizeof(float));
+        for (size_t i = 0; i < n; i++) xp[i] = (float)(X[i] + s * dX[i]);
+        for (int j = 0; j < C; j++) wp[j] = (float)(W[j] + s * dW[j]), bp[j] = (float)(Bv[j] + s * dB[j]);
+        ot_buf bx = ot_make(c, TERN_F32, n, 0, xp), bw = ot_make(c, TERN_F32, C, 0, wp), bb = ot_make(c, TERN_F32, C, 0, bp);
+        ot_buf bo = ot_make(c, TERN_F32, n, 0, NULL);
+        CHECK_OK(o->layernorm(c->d, bo.view, tern_none(), tern_none(), bx.view, bw.view, bb.view, rows, C, 1e-5f));
+        float *out = malloc(n * sizeof(float));
+        ot_read(c, bo, out);
+        l[sgn] = 0;
+        for (size_t i = 0; i < n; i++) l[sgn] += (double)G[i] * out[i];
+        ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bo);
+        free(xp), free(wp), free(bp), free(out);
+    }
+    double fd = (l[0] - l[1]) / (2 * hd);
+    float zeros_n[512] = {0}, zeros_c[64] = {0};
+    ot_buf bx = ot_make(c, TERN_F32, n, 0, X), bw = ot_make(c, TERN_F32, C, 0, W), bb = ot_make(c, TERN_F32, C, 0, Bv);
+    ot_buf bo = ot_make(c, TERN_F32, n, 0, NULL), bm = ot_make(c, TERN_F32, rows, 0, NULL), br = ot_make(c, TERN_F32, rows, 0, NULL);
+    ot_buf bg = ot_make(c, TERN_F32, n, 0, G), bdx = ot_make(c, TERN_F32, n, 0, zeros_n);
+    ot_buf bdw = ot_make(c, TERN_F32, C, 0, zeros_c), bdb = ot_make(c, TERN_F32, C, 0, zeros_c);
+    CHECK_OK(o->layernorm(c->d, bo.view, bm.view, br.view, bx.view, bw.view, bb.view, rows, C, 1e-5f));
+    CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, bg.view, bx.view, bw.view, bm.view, br.view, rows, C));
+    float gx2[512], gw2[64], gb2[64];
+    ot_read(c, bdx, gx2), ot_read(c, bdw, gw2), ot_read(c, bdb, gb2);
+    double an = 0;
+    for (size_t i = 0; i < n; i++) an += (double)gx2[i] * dX[i];
+    for (int j = 0; j < C; j++) an += (double)gw2[j] * dW[j] + (double)gb2[j] * dB[j];
+    CHECKF(fabs(fd - an) <= 1e-3 * fabs(an), "%s: layernorm_backward vs finite differences: %.9g vs %.9g",
+           c->handler, an, fd);
+    ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bo), ot_free(c, &bm), ot_free(c, &br);
+    ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb);
+    free(x), free(w), free(b), free(g), free(X), free(W), free(Bv), free(G), free(dX), free(dW), free(dB);
+}
+
+static void test_errors(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_buf x = ot_make(c, TERN_F32, 100, 0, NULL), out = ot_make(c, TERN_F32, 128, 0, NULL);
+    ot_buf w = ot_make(c, TERN_F32, 32, 0, NULL), b = ot_make(c, TERN_F32, 32, 0, NULL);
+    ot_buf mean = ot_make(c, TERN_F32, 4, 0, NULL), m16 = ot_make(c, TERN_BF16, 4, 0, NULL);
+    ot_buf x128 = ot_make(c, TERN_F32, 128, 0, NULL), i32 = ot_make(c, TERN_I32, 128, 0, NULL);
+    tern_buf none = tern_none();
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, x.view, w.view, b.view, 4, 32, 1e-5f),
+              "layernorm: x has 100 elements, rows * C needs 128");
+    CHECK_ERR(o->layernorm(c->d, out.view, m16.view, none, x128.view, w.view, b.view, 4, 32, 1e-5f),
+              "layernorm: mean is bf16, needs f32");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, i32.view, w.view, b.view, 4, 32, 1e-5f),
+              "layernorm: x is i32, needs f32 or bf16");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, x128.view, w.view, b.view, 0, 32, 1e-5f),
+              "layernorm: rows must be positive, got 0");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, x128.view, w.view, b.view, 4, 32, -1.0f),
+              "layernorm: eps must be finite and >= 0");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, x128.view, tern_view(w.view, 0, 31), b.view, 4, 32, 1e-5f),
+              "layernorm: w has 31 elements, C needs 32");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, x128.view, w.view, none, 4, 32, 1e-5f),
+              "layernorm: b is absent");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, out.view, w.view, b.view, 4, 32, 1e-5f),
+              "layernorm: out and x overlap");
+    CHECK_ERR(o->layernorm(c->d, out.view, none, none, tern_view(x.view, 50, 128), w.view, b.view, 4, 32, 1e-5f),
+              "layernorm: x is an invalid view");
+    ot_buf dx = ot_make(c, TERN_F32, 128, 0, NULL), dw = ot_make(c, TERN_F32, 32, 0, NULL);
+    ot_buf db = ot_make(c, TERN_F32, 32, 0, NULL), rstd = ot_make(c, TERN_F32, 4, 0, NULL);
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, w.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+              "layernorm_backward: dw and w overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, x128.view, dw.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+              "layernorm_backward: dx and x overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, out.view, x128.view, w.view, none, rstd.view, 4, 32),
+              "layernorm_backward: mean is absent");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+              "layernorm_backward: dw and db overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 33),
+              "layernorm_backward: dx has 128 elements, rows * C needs 132");
+    CHECK_OK(o->layernorm(c->d, out.view, mean.view, rstd.view, x128.view, w.view, b.view, 4, 32, 1e-5f));
+    ot_free(c, &x), ot_free(c, &out), ot_free(c, &w), ot_free(c, &b), ot_free(c, &mean), ot_free(c, &m16);
+    ot_free(c, &x128), ot_free(c, &i32), ot_free(c, &dx), ot_free(c, &dw), ot_free(c, &db), ot_free(c, &rstd);
+}
+
+static void test_all(ot_ctx *c) {
+    test_forward_backward(c);
+    test_finite_differences(c);
+    test_errors(c);
+}
+
+int main(void) {
+    ot_run(test_all);
+    return check_summary("test_ops_layernorm");
+}
