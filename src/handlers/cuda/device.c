@@ -60,7 +60,7 @@ tern_error *tern_cuda_open(tern_dev **out) {
     if (!err) err = CU(cuDevicePrimaryCtxRetain(&d->ctx, d->device), "cuDevicePrimaryCtxRetain");
     if (err) {
         free(d); /* nothing to release yet */
-        return tern_error_wrap(err, "cuda");
+        return err;
     }
     if (!(err = cuda_make_current(d)) &&
         !(err = CU(cuDeviceGetName(d->name, sizeof d->name, d->device), "cuDeviceGetName")) &&
@@ -74,7 +74,7 @@ tern_error *tern_cuda_open(tern_dev **out) {
     if (!err && !(err = gpu_core_init(&d->core, d->rt))) d->core_ready = true;
     if (err) {
         tern_cuda_close(d);
-        return tern_error_wrap(err, "cuda");
+        return err;
     }
     *out = d;
     return NULL;

@@ -186,7 +186,7 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
         return tern_errorf("matmul: the cuda handler needs aux in C's dtype (%s)", tern_dtype_name(c.dtype));
 
     TERN_TRY(cuda_make_current(d));
-    cuda_matmul_plan *p;
+    cuda_matmul_plan *p = NULL;
     TERN_TRY(find_plan(d, &key, &p));
     if (has_bias) {
         CUdeviceptr bias = address(mm->bias);
