@@ -40,6 +40,10 @@ struct tern_dev {
     cuda_graph graphs[CUDA_GRAPH_SLOTS];
     int capturing;      /* index of the graph being captured, or -1 */
     unsigned long uses;
+    /* attention on the tensor cores (attention_gemm.c): kernels per dtype (f32, bf16) and
+     * kind, and the scratch the score matrices live in */
+    tern_kernel *att_kernels[2][4];
+    tern_buf att_scratch;
 };
 
 /* Makes the device's context current on this thread. */

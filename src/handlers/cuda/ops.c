@@ -103,16 +103,6 @@ tern_error *tern_cuda_attention_saved_len(tern_dev *d, int B, int T, int NH, siz
     return gpu_attention_saved_len(&d->core, B, T, NH, out);
 }
 
-tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    return gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
-}
-
-tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    return gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
-}
-
 tern_error *tern_cuda_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv, tern_buf pos, int B, int T, int C, int NH, int max_T) {
     TERN_TRY(cuda_make_current(d));
     return gpu_attention_cached(&d->core, out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T);

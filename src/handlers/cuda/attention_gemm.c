@@ -1,0 +1,149 @@
+/* Causal attention on the tensor cores: the four products per head (Q K^T, P V forward;
+ * dP, dV, dQ, dK backward, plus Q K^T again) as cuBLASLt batched products over B * NH
+ * heads, and the softmax and layout changes as DSL kernels (attention_kernels.c).
+ *
+ *   forward   qkv -> Q, K, V [B, NH, T, hs];  S = Q K^T;  P = softmax(S / sqrt(hs)) (causal),
+ *             saving each row's logsumexp;  Y = P V;  out = Y back to [B, T, C]
+ *   backward  S = Q K^T again;  dP = dY V^T;  P from S and the logsumexp, and
+ *             dS = P (dP - rowsum(P dP)) / sqrt(hs);  dV = P^T dY;  dQ = dS K;  dK = dS^T Q
+ *
+ * The score matrices ([B, NH, T, T]) are materialised in scratch memory: this trades memory
+ * traffic for running every product on the tensor cores. `saved` holds only the logsumexps
+ * (B * NH * T floats, as the GPU core's own attention). Chosen with TERN_CUDA_ATTENTION=gemm
+ * (docs/gpu.md has the measurements). */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "attention_kernels.h"
+#include "cuda_handler.h"
+#include "handlers/validate.h"
+
+static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads,
+                          const tern_kernel **out) {
+    int t = act == TERN_BF16, slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) : which + 1;
+    if (!d->att_kernels[t][slot]) {
+        cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads};
+        TERN_TRY(cuda_att_kernel_build(which, &spec, &d->att_kernels[t][slot]));
+    }
+    *out = d->att_kernels[t][slot];
+    return NULL;
+}
+
+/* At least `len` elements of scratch of `dtype`. */
+static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+    if (d->att_scratch.len < len || d->att_scratch.dtype != dtype) {
+        TERN_TRY(tern_cuda_free(d, &d->att_scratch));
+        TERN_TRY(tern_cuda_alloc(d, dtype, len, &d->att_scratch));
+    }
+    *out = d->att_scratch;
+    return NULL;
+}
+
+static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_heads, int B, int T,
+                           int G, int NH, int hs) {
+    const tern_kernel *k;
+    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, &k));
+    size_t n = (size_t)B * T * G * NH * hs;
+    tern_arg args[] = {tern_arg_buf(src), tern_arg_buf(dst), tern_arg_i32(B), tern_arg_i32(T),
+                       tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
+    return tern_launch(d->rt, k, tern_dims1((uint32_t)((n + 255) / 256)), tern_dims1(256), args, 7);
+}
+
+static tern_error *softmax(tern_dev *d, cuda_att_kernel which, tern_buf S, tern_buf dP,
+                           tern_buf lse, int rows, int T, float scale) {
+    const tern_kernel *k;
+    TERN_TRY(kernel(d, which, S.dtype, false, &k));
+    tern_dims grid = tern_dims1((uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS));
+    tern_dims group = tern_dims1(32 * CUDA_ATT_ROWS);
+    if (which == CUDA_ATT_SOFTMAX_FORWARD) {
+        tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(lse), tern_arg_i32(T), tern_arg_i32(rows),
+                           tern_arg_f32(scale)};
+        return tern_launch(d->rt, k, grid, group, args, 5);
+    }
+    tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(dP), tern_arg_buf(lse), tern_arg_i32(T),
+                       tern_arg_i32(rows), tern_arg_f32(scale)};
+    return tern_launch(d->rt, k, grid, group, args, 6);
+}
+
+/* C[h] = op(A[h]) op(B[h]) for each of `heads` heads, matrices dense and back to back. */
+static tern_error *per_head(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, int heads, int m,
+                            int n, int k, bool trans_a, bool trans_b) {
+    tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b,
+                      .batch = heads, .stride_a = (long)m * k, .stride_b = (long)k * n,
+                      .stride_c = (long)m * n, .alpha = 1.0f, .beta = 0.0f};
+    return tern_cuda_matmul(d, c, a, b, &mm);
+}
+
+/* The scratch views of one attention: Q, K, V (head-major, back to back), Y or dY, the
+ * score matrices S and dP, and dQ, dK, dV (back to back). */
+typedef struct att_views {
+    tern_buf qkv_h, q, k, v, y, s, dp, dqkv_h, dq, dk, dv;
+} att_views;
+
+static tern_error *views(tern_dev *d, tern_dtype dtype, int B, int T, int C, int NH, bool backward,
+                         att_views *w) {
+    size_t N = (size_t)B * T * C, TT = (size_t)B * NH * T * T;
+    tern_buf all;
+    TERN_TRY(scratch(d, dtype, backward ? 7 * N + 2 * TT : 4 * N + TT, &all));
+    w->qkv_h = tern_view(all, 0, 3 * N);
+    w->q = tern_view(all, 0, N), w->k = tern_view(all, N, N), w->v = tern_view(all, 2 * N, N);
+    w->y = tern_view(all, 3 * N, N);
+    w->s = tern_view(all, 4 * N, TT);
+    if (backward) {
+        w->dp = tern_view(all, 4 * N + TT, TT);
+        w->dqkv_h = tern_view(all, 4 * N + 2 * TT, 3 * N);
+        w->dq = tern_view(w->dqkv_h, 0, N), w->dk = tern_view(w->dqkv_h, N, N);
+        w->dv = tern_view(w->dqkv_h, 2 * N, N);
+    }
+    return NULL;
+}
+
+static bool use_gemm_attention(void) {
+    const char *v = getenv("TERN_CUDA_ATTENTION");
+    return v && !strcmp(v, "gemm");
+}
+
+tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
+                                int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    if (!use_gemm_attention()) return gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len));
+    if (qkv.dtype != out.dtype) return tern_errorf("attention: qkv and out must share a dtype on cuda");
+    int hs = C / NH, heads = B * NH;
+    att_views w;
+    TERN_TRY(views(d, qkv.dtype, B, T, C, NH, false, &w));
+    TERN_TRY(permute(d, qkv, w.qkv_h, true, B, T, 3, NH, hs));
+    TERN_TRY(per_head(d, w.s, w.q, w.k, heads, T, T, hs, false, true));
+    TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_FORWARD, w.s, tern_none(), saved, heads * T, T,
+                     1.0f / sqrtf((float)hs)));
+    TERN_TRY(per_head(d, w.y, w.s, w.v, heads, T, hs, T, false, false));
+    return permute(d, w.y, out, false, B, T, 1, NH, hs);
+}
+
+tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    if (!use_gemm_attention())
+        return gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len));
+    if (qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype)
+        return tern_errorf("attention_backward: qkv, dout and dqkv must share a dtype on cuda");
+    int hs = C / NH, heads = B * NH;
+    att_views w;
+    TERN_TRY(views(d, qkv.dtype, B, T, C, NH, true, &w));
+    TERN_TRY(permute(d, qkv, w.qkv_h, true, B, T, 3, NH, hs));
+    TERN_TRY(permute(d, dout, w.y, true, B, T, 1, NH, hs)); /* y holds dY */
+    TERN_TRY(per_head(d, w.s, w.q, w.k, heads, T, T, hs, false, true));
+    TERN_TRY(per_head(d, w.dp, w.y, w.v, heads, T, T, hs, false, true));
+    TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_BACKWARD, w.s, w.dp, saved, heads * T, T,
+                     1.0f / sqrtf((float)hs)));
+    TERN_TRY(per_head(d, w.dv, w.s, w.y, heads, T, hs, T, true, false));
+    TERN_TRY(per_head(d, w.dq, w.dp, w.k, heads, T, hs, T, false, false));
+    TERN_TRY(per_head(d, w.dk, w.dp, w.q, heads, T, hs, T, true, false));
+    return permute(d, w.dqkv_h, dqkv, false, B, T, 3, NH, hs);
+}

@@ -1,0 +1,130 @@
+/* The DSL kernels of the cuda handler's attention on the tensor cores (attention_gemm.c):
+ * the matrix products go to cuBLASLt, these do the rest. They use nothing CUDA-specific,
+ * so tests run them on the host interpreter (tests/cuda_attention). */
+#include <math.h>
+
+#include "attention_kernels.h"
+
+/* Between the token-major layout [B, T, G, NH, hs] (qkv with G = 3, attention output with
+ * G = 1) and the head-major [G, B, NH, T, hs] the batched products want. One thread per
+ * element, reading (to_heads) or writing (from_heads) the token-major side contiguously. */
+static void trace_permute(tern_kb *kb, void *user) {
+    const cuda_att_spec *spec = user;
+    tern_type t = spec->act;
+    tern_v src = tern_param_buf(kb, "src", t, TERN_READ);
+    tern_v dst = tern_param_buf(kb, "dst", t, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v G = tern_param_scalar(kb, "G", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v hs = tern_param_scalar(kb, "hs", TERN_T_I32);
+    tern_v i = tern_global_id(kb, 0);
+    tern_v total = tern_mul(tern_mul(tern_mul(B, T), tern_mul(G, NH)), hs);
+    TERN_IF(kb, tern_lt(i, total)) {
+        tern_v e = tern_rem(i, hs);
+        tern_v r = tern_div(i, hs);
+        tern_v h = tern_rem(r, NH);
+        r = tern_div(r, NH);
+        tern_v g = tern_rem(r, G);
+        r = tern_div(r, G);
+        tern_v tok = tern_rem(r, T);
+        tern_v b = tern_div(r, T);
+        tern_v j = tern_add(tern_mul(tern_add(tern_mul(tern_add(tern_mul(g, B), b), NH), h), T), tok);
+        j = tern_add(tern_mul(j, hs), e);
+        if (spec->to_heads) tern_store(dst, j, tern_load(src, i));
+        else tern_store(dst, i, tern_load(src, j));
+    }
+}
+
+/* One SIMD group per row of the scores [rows, T] (row r is query position r % T): the
+ * causal softmax of scale * S, written over S (zero past the diagonal, as the next product
+ * needs), and the row's logsumexp. Rows past the end compute on the last row and store
+ * nothing, so that SIMD operations stay uniform. */
+static void trace_softmax_forward(tern_kb *kb, void *user) {
+    const cuda_att_spec *spec = user;
+    tern_v S = tern_param_buf(kb, "S", spec->act, TERN_READ_WRITE);
+    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_WRITE);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    tern_v lane = tern_simd_lane(kb);
+    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
+    tern_v valid = tern_lt(row, rows);
+    tern_v r = tern_min(row, tern_sub(rows, tern_int(1)));
+    tern_v t = tern_rem(r, T);
+    tern_v base = tern_mul(tern_cast(r, TERN_T_I64), tern_cast(T, TERN_T_I64));
+    tern_v neg_inf = tern_f32(-INFINITY);
+
+    tern_v m = tern_var(kb, "m", neg_inf);
+    TERN_FOR(kb, s, lane, tern_add(t, tern_int(1)), tern_int(32)) {
+        tern_assign(m, tern_max(m, tern_mul(tern_load(S, tern_add(base, tern_cast(s, TERN_T_I64))), scale)));
+    }
+    tern_v M = tern_name(tern_simd_max(m), "row_max");
+    tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
+    TERN_FOR(kb, s, lane, tern_add(t, tern_int(1)), tern_int(32)) {
+        tern_v x = tern_mul(tern_load(S, tern_add(base, tern_cast(s, TERN_T_I64))), scale);
+        tern_assign(sum, tern_add(sum, tern_exp(tern_sub(x, M))));
+    }
+    tern_v total = tern_name(tern_simd_sum(sum), "row_sum");
+    tern_v inv = tern_div(tern_f32(1.0f), total);
+    TERN_IF(kb, valid) {
+        TERN_FOR(kb, s, lane, T, tern_int(32)) {
+            tern_v at = tern_add(base, tern_cast(s, TERN_T_I64));
+            tern_v p = tern_mul(tern_exp(tern_sub(tern_mul(tern_load(S, at), scale), M)), inv);
+            tern_store(S, at, tern_select(tern_le(s, t), p, tern_f32(0.0f)));
+        }
+        TERN_IF(kb, tern_eq(lane, tern_int(0))) { tern_store(lse, r, tern_add(M, tern_log(total))); }
+    }
+}
+
+/* The backward of the softmax, with the probabilities recomputed from the scores S and the
+ * saved logsumexp: P = exp(scale S - lse) below the diagonal, D = sum P dP, then S <- P and
+ * dP <- P (dP - D) scale, the gradient of the unscaled scores. */
+static void trace_softmax_backward(tern_kb *kb, void *user) {
+    const cuda_att_spec *spec = user;
+    tern_v S = tern_param_buf(kb, "S", spec->act, TERN_READ_WRITE);
+    tern_v dP = tern_param_buf(kb, "dP", spec->act, TERN_READ_WRITE);
+    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    tern_v lane = tern_simd_lane(kb);
+    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
+    tern_v valid = tern_lt(row, rows);
+    tern_v r = tern_min(row, tern_sub(rows, tern_int(1)));
+    tern_v t = tern_rem(r, T);
+    tern_v base = tern_mul(tern_cast(r, TERN_T_I64), tern_cast(T, TERN_T_I64));
+    tern_v L = tern_load(lse, r);
+
+    tern_v dot = tern_var(kb, "dot", tern_f32(0.0f));
+    TERN_FOR(kb, s, lane, tern_add(t, tern_int(1)), tern_int(32)) {
+        tern_v at = tern_add(base, tern_cast(s, TERN_T_I64));
+        tern_v p = tern_exp(tern_sub(tern_mul(tern_load(S, at), scale), L));
+        tern_assign(dot, tern_add(dot, tern_mul(p, tern_load(dP, at))));
+    }
+    tern_v D = tern_name(tern_simd_sum(dot), "row_dot");
+    TERN_IF(kb, valid) {
+        TERN_FOR(kb, s, lane, T, tern_int(32)) {
+            tern_v at = tern_add(base, tern_cast(s, TERN_T_I64));
+            tern_v below = tern_le(s, t);
+            tern_v p = tern_select(below, tern_exp(tern_sub(tern_mul(tern_load(S, at), scale), L)),
+                                   tern_f32(0.0f));
+            tern_v g = tern_mul(tern_mul(p, tern_sub(tern_load(dP, at), D)), scale);
+            tern_store(S, at, p);
+            tern_store(dP, at, tern_select(below, g, tern_f32(0.0f)));
+        }
+    }
+}
+
+tern_error *cuda_att_kernel_build(cuda_att_kernel which, const cuda_att_spec *spec, tern_kernel **out) {
+    cuda_att_spec s = *spec;
+    switch (which) {
+    case CUDA_ATT_PERMUTE:
+        return tern_kernel_build(s.to_heads ? "att_to_heads" : "att_from_heads", trace_permute, &s, out);
+    case CUDA_ATT_SOFTMAX_FORWARD:
+        return tern_kernel_build("att_softmax_forward", trace_softmax_forward, &s, out);
+    case CUDA_ATT_SOFTMAX_BACKWARD:
+        return tern_kernel_build("att_softmax_backward", trace_softmax_backward, &s, out);
+    }
+    return tern_errorf("unknown attention kernel %d", (int)which);
+}

@@ -1,0 +1,30 @@
+/* The DSL kernels of attention on the tensor cores (see attention_gemm.c). */
+#ifndef TERN_HANDLERS_CUDA_ATTENTION_KERNELS_H
+#define TERN_HANDLERS_CUDA_ATTENTION_KERNELS_H
+
+#include <stdbool.h>
+
+#include "tern/kernel.h"
+
+/* Rows of the score matrix per threadgroup of the softmax kernels: one SIMD group each. */
+#define CUDA_ATT_ROWS 8
+
+typedef enum cuda_att_kernel {
+    CUDA_ATT_PERMUTE,          /* token-major [B, T, G, NH, hs] <-> head-major [G, B, NH, T, hs] */
+    CUDA_ATT_SOFTMAX_FORWARD,  /* S [rows, T] -> causal softmax(scale S) in place; lse [rows] */
+    CUDA_ATT_SOFTMAX_BACKWARD, /* S, dP -> P, P (dP - sum P dP) scale in place */
+} cuda_att_kernel;
+
+typedef struct cuda_att_spec {
+    tern_type act;  /* element type of activations and scores: f32 or bf16 */
+    bool to_heads;  /* CUDA_ATT_PERMUTE: the direction */
+} cuda_att_spec;
+
+/* Parameters, in order:
+ *   PERMUTE           src, dst, B, T, G, NH, hs       one thread per element
+ *   SOFTMAX_FORWARD   S, lse (f32), T, rows, scale     groups of 32 * CUDA_ATT_ROWS
+ *   SOFTMAX_BACKWARD  S, dP, lse (f32), T, rows, scale groups of 32 * CUDA_ATT_ROWS */
+tern_error *cuda_att_kernel_build(cuda_att_kernel which, const cuda_att_spec *spec,
+                                  tern_kernel **out) TERN_MUST_USE;
+
+#endif

@@ -1,0 +1,168 @@
+/* The DSL kernels of the cuda handler's tensor-core attention, run on the host interpreter
+ * against plain C in double precision (the cuBLASLt products around them run only on a GPU;
+ * the GPT-2 fixture test checks the whole on the H200). Tolerances: f32 1e-5 (f32 exp and
+ * sums over at most 64 terms); bf16 storage 8e-3 (one rounding of the output). */
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+
+#include "check.h"
+#include "handlers/cuda/attention_kernels.h"
+#include "tern/half.h"
+
+static tern_rt *rt;
+
+static float frand(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return (float)((*s >> 8) & 0xffff) / 65536.0f * 4.0f - 2.0f;
+}
+
+static tern_kernel *build(cuda_att_kernel which, tern_type act, bool to_heads) {
+    cuda_att_spec spec = {.act = act, .to_heads = to_heads};
+    tern_kernel *k = NULL;
+    CHECK_OK(cuda_att_kernel_build(which, &spec, &k));
+    return k;
+}
+
+static void test_permute(void) {
+    int B = 2, T = 5, G = 3, NH = 2, hs = 4, n = B * T * G * NH * hs;
+    float *src = malloc(n * sizeof *src), *heads = malloc(n * sizeof *heads), *back = malloc(n * sizeof *back);
+    for (int i = 0; i < n; i++) src[i] = (float)i, heads[i] = back[i] = NAN;
+    tern_kernel *to = build(CUDA_ATT_PERMUTE, TERN_T_F32, true), *from = build(CUDA_ATT_PERMUTE, TERN_T_F32, false);
+    tern_arg a1[] = {tern_arg_host_in(TERN_T_F32, src, n), tern_arg_host(TERN_T_F32, heads, n), tern_arg_i32(B),
+                     tern_arg_i32(T), tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
+    CHECK_OK(tern_launch(rt, to, tern_dims1((n + 63) / 64), tern_dims1(64), a1, 7));
+    tern_arg a2[] = {tern_arg_host_in(TERN_T_F32, heads, n), tern_arg_host(TERN_T_F32, back, n), tern_arg_i32(B),
+                     tern_arg_i32(T), tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
+    CHECK_OK(tern_launch(rt, from, tern_dims1((n + 63) / 64), tern_dims1(64), a2, 7));
+    int bad = 0;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++)
+            for (int g = 0; g < G; g++)
+                for (int h = 0; h < NH; h++)
+                    for (int e = 0; e < hs; e++) {
+                        int i = (((b * T + t) * G + g) * NH + h) * hs + e;
+                        int j = (((g * B + b) * NH + h) * T + t) * hs + e;
+                        bad += heads[j] != src[i];
+                    }
+    CHECKF(bad == 0, "%d elements of the head-major layout are misplaced", bad);
+    bad = 0;
+    for (int i = 0; i < n; i++) bad += back[i] != src[i];
+    CHECKF(bad == 0, "to heads and back differs in %d elements", bad);
+    tern_kernel_free(to), tern_kernel_free(from);
+    free(src), free(heads), free(back);
+}
+
+/* The causal softmax of row r (query position r % T) in double. */
+static void reference_softmax(const float *S, int r, int T, float scale, double *p, double *lse) {
+    int t = r % T;
+    double m = -INFINITY, sum = 0;
+    for (int s = 0; s <= t; s++) m = fmax(m, (double)S[(size_t)r * T + s] * scale);
+    for (int s = 0; s <= t; s++) sum += exp((double)S[(size_t)r * T + s] * scale - m);
+    for (int s = 0; s < T; s++) p[s] = s <= t ? exp((double)S[(size_t)r * T + s] * scale - m) / sum : 0;
+    *lse = m + log(sum);
+}
+
+/* Rounds through the storage type, as the kernels' loads see the data. */
+static float stored(float x, tern_type act) {
+    return act == TERN_T_BF16 ? tern_bf16_to_f32(tern_f32_to_bf16(x)) : x;
+}
+
+static void *to_storage(const float *x, size_t n, tern_type act) {
+    if (act == TERN_T_F32) {
+        float *out = malloc(n * sizeof *out);
+        for (size_t i = 0; i < n; i++) out[i] = x[i];
+        return out;
+    }
+    uint16_t *out = malloc(n * sizeof *out);
+    for (size_t i = 0; i < n; i++) out[i] = tern_f32_to_bf16(x[i]);
+    return out;
+}
+
+static float from_storage(const void *x, size_t i, tern_type act) {
+    return act == TERN_T_F32 ? ((const float *)x)[i] : tern_bf16_to_f32(((const uint16_t *)x)[i]);
+}
+
+static void test_softmax(tern_type act, int rows, int T) {
+    uint32_t seed = 7 + (uint32_t)rows;
+    size_t n = (size_t)rows * T;
+    float scale = 0.125f, tol = act == TERN_T_F32 ? 1e-5f : 8e-3f;
+    float *S = malloc(n * sizeof *S), *dP = malloc(n * sizeof *dP), *lse = malloc(rows * sizeof *lse);
+    for (size_t i = 0; i < n; i++) S[i] = stored(frand(&seed) * 8, act), dP[i] = stored(frand(&seed), act);
+    for (int r = 0; r < rows; r++) lse[r] = NAN;
+    void *Sd = to_storage(S, n, act), *dPd = to_storage(dP, n, act);
+    tern_kernel *fwd = build(CUDA_ATT_SOFTMAX_FORWARD, act, false), *bwd = build(CUDA_ATT_SOFTMAX_BACKWARD, act, false);
+    uint32_t groups = (uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS);
+    tern_arg af[] = {tern_arg_host(act, Sd, n), tern_arg_host(TERN_T_F32, lse, rows), tern_arg_i32(T),
+                     tern_arg_i32(rows), tern_arg_f32(scale)};
+    CHECK_OK(tern_launch(rt, fwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), af, 5));
+    double *p = malloc(T * sizeof *p), worst = 0, worst_lse = 0;
+    for (int r = 0; r < rows; r++) {
+        double l;
+        reference_softmax(S, r, T, scale, p, &l);
+        worst_lse = fmax(worst_lse, fabs(lse[r] - l) / fmax(1, fabs(l)));
+        for (int s = 0; s < T; s++) worst = fmax(worst, fabs(from_storage(Sd, (size_t)r * T + s, act) - p[s]));
+    }
+    CHECKF(worst <= tol, "%s softmax forward off by %.3g", tern_type_name(act), worst);
+    CHECKF(worst_lse <= 1e-5, "%s logsumexp off by %.3g", tern_type_name(act), worst_lse);
+
+    /* backward from the original scores again */
+    free(Sd);
+    Sd = to_storage(S, n, act);
+    tern_arg ab[] = {tern_arg_host(act, Sd, n), tern_arg_host(act, dPd, n), tern_arg_host_in(TERN_T_F32, lse, rows),
+                     tern_arg_i32(T), tern_arg_i32(rows), tern_arg_f32(scale)};
+    CHECK_OK(tern_launch(rt, bwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), ab, 6));
+    double worst_p = 0, worst_g = 0;
+    for (int r = 0; r < rows; r++) {
+        double l, D = 0;
+        reference_softmax(S, r, T, scale, p, &l);
+        for (int s = 0; s < T; s++) D += p[s] * dP[(size_t)r * T + s];
+        for (int s = 0; s < T; s++) {
+            double g = p[s] * (dP[(size_t)r * T + s] - D) * scale;
+            worst_p = fmax(worst_p, fabs(from_storage(Sd, (size_t)r * T + s, act) - p[s]));
+            worst_g = fmax(worst_g, fabs(from_storage(dPd, (size_t)r * T + s, act) - g));
+        }
+    }
+    CHECKF(worst_p <= tol, "%s softmax backward: probabilities off by %.3g", tern_type_name(act), worst_p);
+    CHECKF(worst_g <= tol, "%s softmax backward: gradient off by %.3g", tern_type_name(act), worst_g);
+    printf("  %s, %d rows of %d: forward %.2g, lse %.2g, backward %.2g / %.2g\n", tern_type_name(act), rows, T,
+           worst, worst_lse, worst_p, worst_g);
+    tern_kernel_free(fwd), tern_kernel_free(bwd);
+    free(S), free(dP), free(lse), free(Sd), free(dPd), free(p);
+}
+
+/* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in. */
+static void test_nvrtc(void) {
+    int compiled = 0;
+    for (int t = 0; t < 2; t++) {
+        tern_type act = t ? TERN_T_BF16 : TERN_T_F32;
+        tern_kernel *k[4] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
+                             build(CUDA_ATT_SOFTMAX_FORWARD, act, false),
+                             build(CUDA_ATT_SOFTMAX_BACKWARD, act, false)};
+        for (int i = 0; i < 4; i++) {
+            tern_error *err = tern_nvrtc_compile(k[i], "sm_90", NULL, NULL);
+            if (err && strstr(tern_error_message(err), "NVRTC is not built in")) {
+                printf("  nvrtc: skipped (%s)\n", tern_error_message(err));
+                tern_error_free(err);
+                for (int j = 0; j < 4; j++) tern_kernel_free(k[j]);
+                return;
+            }
+            CHECK_OK(err);
+            compiled++;
+        }
+        for (int i = 0; i < 4; i++) tern_kernel_free(k[i]);
+    }
+    printf("  nvrtc: %d kernels compiled for sm_90\n", compiled);
+}
+
+int main(void) {
+    CHECK_OK(tern_rt_open("host", &rt));
+    if (!rt) return check_summary("attention kernels");
+    test_permute();
+    test_softmax(TERN_T_F32, 3 * 37, 37);  /* rows not a multiple of the group's 8 */
+    test_softmax(TERN_T_F32, 2 * 64, 64);
+    test_softmax(TERN_T_BF16, 2 * 40, 40);
+    test_nvrtc();
+    tern_rt_close(rt);
+    return check_summary("attention kernels");
+}
