@@ -104,10 +104,8 @@ static bool use_gemm_attention(void) {
     return v && !strcmp(v, "gemm");
 }
 
-tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
-                                int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    if (!use_gemm_attention()) return gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
+static tern_error *attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
+                                  int T, int C, int NH) {
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
     TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len));
@@ -123,11 +121,9 @@ tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_
     return permute(d, w.y, out, false, B, T, 1, NH, hs);
 }
 
-tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    if (!use_gemm_attention())
-        return gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
+static tern_error *attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                           tern_buf out, tern_buf saved, int B, int T, int C,
+                                           int NH) {
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
     TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len));
@@ -146,4 +142,25 @@ tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf do
     TERN_TRY(per_head(d, w.dq, w.dp, w.k, heads, T, hs, T, false, false));
     TERN_TRY(per_head(d, w.dk, w.dp, w.q, heads, T, hs, T, true, false));
     return permute(d, w.dqkv_h, dqkv, false, B, T, 3, NH, hs);
+}
+
+tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
+                                int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err = use_gemm_attention() ? attention_gemm(d, out, saved, qkv, B, T, C, NH)
+                                           : gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
+    cuda_profile_end(d, "attention", t0);
+    return err;
+}
+
+tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err =
+        use_gemm_attention() ? attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH)
+                             : gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    cuda_profile_end(d, "attention_backward", t0);
+    return err;
 }

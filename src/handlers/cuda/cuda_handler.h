@@ -44,7 +44,21 @@ struct tern_dev {
      * kind, and the scratch the score matrices live in */
     tern_kernel *att_kernels[2][4];
     tern_buf att_scratch;
+    struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
+    int profile_len;
 };
+
+#define CUDA_PROFILE_SLOTS 128
+typedef struct cuda_profile_entry {
+    char name[64];
+    double seconds;
+    long calls;
+} cuda_profile_entry;
+
+/* The per-operation profile (profile.c); no-ops unless TERN_CUDA_PROFILE is set. */
+double cuda_profile_begin(tern_dev *d);
+void cuda_profile_end(tern_dev *d, const char *name, double t0);
+void cuda_profile_report(tern_dev *d);
 
 /* Makes the device's context current on this thread. */
 tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;

@@ -33,6 +33,8 @@ static tern_error *pick_device(const tern_cuda_api *cu, CUdevice *out) {
 
 tern_error *tern_cuda_close(tern_dev *d) {
     if (!d) return NULL;
+    cuda_profile_report(d);
+    free(d->profile);
     if (d->cu && d->ctx) {
         tern_error_free(cuda_make_current(d));
         if (d->stream) d->cu->cuStreamSynchronize(d->stream);
@@ -58,11 +60,16 @@ tern_error *tern_cuda_open(tern_dev **out) {
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("out of memory");
     d->capturing = -1;
+    if (getenv("TERN_CUDA_PROFILE") && !(d->profile = calloc(CUDA_PROFILE_SLOTS, sizeof *d->profile))) {
+        free(d);
+        return tern_errorf("out of memory");
+    }
     tern_error *err = tern_cuda_api_get(&d->cu);
     if (!err) err = pick_device(d->cu, &d->device);
     if (!err) err = CU(cuDevicePrimaryCtxRetain(&d->ctx, d->device), "cuDevicePrimaryCtxRetain");
     if (err) {
-        free(d); /* nothing to release yet */
+        free(d->profile);
+        free(d); /* nothing else to release yet */
         return err;
     }
     if (!(err = cuda_make_current(d)) &&

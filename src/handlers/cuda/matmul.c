@@ -8,6 +8,7 @@
  *
  * Plans (descriptors, layouts and the heuristic's algorithm) are cached per shape: the
  * heuristic query costs far more than the product itself for small decode-time shapes. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -200,9 +201,17 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     }
     float alpha = mm->alpha, beta = mm->beta;
     CUdeviceptr pc = address(c);
+    double t0 = cuda_profile_begin(d);
     cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)address(b), p->la,
                                       (const void *)address(a), p->lb, &beta, (const void *)pc, p->lc,
                                       (void *)pc, p->lc, &p->algo, (void *)d->workspace,
                                       d->workspace_size, (cudaStream_t)d->stream);
+    if (d->profile) {
+        char name[64];
+        snprintf(name, sizeof name, "matmul %dx%dx%d%s%s%s x%d %s", mm->m, mm->n, mm->k,
+                 mm->trans_a ? " At" : "", mm->trans_b ? " Bt" : "", gelu ? " gelu" : "",
+                 key.batch, tern_dtype_name(c.dtype));
+        cuda_profile_end(d, name, t0);
+    }
     return lt_check(s, "matmul");
 }
