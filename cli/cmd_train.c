@@ -24,7 +24,9 @@ static const char usage[] =
     "  wd 0, beta1 0.9, beta2 0.95, eps 1e-8, clip 1 (0: none), grad-accum 1, seed 1337,\n"
     "  val-every 0 (never; else also at the end), val-batches 20, save-every 0 (only at the end)\n"
     "  --no-decay-1d   weight decay on matrices and embeddings only (default: every tensor,\n"
-    "                  as PyTorch's AdamW)\n";
+    "                  as PyTorch's AdamW)\n"
+    "  --save-dtype D  weights in checkpoints as f32 (default; resumes exactly) or bf16 (half\n"
+    "                  the size; a resume continues from the rounded weights)\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -52,6 +54,10 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
             if (!err) err = train_schedule_parse(v, &o->schedule);
         } else if (cli_option(argc, argv, &i, "--precision", &v, &err)) {
             if (!err) err = tern_precision_parse(v, &o->precision);
+        } else if (cli_option(argc, argv, &i, "--save-dtype", &v, &err)) {
+            if (!err && !strcmp(v, "f32")) o->save_dtype = TERN_F32;
+            else if (!err && !strcmp(v, "bf16")) o->save_dtype = TERN_BF16;
+            else if (!err) err = tern_errorf("--save-dtype: '%s' is not f32 or bf16", v);
         } else if (cli_option(argc, argv, &i, "--steps", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->steps);
         } else if (cli_option(argc, argv, &i, "--batch", &v, &err)) {

@@ -17,6 +17,7 @@ void train_options_default(train_options *o) {
         .adamw = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
                   .clip = 1.0f, .decay_all = true},
         .precision = TERN_PRECISION_FP32,
+        .save_dtype = TERN_F32,
     };
 }
 
@@ -175,7 +176,7 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
     const char *metadata[] = {"data_batch", position, "seed", seed, NULL};
     snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
     TERN_TRY(tern_gpt2_save_optimizer(m, path, metadata));
-    TERN_TRY(tern_gpt2_save(m, dir));
+    TERN_TRY(tern_gpt2_save_as(m, dir, o->save_dtype));
 
     static const char *const tokenizer_files[] = {"vocab.json", "merges.txt"};
     const char *src_dir = cli_tokenizer_dir(tokenizer_dir);

@@ -17,6 +17,7 @@ typedef struct train_options {
     train_schedule schedule;
     tern_gpt2_adamw adamw;
     tern_precision precision;
+    tern_dtype save_dtype; /* of the weights in checkpoints */
     bool help;
 } train_options;
 

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tern/effect.h"
 #include "tern/error.h"
 #include "tern/gpt2_config.h"
 
@@ -85,6 +86,9 @@ tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out);
  * Hugging Face transformers), each atomically. The weights file's metadata records the
  * optimizer step ("tern_step"). */
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir);
+/* The same with the weights stored as `dtype` (f32, bf16 or f16): a half-precision
+ * checkpoint is half the size; resuming from it continues from the rounded weights. */
+tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype);
 
 /* The step recorded in DIR/model.safetensors by tern_gpt2_save (0 when absent). */
 tern_error *tern_gpt2_saved_step(const char *dir, int *step);

@@ -64,7 +64,8 @@ tern_error *tern_gpt2_config_write(const char *path, const tern_gpt2_config *cfg
  *   "gpt2-medium"  24, 16, 1024, 1024   (350M)
  *   "gpt2-large"   36, 20, 1280, 1024   (774M)
  *   "gpt2-xl"      48, 25, 1600, 1024   (1558M)
- *   "small"         6,  6,  384,  256   (a quick model to train on a CPU)
+ *   "small"         6,  6,  384,  256   (30M: a quick model to train on a GPU)
+ *   "mini"          6,  8,  256,  256   (17.7M: the default model, 35 MB in bf16)
  *   "tiny"          2,  4,   64,  128   (the shape of the test fixture gpt2-tiny-a)
  * An unknown name is an error that lists these. */
 tern_error *tern_gpt2_config_named(const char *name, tern_gpt2_config *out);

@@ -7,9 +7,16 @@
 
 #include "gpt2_internal.h"
 #include "tern/file.h"
+#include "tern/half.h"
 #include "tern/safetensors.h"
 
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
+    return tern_gpt2_save_as(m, dir, TERN_F32);
+}
+
+tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
+    if (dtype != TERN_F32 && dtype != TERN_BF16 && dtype != TERN_F16)
+        return tern_errorf("checkpoints are f32, bf16 or f16, not %s", tern_dtype_name(dtype));
     const tern_gpt2_config *cfg = &m->cfg;
     size_t n_tensors = 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer;
     float *flat = malloc(m->n_flat * sizeof *flat);
@@ -23,6 +30,14 @@ tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
     }
     if ((err = tern_make_dirs(dir))) goto done;
     if ((err = m->impl->read_flat(m, m->master, 0, m->n_flat, flat))) goto done;
+    /* A half-precision checkpoint: the values rounded to nearest even, in place (a 16-bit
+     * value never needs more room than the f32 it came from). */
+    if (dtype == TERN_BF16 || dtype == TERN_F16) {
+        uint16_t *half = (uint16_t *)flat;
+        for (size_t i = 0; i < m->n_flat; i++)
+            half[i] = dtype == TERN_BF16 ? tern_f32_to_bf16(flat[i]) : tern_f32_to_f16(flat[i]);
+    }
+    size_t elem = tern_dtype_size(dtype);
 
     size_t t = 0;
     for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
@@ -35,9 +50,9 @@ tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
             gpt2_tensor_shape(cfg, (gpt2_tensor)k, &rows, &cols);
             if (k == GPT2_WTE) rows = (size_t)cfg->vocab_size; /* drop the padding rows */
             tensors[t] = (tern_tensor_out){
-                .name = names[t], .dtype = TERN_F32, .ndim = cols ? 2 : 1,
+                .name = names[t], .dtype = dtype, .ndim = cols ? 2 : 1,
                 .shape = {(int64_t)rows, (int64_t)cols},
-                .data = flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l),
+                .data = (const char *)flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l) * elem,
             };
         }
     }

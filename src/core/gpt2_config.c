@@ -281,7 +281,8 @@ tern_error *tern_gpt2_config_named(const char *name, tern_gpt2_config *out) {
     } named[] = {
         {"gpt2", 12, 12, 768, 1024},        {"gpt2-medium", 24, 16, 1024, 1024},
         {"gpt2-large", 36, 20, 1280, 1024}, {"gpt2-xl", 48, 25, 1600, 1024},
-        {"small", 6, 6, 384, 256},          {"tiny", 2, 4, 64, 128},
+        {"small", 6, 6, 384, 256},          {"mini", 6, 8, 256, 256},
+        {"tiny", 2, 4, 64, 128},
     };
     for (size_t i = 0; name && i < sizeof named / sizeof named[0]; i++) {
         if (strcmp(name, named[i].name) != 0) continue;
@@ -291,6 +292,6 @@ tern_error *tern_gpt2_config_named(const char *name, tern_gpt2_config *out) {
         return NULL;
     }
     return tern_errorf("unknown model configuration '%s' (known: gpt2, gpt2-medium, gpt2-large, "
-                       "gpt2-xl, small, tiny)",
+                       "gpt2-xl, small, mini, tiny)",
                        name ? name : "(none)");
 }
