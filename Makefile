@@ -1,15 +1,17 @@
 # A thin front over CMake. The two commands of the README:
 #   make test                                  set up, build, and run the tests
-#   make gpt2 PROMPT="..." TOKENS=20 [BACKEND=cpu|cuda|opencl] [MODEL=dir]
+#   make gpt2 PROMPT="..." TOKENS=20 [BACKEND=cpu|cuda|opencl] [MODEL=dir] [TEMPERATURE=t]
+# (MODEL defaults to models/brown-mini, a small GPT-2 trained on the Brown corpus; sampling
+# defaults to temperature 0.8, top-k 40, seed 42: TEMPERATURE=0 is greedy.)
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 PROMPT ?= The capital of France is
 TOKENS ?= 20
 BACKEND ?= cpu
-MODEL ?= models/brown-small
+MODEL ?= models/brown-mini
 PRECISION ?=
-TEMPERATURE ?= 0
+TEMPERATURE ?=
 
 .PHONY: all setup configure build test gpt2 clean asan install fuzz
 
@@ -31,7 +33,8 @@ test: build
 
 gpt2: build
 	$(BUILD)/tern generate --model "$(MODEL)" --prompt "$(PROMPT)" --tokens $(TOKENS) \
-	    --backend $(BACKEND) --temperature $(TEMPERATURE) $(if $(PRECISION),--precision $(PRECISION))
+	    --backend $(BACKEND) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
+	    $(if $(PRECISION),--precision $(PRECISION))
 
 # The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
