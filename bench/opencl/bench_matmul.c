@@ -2,7 +2,9 @@
  * core's gpu_matmul), f32, GPT-2 shaped. Prints milliseconds per product and GFLOP/s.
  *
  *   bench_opencl_matmul [M N K [reps]]     (default: the GPT-2 124M shapes at 256 rows) */
+#ifndef CL_TARGET_OPENCL_VERSION
 #define CL_TARGET_OPENCL_VERSION 120
+#endif
 #include <CL/cl.h>
 #include <clblast_c.h>
 #include <stdio.h>
