@@ -78,6 +78,9 @@ static inline tern_buf tern_view(tern_buf b, size_t offset, size_t len) {
  * defines the structure privately; models only pass it along. */
 typedef struct tern_dev tern_dev;
 
+/* A traced DSL kernel (tern/kernel.h); the generic operations take pure ones. */
+typedef struct tern_kernel tern_kernel;
+
 /* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C + bias[n], then the epilogue.
  * op(X) is X, or X transposed when trans_x is set (A is then stored [k, m], B [n, k]).
  * lda, ldb, ldc are row strides in elements (0: dense). With batch > 1, entry i uses
@@ -131,6 +134,13 @@ typedef struct tern_adamw {
  *   from_list       a new buffer of `count` elements converted from values.
  *   load            a new buffer holding tensor `name` of the safetensors file at `path`
  *                   (F32, F16 or BF16 in the file), converted to the float dtype `dtype`.
+ *   build           out[i] = k(i) for every i < out.len; k a pure DSL function of its index.
+ *   zip_with        out[i] = combine(a[i], b[i]) (equal lengths).
+ *   reduce          *out = combine(... combine(init, a[0]) ..., a[n-1]), in any order
+ *                   (combine associative and commutative); init when a is empty.
+ *   index_of        *out = the first i with a[i] == value, or -1.
+ *                   A kernel that is not pure (prints, stores, atomics, barriers) is an error
+ *                   naming the operation and the kernel. See docs/kernels.md.
  *   capture_begin   starts a replayable section identified by `key`. When *replay is set the
  *   capture_end     handler already holds the section: the caller skips the operations inside
  *                   and capture_end replays them. Operations inside may depend only on buffer
@@ -195,7 +205,12 @@ typedef struct tern_adamw {
                   tern_buf *out))                                                         \
     X(load, (tern_dev * d, const char *path, const char *name, tern_dtype dtype,          \
              tern_buf *out))                                                              \
-    /* (build, zip_with, reduce and index_of join here with the kernel DSL) */            \
+    X(build, (tern_dev * d, tern_buf out, const tern_kernel *k))                          \
+    X(zip_with, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b,                      \
+                 const tern_kernel *combine))                                             \
+    X(reduce, (tern_dev * d, tern_buf a, double init, const tern_kernel *combine,         \
+               double *out))                                                              \
+    X(index_of, (tern_dev * d, tern_buf a, double value, int64_t *out))                   \
     /* replayable sections (CUDA graphs); see docs/effects.md */                          \
     X(capture_begin, (tern_dev * d, uint64_t key, bool *replay))                          \
     X(capture_end, (tern_dev * d, uint64_t key))                                          \

@@ -110,6 +110,18 @@ static tern_error *gtop_adamw(tern_dev *d, tern_buf p, tern_buf s, tern_buf g, t
                             const tern_adamw *h) {
     return gpu_adamw(G(d), p, s, g, m, v, h);
 }
+static tern_error *gtop_build(tern_dev *d, tern_buf o, const tern_kernel *k) {
+    return tern_rt_build(G(d)->rt, tern_arg_buf(o), k);
+}
+static tern_error *gtop_zip_with(tern_dev *d, tern_buf o, tern_buf a, tern_buf b, const tern_kernel *k) {
+    return tern_rt_zip_with(G(d)->rt, tern_arg_buf(o), tern_arg_buf(a), tern_arg_buf(b), k);
+}
+static tern_error *gtop_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *k, double *o) {
+    return tern_rt_reduce(G(d)->rt, tern_arg_buf(a), init, k, o);
+}
+static tern_error *gtop_index_of(tern_dev *d, tern_buf a, double value, int64_t *o) {
+    return tern_rt_index_of(G(d)->rt, tern_arg_buf(a), value, o);
+}
 #undef G
 
 #define GT_ENTRY_(name, params) .name = gtop_##name,
@@ -117,7 +129,7 @@ static const tern_ops gt_ops = {.handler = "gpu-core", TERN_OPS(GT_ENTRY_)};
 #undef GT_ENTRY_
 
 /* A device over runtime `name`, or NULL (with *err) when it does not open. */
-static inline tern_dev *gt_open_runtime(const char *name, tern_error **err) {
+static inline tern_dev *gtop_open_runtime(const char *name, tern_error **err) {
     tern_dev *d = calloc(1, sizeof *d);
     *err = tern_rt_open(name, &d->rt);
     if (!*err) *err = gpu_core_init(&d->core, d->rt);
@@ -283,17 +295,36 @@ static inline double gt_tol(tern_dtype dt, double f32_tol) {
  * driver compiles (PoCL takes seconds per kernel; its cache helps only the second run). */
 static inline bool gt_full(void) { return !strcmp(gt_runtime, "host"); }
 
-/* Runs fn on each runtime under test. */
+/* Runs fn on each runtime under test. The reference side is the cpu handler, or with
+ * TERN_GPU_TEST_REFERENCE=host the core itself over the host interpreter (for machines
+ * where only the kernels are built, e.g. a GPU box without the cpu handler's BLAS). */
 static inline void gt_run(void (*fn)(void)) {
     const char *list = getenv("TERN_GPU_TEST_RUNTIMES");
+    const char *ref = getenv("TERN_GPU_TEST_REFERENCE");
     bool named = list && *list;
     char buf[128];
     snprintf(buf, sizeof buf, "%s", named ? list : "host,opencl");
-    gt_cpu.ops = tern_handler_ops("cpu");
-    CHECK_OK(gt_cpu.ops->open(&gt_cpu.d));
+    if (ref && !strcmp(ref, "host")) {
+        tern_error *err;
+        gt_cpu.ops = &gt_ops;
+        gt_cpu.d = gtop_open_runtime("host", &err);
+        if (!gt_cpu.d) {
+            CHECKF(0, "the host runtime does not open: %s", tern_error_message(err));
+            tern_error_free(err);
+            return;
+        }
+    } else {
+#ifndef GT_NO_CPU
+        gt_cpu.ops = tern_handler_ops("cpu");
+        CHECK_OK(gt_cpu.ops->open(&gt_cpu.d));
+#else
+        CHECKF(0, "built without the cpu handler: set TERN_GPU_TEST_REFERENCE=host");
+        return;
+#endif
+    }
     for (char *save = NULL, *name = strtok_r(buf, ",", &save); name; name = strtok_r(NULL, ",", &save)) {
         tern_error *err;
-        tern_dev *d = gt_open_runtime(name, &err);
+        tern_dev *d = gtop_open_runtime(name, &err);
         if (!d) {
             if (named) CHECKF(0, "runtime %s does not open: %s", name, tern_error_message(err));
             else printf("note: skipping runtime %s: %s\n", name, tern_error_message(err));
