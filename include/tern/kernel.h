@@ -157,6 +157,14 @@ tern_v tern_f32(float x);
  * when exactly representable); i32 when both operands are such literals. */
 tern_v tern_int(int64_t x);
 
+/* The most threads per threadgroup this kernel will be launched with (1..1024). Lets the
+ * CUDA compiler budget registers for it (__launch_bounds__; Metal's
+ * max_total_threads_per_threadgroup); a launch with more threads is then an error on
+ * every runtime. Without it the cuda runtime recompiles with a register cap when a launch
+ * needs one. */
+void tern_max_threads_at(tern_loc at, tern_kb *kb, int threads);
+#define tern_max_threads(kb, threads) tern_max_threads_at(TERN_HERE, kb, threads)
+
 /* ---- thread attributes (all i32) ----
  * A launch is `grid` threadgroups of `group` threads in up to three dimensions. dim is 0
  * (x), 1 (y) or 2 (z). SIMD groups are formed from the linear thread index in the
@@ -546,18 +554,28 @@ tern_error *tern_rt_prepare(tern_rt *rt, const tern_kernel *k) TERN_MUST_USE;
 /* ---- the generic operations on a runtime ----
  * fn is a pure function (see tern_result); buffers may be any numeric element type, and
  * values pass through their value type (bf16 -> f32, ...).
- *   build     out[i] = fn(i), i an i32 or i64 (fn's one parameter).
- *   zip_with  out[i] = fn(a[i], b[i]); a, b and out of one length.
+ *   build     out[i] = fn(i), i an i32 or i64 (fn's one parameter); the result is
+ *             converted to out's value type as tern_cast does.
+ *   zip_with  out[i] = fn(a[i], b[i]); a, b and out of one length; fn's parameters have
+ *             a's and b's value types; the result is converted to out's.
  *   reduce    *out = fn(... fn(fn(init, a[0]), a[1]) ..., a[n-1]), combined in an
  *             unspecified order (fn must be associative and commutative); init for n = 0.
- *   index_of  *out = the first i with a[i] == value (value converted to a's value type),
- *             or -1. */
+ *   reduce's fn takes and returns a's value type; init is converted to it.
+ *   index_of  *out = the first i with a[i] == value (value rounded to a's element type,
+ *             so 0.1 finds a bf16 0.1), or -1 (also when no element can equal it). */
 tern_error *tern_rt_build(tern_rt *rt, tern_arg out, const tern_kernel *fn) TERN_MUST_USE;
 tern_error *tern_rt_zip_with(tern_rt *rt, tern_arg out, tern_arg a, tern_arg b,
                              const tern_kernel *fn) TERN_MUST_USE;
 tern_error *tern_rt_reduce(tern_rt *rt, tern_arg a, double init, const tern_kernel *fn,
                            double *out) TERN_MUST_USE;
 tern_error *tern_rt_index_of(tern_rt *rt, tern_arg a, double value, int64_t *out) TERN_MUST_USE;
+
+/* The same over host memory, for handlers whose buffers are host pointers (the cpu
+ * handler): run by the host interpreter on one process-wide host runtime. */
+tern_error *tern_host_build(tern_buf out, const tern_kernel *fn) TERN_MUST_USE;
+tern_error *tern_host_zip_with(tern_buf out, tern_buf a, tern_buf b, const tern_kernel *fn) TERN_MUST_USE;
+tern_error *tern_host_reduce(tern_buf a, double init, const tern_kernel *fn, double *out) TERN_MUST_USE;
+tern_error *tern_host_index_of(tern_buf a, double value, int64_t *out) TERN_MUST_USE;
 
 #ifdef __cplusplus
 }

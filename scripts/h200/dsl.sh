@@ -27,13 +27,16 @@ icd_lib=$(ls /usr/lib/x86_64-linux-gnu/libnvidia-opencl.so.1 /usr/lib64/libnvidi
 if [ -n "$icd_lib" ] && [ ! -e /etc/OpenCL/vendors/nvidia.icd ]; then
     mkdir -p /etc/OpenCL/vendors && echo libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 fi
-ocl_args=()
-if [ -e "$TERN_PFX/usr/include/CL/cl.h" ]; then
+# without an OpenCL device there is nothing to run OpenCL on: build without it (the
+# opencl handler would also want CLBlast, which the machine lacks)
+ocl_args=(-DTERN_WITH_OPENCL=OFF)
+if [ -e /etc/OpenCL/vendors/nvidia.icd ] && [ -e "$TERN_PFX/usr/include/CL/cl.h" ]; then
     ocl_args=(-DOpenCL_INCLUDE_DIR="$TERN_PFX/usr/include"
               -DOpenCL_LIBRARY="$TERN_PFX/usr/lib/x86_64-linux-gnu/libOpenCL.so.1")
 fi
 
-targets="test_kernel_ops test_kernel_compile product matrix_add softmax tiled_matmul"
+targets="test_kernel_ops test_kernel_generic test_kernel_trace test_kernel_emit test_kernel_compile
+         test_kernel_interop product matrix_add softmax tiled_matmul"
 if ! cmake -S . -B build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_NATIVE=OFF "${ocl_args[@]}" \
         > "$OUT/dsl-configure.log" 2>&1 ||
    ! cmake --build build-h200 -j "$(nproc)" --target $targets > "$OUT/dsl-build.log" 2>&1; then
@@ -55,6 +58,7 @@ for gpu in cuda opencl; do
     fi
     export TERN_GPU=$gpu
     run "$gpu test_kernel_ops" "dsl-ops-$gpu.log" build-h200/tests/kernel/test_kernel_ops
+    run "$gpu test_kernel_generic" "dsl-generic-$gpu.log" build-h200/tests/kernel/test_kernel_generic
     for ex in product matrix_add softmax tiled_matmul; do
         run "$gpu example $ex" "dsl-$ex-$gpu.log" build-h200/examples/$ex
     done
@@ -65,4 +69,20 @@ run "cuda examples again (cubins from the disk cache)" dsl-cache-cuda.log build-
 note "cache entries: $(ls "$TERN_CACHE_DIR/cuda" 2>/dev/null | wc -l)"
 unset TERN_GPU
 run "nvrtc and metal compiles" dsl-compile.log build-h200/tests/kernel/test_kernel_compile
+run "trace checks (host)" dsl-trace.log build-h200/tests/kernel/test_kernel_trace
+run "interop (wrapped CUDA context and stream)" dsl-interop.log build-h200/tests/kernel/test_kernel_interop
+TERN_SOURCE_DIR=$PWD run "emitter golden text" dsl-emit.log build-h200/tests/kernel/test_kernel_emit
+
+# The GPU kernel library's tests (tests/gpu), when present, on the cuda runtime: the DSL's
+# runtime under real kernels.
+if [ -n "${TERN_DSL_GPU_TESTS:-1}" ] && [ -d tests/gpu ]; then
+    gpu_tests=$(cd tests/gpu && ls test_gpu_*.c 2>/dev/null | sed 's/\.c$//' | tr '\n' ' ')
+    if [ -n "$gpu_tests" ] && cmake --build build-h200 -j "$(nproc)" --target $gpu_tests > "$OUT/dsl-gpu-build.log" 2>&1; then
+        for t in $gpu_tests; do
+            TERN_GPU_TEST_RUNTIMES=cuda run "cuda $t" "dsl-$t.log" build-h200/tests/gpu/$t
+        done
+    else
+        note "tests/gpu: not built (see dsl-gpu-build.log)"
+    fi
+fi
 cat "$summary"

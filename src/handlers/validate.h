@@ -114,13 +114,15 @@ tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf 
                                              tern_buf mean, tern_buf rstd, int rows, int C);
 tern_error *tern_validate_gelu(tern_buf out, tern_buf x);
 tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x);
-/* The saved length B * NH * T * T, checked for overflow. */
-tern_error *tern_validate_attention_saved_len(int B, int T, int NH, size_t *out);
+/* The arguments of attention_saved_len (B, T, NH positive, out not NULL); the length itself
+ * is each handler's own. */
+tern_error *tern_validate_attention_saved_len(int B, int T, int NH, const size_t *out);
+/* saved must hold saved_len elements: what the handler's attention_saved_len answers. */
 tern_error *tern_validate_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                                    int C, int NH);
+                                    int C, int NH, size_t saved_len);
 tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
                                              tern_buf out, tern_buf saved, int B, int T, int C,
-                                             int NH);
+                                             int NH, size_t saved_len);
 tern_error *tern_validate_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
                                            tern_buf qkv, tern_buf pos, int B, int T, int C,
                                            int NH, int max_T);

@@ -481,7 +481,7 @@ tern_error *tern_kernel_build(const char *name, tern_trace_fn fn, void *user,
     if (!kb_name_ok(name))
         return tern_errorf("kernel name '%s' is not a C identifier of at most 63 characters",
                            name ? name : "(null)");
-    if (emit_reserved(name))
+    if (emit_reserved_kernel_name(name))
         return tern_errorf("kernel name '%s' is a keyword or builtin of a target language", name);
     if (!fn) return tern_errorf("kernel '%s': the trace function is NULL", name);
     tern_kb *kb = calloc(1, sizeof *kb);

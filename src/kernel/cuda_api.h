@@ -28,6 +28,10 @@
     X(cuCtxSetCurrent) \
     X(cuCtxGetCurrent) \
     X(cuCtxSynchronize) \
+    X(cuCtxPushCurrent) \
+    X(cuCtxPopCurrent) \
+    X(cuCtxGetDevice) \
+    X(cuFuncGetAttribute) \
     X(cuMemAlloc) \
     X(cuMemFree) \
     X(cuMemGetInfo) \

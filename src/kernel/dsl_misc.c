@@ -26,6 +26,15 @@ tern_v tern_thread_at(tern_loc at, tern_kb *kb, tern_thread_attr attr, int dim) 
     return kb_value(kb, v);
 }
 
+void tern_max_threads_at(tern_loc at, tern_kb *kb, int threads) {
+    if (!kb_ok(kb)) return;
+    if (threads < 1 || threads > 1024) {
+        kb_fail(kb, at, "max_threads: %d is not in 1..1024", threads);
+        return;
+    }
+    kb->k->max_threads = threads;
+}
+
 void tern_barrier_at(tern_loc at, tern_kb *kb) {
     if (!kb_ok(kb)) return;
     ir_ins in = {.op = IR_BARRIER, .a = {-1, -1, -1, -1}};

@@ -105,6 +105,8 @@ void emit_line_start(emitter *e, int32_t ins);
 void emit_line_end(emitter *e);
 /* Starts "type name = " for the value defined by ins (declares its name). */
 void emit_decl(emitter *e, int32_t v);
+/* The same when v is used; nothing when the statement's result is thrown away. */
+void emit_decl_if_used(emitter *e, int32_t v);
 /* The declared name of value v (made on first call). */
 const char *emit_val_name(emitter *e, int32_t v);
 /* A buffer's expression for element index (expression idx): name[idx]. */
@@ -128,5 +130,7 @@ void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u6
                      bool promote_float);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */
 bool emit_reserved(const char *name);
+/* Whether a kernel name clashes with a keyword, builtin or tern's own helpers. */
+bool emit_reserved_kernel_name(const char *name);
 
 #endif

@@ -488,6 +488,10 @@ void emit_decl(emitter *e, int32_t v) {
     sb_printf(&e->body, "%s %s = ", e->d->type(e->k->vals[v].type), emit_val_name(e, v));
 }
 
+void emit_decl_if_used(emitter *e, int32_t v) {
+    if (e->use_count[v] > 0) emit_decl(e, v);
+}
+
 static void statement(emitter *e, int32_t i, bool *simple_while) {
     const tern_kernel *k = e->k;
     const ir_ins *in = &k->ins[i];

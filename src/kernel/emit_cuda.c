@@ -207,7 +207,7 @@ static void cuda_atomic(emitter *e, int32_t i) {
                                       "atomicOr",  "atomicXor", "atomicExch"};
     strbuf *b = &e->body;
     emit_line_start(e, i);
-    emit_decl(e, in->dst);
+    emit_decl_if_used(e, in->dst);
     sb_printf(b, "%s(&", in->op == IR_ATOMIC_CAS ? "atomicCAS" : fns[in->aux]);
     emit_elem(e, b, in->a[0], in->a[1]);
     sb_puts(b, ", ");
@@ -314,6 +314,8 @@ static void cuda_head(emitter *e, strbuf *out) {
     const tern_kernel *k = e->k;
     if (k->result >= 0)
         sb_printf(out, "__device__ %s %s(", cuda_type(k->vals[k->result].type), k->name);
+    else if (k->max_threads)
+        sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", (int)k->max_threads, k->name);
     else
         sb_printf(out, "extern \"C\" __global__ void %s(", k->name);
     for (int32_t p = 0; p < k->nparams; p++) {

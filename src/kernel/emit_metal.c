@@ -210,7 +210,7 @@ static void mtl_atomic(emitter *e, int32_t i) {
     const char *at = elem == TERN_T_F32 ? "atomic_float" : elem == TERN_T_I32 ? "atomic_int" : "atomic_uint";
     strbuf *b = &e->body;
     emit_line_start(e, i);
-    emit_decl(e, in->dst);
+    emit_decl_if_used(e, in->dst);
     if (in->op == IR_ATOMIC_CAS) {
         e->need |= NEED_ATOMIC_CAS;
         sb_printf(b, "tern_atomic_cas_%s((%s %s *)&", space(e, in->a[0]), space(e, in->a[0]), at);
@@ -301,6 +301,8 @@ static void mtl_head(emitter *e, strbuf *out) {
     bool fn = k->result >= 0;
     if (fn)
         sb_printf(out, "%s %s(", mtl_type(k->vals[k->result].type), k->name);
+    else if (k->max_threads)
+        sb_printf(out, "[[max_total_threads_per_threadgroup(%d)]] kernel void %s(", (int)k->max_threads, k->name);
     else
         sb_printf(out, "kernel void %s(", k->name);
     int n = 0;

@@ -144,7 +144,7 @@ static void cl_atomic(emitter *e, int32_t i) {
                                       "atomic_or",  "atomic_xor", "atomic_xchg"};
     strbuf *b = &e->body;
     emit_line_start(e, i);
-    emit_decl(e, in->dst);
+    emit_decl_if_used(e, in->dst);
     if (B->elem == TERN_T_F32 && in->aux == TERN_ATOMIC_ADD) {
         e->need |= NEED_ATOMIC_F32;
         sb_printf(b, "tern_atomic_add_f32_%s(&", B->shared ? "local" : "global");

@@ -47,27 +47,67 @@ static void exec_unary(ictx *c, const ir_ins *in, const int32_t *lanes, int n) {
     }
 }
 
+/* Integers wrapped to their type, as ev_norm does. */
+#define NORM_I32(u) ((uint64_t)(int64_t)(int32_t)(uint32_t)(u))
+#define NORM_U32(u) ((uint64_t)(uint32_t)(u))
+#define NORM_64(u) ((uint64_t)(u))
+
+/* The integer operations that need no care (no division, no shift), for one type. */
+#define INT_OPS(NORM, S)                                                                      \
+    switch (op) {                                                                             \
+    case TERN_ADD: FOR_LANES(c, lanes, n, d[l].u = NORM(x[l].u + y[l].u)); return;           \
+    case TERN_SUB: FOR_LANES(c, lanes, n, d[l].u = NORM(x[l].u - y[l].u)); return;           \
+    case TERN_MUL: FOR_LANES(c, lanes, n, d[l].u = NORM(x[l].u * y[l].u)); return;           \
+    case TERN_AND: FOR_LANES(c, lanes, n, d[l].u = x[l].u & y[l].u); return;                 \
+    case TERN_OR: FOR_LANES(c, lanes, n, d[l].u = x[l].u | y[l].u); return;                  \
+    case TERN_XOR: FOR_LANES(c, lanes, n, d[l].u = NORM(x[l].u ^ y[l].u)); return;           \
+    case TERN_MIN: FOR_LANES(c, lanes, n, d[l] = x[l].S < y[l].S ? x[l] : y[l]); return;     \
+    case TERN_MAX: FOR_LANES(c, lanes, n, d[l] = x[l].S > y[l].S ? x[l] : y[l]); return;     \
+    case TERN_LT: FOR_LANES(c, lanes, n, d[l].u = x[l].S < y[l].S); return;                  \
+    case TERN_LE: FOR_LANES(c, lanes, n, d[l].u = x[l].S <= y[l].S); return;                 \
+    case TERN_GT: FOR_LANES(c, lanes, n, d[l].u = x[l].S > y[l].S); return;                  \
+    case TERN_GE: FOR_LANES(c, lanes, n, d[l].u = x[l].S >= y[l].S); return;                 \
+    case TERN_EQ: FOR_LANES(c, lanes, n, d[l].u = x[l].u == y[l].u); return;                 \
+    case TERN_NE: FOR_LANES(c, lanes, n, d[l].u = x[l].u != y[l].u); return;                 \
+    default: break;                                                                           \
+    }
+
 static void exec_binary(ictx *c, int32_t i, const ir_ins *in, const int32_t *lanes, int n) {
     ev *d = IREG(c, in->dst);
     const ev *x = IREG(c, in->a[0]), *y = IREG(c, in->a[1]);
     int t = c->k->vals[in->a[0]].type;
     tern_op2 op = (tern_op2)in->aux;
-    if (t == TERN_T_F32) {
+    /* the common cases as plain loops the compiler can vectorise; the rest per element */
+    switch (t) {
+    case TERN_T_F32:
         switch (op) {
         case TERN_ADD: FOR_LANES(c, lanes, n, d[l].f = x[l].f + y[l].f); return;
         case TERN_SUB: FOR_LANES(c, lanes, n, d[l].f = x[l].f - y[l].f); return;
         case TERN_MUL: FOR_LANES(c, lanes, n, d[l].f = x[l].f * y[l].f); return;
         case TERN_DIV: FOR_LANES(c, lanes, n, d[l].f = x[l].f / y[l].f); return;
+        case TERN_MIN: FOR_LANES(c, lanes, n, d[l].f = fminf(x[l].f, y[l].f)); return;
+        case TERN_MAX: FOR_LANES(c, lanes, n, d[l].f = fmaxf(x[l].f, y[l].f)); return;
         case TERN_LT: FOR_LANES(c, lanes, n, d[l].u = x[l].f < y[l].f); return;
+        case TERN_LE: FOR_LANES(c, lanes, n, d[l].u = x[l].f <= y[l].f); return;
+        case TERN_GT: FOR_LANES(c, lanes, n, d[l].u = x[l].f > y[l].f); return;
+        case TERN_GE: FOR_LANES(c, lanes, n, d[l].u = x[l].f >= y[l].f); return;
+        case TERN_EQ: FOR_LANES(c, lanes, n, d[l].u = x[l].f == y[l].f); return;
+        case TERN_NE: FOR_LANES(c, lanes, n, d[l].u = x[l].f != y[l].f); return;
         default: break;
         }
-    } else if (t == TERN_T_I32) {
+        break;
+    case TERN_T_I32: INT_OPS(NORM_I32, i) break;
+    case TERN_T_U32: INT_OPS(NORM_U32, u) break;
+    case TERN_T_I64: INT_OPS(NORM_64, i) break;
+    case TERN_T_U64: INT_OPS(NORM_64, u) break;
+    case TERN_T_BOOL:
         switch (op) {
-        case TERN_ADD: FOR_LANES(c, lanes, n, d[l] = ev_norm(TERN_T_I32, x[l].u + y[l].u)); return;
-        case TERN_MUL: FOR_LANES(c, lanes, n, d[l] = ev_norm(TERN_T_I32, x[l].u * y[l].u)); return;
-        case TERN_LT: FOR_LANES(c, lanes, n, d[l].u = x[l].i < y[l].i); return;
+        case TERN_LAND: FOR_LANES(c, lanes, n, d[l].u = x[l].u & y[l].u); return;
+        case TERN_LOR: FOR_LANES(c, lanes, n, d[l].u = x[l].u | y[l].u); return;
         default: break;
         }
+        break;
+    default: break;
     }
     bool fault = false;
     if ((op == TERN_DIV || op == TERN_REM) && t != TERN_T_F32) {
@@ -399,7 +439,8 @@ tern_error *interp_run(const tern_kernel *k, tern_dims grid, tern_dims group,
     tern_error *first = NULL;
     int stop = 0;
     /* a group is a lot of work only when it has many threads; small launches stay serial */
-    int workers = groups > 1 ? omp_get_max_threads() : 1;
+    int workers = omp_get_max_threads();
+    if ((uint64_t)workers > groups) workers = (int)groups;
 #pragma omp parallel num_threads(workers)
     {
         ictx c;

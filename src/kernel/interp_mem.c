@@ -93,7 +93,36 @@ static bool index_of_lane(ictx *c, int32_t ins, int l, const char *what, int32_t
     return true;
 }
 
+/* The common load: a 32-bit element at an i32 index, checked inline. */
+static bool load32_fast(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    if (c->k->vals[in->a[1]].type != TERN_T_I32) return false;
+    const ev *idx = IREG(c, in->a[1]);
+    ev *d = IREG(c, in->dst);
+    const unsigned char *base = b->base;
+    uint64_t len = b->len;
+    switch (b->elem) {
+    case TERN_T_F32:
+        FOR_LANES(c, lanes, n, {
+            if (idx[l].u >= len) return false; /* the slow path reports it */
+            memcpy(&d[l].f, base + idx[l].u * 4, 4);
+        });
+        return true;
+    case TERN_T_I32:
+        FOR_LANES(c, lanes, n, {
+            if (idx[l].u >= len) return false;
+            int32_t x;
+            memcpy(&x, base + idx[l].u * 4, 4);
+            d[l].i = x;
+        });
+        return true;
+    default: return false;
+    }
+}
+
 void interp_load(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    if (load32_fast(c, ins, lanes, n)) return;
     const ir_ins *in = &c->k->ins[ins];
     const ibuf *b = &c->bufs[in->a[0]];
     ev *d = IREG(c, in->dst);

@@ -205,27 +205,6 @@ tern_type tern_type_of_dtype(tern_dtype dtype) {
     return TERN_T_VOID;
 }
 
-bool ir_type_is_int(int t) {
-    return t == TERN_T_I32 || t == TERN_T_U32 || t == TERN_T_I64 || t == TERN_T_U64;
-}
-bool ir_type_is_signed(int t) { return t == TERN_T_I32 || t == TERN_T_I64; }
-bool ir_type_is_numeric(int t) { return ir_type_is_int(t) || t == TERN_T_F32; }
-bool ir_type_is_value(int t) { return t == TERN_T_BOOL || ir_type_is_numeric(t); }
-bool ir_type_is_storage(int t) {
-    return ir_type_is_numeric(t) || t == TERN_T_F16 || t == TERN_T_BF16 || t == TERN_T_U16;
-}
-int ir_type_bits(int t) {
-    switch (t) {
-    case TERN_T_BOOL: return 1;
-    case TERN_T_I64:
-    case TERN_T_U64: return 64;
-    case TERN_T_F16:
-    case TERN_T_BF16:
-    case TERN_T_U16: return 16;
-    default: return 32;
-    }
-}
-
 bool ir_op_has_effect(ir_op op) {
     switch (op) {
     case IR_CONST:

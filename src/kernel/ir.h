@@ -144,6 +144,7 @@ struct tern_kernel {
     uint32_t uses;
     size_t shared_bytes;
     int32_t result; /* value id of tern_result, or -1 */
+    int32_t max_threads; /* tern_max_threads, 0 when not given */
     uint64_t hash;
     struct interp_prog *prog; /* the interpreter's form, made at build */
 };
@@ -170,12 +171,27 @@ const char *ir_op2_name(tern_op2 op);
 const char *ir_atomic_name(tern_atomic_op op);
 const char *ir_simd_name(tern_simd_op op);
 const char *ir_thread_name(tern_thread_attr a);
-bool ir_type_is_int(int t);       /* i32 u32 i64 u64 */
-bool ir_type_is_signed(int t);    /* i32 i64 */
-bool ir_type_is_numeric(int t);   /* ints and f32 */
-bool ir_type_is_value(int t);     /* bool, ints, f32 */
-bool ir_type_is_storage(int t);   /* a buffer element type */
-int ir_type_bits(int t);          /* width of a value type (bool: 1) */
+static inline bool ir_type_is_int(int t) { /* i32 u32 i64 u64 */
+    return t == TERN_T_I32 || t == TERN_T_U32 || t == TERN_T_I64 || t == TERN_T_U64;
+}
+static inline bool ir_type_is_signed(int t) { return t == TERN_T_I32 || t == TERN_T_I64; }
+static inline bool ir_type_is_numeric(int t) { return ir_type_is_int(t) || t == TERN_T_F32; }
+static inline bool ir_type_is_value(int t) { return t == TERN_T_BOOL || ir_type_is_numeric(t); }
+static inline bool ir_type_is_storage(int t) { /* a buffer element type */
+    return ir_type_is_numeric(t) || t == TERN_T_F16 || t == TERN_T_BF16 || t == TERN_T_U16;
+}
+/* Width of a type in bits (bool: 1). */
+static inline int ir_type_bits(int t) {
+    switch (t) {
+    case TERN_T_BOOL: return 1;
+    case TERN_T_I64:
+    case TERN_T_U64: return 64;
+    case TERN_T_F16:
+    case TERN_T_BF16:
+    case TERN_T_U16: return 16;
+    default: return 32;
+    }
+}
 /* Whether instruction `op` has effects beyond its result (stores, atomics, control...). */
 bool ir_op_has_effect(ir_op op);
 /* Whether `op` opens a block (IF, FOR, WHILE). */

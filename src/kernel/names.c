@@ -30,6 +30,10 @@ static const char *const reserved[] = {
     "simd_sum", "simd_max", "simd_min", "simd_shuffle", "simd_ballot", "simd_any", "simd_all",
     "simd_shuffle_xor", "simd_shuffle_up", "simd_shuffle_down", "simd_broadcast", "simd_vote",
     "simd_prefix_exclusive_sum", "simd_prefix_inclusive_sum",
+    /* OpenCL C builtins a kernel name could shadow */
+    "atomic_add", "atomic_sub", "atomic_min", "atomic_max", "atomic_and", "atomic_or",
+    "atomic_xor", "atomic_xchg", "atomic_cmpxchg", "atomic_inc", "atomic_dec", "mad",
+    "dot", "length", "normalize", "mix", "step", "sign", "vload_half", "vstore_half",
     "threadgroup_barrier", "mem_flags", "as_type",
     /* math the emitters call */
     "min", "max", "fmin", "fmax", "fminf", "fmaxf", "abs", "fabs", "fabsf", "llabs", "exp",
@@ -38,6 +42,13 @@ static const char *const reserved[] = {
     "ceilf", "round", "roundf", "trunc", "truncf", "isnan", "isinf", "pow", "powf", "fma",
     "fmaf", "fmod", "fmodf", "select", "clamp",
 };
+
+bool emit_reserved_kernel_name(const char *name) {
+    if (!strncmp(name, "tern_", 5) || !strncmp(name, "__", 2)) return true;
+    for (size_t i = 0; i < sizeof reserved / sizeof *reserved; i++)
+        if (!strcmp(name, reserved[i])) return true;
+    return false;
+}
 
 bool emit_reserved(const char *name) {
     if (!strncmp(name, "tern_", 5) || !strncmp(name, "__", 2) || !strncmp(name, "get_", 4) ||

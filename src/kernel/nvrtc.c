@@ -29,7 +29,8 @@ static bool arch_ok(const char *arch) {
 }
 
 tern_error *nvrtc_compile_source(const tern_kernel *k, const char *src, const int32_t *lines,
-                                 int32_t nlines, const char *arch, void **image, size_t *size) {
+                                 int32_t nlines, const char *arch, int maxrreg, void **image,
+                                 size_t *size) {
     if (image) *image = NULL;
     if (size) *size = 0;
     if (!arch_ok(arch))
@@ -42,8 +43,10 @@ tern_error *nvrtc_compile_source(const tern_kernel *k, const char *src, const in
     nvrtcResult r = nvrtcCreateProgram(&prog, src, file, 0, NULL, NULL);
     if (r != NVRTC_SUCCESS)
         return tern_errorf("kernel '%s': nvrtcCreateProgram failed: %s", k->name, nvrtcGetErrorString(r));
-    const char *opts[] = {opt_arch, "--std=c++17", "-default-device"};
-    r = nvrtcCompileProgram(prog, 3, opts);
+    char opt_regs[40];
+    snprintf(opt_regs, sizeof opt_regs, "--maxrregcount=%d", maxrreg);
+    const char *opts[] = {opt_arch, "--std=c++17", "-default-device", opt_regs};
+    r = nvrtcCompileProgram(prog, maxrreg > 0 ? 4 : 3, opts);
     tern_error *err = NULL;
     if (r != NVRTC_SUCCESS) {
         size_t n = 0;
@@ -81,7 +84,7 @@ tern_error *tern_nvrtc_compile(const tern_kernel *k, const char *arch, void **im
     char *src = NULL;
     int32_t *lines = NULL, nlines = 0;
     TERN_TRY(emit_source(k, &emit_cuda_dialect, &src, &lines, &nlines));
-    tern_error *err = nvrtc_compile_source(k, src, lines, nlines, arch, image, size);
+    tern_error *err = nvrtc_compile_source(k, src, lines, nlines, arch, 0, image, size);
     free(src);
     free(lines);
     return err;
@@ -92,8 +95,9 @@ tern_error *tern_nvrtc_compile(const tern_kernel *k, const char *arch, void **im
 const char *nvrtc_version_string(void) { return "no nvrtc"; }
 
 tern_error *nvrtc_compile_source(const tern_kernel *k, const char *src, const int32_t *lines,
-                                 int32_t nlines, const char *arch, void **image, size_t *size) {
-    (void)src, (void)lines, (void)nlines, (void)arch, (void)image, (void)size;
+                                 int32_t nlines, const char *arch, int maxrreg, void **image,
+                                 size_t *size) {
+    (void)src, (void)lines, (void)nlines, (void)arch, (void)maxrreg, (void)image, (void)size;
     return tern_errorf("kernel '%s': NVRTC is not built in (no CUDA toolkit when tern was built)", k->name);
 }
 

@@ -228,6 +228,9 @@ tern_error *rt_check_launch(const tern_kernel *k, tern_dims grid, tern_dims grou
     if (grid.x > INT32_MAX || grid.y > 65535 || grid.z > 65535)
         return tern_errorf("kernel '%s': grid (%u,%u,%u) is larger than every target allows "
                            "(x < 2^31, y and z <= 65535)", k->name, grid.x, grid.y, grid.z);
+    if (k->max_threads && threads > (uint64_t)k->max_threads)
+        return tern_errorf("kernel '%s': a threadgroup of %llu threads; the kernel declares at most %d "
+                           "(tern_max_threads)", k->name, (unsigned long long)threads, k->max_threads);
     if ((k->uses & IR_USES_SIMD) && threads % TERN_SIMD_WIDTH)
         return tern_errorf("kernel '%s' uses SIMD-group operations: its threadgroup size (%llu) "
                            "must be a multiple of %d", k->name, (unsigned long long)threads,

@@ -15,6 +15,10 @@
 #include "kernel/hash.h"
 
 typedef struct cl_entry {
+    /* the kernel object last served and its content hash: a launch of the same object skips
+     * emitting the source again (the hash guards against address reuse after a free) */
+    const tern_kernel *owner;
+    uint64_t owner_hash;
     uint64_t key;
     char *source;
     cl_program program;
@@ -86,12 +90,20 @@ static tern_error *cl_sync(tern_rt *rt) {
 
 /* The compiled kernel for k, compiling on first use. Called with c->lock held. */
 static tern_error *cl_get(cl_rt *c, const tern_kernel *k, cl_kernel *out) {
+    for (int i = 0; i < c->nentries; i++) {
+        if (c->entries[i].owner == k && c->entries[i].owner_hash == k->hash) {
+            *out = c->entries[i].kernel;
+            return NULL;
+        }
+    }
     char *src = NULL;
     int32_t *lines = NULL, nlines = 0;
     TERN_TRY(emit_source(k, &emit_opencl_dialect, &src, &lines, &nlines));
     uint64_t key = hash_finish(hash_str(HASH_SEED, src));
     for (int i = 0; i < c->nentries; i++)
         if (c->entries[i].key == key && !strcmp(c->entries[i].source, src)) {
+            c->entries[i].owner = k;
+            c->entries[i].owner_hash = k->hash;
             *out = c->entries[i].kernel;
             free(src);
             free(lines);
@@ -134,7 +146,7 @@ static tern_error *cl_get(cl_rt *c, const tern_kernel *k, cl_kernel *out) {
         free(src);
         return err;
     }
-    cl_entry e = {key, src, prog, kern};
+    cl_entry e = {k, k->hash, key, src, prog, kern};
     c->entries[c->nentries++] = e;
     *out = kern;
     return NULL;

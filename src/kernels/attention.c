@@ -7,10 +7,12 @@
  * Layout: qkv [B, T, 3C], head h's q, k, v in channels h hs, C + h hs, 2C + h hs; out and
  * dout [B, T, C]; saved and delta f32 [B, NH, T].
  *
- * Without matrix instructions in the DSL each thread owns one row (a query row in the
- * forward and dq kernels, a key row in the dk/dv kernel) and the inner loops are f32 FMAs
- * whose other operand is a broadcast read of threadgroup memory (every thread reads the
- * same address). Scores use base-2 exponentials: s' = (q . k) * scale * log2(e).
+ * Without matrix instructions in the DSL each row (a query row in the forward and dq
+ * kernels, a key row in the dk/dv kernel) belongs to SP neighbouring threads, each holding
+ * hs / SP of its dimensions in registers (gk_att_split); their partial dot products meet in
+ * SIMD shuffles. The inner loops are f32 FMAs whose other operand is a read of threadgroup
+ * memory shared by the threads of a part (contiguous, so 16-byte accesses). Scores use
+ * base-2 exponentials: s' = (q . k) * scale * log2(e).
  *
  * Spec for all four: t[0], t[1] the float buffers as listed; n[0] = hs (loops over the head
  * dimension unroll), n[1] = W, the vector width of global accesses (hs % W == 0). */
@@ -22,18 +24,35 @@
 
 /* Key tile rows of the forward and dq kernels (two tiles of tile * hs floats in shared). */
 static int key_tile(int hs) { return hs <= 128 ? 32 : 16; }
-/* Query tile rows of the dk/dv kernel. */
-static int query_tile(int hs) { return hs <= 64 ? 16 : hs <= 128 ? 8 : 4; }
+/* Query tile rows of the dk/dv kernel (two tiles of tile * hs floats in shared). */
+static int query_tile(int hs) { return hs <= 128 ? 32 : 16; }
 
 /* hs values of one head's row from a buffer, starting at element `at` (W at a time). */
 static void load_row(tern_v buf, tern_v at, int hs, int W, tern_v *out) {
     for (int d = 0; d < hs; d += W) ku_load(buf, tern_add(at, tern_int(d)), W, out + d);
 }
 
+/* A tile's layout in threadgroup memory: rows `ld` floats apart, each row's hs values in
+ * parts of dh (one per thread sharing a row), parts dh + pad apart. The pad (4 floats when
+ * a row is split) puts the parts' 16-byte reads in different banks: two parts 32 floats
+ * apart would hit the same ones. */
+typedef struct tile_layout {
+    int ld, dh, pad;
+} tile_layout;
+
+static tile_layout layout(int hs, int sp) {
+    int pad = sp > 1 ? 4 : 0;
+    tile_layout t = {sp * (hs / sp + pad), hs / sp, pad};
+    return t;
+}
+
+/* Where element d of a tile row starts its part, relative to the row: part * (dh + pad). */
+static tern_v part_base(tile_layout t, tern_v part) { return tern_mul(part, tern_int(t.dh + t.pad)); }
+
 /* Copies `rows` rows of one head (hs values each, from qkv rows row0 .. clamped to T - 1 at
- * channel offset `chan`) into the shared array dst with row stride ld, as f32. `threads`
+ * channel offset `chan`) into the shared array dst laid out as lt, as f32. `threads`
  * threads share the work, thread `tid`. */
-static void load_tile(tern_kb *kb, tern_v dst, int ld, tern_v src, tern_v row_base, tern_v row0,
+static void load_tile(tern_kb *kb, tern_v dst, tile_layout lt, tern_v src, tern_v row_base, tern_v row0,
                       tern_v last_row, tern_v row_stride, tern_v chan, int rows, int hs, int W,
                       tern_v tid, int threads) {
     int chunks = rows * hs / W, per_row = hs / W;
@@ -48,16 +67,31 @@ static void load_tile(tern_kb *kb, tern_v dst, int ld, tern_v src, tern_v row_ba
         if (guard) tern_if(kb, tern_lt(e, tern_int(chunks)));
         tern_v x[8];
         ku_load(src, at, W, x);
-        tern_v to = tern_add(tern_mul(r, tern_int(ld)), d);
+        tern_v to = tern_add(tern_mul(r, tern_int(lt.ld)), d);
+        if (lt.pad) to = tern_add(to, tern_mul(tern_div(d, tern_int(lt.dh)), tern_int(lt.pad)));
         for (int j = 0; j < W; j++) tern_store(dst, tern_add(to, tern_int(j)), x[j]);
         if (guard) tern_end(kb);
     }
 }
 
+/* The widest access <= w dividing n. */
+static int width_for(int w, int n) {
+    while (w > 1 && n % w) w /= 2;
+    return w;
+}
+
+/* Sums x over the sp threads of a row (neighbouring lanes): every one gets the total. */
+static tern_v row_sum(tern_v x, int sp) {
+    for (int off = sp / 2; off >= 1; off /= 2) x = tern_add(x, tern_simd_shuffle_xor(x, tern_int(off)));
+    return x;
+}
+
 /* Forward. Spec t[0] out, t[1] qkv. Parameters: out, saved, qkv, T, C, NH, scale. */
 void gk_trace_attention(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], W = s->n[1], BC = key_tile(hs);
+    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH);
+    int BC = key_tile(hs), G = GK_ATT_BR * SP;
+    tile_layout lt = layout(hs, SP);
     tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
     tern_v saved = tern_param_buf(kb, "saved", TERN_T_F32, TERN_WRITE);
     tern_v qkv = ku_buf(kb, "qkv", s->t[1], TERN_READ);
@@ -65,16 +99,18 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
     tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * hs);
-    tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * hs);
+    tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
+    tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
     tern_v tid = tern_local_id(kb, 0);
+    tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
+    tern_v sk = part_base(lt, part); /* this part's place in a shared row */
     /* the longest rows (most key tiles) first */
     tern_v qt = tern_sub(tern_sub(tern_group_count(kb, 0), tern_int(1)), tern_group_id(kb, 0));
     tern_v bh = tern_group_id(kb, 1);
     tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
     tern_v last = tern_sub(T, tern_int(1));
-    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tid);
+    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tern_div(tid, tern_int(SP)));
     tern_v ic = tern_min(i, last);
     tern_v C3 = tern_mul(C, tern_int(3));
     tern_v row_base = tern_mul(b, T);
@@ -82,8 +118,8 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
 
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
     tern_v q[GK_ATT_MAX_HS], o[GK_ATT_MAX_HS];
-    load_row(qkv, tern_add(tern_mul(tern_add(row_base, ic), C3), hoff), hs, W, q);
-    for (int d = 0; d < hs; d++) {
+    load_row(qkv, tern_add(tern_add(tern_mul(tern_add(row_base, ic), C3), hoff), pk), DH, W, q);
+    for (int d = 0; d < DH; d++) {
         q[d] = tern_mul(q[d], c);
         o[d] = tern_var(kb, "o", tern_f32(0.0f));
     }
@@ -95,15 +131,16 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
     tern_v tiles = tern_add(tern_div(group_last, tern_int(BC)), tern_int(1));
     TERN_FOR(kb, kt, tern_int(0), tiles, tern_int(1)) {
         tern_v j0 = tern_mul(kt, tern_int(BC));
-        load_tile(kb, ks, hs, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, GK_ATT_BR);
-        load_tile(kb, vs, hs, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC,
-                  hs, W, tid, GK_ATT_BR);
+        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, G);
+        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC, hs, W, tid, G);
         tern_barrier(kb);
         tern_v sc[32];
         tern_v mt = tern_f32(-INFINITY);
         for (int r = 0; r < BC; r++) {
-            tern_v acc = tern_mul(q[0], tern_load(ks, tern_int(r * hs)));
-            for (int d = 1; d < hs; d++) acc = tern_fma(q[d], tern_load(ks, tern_int(r * hs + d)), acc);
+            tern_v kr = tern_add(sk, tern_int(r * lt.ld));
+            tern_v acc = tern_mul(q[0], tern_load(ks, kr));
+            for (int d = 1; d < DH; d++) acc = tern_fma(q[d], tern_load(ks, tern_add(kr, tern_int(d))), acc);
+            acc = row_sum(acc, SP);
             sc[r] = tern_select(tern_le(tern_add(j0, tern_int(r)), ic), acc, tern_f32(-INFINITY));
             mt = r ? tern_max(mt, sc[r]) : sc[0];
         }
@@ -115,23 +152,28 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
             psum = r ? tern_add(psum, sc[r]) : sc[0];
         }
         tern_assign(l, tern_fma(l, corr, psum));
-        for (int d = 0; d < hs; d++) {
-            tern_v acc = tern_mul(o[d], corr);
-            for (int r = 0; r < BC; r++) acc = tern_fma(sc[r], tern_load(vs, tern_int(r * hs + d)), acc);
-            tern_assign(o[d], acc);
+        /* o = o corr + P V: key by key, so each key's value row is read contiguously */
+        tern_v acc[GK_ATT_MAX_HS];
+        for (int d = 0; d < DH; d++) acc[d] = tern_mul(o[d], corr);
+        for (int r = 0; r < BC; r++) {
+            tern_v vr = tern_add(sk, tern_int(r * lt.ld));
+            for (int d = 0; d < DH; d++) acc[d] = tern_fma(sc[r], tern_load(vs, tern_add(vr, tern_int(d))), acc[d]);
         }
+        for (int d = 0; d < DH; d++) tern_assign(o[d], acc[d]);
         tern_assign(m, m_new);
         tern_barrier(kb);
     }
     TERN_IF(kb, tern_lt(i, T)) {
         tern_v inv = tern_div(tern_f32(1.0f), l);
-        tern_v at = tern_add(tern_mul(tern_add(row_base, i), C), hoff);
-        for (int d = 0; d < hs; d += W) {
+        tern_v at = tern_add(tern_add(tern_mul(tern_add(row_base, i), C), hoff), pk);
+        for (int d = 0; d < DH; d += W) {
             tern_v v[8];
             for (int j = 0; j < W; j++) v[j] = tern_mul(o[d + j], inv);
             ku_store(out, tern_add(at, tern_int(d)), W, v);
         }
-        tern_store(saved, tern_add(tern_mul(bh, T), i), tern_add(m, tern_log2(l)));
+        TERN_IF(kb, tern_eq(part, tern_int(0))) {
+            tern_store(saved, tern_add(tern_mul(bh, T), i), tern_add(m, tern_log2(l)));
+        }
     }
 }
 
@@ -161,16 +203,17 @@ void gk_trace_attention_delta(tern_kb *kb, void *spec) {
     }
 }
 
-/* dk and dv of one key row per thread. Spec t[0] dqkv, t[1] qkv, t[2] dout.
- * Parameters: dqkv, qkv, dout, saved, delta, T, C, NH, scale.
- * The group's K and V rows sit in shared memory with a padded stride (hs + 1: each thread
- * reads its own row, conflict-free); query tiles of Q, dO, saved and delta are read by all
- * threads at once (broadcast). dv_j = sum_i P_ij dO_i; dk_j = scale sum_i dS_ij q_i with
- * dS_ij = P_ij (dO_i . v_j - delta_i); only i >= j contribute. */
+/* dk and dv, SP threads per key row (gk_att_split(hs, 1)): each holds its part of k_j and
+ * v_j and accumulates that part of dk_j and dv_j in registers; tiles of BQ query rows of Q
+ * and dO, with their saved and delta, sit in shared memory.
+ * dv_j = sum_i P_ij dO_i; dk_j = scale sum_i dS_ij q_i, dS_ij = P_ij (dO_i . v_j - delta_i);
+ * only i >= j contribute. Spec t[0] dqkv, t[1] qkv, t[2] dout.
+ * Parameters: dqkv, qkv, dout, saved, delta, T, C, NH, scale. */
 void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], W = s->n[1], BR = gk_att_dkdv_rows(hs), BQ = query_tile(hs);
-    int ld = hs + 1;
+    int hs = s->n[0], SP = gk_att_split(hs, 1), DH = hs / SP, W = width_for(s->n[1], DH);
+    int BQ = query_tile(hs), G = GK_ATT_BR * SP;
+    tile_layout lt = layout(hs, SP);
     tern_v dqkv = ku_buf(kb, "dqkv", s->t[0], TERN_WRITE);
     tern_v qkv = ku_buf(kb, "qkv", s->t[1], TERN_READ);
     tern_v dout = ku_buf(kb, "dout", s->t[2], TERN_READ);
@@ -180,110 +223,115 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
     tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BR * ld);
-    tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BR * ld);
-    tern_v qs = tern_shared(kb, "qs", TERN_T_F32, (size_t)BQ * hs);
-    tern_v gs = tern_shared(kb, "gs", TERN_T_F32, (size_t)BQ * hs);
+    tern_v qs = tern_shared(kb, "qs", TERN_T_F32, (size_t)BQ * lt.ld);
+    tern_v gs = tern_shared(kb, "gs", TERN_T_F32, (size_t)BQ * lt.ld);
     tern_v ls = tern_shared(kb, "ls", TERN_T_F32, (size_t)BQ);
     tern_v ds = tern_shared(kb, "ds", TERN_T_F32, (size_t)BQ);
 
     tern_v tid = tern_local_id(kb, 0);
+    tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
     tern_v kt = tern_group_id(kb, 0); /* the longest (earliest) key rows first */
     tern_v bh = tern_group_id(kb, 1);
     tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
     tern_v last = tern_sub(T, tern_int(1));
-    tern_v j0 = tern_mul(kt, tern_int(BR));
-    tern_v j = tern_add(j0, tid);
+    tern_v j0 = tern_mul(kt, tern_int(GK_ATT_BR));
+    tern_v j = tern_add(j0, tern_div(tid, tern_int(SP)));
+    tern_v jc = tern_min(j, last);
     tern_v C3 = tern_mul(C, tern_int(3));
     tern_v row_base = tern_mul(b, T);
     tern_v hoff = tern_mul(h, tern_int(hs));
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
 
-    load_tile(kb, ks, ld, qkv, row_base, j0, last, C3, tern_add(C, hoff), BR, hs, W, tid, BR);
-    load_tile(kb, vs, ld, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BR, hs,
-              W, tid, BR);
-    tern_v dk[GK_ATT_MAX_HS], dv[GK_ATT_MAX_HS];
-    for (int d = 0; d < hs; d++) {
+    tern_v k[GK_ATT_MAX_HS], v[GK_ATT_MAX_HS], dk[GK_ATT_MAX_HS], dv[GK_ATT_MAX_HS];
+    tern_v own = tern_add(tern_add(tern_mul(tern_add(row_base, jc), C3), hoff), pk);
+    load_row(qkv, tern_add(own, C), DH, W, k);
+    load_row(qkv, tern_add(own, tern_mul(C, tern_int(2))), DH, W, v);
+    for (int d = 0; d < DH; d++) {
         dk[d] = tern_var(kb, "dk", tern_f32(0.0f));
         dv[d] = tern_var(kb, "dv", tern_f32(0.0f));
     }
-    tern_v own = tern_mul(tid, tern_int(ld));
     tern_v stat0 = tern_mul(bh, T);
     /* query tiles from the one holding j0 to the end */
     tern_v t_first = tern_div(j0, tern_int(BQ));
     tern_v t_end = tern_div(tern_add(T, tern_int(BQ - 1)), tern_int(BQ));
     TERN_FOR(kb, qt, t_first, t_end, tern_int(1)) {
         tern_v i0 = tern_mul(qt, tern_int(BQ));
-        tern_barrier(kb); /* the previous tile is consumed (and K, V are in place) */
-        load_tile(kb, qs, hs, qkv, row_base, i0, last, C3, hoff, BQ, hs, W, tid, BR);
-        load_tile(kb, gs, hs, dout, row_base, i0, last, C, hoff, BQ, hs, W, tid, BR);
-        bool guard = BR > BQ;
-        if (guard) tern_if(kb, tern_lt(tid, tern_int(BQ)));
-        tern_v qi = tern_min(tern_add(i0, tid), last);
-        tern_store(ls, tid, tern_load(saved, tern_add(stat0, qi)));
-        tern_store(ds, tid, tern_load(delta, tern_add(stat0, qi)));
-        if (guard) tern_end(kb);
+        tern_barrier(kb); /* the previous tile is consumed */
+        load_tile(kb, qs, lt, qkv, row_base, i0, last, C3, hoff, BQ, hs, W, tid, G);
+        load_tile(kb, gs, lt, dout, row_base, i0, last, C, hoff, BQ, hs, W, tid, G);
+        TERN_IF(kb, tern_lt(tid, tern_int(BQ))) {
+            tern_v qi = tern_min(tern_add(i0, tid), last);
+            tern_store(ls, tid, tern_load(saved, tern_add(stat0, qi)));
+            tern_store(ds, tid, tern_load(delta, tern_add(stat0, qi)));
+        }
         tern_barrier(kb);
         TERN_FOR(kb, r, tern_int(0), tern_int(BQ), tern_int(1)) {
-            tern_v qrow = tern_mul(r, tern_int(hs));
+            tern_v qrow = tern_add(tern_mul(r, tern_int(lt.ld)), part_base(lt, part));
+            tern_v qv[GK_ATT_MAX_HS], gv[GK_ATT_MAX_HS];
             tern_v sdot = tern_f32(0.0f), pdot = tern_f32(0.0f);
-            for (int d = 0; d < hs; d++) {
-                tern_v qd = tern_load(qs, tern_add(qrow, tern_int(d)));
-                tern_v gd = tern_load(gs, tern_add(qrow, tern_int(d)));
-                tern_v kd = tern_load(ks, tern_add(own, tern_int(d)));
-                tern_v vd = tern_load(vs, tern_add(own, tern_int(d)));
-                sdot = d ? tern_fma(qd, kd, sdot) : tern_mul(qd, kd);
-                pdot = d ? tern_fma(gd, vd, pdot) : tern_mul(gd, vd);
+            for (int d = 0; d < DH; d++) {
+                qv[d] = tern_load(qs, tern_add(qrow, tern_int(d)));
+                gv[d] = tern_load(gs, tern_add(qrow, tern_int(d)));
+                sdot = d ? tern_fma(qv[d], k[d], sdot) : tern_mul(qv[d], k[d]);
+                pdot = d ? tern_fma(gv[d], v[d], pdot) : tern_mul(gv[d], v[d]);
             }
+            sdot = row_sum(sdot, SP);
+            pdot = row_sum(pdot, SP);
             tern_v i = tern_add(i0, r);
             tern_v live = tern_land(tern_le(j, i), tern_lt(i, T));
             tern_v p = tern_exp2(tern_sub(tern_mul(sdot, c), tern_load(ls, r)));
             p = tern_select(live, p, tern_f32(0.0f));
             tern_v dsv = tern_mul(p, tern_sub(pdot, tern_load(ds, r)));
-            for (int d = 0; d < hs; d++) {
-                tern_assign(dv[d], tern_fma(p, tern_load(gs, tern_add(qrow, tern_int(d))), dv[d]));
-                tern_assign(dk[d], tern_fma(dsv, tern_load(qs, tern_add(qrow, tern_int(d))), dk[d]));
+            for (int d = 0; d < DH; d++) {
+                tern_assign(dv[d], tern_fma(p, gv[d], dv[d]));
+                tern_assign(dk[d], tern_fma(dsv, qv[d], dk[d]));
             }
         }
     }
     TERN_IF(kb, tern_lt(j, T)) {
-        tern_v at = tern_add(tern_mul(tern_add(row_base, j), C3), hoff);
-        for (int d = 0; d < hs; d += W) {
+        for (int d = 0; d < DH; d += W) {
             tern_v kv[8], vv[8];
             for (int e = 0; e < W; e++) {
                 kv[e] = tern_mul(dk[d + e], scale);
                 vv[e] = dv[d + e];
             }
-            ku_store(dqkv, tern_add(tern_add(at, C), tern_int(d)), W, kv);
-            ku_store(dqkv, tern_add(tern_add(at, tern_mul(C, tern_int(2))), tern_int(d)), W, vv);
+            ku_store(dqkv, tern_add(tern_add(own, C), tern_int(d)), W, kv);
+            ku_store(dqkv, tern_add(tern_add(own, tern_mul(C, tern_int(2))), tern_int(d)), W, vv);
         }
     }
 }
 
-/* dq of one query row per thread. Spec t[0] dqkv, t[1] qkv, t[2] dout.
+/* dq, SP threads per query row (as the forward). Spec t[0] dqkv, t[1] qkv, t[2] dout; n[2] = 1:
+ * compute delta instead (delta_i = sum_j P_ij dO_i . v_j, exactly dO_i . O_i, for when out
+ * was rounded to bf16 but the gradient is wanted in f32; dqkv is then not written).
  * Parameters: dqkv, qkv, dout, saved, delta, T, C, NH, scale.
  * dq_i = scale sum_j dS_ij k_j over the key tiles up to the diagonal. */
 void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], W = s->n[1], BC = key_tile(hs);
+    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH);
+    int BC = key_tile(hs), G = GK_ATT_BR * SP;
+    tile_layout lt = layout(hs, SP);
+    bool delta_only = s->n[2] != 0;
     tern_v dqkv = ku_buf(kb, "dqkv", s->t[0], TERN_WRITE);
     tern_v qkv = ku_buf(kb, "qkv", s->t[1], TERN_READ);
     tern_v dout = ku_buf(kb, "dout", s->t[2], TERN_READ);
     tern_v saved = tern_param_buf(kb, "saved", TERN_T_F32, TERN_READ);
-    tern_v delta = tern_param_buf(kb, "delta", TERN_T_F32, TERN_READ);
+    tern_v delta = tern_param_buf(kb, "delta", TERN_T_F32, delta_only ? TERN_WRITE : TERN_READ);
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * hs);
-    tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * hs);
+    tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
+    tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
     tern_v tid = tern_local_id(kb, 0);
+    tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
+    tern_v sk = part_base(lt, part); /* this part's place in a shared row */
     tern_v qt = tern_sub(tern_sub(tern_group_count(kb, 0), tern_int(1)), tern_group_id(kb, 0));
     tern_v bh = tern_group_id(kb, 1);
     tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
     tern_v last = tern_sub(T, tern_int(1));
-    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tid);
+    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tern_div(tid, tern_int(SP)));
     tern_v ic = tern_min(i, last);
     tern_v C3 = tern_mul(C, tern_int(3));
     tern_v row_base = tern_mul(b, T);
@@ -291,48 +339,62 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
 
     tern_v q[GK_ATT_MAX_HS], g[GK_ATT_MAX_HS], dq[GK_ATT_MAX_HS];
-    load_row(qkv, tern_add(tern_mul(tern_add(row_base, ic), C3), hoff), hs, W, q);
-    load_row(dout, tern_add(tern_mul(tern_add(row_base, ic), C), hoff), hs, W, g);
-    for (int d = 0; d < hs; d++) {
+    tern_v qrow = tern_add(tern_add(tern_mul(tern_add(row_base, ic), C3), hoff), pk);
+    load_row(qkv, qrow, DH, W, q);
+    load_row(dout, tern_add(tern_add(tern_mul(tern_add(row_base, ic), C), hoff), pk), DH, W, g);
+    for (int d = 0; d < DH; d++) {
         q[d] = tern_mul(q[d], c);
         dq[d] = tern_var(kb, "dq", tern_f32(0.0f));
     }
     tern_v lse = tern_load(saved, tern_add(tern_mul(bh, T), ic));
-    tern_v dlt = tern_load(delta, tern_add(tern_mul(bh, T), ic));
+    tern_v dlt = delta_only ? tern_f32(0.0f) : tern_load(delta, tern_add(tern_mul(bh, T), ic));
+    tern_v dsum = tern_var(kb, "dsum", tern_f32(0.0f));
 
     tern_v group_last = tern_min(tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tern_int(GK_ATT_BR - 1)), last);
     tern_v tiles = tern_add(tern_div(group_last, tern_int(BC)), tern_int(1));
     TERN_FOR(kb, kt, tern_int(0), tiles, tern_int(1)) {
         tern_v j0 = tern_mul(kt, tern_int(BC));
-        load_tile(kb, ks, hs, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, GK_ATT_BR);
-        load_tile(kb, vs, hs, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC,
-                  hs, W, tid, GK_ATT_BR);
+        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, G);
+        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC, hs, W, tid, G);
         tern_barrier(kb);
         tern_v dsv[32];
         for (int r = 0; r < BC; r++) {
-            tern_v sdot = tern_mul(q[0], tern_load(ks, tern_int(r * hs)));
-            tern_v pdot = tern_mul(g[0], tern_load(vs, tern_int(r * hs)));
-            for (int d = 1; d < hs; d++) {
-                sdot = tern_fma(q[d], tern_load(ks, tern_int(r * hs + d)), sdot);
-                pdot = tern_fma(g[d], tern_load(vs, tern_int(r * hs + d)), pdot);
+            tern_v kr = tern_add(sk, tern_int(r * lt.ld));
+            tern_v sdot = tern_mul(q[0], tern_load(ks, kr));
+            tern_v pdot = tern_mul(g[0], tern_load(vs, kr));
+            for (int d = 1; d < DH; d++) {
+                sdot = tern_fma(q[d], tern_load(ks, tern_add(kr, tern_int(d))), sdot);
+                pdot = tern_fma(g[d], tern_load(vs, tern_add(kr, tern_int(d))), pdot);
             }
+            sdot = row_sum(sdot, SP);
+            pdot = row_sum(pdot, SP);
             tern_v p = tern_exp2(tern_sub(sdot, lse));
             p = tern_select(tern_le(tern_add(j0, tern_int(r)), ic), p, tern_f32(0.0f));
-            dsv[r] = tern_mul(p, tern_sub(pdot, dlt));
+            if (delta_only) tern_assign(dsum, tern_fma(p, pdot, dsum));
+            else dsv[r] = tern_mul(p, tern_sub(pdot, dlt));
         }
-        for (int d = 0; d < hs; d++) {
-            tern_v acc = dq[d];
-            for (int r = 0; r < BC; r++) acc = tern_fma(dsv[r], tern_load(ks, tern_int(r * hs + d)), acc);
-            tern_assign(dq[d], acc);
+        if (!delta_only) {
+            tern_v acc[GK_ATT_MAX_HS];
+            for (int d = 0; d < DH; d++) acc[d] = dq[d];
+            for (int r = 0; r < BC; r++) {
+                tern_v kr = tern_add(sk, tern_int(r * lt.ld));
+                for (int d = 0; d < DH; d++) acc[d] = tern_fma(dsv[r], tern_load(ks, tern_add(kr, tern_int(d))), acc[d]);
+            }
+            for (int d = 0; d < DH; d++) tern_assign(dq[d], acc[d]);
         }
         tern_barrier(kb);
     }
+    if (delta_only) {
+        TERN_IF(kb, tern_land(tern_lt(i, T), tern_eq(part, tern_int(0)))) {
+            tern_store(delta, tern_add(tern_mul(bh, T), i), dsum);
+        }
+        return;
+    }
     TERN_IF(kb, tern_lt(i, T)) {
-        tern_v at = tern_add(tern_mul(tern_add(row_base, i), C3), hoff);
-        for (int d = 0; d < hs; d += W) {
+        for (int d = 0; d < DH; d += W) {
             tern_v v[8];
             for (int e = 0; e < W; e++) v[e] = tern_mul(dq[d + e], scale);
-            ku_store(dqkv, tern_add(at, tern_int(d)), W, v);
+            ku_store(dqkv, tern_add(qrow, tern_int(d)), W, v);
         }
     }
 }

@@ -18,13 +18,17 @@
 #define LOG2E 1.4426950408889634f
 #define AC_SIMD (GK_AC_GROUP / 32)
 
-/* q . row over hs values of buf from `at`. */
-static tern_v dot_row(tern_v buf, tern_v at, const tern_v *q, int hs, int W) {
+/* q . row over hs values of buf from `at`, q in threadgroup memory (every thread reads the
+ * same q: broadcast reads, and no hs registers per thread, so 1024-thread groups fit). */
+static tern_v dot_row(tern_v buf, tern_v at, tern_v qsh, int hs, int W) {
     tern_v acc = tern_f32(0.0f);
     for (int d = 0; d < hs; d += W) {
         tern_v k[8];
         ku_load(buf, tern_add(at, tern_int(d)), W, k);
-        for (int e = 0; e < W; e++) acc = d + e ? tern_fma(q[d + e], k[e], acc) : tern_mul(q[0], k[0]);
+        for (int e = 0; e < W; e++) {
+            tern_v q = tern_load(qsh, tern_int(d + e));
+            acc = d + e ? tern_fma(q, k[e], acc) : tern_mul(q, k[0]);
+        }
     }
     return acc;
 }
@@ -46,6 +50,7 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     tern_v scratch = tern_shared(kb, "scratch", TERN_T_F32, AC_SIMD);
     tern_v ps = tern_shared(kb, "ps", TERN_T_F32, GK_AC_GROUP);
+    tern_v qsh = tern_shared(kb, "q", TERN_T_F32, (size_t)hs);
 
     tern_v tid = tern_local_id(kb, 0);
     tern_v g = tern_group_id(kb, 0);
@@ -54,7 +59,7 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
     tern_v p0 = tern_load(pos, tern_int(0));
     tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(max_T, T)));
     TERN_IF(kb, tern_land(tern_lnot(ok), tern_land(tern_eq(g, tern_int(0)), tern_eq(tid, tern_int(0))))) {
-        ku_fault(kb, fault, GK_FAULT_CACHED_POS, tern_int(0), p0, max_T);
+        ku_fault(kb, fault, GK_FAULT_CACHED_POS, T, p0, max_T);
     }
     TERN_IF(kb, ok) {
         tern_v C3 = tern_mul(C, tern_int(3));
@@ -80,9 +85,13 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
         }
 
         tern_v c = tern_mul(scale, tern_f32(LOG2E));
-        tern_v q[GK_ATT_MAX_HS];
-        for (int d = 0; d < hs; d += W) ku_load(qkv, tern_add(qrow, tern_int(d)), W, q + d);
-        for (int d = 0; d < hs; d++) q[d] = tern_mul(q[d], c);
+        TERN_IF(kb, tern_lt(tid, tern_int(chunks))) {
+            tern_v d = tern_mul(tid, tern_int(W));
+            tern_v x[8];
+            ku_load(qkv, tern_add(qrow, d), W, x);
+            for (int e = 0; e < W; e++) tern_store(qsh, tern_add(d, tern_int(e)), tern_mul(x[e], c));
+        }
+        tern_barrier(kb);
 
         tern_v len = tern_add(tern_add(p0, t), tern_int(1));
         tern_v m = tern_var(kb, "m", tern_f32(-INFINITY));
@@ -95,11 +104,11 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
             tern_v jc = tern_min(j, tern_sub(len, tern_int(1)));
             tern_v sc = tern_var(kb, "score", tern_f32(0.0f));
             TERN_IF(kb, tern_lt(jc, p0)) {
-                tern_assign(sc, dot_row(kc, tern_add(cache0, tern_mul(jc, tern_int(hs))), q, hs, W));
+                tern_assign(sc, dot_row(kc, tern_add(cache0, tern_mul(jc, tern_int(hs))), qsh, hs, W));
             }
             TERN_ELSE(kb) {
                 tern_v at = tern_add(new0, tern_mul(tern_sub(jc, p0), C3));
-                tern_assign(sc, dot_row(qkv, tern_add(at, C), q, hs, W));
+                tern_assign(sc, dot_row(qkv, tern_add(at, C), qsh, hs, W));
             }
             tern_v live = tern_lt(j, len);
             tern_v score = tern_select(live, sc, tern_f32(-INFINITY));
@@ -115,18 +124,19 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
             TERN_IF(kb, active) {
                 tern_v acc = tern_var(kb, "acc", tern_mul(o, corr));
                 tern_v n = tern_min(tern_int(GK_AC_GROUP), tern_sub(len, j0));
-                TERN_FOR(kb, r, slice, n, tern_int(slices)) {
-                    tern_v jr = tern_add(j0, r);
-                    tern_v pr = tern_load(ps, r);
-                    TERN_IF(kb, tern_lt(jr, p0)) {
-                        tern_v vx = tern_load(vc, tern_add(tern_add(cache0, tern_mul(jr, tern_int(hs))), od));
-                        tern_assign(acc, tern_fma(pr, vx, acc));
-                    }
-                    TERN_ELSE(kb) {
-                        tern_v at = tern_add(new0, tern_mul(tern_sub(jr, p0), C3));
-                        tern_v vx = tern_load(qkv, tern_add(tern_add(at, tern_mul(C, tern_int(2))), od));
-                        tern_assign(acc, tern_fma(pr, vx, acc));
-                    }
+                /* block positions below `split` come from the cache, the rest from qkv: two
+                 * loops without a branch inside, so the loads can run ahead */
+                tern_v split = tern_max(tern_min(tern_sub(p0, j0), n), tern_int(0));
+                tern_v vbase = tern_add(tern_add(cache0, tern_mul(j0, tern_int(hs))), od);
+                TERN_FOR(kb, r, slice, split, tern_int(slices)) {
+                    tern_v vx = tern_load(vc, tern_add(vbase, tern_mul(r, tern_int(hs))));
+                    tern_assign(acc, tern_fma(tern_load(ps, r), vx, acc));
+                }
+                tern_v qbase = tern_add(tern_add(new0, tern_mul(tern_sub(j0, p0), C3)), tern_add(tern_mul(C, tern_int(2)), od));
+                tern_v first_new = tern_add(split, tern_rem(tern_sub(tern_add(slice, tern_int(slices)), tern_rem(split, tern_int(slices))), tern_int(slices)));
+                TERN_FOR(kb, r, first_new, n, tern_int(slices)) {
+                    tern_v vx = tern_load(qkv, tern_add(qbase, tern_mul(r, C3)));
+                    tern_assign(acc, tern_fma(tern_load(ps, r), vx, acc));
                 }
                 tern_assign(o, acc);
             }

@@ -51,7 +51,7 @@ void gk_trace_embed(tern_kb *kb, void *spec) {
             ku_fault(kb, fault, GK_FAULT_EMBED_TOKEN, row, tok, V);
         }
         TERN_IF(kb, tern_land(tern_lnot(pos_ok), tern_eq(gid, tern_int(0)))) {
-            ku_fault(kb, fault, GK_FAULT_EMBED_POS, tern_int(0), p0, maxT);
+            ku_fault(kb, fault, GK_FAULT_EMBED_POS, T, p0, maxT);
         }
     }
 }

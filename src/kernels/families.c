@@ -13,7 +13,6 @@ static const struct {
     [GK_GELU_BACKWARD] = {"gelu_backward", gk_trace_gelu_backward},
     [GK_ADAMW] = {"adamw", gk_trace_adamw},
     [GK_SUM_ROWS_PARTIAL] = {"sum_rows_partial", gk_trace_sum_rows_partial},
-    [GK_SUM_ROWS_FINISH] = {"sum_rows_finish", gk_trace_sum_rows_finish},
     [GK_SUM_SQUARES] = {"sum_squares", gk_trace_sum_squares},
     [GK_LAYERNORM] = {"layernorm", gk_trace_layernorm},
     [GK_LAYERNORM_BACKWARD] = {"layernorm_backward", gk_trace_layernorm_backward},

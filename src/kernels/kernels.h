@@ -26,11 +26,10 @@ typedef enum gk_family {
     GK_GELU_BACKWARD,      /* dx = dout * gelu'(x) */
     GK_ADAMW,              /* one AdamW step */
     GK_SUM_ROWS_PARTIAL,   /* partial[chunk, c] = sum of x over a chunk of rows */
-    GK_SUM_ROWS_FINISH,    /* out = beta out + sum over chunks */
     GK_SUM_SQUARES,        /* partial[group] = sum of x^2 over the group's span */
     GK_LAYERNORM,
     GK_LAYERNORM_BACKWARD, /* dx, and per-SIMD-group partial dw, db */
-    GK_PARTIAL_ADD,        /* acc[c] += sum over p of partial[p, c] (dw, db) */
+    GK_PARTIAL_ADD,        /* acc = beta acc + sum over p of partial[p, :] (sum_rows, dw, db) */
     GK_EMBED,
     GK_EMBED_SORT,         /* perm: rows ordered by (token, row), by rank counting */
     GK_EMBED_BACKWARD_WTE, /* dwte rows, one leader per distinct token */
@@ -65,10 +64,10 @@ tern_trace_fn gk_family_trace(gk_family f);
 enum {
     GK_FAULT_NONE = 0,
     GK_FAULT_EMBED_TOKEN,    /* tokens[pos] = value not in [0, limit) */
-    GK_FAULT_EMBED_POS,      /* positions value .. value + T - 1 exceed wpe's limit rows */
+    GK_FAULT_EMBED_POS,      /* positions value .. value + pos - 1 exceed wpe's limit rows */
     GK_FAULT_EMBED_BACKWARD_TOKEN,
     GK_FAULT_CE_TARGET,      /* targets[pos] = value not in [0, limit) */
-    GK_FAULT_CACHED_POS,     /* positions value .. value + T - 1 exceed the cache's limit */
+    GK_FAULT_CACHED_POS,     /* positions value .. value + pos - 1 exceed the cache's limit */
     GK_FAULT_SAMPLE_NAN,     /* logits row pos has NaN at column value */
 };
 
@@ -78,8 +77,9 @@ enum {
 #define GK_EW_GROUP 256
 
 /* SUM_ROWS_PARTIAL: grid (ceil(cols / GK_SR_GROUP), chunks), chunks of at least
- * GK_SR_ROWS rows (at most GK_SR_MAX_CHUNKS chunks). SUM_ROWS_FINISH: one thread per
- * column. */
+ * GK_SR_ROWS rows (at most GK_SR_MAX_CHUNKS chunks). PARTIAL_ADD: groups of GK_PA_GROUP
+ * threads, one per 32 columns. */
+#define GK_PA_GROUP 1024
 #define GK_SR_GROUP 256
 #define GK_SR_ROWS 64
 #define GK_SR_MAX_CHUNKS 1024
@@ -102,18 +102,31 @@ enum {
  * channel chunks of 32 * W. */
 #define GK_SORT_GROUP 256
 
-/* ATTENTION and ATTENTION_DQ: one thread per query row, GK_ATT_BR rows per group, key
- * tiles in shared memory; grid (ceil(T / GK_ATT_BR), B * NH). n[0] = hs, n[1] = W.
- * ATTENTION_DKDV: one thread per key row, gk_att_dkdv_rows(hs) per group;
- * grid (ceil(T / rows), B * NH). ATTENTION_DELTA: one thread per (b, t, h), groups of
- * GK_EW_GROUP. saved (and delta) are f32 [B, NH, T]. */
+/* ATTENTION and ATTENTION_DQ: gk_att_split(hs, 0) threads per query row, GK_ATT_BR rows per
+ * group, key tiles in shared memory; grid (ceil(T / GK_ATT_BR), B * NH). n[0] = hs,
+ * n[1] = W (an upper bound: the kernels use the widest width dividing their share of hs).
+ * ATTENTION_DKDV: gk_att_split(hs, 1) threads per key row, GK_ATT_BR rows per group;
+ * grid (ceil(T / GK_ATT_BR), B * NH). ATTENTION_DELTA: one thread per (b, t, h), groups
+ * of GK_EW_GROUP. saved (and delta) are f32 [B, NH, T]. */
 #define GK_ATT_BR 64
 /* The largest head size the register-resident kernels take. */
 #define GK_ATT_MAX_HS 256
-static inline int gk_att_dkdv_rows(int hs) { return hs <= 64 ? 64 : hs <= 128 ? 32 : 16; }
+/* Threads sharing one row's head dimensions (their dot products meet in SIMD shuffles):
+ * fewer registers per thread (q and o, or k, v, dk and dv, split in parts). */
+#ifndef GK_ATT_FWD_PART
+#define GK_ATT_FWD_PART 32 /* head dimensions per thread, at least (forward, dq) */
+#endif
+#ifndef GK_ATT_BWD_PART
+#define GK_ATT_BWD_PART 16 /* the same for dk, dv */
+#endif
+static inline int gk_att_split(int hs, int backward) {
+    int per = backward ? GK_ATT_BWD_PART : GK_ATT_FWD_PART, sp = 1; /* a power of two dividing hs, parts >= per */
+    while (sp < 8 && hs % (2 * sp) == 0 && hs / (2 * sp) >= per) sp *= 2;
+    return sp;
+}
 
 /* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t). */
-#define GK_AC_GROUP 256
+#define GK_AC_GROUP 512
 
 /* CROSS_ENTROPY: one group of GK_CE_GROUP per row. */
 #define GK_CE_GROUP 512
@@ -128,6 +141,7 @@ static inline int gk_att_dkdv_rows(int hs) { return hs <= 64 ? 64 : hs <= 128 ? 
 #define GK_MM_TILE 64
 #define GK_MM_KT 16
 #define GK_MM_THREADS 256
+#define GK_MM_BLOCK 16 /* k-slices per partial sum */
 
 /* The trace functions. */
 void gk_trace_fill(tern_kb *kb, void *spec);
@@ -137,7 +151,6 @@ void gk_trace_gelu(tern_kb *kb, void *spec);
 void gk_trace_gelu_backward(tern_kb *kb, void *spec);
 void gk_trace_adamw(tern_kb *kb, void *spec);
 void gk_trace_sum_rows_partial(tern_kb *kb, void *spec);
-void gk_trace_sum_rows_finish(tern_kb *kb, void *spec);
 void gk_trace_sum_squares(tern_kb *kb, void *spec);
 void gk_trace_layernorm(tern_kb *kb, void *spec);
 void gk_trace_layernorm_backward(tern_kb *kb, void *spec);

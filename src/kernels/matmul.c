@@ -2,6 +2,11 @@
  *   C[e] = epilogue(alpha op(A[e]) op(B[e]) + beta C[e] + bias), aux[e] = the value before
  *   GELU, for batch entries e (grid.z), any of f32 / bf16 / f16 operands, f32 accumulation.
  *
+ * Accumulation is blocked along k, as BLAS libraries do: each k-slice's products are summed
+ * into a fresh value, slices into a running partial, and every GK_MM_BLOCK slices the
+ * partial into the total. A product with k = 50304 (GPT-2's logits gradient) summed in one
+ * sequential f32 chain loses about 100 times more to rounding.
+ *
  * Each group of GK_MM_THREADS threads computes a GK_MM_TILE x GK_MM_TILE block of C; each
  * thread a 4 x 4 micro-tile with rows ty + 16 r and columns tx + 16 c (strided, so a
  * SIMD group's reads of the B slice hit consecutive words). Slices of GK_MM_KT along k of
@@ -71,24 +76,39 @@ void gk_trace_matmul(tern_kb *kb, void *spec) {
     tern_v e = tern_group_id(kb, 2);
     tern_v abase = tern_mul(e, sa), bbase = tern_mul(e, sb), cbase = tern_mul(e, scs);
 
-    tern_v acc[MR][MR];
+    tern_v acc[MR][MR], mid[MR][MR];
     for (int r = 0; r < MR; r++)
-        for (int q = 0; q < MR; q++) acc[r][q] = tern_var(kb, "acc", tern_f32(0.0f));
+        for (int q = 0; q < MR; q++) {
+            acc[r][q] = tern_var(kb, "acc", tern_f32(0.0f));
+            mid[r][q] = tern_var(kb, "mid", tern_f32(0.0f));
+        }
     TERN_FOR(kb, k0, tern_int(0), K, tern_int(KT)) {
         /* A as stored: [m, k] (row r = i) or [k, m]; B: [k, n] (B's "rows" of op(B)^T are
          * the columns j: stored [n, k] when trans_b) */
         stage(kb, as, a, abase, lda, ta, i0, M, k0, K, tid);
         stage(kb, bs, b, bbase, ldb, !tb, j0, N, k0, K, tid);
         tern_barrier(kb);
+        tern_v part[MR][MR];
         for (int p = 0; p < KT; p++) {
             tern_v av[MR], bv[MR];
             for (int r = 0; r < MR; r++) av[r] = tern_load(as, tern_add(ty, tern_int(p * TILE + 16 * r)));
             for (int q = 0; q < MR; q++) bv[q] = tern_load(bs, tern_add(tx, tern_int(p * TILE + 16 * q)));
             for (int r = 0; r < MR; r++)
-                for (int q = 0; q < MR; q++) tern_assign(acc[r][q], tern_fma(av[r], bv[q], acc[r][q]));
+                for (int q = 0; q < MR; q++) part[r][q] = p ? tern_fma(av[r], bv[q], part[r][q]) : tern_mul(av[r], bv[q]);
+        }
+        for (int r = 0; r < MR; r++)
+            for (int q = 0; q < MR; q++) tern_assign(mid[r][q], tern_add(mid[r][q], part[r][q]));
+        TERN_IF(kb, tern_eq(tern_rem(tern_div(k0, tern_int(KT)), tern_int(GK_MM_BLOCK)), tern_int(GK_MM_BLOCK - 1))) {
+            for (int r = 0; r < MR; r++)
+                for (int q = 0; q < MR; q++) {
+                    tern_assign(acc[r][q], tern_add(acc[r][q], mid[r][q]));
+                    tern_assign(mid[r][q], tern_f32(0.0f));
+                }
         }
         tern_barrier(kb);
     }
+    for (int r = 0; r < MR; r++)
+        for (int q = 0; q < MR; q++) tern_assign(acc[r][q], tern_add(acc[r][q], mid[r][q]));
     for (int r = 0; r < MR; r++) {
         tern_v i = tern_add(tern_add(i0, ty), tern_int(16 * r));
         for (int q = 0; q < MR; q++) {

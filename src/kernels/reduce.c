@@ -1,7 +1,7 @@
 /* Reductions, deterministic (fixed order, no float atomics), in two passes where one
  * column or one total would leave the GPU mostly idle:
- *   sum_rows: partial sums over chunks of GK_SR_ROWS rows, then a finishing pass per column;
- *   norm2: per-group sums of squares (the host adds the groups' partials in double);
+ *   sum_rows: partial sums over chunks of rows, then partial_add per column;
+ *   norm2: per-group float-float sums of squares (the host adds them in double);
  *   partial_add: acc[c] += the sum of per-SIMD-group partial rows (layernorm's dw, db). */
 #include "kernels/kutil.h"
 
@@ -27,71 +27,92 @@ void gk_trace_sum_rows_partial(tern_kb *kb, void *spec) {
     }
 }
 
-/* t[0] out. out[c] = sum over chunks of partial[chunk, c] (+ beta out[c] when beta != 0:
- * out is not read otherwise, so it may hold NaN). One thread per column. */
-void gk_trace_sum_rows_finish(tern_kb *kb, void *spec) {
-    const gk_spec *s = spec;
-    tern_v out = ku_buf(kb, "out", s->t[0], TERN_READ_WRITE);
-    tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ);
-    tern_v cols = tern_param_scalar(kb, "cols", TERN_T_I32);
-    tern_v chunks = tern_param_scalar(kb, "chunks", TERN_T_I32);
-    tern_v beta = tern_param_scalar(kb, "beta", TERN_T_F32);
-    tern_v c = tern_global_id(kb, 0);
-    TERN_IF(kb, tern_lt(c, cols)) {
-        tern_v acc = tern_var(kb, "acc", tern_f32(0.0f));
-        TERN_FOR(kb, k, tern_int(0), chunks, tern_int(1)) {
-            tern_assign(acc, tern_add(acc, tern_load(partial, tern_add(tern_mul(k, cols), c))));
-        }
-        TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) {
-            tern_assign(acc, tern_fma(beta, tern_load(out, c), acc));
-        }
-        tern_store(out, c, acc);
-    }
+/* (hi, lo) += (a, b) in float-float arithmetic: hi + lo carries about 48 bits. TwoSum gives
+ * the exact rounding error of hi + a whatever the operands' order. */
+static void ff_add(tern_kb *kb, tern_v hi, tern_v lo, tern_v a, tern_v b) {
+    (void)kb;
+    tern_v s = tern_add(hi, a);
+    tern_v bb = tern_sub(s, hi);
+    tern_v e = tern_add(tern_sub(hi, tern_sub(s, bb)), tern_sub(a, bb));
+    tern_assign(lo, tern_add(tern_add(lo, b), e));
+    tern_assign(hi, s);
 }
 
-/* t[0] x. partial[g] = sum of x[i]^2 over group g's span [g * span, (g + 1) * span) of
- * [0, n), each thread's share summed with Kahan compensation, then the group's threads
- * in the fixed SIMD/group order. Groups of GK_SS_GROUP. */
+/* t[0] x. Parameters: partial (f32 [2 groups]: hi, then lo), x, n, span. Group g sums
+ * x[i]^2 over its span [g span, (g + 1) span) of [0, n) in float-float (each square exact as
+ * x*x plus fma(x, x, -x*x)): norm2's contract asks for double accumulation, which the DSL
+ * has not; float-float is as good. Lanes combine in a butterfly (every lane gets the same
+ * sum), SIMD groups in order; the host adds the groups' hi + lo in double. Groups of
+ * GK_SS_GROUP. */
 void gk_trace_sum_squares(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, TERN_WRITE);
     tern_v x = ku_buf(kb, "x", s->t[0], TERN_READ);
     tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
     tern_v span = tern_param_scalar(kb, "span", TERN_T_I32);
-    tern_v scratch = tern_shared(kb, "scratch", TERN_T_F32, GK_SS_GROUP / 32);
+    tern_v sh = tern_shared(kb, "sh", TERN_T_F32, GK_SS_GROUP / 32);
+    tern_v sl = tern_shared(kb, "sl", TERN_T_F32, GK_SS_GROUP / 32);
     tern_v g = tern_group_id(kb, 0);
     tern_v start = tern_mul(g, span);
     tern_v end = tern_min(n, tern_add(start, span));
-    tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
-    tern_v comp = tern_var(kb, "comp", tern_f32(0.0f));
+    tern_v hi = tern_var(kb, "hi", tern_f32(0.0f));
+    tern_v lo = tern_var(kb, "lo", tern_f32(0.0f));
     TERN_FOR(kb, i, tern_add(start, tern_local_id(kb, 0)), end, tern_int(GK_SS_GROUP)) {
         tern_v v = tern_load(x, i);
-        tern_v y = tern_sub(tern_mul(v, v), comp);
-        tern_v t = tern_add(sum, y);
-        tern_assign(comp, tern_sub(tern_sub(t, sum), y));
-        tern_assign(sum, t);
+        tern_v p = tern_mul(v, v);
+        ff_add(kb, hi, lo, p, tern_fma(v, v, tern_neg(p)));
     }
-    tern_v total = ku_group_reduce(kb, KU_SUM, sum, scratch, GK_SS_GROUP / 32);
-    TERN_IF(kb, tern_eq(tern_local_id(kb, 0), tern_int(0))) { tern_store(partial, g, total); }
+    for (int off = 16; off >= 1; off /= 2) {
+        tern_v oh = tern_simd_shuffle_xor(hi, tern_int(off));
+        tern_v ol = tern_simd_shuffle_xor(lo, tern_int(off));
+        ff_add(kb, hi, lo, oh, ol);
+    }
+    TERN_IF(kb, tern_eq(tern_simd_lane(kb), tern_int(0))) {
+        tern_store(sh, tern_simd_group(kb), hi);
+        tern_store(sl, tern_simd_group(kb), lo);
+    }
+    tern_barrier(kb);
+    TERN_IF(kb, tern_eq(tern_local_id(kb, 0), tern_int(0))) {
+        tern_v th = tern_var(kb, "th", tern_load(sh, tern_int(0)));
+        tern_v tl = tern_var(kb, "tl", tern_load(sl, tern_int(0)));
+        for (int q = 1; q < GK_SS_GROUP / 32; q++) ff_add(kb, th, tl, tern_load(sh, tern_int(q)), tern_load(sl, tern_int(q)));
+        tern_store(partial, g, th);
+        tern_store(partial, tern_add(g, tern_group_count(kb, 0)), tl);
+    }
 }
 
-/* t[0] acc. acc[c] += sum over p < count of partial[p * stride + offset + c], c < C.
- * One thread per column. */
+/* t[0] acc. Parameters: acc, partial, count, C, stride, offset, beta.
+ * acc[c] = beta acc[c] + sum over p < count of partial[p stride + offset + c], for c < C
+ * (beta == 0: acc is not read, it may hold NaN). A group of GK_PA_GROUP threads takes 32
+ * columns: SIMD group w sums the rows p = w, w + 32, ... in order (lanes are columns, so
+ * each row's 32 reads are one coalesced access), then lane c of the first SIMD group adds
+ * the 32 partial sums in order: deterministic, and with many rows in flight. */
 void gk_trace_partial_add(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
+    const int W = GK_PA_GROUP / 32;
     tern_v acc = ku_buf(kb, "acc", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ);
     tern_v count = tern_param_scalar(kb, "count", TERN_T_I32);
     tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v stride = tern_param_scalar(kb, "stride", TERN_T_I32);
     tern_v offset = tern_param_scalar(kb, "offset", TERN_T_I32);
-    tern_v c = tern_global_id(kb, 0);
-    TERN_IF(kb, tern_lt(c, C)) {
-        tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
-        tern_v base = tern_add(offset, c);
-        TERN_FOR(kb, p, tern_int(0), count, tern_int(1)) {
-            tern_assign(sum, tern_add(sum, tern_load(partial, tern_add(tern_mul(p, stride), base))));
-        }
-        tern_store(acc, c, tern_add(tern_load(acc, c), sum));
+    tern_v beta = tern_param_scalar(kb, "beta", TERN_T_F32);
+    tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)W * 33);
+    tern_v lane = tern_simd_lane(kb), w = tern_simd_group(kb);
+    tern_v c = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(32)), lane);
+    tern_v cc = tern_min(c, tern_sub(C, tern_int(1)));
+    tern_v base = tern_add(offset, cc);
+    tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
+    TERN_FOR(kb, p, w, count, tern_int(W)) {
+        tern_assign(sum, tern_add(sum, tern_load(partial, tern_add(tern_mul(p, stride), base))));
+    }
+    tern_store(red, tern_add(tern_mul(w, tern_int(33)), lane), sum);
+    tern_barrier(kb);
+    TERN_IF(kb, tern_land(tern_eq(w, tern_int(0)), tern_lt(c, C))) {
+        tern_v total = tern_load(red, lane);
+        for (int q = 1; q < W; q++) total = tern_add(total, tern_load(red, tern_add(lane, tern_int(q * 33))));
+        tern_v old = tern_var(kb, "old", tern_f32(0.0f));
+        TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) { tern_assign(old, tern_mul(beta, tern_load(acc, c))); }
+        tern_store(acc, c, tern_add(total, old));
     }
 }

@@ -23,14 +23,20 @@
  *     weight crosses u * total (weight search). Slower (some 30 passes over the row), but
  *     only taken for large k.
  *
+ * Three kernels, by n[3]: 0 greedy (step 1 only); 1 top-k (steps 1-4; a row whose values
+ * are too crowded gets -1); 2 exact (steps 1, 5), either alone (k > GK_SAMPLE_CAP) or after
+ * top-k with n[4] = 1, when it redoes only the rows marked -1. Smaller kernels than one that
+ * does it all: fewer registers, no spills on the common paths.
  * Spec: t[0] logits; n[1] = G, threads per group (a multiple of 32); n[2] = 1 when a
- * counter buffer is passed. Parameters: out (i32), logits, [counter], fault, V, Vp, rows,
+ * counter buffer is passed; n[3] the kernel; n[4] after top-k. Parameters: out (i32), logits, [counter], fault, V, Vp, rows,
  * temperature, k (resolved: V when top_k <= 0 or >= V), tail, seed_hash (u32: the first
  * half of tern_random_bits, hash32(hash32(seed_lo) ^ seed_hi)). */
 #include <math.h>
 #include <stdint.h>
 
 #include "kernels/kutil.h"
+
+enum { SAMPLE_GREEDY, SAMPLE_TOPK, SAMPLE_EXACT };
 
 typedef struct sctx {
     tern_kb *kb;
@@ -198,7 +204,9 @@ static void histogram_level(sctx *c, shist *h, bin_fn bin, level_fn in_level, vo
     tern_v found = tern_i32(-1), above = tern_i32(0), at = tern_i32(0);
     for (int q = per - 1; q >= 0; q--) {
         tern_v next = tern_add(run, cnt[q]);
-        tern_v take = tern_land(tern_lt(found, tern_int(0)), tern_ge(next, need));
+        /* the crossing: the first bin from the top where the count reaches need (exactly one
+         * lane finds it) */
+        tern_v take = tern_land(tern_land(tern_lt(found, tern_int(0)), tern_ge(next, need)), tern_lt(run, need));
         found = tern_select(take, tern_add(tern_mul(lane, tern_int(per)), tern_int(q)), found);
         above = tern_select(take, run, above);
         at = tern_select(take, next, at);
@@ -236,7 +244,9 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     sctx c = {.kb = kb, .G = s->n[1], .SG = s->n[1] / 32};
     bool has_counter = s->n[2] != 0;
-    tern_v out = tern_param_buf(kb, "out", TERN_T_I32, TERN_WRITE);
+    int mode = s->n[3];     /* SAMPLE_GREEDY, SAMPLE_TOPK or SAMPLE_EXACT */
+    bool after = s->n[4];   /* exact, after top-k: only rows it marked -1 */
+    tern_v out = tern_param_buf(kb, "out", TERN_T_I32, after ? TERN_READ_WRITE : TERN_WRITE);
     c.logits = ku_buf(kb, "logits", s->t[0], TERN_READ);
     tern_v counter = has_counter ? tern_param_buf(kb, "counter", TERN_T_I32, TERN_READ) : tern_int(0);
     tern_v fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
@@ -263,6 +273,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     c.tid = tern_local_id(kb, 0);
     c.base = tern_mul(row, Vp);
     tern_v big = tern_i32(INT32_MAX);
+    if (after) tern_if(kb, tern_lt(tern_load(out, row), tern_int(0)));
 
     /* 1: max, argmax, min, first NaN */
     tern_v best = tern_var(kb, "best", tern_f32(-INFINITY));
@@ -291,10 +302,9 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
         }
     }
     TERN_ELSE(kb) {
-        TERN_IF(kb, tern_le(temperature, tern_f32(0.0f))) {
+        if (mode == SAMPLE_GREEDY) {
             TERN_IF(kb, is_first) { tern_store(out, row, tern_select(tern_lt(arg, c.V), arg, tern_i32(0))); }
-        }
-        TERN_ELSE(kb) {
+        } else {
             tern_v inv_t = tern_div(tern_f32(1.0f), temperature);
             /* u = tern_uniform(seed, counter * rows + row) */
             tern_v draw = tern_add(tern_mul(has_counter ? tern_cast(tern_load(counter, tern_int(0)), TERN_T_U32)
@@ -317,7 +327,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
             tern_v b0v = tern_var(kb, "b0", tern_i32(0));
             tern_v b1v = tern_var(kb, "b1", tern_i32(0));
             tern_v level1 = tern_var(kb, "level1", tern_bool(false));
-            TERN_IF(kb, tern_le(k, tern_int(GK_SAMPLE_CAP))) {
+            if (mode == SAMPLE_TOPK) {
                 tern_v b0, above0, at0;
                 histogram_level(&c, &h, bin0, in0, &bc, k, &b0, &above0, &at0);
                 tern_assign(b0v, b0);
@@ -334,8 +344,8 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
                     }
                 }
             }
-            TERN_IF(kb, use_fast) {
-                /* 4: compact, rank, prefix-sum the weights */
+            if (mode == SAMPLE_TOPK) TERN_IF(kb, use_fast) {
+                /* 4: compact, rank, prefix-sum the weights (result stays -1 without) */
                 TERN_IF(kb, is_first) { tern_store(ncand, tern_int(0), tern_i32(0)); }
                 tern_barrier(kb);
                 binctx bcb = bc;
@@ -404,7 +414,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
                 tern_v chosen = tern_select(tern_eq(first, big), tern_sub(kk, tern_int(1)), first);
                 TERN_IF(kb, is_first) { tern_assign(result, tern_load(sort_i, chosen)); }
             }
-            TERN_ELSE(kb) {
+            if (mode == SAMPLE_EXACT) {
                 /* 5: exact radix searches over the whole row */
                 sweight cw = {.weights = false};
                 tern_v tau = tern_var(kb, "tau", tern_u32(0));
@@ -447,4 +457,5 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
             TERN_IF(kb, is_first) { tern_store(out, row, result); }
         }
     }
+    if (after) tern_end(kb);
 }

@@ -8,6 +8,8 @@
  * the cpu handler (random logits have no near-ties at the sampled boundary at these sizes:
  * the chance that u * total falls within f32 rounding of a boundary is below 1e-5). */
 #include "gpu_test.h"
+#include "handlers/gpu/gpu_internal.h"
+#include "tern/rng.h"
 
 static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};
 
@@ -86,7 +88,7 @@ static void test_embed(void) {
         CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pt.view[1], tokens));
         CHECK_OK(gt_gpu.ops->embed(gt_gpu.d, po.view[1], pt.view[1], pe.view[1], pp.view[1], ppos.view[1], B, T, C));
         float one;
-        CHECK_ERR(gt_gpu.ops->download(gt_gpu.d, &one, tern_view(ppos.view[1], 0, 1)), "embed: positions from 5");
+        CHECK_ERR(gt_gpu.ops->download(gt_gpu.d, &one, tern_view(ppos.view[1], 0, 1)), "embed: positions 5 .. 9 are out of range of wpe's 9 rows");
         gt_pair *all[] = {&pt, &pe, &pp, &po, &ppos, &pg, &pdwte, &pdwpe};
         for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) gt_free(all[k]);
     }
@@ -161,6 +163,21 @@ static void test_sample(void) {
         }
         free(l);
     }
+    /* values too crowded for the histograms (most logits equal): top-k falls back to the
+     * exact search */
+    {
+        int rows = 2, V = 3000, Vp = 3008;
+        float *l = gt_random((size_t)rows * Vp, 0, 1);
+        for (int i = 0; i < rows * Vp; i++)
+            if (i % 97) l[i] = 2.0f;
+        gt_pair pl = gt_make(TERN_F32, (size_t)rows * Vp, 0, l), po = gt_make(TERN_I32, (size_t)rows, 0, NULL);
+        for (int seed = 0; seed < 4; seed++) {
+            GT_BOTH(sample, V(po), V(pl), rows, V, Vp, 1.0f, 40, 7u + (uint64_t)seed, tern_none());
+            expect_same_sample(po, rows, "sample crowded T 1 k 40");
+        }
+        gt_free(&pl), gt_free(&po);
+        free(l);
+    }
     /* a NaN logit is an error */
     float l[64];
     for (int i = 0; i < 64; i++) l[i] = (float)i;
@@ -171,7 +188,43 @@ static void test_sample(void) {
     gt_free(&pl), gt_free(&po);
 }
 
+/* The top-k kernel alone (no exact fallback after it): -1 where it cannot decide. */
+static int32_t topk_only(tern_buf logits, int V, int Vp, int k, float temperature) {
+    gpu_core *g = &gt_gpu.d->core;
+    tern_buf out;
+    CHECK_OK(gpu_alloc(g, TERN_I32, 1, &out));
+    gk_spec s = {0};
+    s.t[0] = gpu_t(logits);
+    s.n[1] = g->sample_group;
+    s.n[3] = 1;
+    float tail = (float)((double)temperature * (log(0x1p-26) - log((double)V)));
+    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(logits), gpu_fault_arg(g), tern_arg_i32(V), tern_arg_i32(Vp),
+                       tern_arg_i32(1), tern_arg_f32(temperature), tern_arg_i32(k), tern_arg_f32(tail),
+                       tern_arg_u32(tern_hash32(tern_hash32(5))), tern_arg_i32(4)};
+    CHECK_OK(gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1(1), tern_dims1((uint32_t)g->sample_group), args, 11));
+    int32_t r = -2;
+    CHECK_OK(gpu_download(g, &r, out));
+    CHECK_OK(gpu_free(g, &out));
+    return r;
+}
+
+/* The fast path is taken where it should be (the exact search would give the same token,
+ * so the comparisons above cannot tell). */
+static void test_sample_paths(void) {
+    int V = 50257, Vp = 50304;
+    float *l = gt_random((size_t)Vp, -5, 5);
+    gt_pair pl = gt_make(TERN_BF16, (size_t)Vp, 0, l); /* bf16: many ties near the max */
+    CHECKF(topk_only(pl.view[1], V, Vp, 40, 0.8f) >= 0, "[%s] top-k 40 fell back to the exact search", gt_runtime);
+    for (int i = 0; i < Vp; i++) l[i] = i % 3 ? 1.0f : 0.5f; /* a third of the row at the max */
+    gt_pair pc = gt_make(TERN_F32, (size_t)Vp, 0, l);
+    CHECKF(topk_only(pc.view[1], V, Vp, 40, 0.8f) == -1, "[%s] top-k on crowded values did not fall back",
+           gt_runtime);
+    gt_free(&pl), gt_free(&pc);
+    free(l);
+}
+
 static void all(void) {
+    test_sample_paths();
     test_layernorm();
     test_embed();
     test_cross_entropy();

@@ -582,6 +582,7 @@ static void shared_trace(tern_kb *kb, void *user) {
     (void)user;
     tern_v xs = tern_param_buf(kb, "xs", TERN_T_F32, TERN_READ);
     tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
+    tern_max_threads(kb, 128);
     tern_v tile = tern_shared(kb, "tile", TERN_T_F32, 128);
     tern_v counts = tern_shared(kb, "counts", TERN_T_I32, 4);
     tern_v gid = tern_global_id(kb, 0), lid = tern_local_id(kb, 0);

@@ -221,6 +221,16 @@ static inline void ot_free(ot_ctx *c, ot_buf *b) {
         free(ot_got_);                                                                     \
     } while (0)
 
+/* The error of an operation, or, when it returned none, of the next sync: bad index values
+ * (token ids, targets, positions) live in device memory, and a GPU handler may find them
+ * only when its kernel runs and report them at the next synchronising operation. */
+static inline tern_error *ot_or_sync(ot_ctx *c, tern_error *err) {
+    return err ? err : c->ops->sync(c->d);
+}
+
+/* Whether the handler under test is the cpu one (for checks of cpu-only behaviour). */
+static inline int ot_is_cpu(const ot_ctx *c) { return strcmp(c->handler, "cpu") == 0; }
+
 /* Float dtypes an operation's "every float buffer may be f32 or bf16" allows. */
 static const tern_dtype ot_float2[2] = {TERN_F32, TERN_BF16};
 

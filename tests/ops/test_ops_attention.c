@@ -5,6 +5,8 @@
  * full causal attention, with the cache layout [B, NH, max_T, hs] checked and the unused
  * cache left as NaN (it must not be read); then validation errors. `saved` is the
  * handler's own record: only its length is part of the contract, so it is not inspected. */
+#include <limits.h>
+
 #include "ops_test.h"
 
 /* out [B, T, C] of causal attention over qkv [B, T, 3C], in double. */
@@ -99,7 +101,8 @@ static void test_attention(ot_ctx *c) {
             tern_dtype d_g = ot_float2[(combo >> 2) & 1], d_dqkv = ot_float2[combo >> 3];
             size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, saved_len = 0;
             CHECK_OK(o->attention_saved_len(c->d, B, T, NH, &saved_len));
-            CHECK(saved_len == (size_t)B * NH * T * T);
+            /* the handler's own record: only cpu's length (the probabilities) is known */
+            CHECK(saved_len > 0 && (!ot_is_cpu(c) || saved_len == (size_t)B * NH * T * T));
             float *qkv = ot_random(n3, -2, 2), *g = ot_random(n, -1, 1);
             ot_round(qkv, n3, d_qkv);
             ot_round(g, n, d_g);
@@ -270,7 +273,7 @@ static void test_errors(ot_ctx *c) {
     ot_buf dq = ot_make(c, TERN_F32, 108, 0, NULL);
     CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, C, 4), "attention: C = 6 is not a multiple of NH = 4");
     CHECK_ERR(o->attention(c->d, out.view, tern_view(s.view, 0, saved_len - 1), q.view, B, T, C, NH),
-              "attention: saved has 35 elements, attention_saved_len needs 36");
+              "attention: saved has");
     CHECK_ERR(o->attention(c->d, out.view, s16.view, q.view, B, T, C, NH), "attention: saved is bf16, needs f32");
     CHECK_ERR(o->attention(c->d, out.view, s.view, tern_view(q.view, 0, 100), B, T, C, NH),
               "attention: qkv has 100 elements, B * T * 3C needs 108");
@@ -282,14 +285,14 @@ static void test_errors(ot_ctx *c) {
               "attention_backward: saved is absent");
     size_t len;
     CHECK_ERR(o->attention_saved_len(c->d, 0, T, NH, &len), "attention_saved_len: B must be positive");
-    CHECK_ERR(o->attention_saved_len(c->d, 1 << 20, 1 << 20, 1 << 20, &len), "overflows");
+    CHECK_ERR(o->attention_saved_len(c->d, INT_MAX, INT_MAX, INT_MAX, &len), "overflows");
     /* the cache */
     int max_t = 4;
     ot_buf kc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL), vc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL);
     int32_t p_ok = 1, p_bad = 2;
     ot_buf pok = ot_make_i32(c, &p_ok, 1, 0), pbad = ot_make_i32(c, &p_bad, 1, 0);
     CHECK_OK(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, max_t));
-    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pbad.view, B, T, C, NH, max_t),
+    CHECK_ERR(ot_or_sync(c, o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pbad.view, B, T, C, NH, max_t)),
               "attention_cached: positions 2 .. 4 are out of range of the cache's 4");
     CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, tern_none(), B, T, C, NH, max_t),
               "attention_cached: pos is absent");

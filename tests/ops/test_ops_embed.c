@@ -113,13 +113,13 @@ static void test_errors(ot_ctx *c) {
     ot_buf pos_ok = ot_make_i32(c, &p_ok, 1, 0), pos_bad = ot_make_i32(c, &p_bad, 1, 0), pos_neg = ot_make_i32(c, &p_neg, 1, 0);
     tern_buf none = tern_none();
     CHECK_OK(o->embed(c->d, out.view, btok.view, wte.view, wpe.view, pos_ok.view, B, T, C));
-    CHECK_ERR(o->embed(c->d, out.view, bbad.view, wte.view, wpe.view, none, B, T, C),
+    CHECK_ERR(ot_or_sync(c, o->embed(c->d, out.view, bbad.view, wte.view, wpe.view, none, B, T, C)),
               "embed: tokens[3] = 50 is out of range [0, 50)");
-    CHECK_ERR(o->embed(c->d, out.view, bneg.view, wte.view, wpe.view, none, B, T, C),
+    CHECK_ERR(ot_or_sync(c, o->embed(c->d, out.view, bneg.view, wte.view, wpe.view, none, B, T, C)),
               "embed: tokens[1] = -1 is out of range [0, 50)");
-    CHECK_ERR(o->embed(c->d, out.view, btok.view, wte.view, wpe.view, pos_bad.view, B, T, C),
+    CHECK_ERR(ot_or_sync(c, o->embed(c->d, out.view, btok.view, wte.view, wpe.view, pos_bad.view, B, T, C)),
               "embed: positions 3 .. 5 are out of range of wpe's 5 rows");
-    CHECK_ERR(o->embed(c->d, out.view, btok.view, wte.view, wpe.view, pos_neg.view, B, T, C), "embed: positions -1");
+    CHECK_ERR(ot_or_sync(c, o->embed(c->d, out.view, btok.view, wte.view, wpe.view, pos_neg.view, B, T, C)), "embed: positions -1");
     CHECK_ERR(o->embed(c->d, out.view, tf.view, wte.view, wpe.view, none, B, T, C), "embed: tokens is f32, needs i32");
     CHECK_ERR(o->embed(c->d, out.view, btok.view, tern_view(wte.view, 0, 199), wpe.view, none, B, T, C),
               "embed: wte has 199 elements, not a whole number of rows of C = 4");
@@ -130,7 +130,7 @@ static void test_errors(ot_ctx *c) {
     CHECK_ERR(o->embed(c->d, out.view, btok.view, wte.view, wpe.view, none, B, 0, C), "embed: T must be positive");
     CHECK_ERR(o->embed(c->d, tern_view(wte.all, 0, 24), btok.view, wte.view, wpe.view, none, B, T, C),
               "embed: out and wte overlap");
-    CHECK_ERR(o->embed_backward(c->d, wte.view, wpe.view, out.view, bbad.view, B, T, C),
+    CHECK_ERR(ot_or_sync(c, o->embed_backward(c->d, wte.view, wpe.view, out.view, bbad.view, B, T, C)),
               "embed_backward: tokens[3] = 50 is out of range [0, 50)");
     CHECK_ERR(o->embed_backward(c->d, none, none, out.view, btok.view, B, T, C), "embed_backward: dwte and dwpe are both absent");
     CHECK_ERR(o->embed_backward(c->d, wte.view, tern_view(wte.all, 10, 20), out.view, btok.view, B, T, C),

@@ -161,7 +161,7 @@ static void test_random(ot_ctx *c) {
 }
 
 /* Every dtype combination once on each path, plus sizes that split into several units of
- * work, B chunks (n * k > 2^19) and multiple column blocks of the small kernels. */
+ * work, B chunks (n * k > 2^18) and multiple column blocks of the small kernels. */
 static void test_combinations(ot_ctx *c) {
     ot_seed(7);
     int id = 1000;

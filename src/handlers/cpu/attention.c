@@ -8,9 +8,18 @@
 
 #include "cpu.h"
 
+/* The softmax probabilities P [B, NH, T, T]. */
+static tern_error *saved_len(int B, int T, int NH, size_t *out) {
+    size_t bh = (size_t)B * (size_t)NH, tt;
+    if (!tern_mul_size((size_t)T, (size_t)T, &tt) || !tern_mul_size(bh, tt, out))
+        return tern_errorf("attention_saved_len: B * NH * T * T overflows");
+    return NULL;
+}
+
 tern_error *TERN_OP(attention_saved_len)(tern_dev *d, int B, int T, int NH, size_t *out) {
     CPU_CHECK_DEV(d, "attention_saved_len");
-    return tern_validate_attention_saved_len(B, T, NH, out);
+    TERN_TRY(tern_validate_attention_saved_len(B, T, NH, out));
+    return saved_len(B, T, NH, out);
 }
 
 /* Copies head h of rows t = 0..T-1 of a [B, T, width] tensor (channels base + h * hs ..)
@@ -46,7 +55,9 @@ static void softmax(float *p, size_t n) {
 tern_error *TERN_OP(attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
                                int T, int C, int NH) {
     CPU_CHECK_DEV(d, "attention");
-    TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH));
+    size_t ns = 0;
+    if (B > 0 && T > 0 && NH > 0) TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention"));
+    TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH, ns));
     size_t t_n = (size_t)T, c = (size_t)C, hs = c / (size_t)NH, units = (size_t)B * (size_t)NH;
     size_t head = cpu_round64(t_n * hs * sizeof(float));
     size_t per_thread = 4 * head; /* q, k, v, out */
@@ -89,7 +100,9 @@ tern_error *TERN_OP(attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_b
 tern_error *TERN_OP(attention_backward)(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
     CPU_CHECK_DEV(d, "attention_backward");
-    TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH));
+    size_t ns = 0;
+    if (B > 0 && T > 0 && NH > 0) TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention_backward"));
+    TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, ns));
     size_t t_n = (size_t)T, c = (size_t)C, hs = c / (size_t)NH, units = (size_t)B * (size_t)NH;
     size_t head = cpu_round64(t_n * hs * sizeof(float)), row = cpu_round64(t_n * sizeof(float));
     size_t per_thread = 7 * head + row; /* q, k, v, dout, dq, dk, dv; one row of dS */

@@ -14,8 +14,8 @@
 
 #include "cpu.h"
 
-/* Converted B chunks hold at most this many floats (2 MB, about one core's L2). */
-#define B_CHUNK_FLOATS ((size_t)1 << 19)
+/* Converted B chunks hold at most this many floats (1 MB, one Zen 4 core's L2). */
+#define B_CHUNK_FLOATS ((size_t)1 << 18)
 /* Columns finished at a time (bias converted once per block). */
 #define FINISH_BLOCK 256
 

@@ -79,8 +79,11 @@ tern_error *TERN_OP(sample)(tern_dev *d, tern_buf out, tern_buf logits, int rows
     size_t row_bytes = cpu_round64(vp * sizeof(float)), idx_bytes = cpu_round64(v * sizeof(uint64_t));
     size_t per_thread = row_bytes + 2 * idx_bytes;
     unsigned char *s;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, per_thread * (size_t)d->threads, (void **)&s), "sample"));
-    int32_t *res = cpu_ptr(out);
+    size_t res_bytes = cpu_round64((size_t)rows * sizeof(int32_t));
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, res_bytes + per_thread * (size_t)d->threads, (void **)&s), "sample"));
+    /* picks go to scratch first: a NaN found in a later row must leave out untouched */
+    int32_t *res = (int32_t *)s;
+    s += res_bytes;
     int bad_row = -1;
     size_t bad_col = 0;
 #pragma omp parallel num_threads(d->threads) if (rows > 1)
@@ -133,5 +136,6 @@ tern_error *TERN_OP(sample)(tern_dev *d, tern_buf out, tern_buf logits, int rows
     }
     if (bad_row >= 0)
         return tern_errorf("sample: logits row %d has NaN at column %zu", bad_row, bad_col);
+    memcpy(cpu_ptr(out), res, (size_t)rows * sizeof(int32_t));
     return NULL;
 }

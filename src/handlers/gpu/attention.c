@@ -63,7 +63,7 @@ tern_error *gpu_attention(gpu_core *g, tern_buf out, tern_buf saved, tern_buf qk
     tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(saved), tern_arg_buf(qkv), tern_arg_i32(T),
                        tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(head_scale(C, NH))};
     return gpu_run(g, op, GK_ATTENTION, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
-                   tern_dims1(GK_ATT_BR), args, 7);
+                   tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args, 7);
 }
 
 tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, tern_buf qkv,
@@ -87,17 +87,6 @@ tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, te
     tern_arg delta_arg = gpu_scratch_arg(delta, 0, ns);
     float scale = head_scale(C, NH);
 
-    tern_buf rows[2] = {dout, out};
-    gk_spec sd = {0};
-    sd.t[0] = gpu_t(dout);
-    sd.t[1] = gpu_t(out);
-    sd.n[0] = hs;
-    sd.n[1] = gpu_width(rows, 2, (size_t)hs);
-    tern_arg da[] = {delta_arg, tern_arg_buf(dout), tern_arg_buf(out), tern_arg_i32((int32_t)bt), tern_arg_i32(T),
-                     tern_arg_i32(C), tern_arg_i32(NH)};
-    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DELTA, &sd, tern_dims1(gpu_groups(bt * (size_t)NH, GK_EW_GROUP)),
-                     tern_dims1(GK_EW_GROUP), da, 7));
-
     tern_buf all[3] = {dqkv, qkv, dout};
     gk_spec s = {0};
     s.t[0] = gpu_t(dqkv);
@@ -107,11 +96,30 @@ tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, te
     s.n[1] = gpu_width(all, 3, (size_t)hs);
     tern_arg args[] = {tern_arg_buf(dqkv), tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), delta_arg,
                        tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(scale)};
-    int kr = gk_att_dkdv_rows(hs);
-    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, tern_dims2(gpu_groups((size_t)T, (size_t)kr), (uint32_t)(B * NH)),
-                     tern_dims1((uint32_t)kr), args, 9));
-    return gpu_run(g, op, GK_ATTENTION_DQ, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
-                   tern_dims1(GK_ATT_BR), args, 9);
+    tern_dims grid = tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH));
+    /* delta_i = dO_i . O_i: from out when its rounding stays below the result's (out f32,
+     * or a bf16 gradient); else recomputed exactly from q, k, v and dO (one more pass) */
+    if (out.dtype == TERN_F32 || dqkv.dtype != TERN_F32) {
+        tern_buf rows[2] = {dout, out};
+        gk_spec sd = {0};
+        sd.t[0] = gpu_t(dout);
+        sd.t[1] = gpu_t(out);
+        sd.n[0] = hs;
+        sd.n[1] = gpu_width(rows, 2, (size_t)hs);
+        tern_arg da[] = {delta_arg, tern_arg_buf(dout), tern_arg_buf(out), tern_arg_i32((int32_t)bt), tern_arg_i32(T),
+                         tern_arg_i32(C), tern_arg_i32(NH)};
+        TERN_TRY(gpu_run(g, op, GK_ATTENTION_DELTA, &sd, tern_dims1(gpu_groups(bt * (size_t)NH, GK_EW_GROUP)),
+                         tern_dims1(GK_EW_GROUP), da, 7));
+    } else {
+        gk_spec sx = s;
+        sx.n[2] = 1;
+        TERN_TRY(gpu_run(g, op, GK_ATTENTION_DQ, &sx, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))),
+                         args, 9));
+    }
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 1))),
+                     args, 9));
+    return gpu_run(g, op, GK_ATTENTION_DQ, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args,
+                   9);
 }
 
 tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache,
@@ -122,8 +130,8 @@ tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, te
     TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
     TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
     int hs = C / NH;
-    if (hs > GK_AC_GROUP)
-        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_AC_GROUP);
+    if (hs > GK_ATT_MAX_HS)
+        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
     tern_buf all[4] = {out, k_cache, v_cache, qkv};
     gk_spec s = {0};
     s.t[0] = gpu_t(out);

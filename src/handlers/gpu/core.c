@@ -164,14 +164,14 @@ static tern_error *fault_error(const int32_t f[GK_FAULT_LEN]) {
     case GK_FAULT_EMBED_TOKEN:
         return tern_errorf("embed: tokens[%d] = %d is out of range [0, %d)", f[1], f[2], f[3]);
     case GK_FAULT_EMBED_POS:
-        return tern_errorf("embed: positions from %d are out of range of wpe's %d rows", f[2], f[3]);
+        return tern_errorf("embed: positions %d .. %d are out of range of wpe's %d rows", f[2], f[2] + f[1] - 1, f[3]);
     case GK_FAULT_EMBED_BACKWARD_TOKEN:
         return tern_errorf("embed_backward: tokens[%d] = %d is out of range [0, %d)", f[1], f[2], f[3]);
     case GK_FAULT_CE_TARGET:
         return tern_errorf("cross_entropy: targets[%d] = %d is out of range [0, %d)", f[1], f[2], f[3]);
     case GK_FAULT_CACHED_POS:
-        return tern_errorf("attention_cached: positions from %d are out of range of the cache's %d",
-                           f[2], f[3]);
+        return tern_errorf("attention_cached: positions %d .. %d are out of range of the cache's %d", f[2],
+                           f[2] + f[1] - 1, f[3]);
     case GK_FAULT_SAMPLE_NAN:
         return tern_errorf("sample: logits row %d has NaN at column %d", f[1], f[2]);
     default: return tern_errorf("a GPU kernel recorded unknown fault %d", f[0]);

@@ -26,6 +26,11 @@ tern_error *gpu_run(gpu_core *g, const char *op, gk_family family, const gk_spec
 tern_error *gpu_scratch(gpu_core *g, size_t len, tern_dbuf *out) TERN_MUST_USE;
 tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) TERN_MUST_USE;
 
+/* acc = beta acc + the sum of count partial rows of scratch (row p at p * stride + offset,
+ * C columns), in a fixed order (reduce.c). */
+tern_error *gpu_partial_add(gpu_core *g, const char *op, tern_buf acc, tern_dbuf scratch, size_t count, int C,
+                            int stride, int offset, float beta) TERN_MUST_USE;
+
 /* The fault buffer as a launch argument. */
 static inline tern_arg gpu_fault_arg(gpu_core *g) { return tern_arg_dev(g->fault); }
 

@@ -46,9 +46,10 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
                                    tern_buf rstd, int rows, int C) {
     TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, C));
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
-    /* SIMD groups: about 4 rows each, at most 1024 partial rows, a whole number of groups */
-    size_t S = ((size_t)rows + 3) / 4;
-    if (S > 1024) S = 1024;
+    /* SIMD groups: about 8 rows each (enough in flight to hide memory latency; the partial
+     * rows cost 2C floats each), at most 4096, a whole number of groups */
+    size_t S = ((size_t)rows + 7) / 8;
+    if (S > 4096) S = 4096;
     S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
     size_t iters = ((size_t)rows + S - 1) / S;
     size_t plen = S * 2 * (size_t)C;
@@ -68,14 +69,6 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
                        tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
     TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
                      tern_dims1(32 * GK_LN_ROWS), args, 11));
-    for (int which = 0; which < 2; which++) {
-        tern_buf acc = which ? db : dw;
-        gk_spec p = {0};
-        p.t[0] = gpu_t(acc);
-        tern_arg pa[] = {tern_arg_buf(acc), partial, tern_arg_i32((int32_t)S), tern_arg_i32(C),
-                         tern_arg_i32(2 * C), tern_arg_i32(which ? C : 0)};
-        TERN_TRY(gpu_run(g, "layernorm_backward", GK_PARTIAL_ADD, &p, tern_dims1(gpu_groups((size_t)C, GK_EW_GROUP)),
-                         tern_dims1(GK_EW_GROUP), pa, 6));
-    }
-    return NULL;
+    TERN_TRY(gpu_partial_add(g, "layernorm_backward", dw, scratch, S, C, 2 * C, 0, 1.0f));
+    return gpu_partial_add(g, "layernorm_backward", db, scratch, S, C, 2 * C, C, 1.0f);
 }

@@ -4,6 +4,16 @@
 
 #include "handlers/gpu/gpu_internal.h"
 
+tern_error *gpu_partial_add(gpu_core *g, const char *op, tern_buf acc, tern_dbuf scratch, size_t count, int C,
+                            int stride, int offset, float beta) {
+    gk_spec s = {0};
+    s.t[0] = gpu_t(acc);
+    size_t len = (count - 1) * (size_t)stride + (size_t)offset + (size_t)C;
+    tern_arg args[] = {tern_arg_buf(acc), gpu_scratch_arg(scratch, 0, len), tern_arg_i32((int32_t)count),
+                       tern_arg_i32(C), tern_arg_i32(stride), tern_arg_i32(offset), tern_arg_f32(beta)};
+    return gpu_run(g, op, GK_PARTIAL_ADD, &s, tern_dims1(gpu_groups((size_t)C, 32)), tern_dims1(GK_PA_GROUP), args, 7);
+}
+
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols, float beta) {
     TERN_TRY(tern_validate_sum_rows(out, x, rows, cols, beta));
     TERN_TRY(gpu_check_index("sum_rows", "x", x.len));
@@ -21,12 +31,7 @@ tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int co
                      tern_arg_i32(cols), tern_arg_i32((int32_t)per)};
     TERN_TRY(gpu_run(g, "sum_rows", GK_SUM_ROWS_PARTIAL, &s, tern_dims2(gpu_groups(c, GK_SR_GROUP), (uint32_t)chunks),
                      tern_dims1(GK_SR_GROUP), pa, 5));
-    gk_spec f = {0};
-    f.t[0] = gpu_t(out);
-    tern_arg fa[] = {tern_arg_buf(out), gpu_scratch_arg(scratch, 0, chunks * c), tern_arg_i32(cols),
-                     tern_arg_i32((int32_t)chunks), tern_arg_f32(beta)};
-    return gpu_run(g, "sum_rows", GK_SUM_ROWS_FINISH, &f, tern_dims1(gpu_groups(c, GK_SR_GROUP)),
-                   tern_dims1(GK_SR_GROUP), fa, 5);
+    return gpu_partial_add(g, "sum_rows", out, scratch, chunks, cols, cols, 0, beta);
 }
 
 tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) {
@@ -39,19 +44,19 @@ tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) {
     size_t span = (n + groups - 1) / groups;
     groups = span ? (n + span - 1) / span : 1;
     tern_dbuf scratch;
-    TERN_TRY(tern_error_wrap(gpu_scratch(g, groups, &scratch), "norm2"));
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, 2 * groups, &scratch), "norm2"));
     gk_spec s = {0};
     s.t[0] = gpu_t(x);
-    tern_arg args[] = {gpu_scratch_arg(scratch, 0, groups), tern_arg_buf(x), tern_arg_i32((int32_t)n),
+    tern_arg args[] = {gpu_scratch_arg(scratch, 0, 2 * groups), tern_arg_buf(x), tern_arg_i32((int32_t)n),
                        tern_arg_i32((int32_t)span)};
     TERN_TRY(gpu_run(g, "norm2", GK_SUM_SQUARES, &s, tern_dims1((uint32_t)groups), tern_dims1(GK_SS_GROUP), args, 4));
-    float partial[GK_SS_MAX_GROUPS];
+    float partial[2 * GK_SS_MAX_GROUPS]; /* hi [groups], then lo [groups] */
     tern_dbuf v = scratch;
-    v.len = groups;
+    v.len = 2 * groups;
     TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, partial, v), "norm2"));
     TERN_TRY(gpu_check_faults(g));
     double total = 0; /* the groups' partials, added in double in a fixed order */
-    for (size_t i = 0; i < groups; i++) total += (double)partial[i];
+    for (size_t i = 0; i < groups; i++) total += (double)partial[i] + (double)partial[groups + i];
     *out = sqrt(total);
     return NULL;
 }

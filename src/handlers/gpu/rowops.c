@@ -48,6 +48,14 @@ tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int
     args[n++] = tern_arg_f32(tail);
     args[n++] = tern_arg_u32(seed_hash);
     args[n++] = tern_arg_i32(ipasses);
-    return gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1((uint32_t)rows), tern_dims1((uint32_t)g->sample_group),
-                   args, n);
+    tern_dims grid = tern_dims1((uint32_t)rows), group = tern_dims1((uint32_t)g->sample_group);
+    if (temperature <= 0) return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n); /* greedy */
+    s.n[3] = 2; /* exact */
+    if (k <= GK_SAMPLE_CAP) {
+        gk_spec t = s;
+        t.n[3] = 1; /* top-k by threshold; rows it cannot do get -1 ... */
+        TERN_TRY(gpu_run(g, "sample", GK_SAMPLE, &t, grid, group, args, n));
+        s.n[4] = 1; /* ... and only those are redone exactly */
+    }
+    return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n);
 }

@@ -17,23 +17,38 @@ static tern_error *blast_error(CLBlastStatusCode st) {
     return tern_errorf("matmul: CLBlast failed with status %d", (int)st);
 }
 
+/* Products with a longer k are computed in slices of K_SLICE, each added into C (beta = 1
+ * after the first), as BLAS libraries block k: CLBlast sums a whole k in one f32 chain per
+ * element, and over GPT-2's k = 50304 (the logits' gradient times wte) that loses about
+ * 100 times more to rounding than the cpu handler's OpenBLAS. */
+#define K_SLICE 1024
+
 /* C32 = alpha op(A32) op(B32) + beta C32 on f32 buffers (views of the device's memory). */
 static tern_error *sgemm(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                          const tern_matmul_dims *dm, size_t ldc, size_t stride_c) {
     CLBlastTranspose ta = dm->trans_a ? CLBlastTransposeYes : CLBlastTransposeNo;
     CLBlastTranspose tb = dm->trans_b ? CLBlastTransposeYes : CLBlastTransposeNo;
-    CLBlastStatusCode st;
-    if (dm->batch == 1) {
-        st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, (size_t)dm->k, mm->alpha,
-                          (cl_mem)a.mem, a.offset, dm->lda, (cl_mem)b.mem, b.offset, dm->ldb, mm->beta,
-                          (cl_mem)c.mem, c.offset, ldc, &d->queue, NULL);
-    } else {
-        st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, (size_t)dm->k,
-                                        mm->alpha, (cl_mem)a.mem, a.offset, dm->lda, dm->stride_a, (cl_mem)b.mem,
-                                        b.offset, dm->ldb, dm->stride_b, mm->beta, (cl_mem)c.mem, c.offset, ldc,
-                                        stride_c, (size_t)dm->batch, &d->queue, NULL);
+    size_t k = (size_t)dm->k, slice = k > 2 * K_SLICE ? K_SLICE : k;
+    for (size_t k0 = 0; k0 < k; k0 += slice) {
+        size_t kn = k - k0 < slice ? k - k0 : slice;
+        /* A[:, k0..] is column k0 of A as stored [m, k], or row k0 of [k, m]; B likewise */
+        size_t a_off = a.offset + (dm->trans_a ? k0 * dm->lda : k0);
+        size_t b_off = b.offset + (dm->trans_b ? k0 : k0 * dm->ldb);
+        float beta = k0 == 0 ? mm->beta : 1.0f;
+        CLBlastStatusCode st;
+        if (dm->batch == 1) {
+            st = CLBlastSgemm(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, kn, mm->alpha,
+                              (cl_mem)a.mem, a_off, dm->lda, (cl_mem)b.mem, b_off, dm->ldb, beta, (cl_mem)c.mem,
+                              c.offset, ldc, &d->queue, NULL);
+        } else {
+            st = CLBlastSgemmStridedBatched(CLBlastLayoutRowMajor, ta, tb, (size_t)dm->m, (size_t)dm->n, kn,
+                                            mm->alpha, (cl_mem)a.mem, a_off, dm->lda, dm->stride_a, (cl_mem)b.mem,
+                                            b_off, dm->ldb, dm->stride_b, beta, (cl_mem)c.mem, c.offset, ldc,
+                                            stride_c, (size_t)dm->batch, &d->queue, NULL);
+        }
+        if (st != CLBlastSuccess) return blast_error(st);
     }
-    return st == CLBlastSuccess ? NULL : blast_error(st);
+    return NULL;
 }
 
 /* An f32 view of x: x itself, or x converted into scratch at *cursor. */
