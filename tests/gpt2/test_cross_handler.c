@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "handler_probe.h"
 #include "tern/gpt2.h"
 #include "tern/handlers.h"
 #include "tern/rng.h"
@@ -132,15 +133,7 @@ int main(void) {
     int compared = 0;
     for (size_t h = 0; h < n; h++) {
         if (!strcmp(handlers[h], "cpu") || (only && strcmp(only, handlers[h]))) continue;
-        const tern_ops *ops = tern_handler_ops(handlers[h]);
-        tern_dev *probe = NULL;
-        tern_error *no_device = ops->open(&probe);
-        if (no_device) {
-            printf("%s: skipped, no device: %s\n", handlers[h], tern_error_message(no_device));
-            tern_error_free(no_device);
-            continue;
-        }
-        tern_error_free(ops->close(probe));
+        if (!handler_has_device(tern_handler_ops(handlers[h]))) continue;
         printf("%s against cpu, %d layers, %d channels:\n", handlers[h], cfg.n_layer, cfg.n_embd);
         compare(handlers[h], &cfg, TERN_PRECISION_FP32);
         compare(handlers[h], &cfg, TERN_PRECISION_BF16);

@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "handler_probe.h"
 #include "tern/file.h"
 #include "tern/gpt2.h"
 #include "tern/handlers.h"
@@ -330,17 +331,7 @@ int main(void) {
     const char *only = getenv("TERN_TEST_HANDLER");
     for (size_t h = 0; h < n_handlers; h++) {
         if (only && strcmp(only, handlers[h])) continue;
-        /* A handler built in without a device here (no GPU, no driver) cannot be tested
-         * here: said so, not counted as passing. */
-        const tern_ops *ops = tern_handler_ops(handlers[h]);
-        tern_dev *probe = NULL;
-        tern_error *no_device = ops->open(&probe);
-        if (no_device) {
-            printf("%s: skipped, no device: %s\n", handlers[h], tern_error_message(no_device));
-            tern_error_free(no_device);
-            continue;
-        }
-        tern_error_free(ops->close(probe));
+        if (!handler_has_device(tern_handler_ops(handlers[h]))) continue;
         printf("%s (%s):\n", handlers[h], bf16 ? "bf16" : "fp32");
         tern_gpt2 *m = load(handlers[h], "model.safetensors");
         tern_gpt2 *hub = load(handlers[h], "model-hub-layout.safetensors");

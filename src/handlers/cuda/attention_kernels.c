@@ -36,6 +36,24 @@ static void trace_permute(tern_kb *kb, void *user) {
     }
 }
 
+/* The row of the score matrix this SIMD group takes: its index r (clamped to the last row,
+ * with `valid` false past the end, so that SIMD operations stay uniform), its query
+ * position t = r % T, and the offset of its first element. */
+typedef struct score_row {
+    tern_v lane, valid, r, t, base;
+} score_row;
+
+static score_row row_of(tern_kb *kb, tern_v T, tern_v rows) {
+    score_row sr;
+    sr.lane = tern_simd_lane(kb);
+    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
+    sr.valid = tern_lt(row, rows);
+    sr.r = tern_min(row, tern_sub(rows, tern_int(1)));
+    sr.t = tern_rem(sr.r, T);
+    sr.base = tern_mul(tern_cast(sr.r, TERN_T_I64), tern_cast(T, TERN_T_I64));
+    return sr;
+}
+
 /* One SIMD group per row of the scores [rows, T] (row r is query position r % T): the
  * causal softmax of scale * S, written over S (zero past the diagonal, as the next product
  * needs), and the row's logsumexp. Rows past the end compute on the last row and store
@@ -47,12 +65,8 @@ static void trace_softmax_forward(tern_kb *kb, void *user) {
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    tern_v lane = tern_simd_lane(kb);
-    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
-    tern_v valid = tern_lt(row, rows);
-    tern_v r = tern_min(row, tern_sub(rows, tern_int(1)));
-    tern_v t = tern_rem(r, T);
-    tern_v base = tern_mul(tern_cast(r, TERN_T_I64), tern_cast(T, TERN_T_I64));
+    score_row sr = row_of(kb, T, rows);
+    tern_v lane = sr.lane, valid = sr.valid, r = sr.r, t = sr.t, base = sr.base;
     tern_v neg_inf = tern_f32(-INFINITY);
 
     tern_v m = tern_var(kb, "m", neg_inf);
@@ -88,12 +102,8 @@ static void trace_softmax_backward(tern_kb *kb, void *user) {
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    tern_v lane = tern_simd_lane(kb);
-    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
-    tern_v valid = tern_lt(row, rows);
-    tern_v r = tern_min(row, tern_sub(rows, tern_int(1)));
-    tern_v t = tern_rem(r, T);
-    tern_v base = tern_mul(tern_cast(r, TERN_T_I64), tern_cast(T, TERN_T_I64));
+    score_row sr = row_of(kb, T, rows);
+    tern_v lane = sr.lane, valid = sr.valid, r = sr.r, t = sr.t, base = sr.base;
     tern_v L = tern_load(lse, r);
 
     tern_v dot = tern_var(kb, "dot", tern_f32(0.0f));
