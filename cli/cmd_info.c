@@ -27,6 +27,14 @@ static void print_handlers(void) {
         if (err) printf("  %-7s built in; no device: %s\n", all[i], tern_error_message(err));
         else printf("  %-7s built in; device: %s\n", all[i], name);
         tern_error_free(err);
+        char list[4096];
+        tern_error *list_err = tern_handler_list_devices(all[i], list, sizeof list);
+        for (char *line = list; !list_err && *line;) { /* each device, indented */
+            char *end = strchr(line, '\n');
+            printf("          OpenCL device %.*s\n", end ? (int)(end - line) : (int)strlen(line), line);
+            line = end ? end + 1 : line + strlen(line);
+        }
+        tern_error_free(list_err);
         if (dev) tern_error_free(ops->close(dev));
     }
 }

@@ -9,6 +9,7 @@ extern const tern_ops tern_cuda_ops;
 #endif
 #ifdef TERN_HAVE_OPENCL
 extern const tern_ops tern_opencl_ops;
+tern_error *tern_opencl_list_devices(char *out, size_t cap);
 #endif
 
 static const tern_ops *const built_in[] = {
@@ -45,4 +46,13 @@ const char *const *tern_handler_names(size_t *count) {
 int tern_handler_known(const char *name) {
     return !strcmp(name, "cpu") || !strcmp(name, "cuda") || !strcmp(name, "opencl") ||
            !strcmp(name, "metal");
+}
+
+tern_error *tern_handler_list_devices(const char *name, char *out, size_t cap) {
+    if (cap) out[0] = 0;
+#ifdef TERN_HAVE_OPENCL
+    if (!strcmp(name, "opencl")) return tern_opencl_list_devices(out, cap);
+#endif
+    (void)name;
+    return NULL;
 }

@@ -136,3 +136,21 @@ tern_error *TERN_OP(capture_end)(tern_dev *d, uint64_t key) {
     CL_CHECK_DEV(d, "capture_end");
     return NULL;
 }
+
+/* Every OpenCL device found, one "index: name" line each (the index TERN_OPENCL_DEVICE
+ * takes), for `tern info`. */
+tern_error *tern_opencl_list_devices(char *out, size_t cap) {
+    cl_device_id devs[MAX_DEVICES];
+    cl_uint n = 0;
+    if (cap) out[0] = 0;
+    TERN_TRY(list_devices(devs, &n));
+    size_t used = 0;
+    for (cl_uint i = 0; i < n && used < cap; i++) {
+        char name[256];
+        device_name(devs[i], name, sizeof name);
+        int w = snprintf(out + used, cap - used, "%u: %s\n", i, name);
+        if (w < 0) break;
+        used += (size_t)w;
+    }
+    return NULL;
+}
