@@ -67,9 +67,11 @@ grep -q '<polyline' "$work/full/loss.svg" && [ "$(grep -c . "$work/full/losses.t
     pass "eval prints each batch and the mean" || fail "eval: $(cat "$work/eval.log")"
 
 # Hugging Face transformers loads the checkpoint unchanged and computes the same logits
-# (only where python3 with torch and transformers is installed; otherwise reported skipped).
-if python3 -c 'import torch, transformers' 2>/dev/null; then
-    if python3 "$(dirname "$0")/hf_load_check.py" "$tern" "$work/full" "$work/val.txt" > "$work/hf.log" 2>&1; then
+# (only where python3 -- or $TERN_PYTHON -- has torch and transformers; otherwise reported
+# skipped).
+python=${TERN_PYTHON:-python3}
+if "$python" -c 'import torch, transformers' 2>/dev/null; then
+    if "$python" "$(dirname "$0")/hf_load_check.py" "$tern" "$work/full" "$work/val.txt" > "$work/hf.log" 2>&1; then
         pass "transformers loads the checkpoint: $(tail -1 "$work/hf.log")"
     else
         fail "transformers check: $(tail -3 "$work/hf.log")"
