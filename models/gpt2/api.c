@@ -10,23 +10,12 @@
 #include "tern/rng.h"
 #include "tern/safetensors.h"
 
-extern const gpt2_impl tern_gpt2_cpu_impl;
-#ifdef TERN_HAVE_CUDA
-extern const gpt2_impl tern_gpt2_cuda_impl;
-#endif
-#ifdef TERN_HAVE_OPENCL
-extern const gpt2_impl tern_gpt2_opencl_impl;
-#endif
+#include "gpt2_instances.h" /* TERN_GPT2_INSTANCES(X): one X(handler) per built handler */
 
-static const gpt2_impl *const instances[] = {
-    &tern_gpt2_cpu_impl,
-#ifdef TERN_HAVE_CUDA
-    &tern_gpt2_cuda_impl,
-#endif
-#ifdef TERN_HAVE_OPENCL
-    &tern_gpt2_opencl_impl,
-#endif
-};
+#define TERN_GPT2_DECLARE_(h) extern const gpt2_impl tern_gpt2_##h##_impl;
+TERN_GPT2_INSTANCES(TERN_GPT2_DECLARE_)
+#define TERN_GPT2_ENTRY_(h) &tern_gpt2_##h##_impl,
+static const gpt2_impl *const instances[] = {TERN_GPT2_INSTANCES(TERN_GPT2_ENTRY_)};
 
 static tern_error *find_instance(const char *backend, const gpt2_impl **out) {
     for (size_t i = 0; i < sizeof instances / sizeof instances[0]; i++) {
