@@ -24,7 +24,10 @@ const char *cli_tokenizer_dir(const char *model_dir) {
         if (is_file(vocab) && is_file(merges)) return model_dir;
     }
     const char *env = getenv("TERN_TOKENIZER_DIR");
-    return env && *env ? env : TERN_DEFAULT_TOKENIZER_DIR;
+    if (env && *env) return env;
+    /* the source tree's copy, else the installed one (cmake --install) */
+    if (is_file(TERN_DEFAULT_TOKENIZER_DIR "/vocab.json")) return TERN_DEFAULT_TOKENIZER_DIR;
+    return TERN_INSTALLED_TOKENIZER_DIR;
 }
 
 tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out) {
