@@ -78,6 +78,7 @@ tern_error *nvrtc_compile_source(const tern_kernel *k, const char *src, const in
 }
 
 tern_error *tern_nvrtc_compile(const tern_kernel *k, const char *arch, void **image, size_t *size) {
+    (void)arch;
     if (image) *image = NULL;
     if (size) *size = 0;
     if (!k) return tern_errorf("tern_nvrtc_compile: the kernel is NULL");
@@ -102,6 +103,7 @@ tern_error *nvrtc_compile_source(const tern_kernel *k, const char *src, const in
 }
 
 tern_error *tern_nvrtc_compile(const tern_kernel *k, const char *arch, void **image, size_t *size) {
+    (void)arch;
     if (image) *image = NULL;
     if (size) *size = 0;
     return tern_errorf("kernel '%s': NVRTC is not built in (no CUDA toolkit when tern was built)",

@@ -29,6 +29,7 @@ static void affine(tern_kb *kb, void *u) {
 
 enum { N = 1000, OFF = 7 };
 
+#if defined(TERN_HAVE_OPENCL) || defined(TERN_HAVE_CUDA)
 static void fill(float *x) {
     for (int i = 0; i < N + OFF; i++) x[i] = (float)i * 0.5f - 100;
 }
@@ -38,6 +39,7 @@ static int count_bad(const float *x, const float *y) {
     for (int i = 0; i < N; i++) bad += y[i] != x[OFF + i] * 3 + 1; /* fma and mul-add agree: 0.5 steps are exact */
     return bad;
 }
+#endif
 
 #ifdef TERN_HAVE_OPENCL
 static void test_opencl(const tern_kernel *k) {

@@ -71,7 +71,7 @@ static tern_dbuf dview(tern_buf b) {
 
 tern_error *gpu_alloc(gpu_core *g, tern_dtype dtype, size_t len, tern_buf *out) {
     TERN_TRY(tern_validate_alloc(dtype, len, out));
-    tern_dbuf d;
+    tern_dbuf d = {0};
     TERN_TRY(tern_error_wrap(tern_rt_alloc(g->rt, tern_type_of_dtype(dtype), len, &d),
                              "alloc: %zu elements of %s", len, tern_dtype_name(dtype)));
     tern_buf b = {d.mem, 0, len, dtype};
@@ -214,7 +214,7 @@ tern_error *gpu_length(gpu_core *g, tern_buf a, size_t *out) {
 /* Uploads count elements converted from host data into a new buffer. */
 static tern_error *new_from_host(gpu_core *g, tern_dtype dtype, size_t count, const void *host,
                                  tern_buf *out) {
-    tern_buf b;
+    tern_buf b = tern_none();
     TERN_TRY(gpu_alloc(g, dtype, count, &b));
     tern_error *err = tern_rt_upload(g->rt, dview(b), host);
     if (err) {
