@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tern/dist.h"
 #include "tern/gpt2.h"
 #include "tern/handlers.h"
 #include "tern/tern.h"
@@ -39,6 +40,20 @@ static void print_handlers(void) {
     }
 }
 
+/* The collective engines of multi-process training (docs/distributed.md). */
+static void print_distributed(void) {
+    const char *mpi = tern_dist_mpi_library();
+    printf("distributed training (tern train --procs N, mpirun):\n");
+    if (mpi) printf("  MPI     built in (%s): cpu and opencl ranks\n", mpi);
+    else printf("  MPI     not built in: cpu and opencl train in one process\n");
+    int version = 0;
+    tern_error *err = tern_dist_nccl_version(&version);
+    if (err) printf("  NCCL    not available: %s\n", tern_error_message(err));
+    else printf("  NCCL    %d.%d.%d (loaded at run time): cuda ranks\n", version / 10000,
+                version / 100 % 100, version % 100);
+    tern_error_free(err);
+}
+
 int tern_cmd_info(int argc, char **argv) {
     const char *model_dir = NULL, *value = NULL;
     tern_error *err = NULL;
@@ -56,6 +71,7 @@ int tern_cmd_info(int argc, char **argv) {
 
     printf("tern %s\n", tern_version());
     print_handlers();
+    print_distributed();
     if (!model_dir) return 0;
 
     char path[4096];

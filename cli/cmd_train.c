@@ -9,6 +9,7 @@
 #include "cli.h"
 #include "train_support.h"
 #include "tern/data.h"
+#include "tern/dist.h"
 #include "tern/gpt2.h"
 
 static const char usage[] =
@@ -17,6 +18,7 @@ static const char usage[] =
     "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
     "                  [--seed S] [--out DIR] [--save-every N] [--val FILE] [--val-every N]\n"
     "                  [--val-batches N] [--backend cpu|cuda|opencl] [--precision fp32|bf16]\n"
+    "                  [--procs N]\n"
     "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, small, tiny\n"
     "  --resume DIR    continue a run from the checkpoint in DIR (written by --out)\n"
     "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
@@ -26,7 +28,10 @@ static const char usage[] =
     "  --no-decay-1d   weight decay on matrices and embeddings only (default: every tensor,\n"
     "                  as PyTorch's AdamW)\n"
     "  --save-dtype D  weights in checkpoints as f32 (default; resumes exactly) or bf16 (half\n"
-    "                  the size; a resume continues from the rounded weights)\n";
+    "                  the size; a resume continues from the rounded weights)\n"
+    "  --procs N       data-parallel training on N ranks of this host (cuda: one GPU each, NCCL;\n"
+    "                  cpu, opencl: MPI); --batch is per rank, the global batch is N times it.\n"
+    "                  Under mpirun, every rank is one process already (docs/distributed.md)\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -68,6 +73,8 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
             if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->warmup);
         } else if (cli_option(argc, argv, &i, "--grad-accum", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->grad_accum);
+        } else if (cli_option(argc, argv, &i, "--procs", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 4096, &o->procs);
         } else if (cli_option(argc, argv, &i, "--save-every", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->save_every);
         } else if (cli_option(argc, argv, &i, "--val-every", &v, &err)) {
@@ -114,7 +121,7 @@ static tern_error *validate(tern_gpt2 *m, const tern_dataset *val, const train_o
     return NULL;
 }
 
-static tern_error *train(train_options *o) {
+static tern_error *train(train_options *o, tern_dist *dist) {
     tern_gpt2 *m = NULL;
     tern_tokenizer *tok = NULL;
     tern_dataset *data = NULL, *val = NULL;
@@ -126,13 +133,18 @@ static tern_error *train(train_options *o) {
     const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
     if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
     if ((err = train_open_model(o, &m, &hist))) goto done;
+    if ((err = tern_gpt2_set_dist(m, dist))) goto done;
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     if (o->T > cfg->max_seq) {
         err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, cfg->max_seq);
         goto done;
     }
     if ((err = tern_dataset_open(o->data, tok, (size_t)cfg->vocab_size, &data))) goto done;
-    if (o->val && (err = tern_dataset_open(o->val, tok, (size_t)cfg->vocab_size, &val))) goto done;
+    /* Rank 0 alone validates, prints and writes checkpoints; the others wait for it in the
+     * next step's gradient sum. */
+    bool lead = o->rank == 0;
+    if (lead && o->val && (err = tern_dataset_open(o->val, tok, (size_t)cfg->vocab_size, &val)))
+        goto done;
     size_t batch_tokens = (size_t)o->B * o->T;
     x = malloc(batch_tokens * sizeof *x);
     y = malloc(batch_tokens * sizeof *y);
@@ -142,14 +154,20 @@ static tern_error *train(train_options *o) {
     }
 
     int start = tern_gpt2_step(m);
-    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
-    printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
-           cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
-           tern_precision_name(o->precision));
-    printf("data: %zu tokens; batch %d x %d x %d accumulated; steps %d to %d\n",
-           tern_dataset_tokens(data), o->B, o->T, o->grad_accum, start + 1, o->steps);
-    fflush(stdout);
-    progress_start(&bar, start, o->steps);
+    if (lead) {
+        printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+        printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
+               cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
+               tern_precision_name(o->precision));
+        if (o->world > 1)
+            printf("ranks: %d (%s); global batch %d x %d\n", o->world,
+                   tern_dist_engine_for(tern_gpt2_backend(m)) == TERN_DIST_ENGINE_NCCL ? "NCCL" : "MPI",
+                   o->B * o->world, o->T);
+        printf("data: %zu tokens; batch %d x %d x %d accumulated; steps %d to %d\n",
+               tern_dataset_tokens(data), o->B * o->world, o->T, o->grad_accum, start + 1, o->steps);
+        fflush(stdout);
+        progress_start(&bar, start, o->steps);
+    }
 
     for (int step = start; step < o->steps; step++) {
         double t0 = now_seconds();
@@ -158,7 +176,10 @@ static tern_error *train(train_options *o) {
         for (int micro = 0; micro < o->grad_accum; micro++) {
             size_t k = (size_t)step * o->grad_accum + micro; /* the data position */
             float loss;
-            if ((err = tern_dataset_batch(data, k, o->B, o->T, x, y))) goto done;
+            /* Batch k of the global B*world rows; this rank's rows r*B .. r*B+B-1 of it are
+             * batch k*world + r of B rows (the data is read the same way, wrap included). */
+            if ((err = tern_dataset_batch(data, k * (size_t)o->world + (size_t)o->rank, o->B, o->T, x, y)))
+                goto done;
             if ((err = tern_gpt2_forward_backward(m, x, y, o->B, o->T, 1.0f / o->grad_accum, &loss)))
                 goto done;
             loss_sum += loss;
@@ -174,11 +195,12 @@ static tern_error *train(train_options *o) {
             if ((err = validate(m, val, o, x, y, &val_loss))) goto done;
         }
         if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto done;
+        if (!lead) continue;
         progress_clear(&bar);
         printf("step %d/%d | loss %.4f", step + 1, o->steps, loss);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
         printf(" | lr %.3e | norm %.3f | %.1f ms | %.0f tok/s\n", lr, norm, dt * 1e3,
-               (double)batch_tokens * o->grad_accum / dt);
+               (double)batch_tokens * o->grad_accum * o->world / dt);
         fflush(stdout);
         progress_update(&bar, step + 1, loss);
         if (o->out && (last || (o->save_every && (step + 1) % o->save_every == 0))) {
@@ -201,6 +223,42 @@ done:
     return err;
 }
 
+/* --procs N: this process starts the N ranks (the same command without --procs) and waits. */
+static int launch_ranks(const train_options *o, int argc, char **argv) {
+    if (tern_dist_launched())
+        return cli_fail(tern_errorf("train: --procs inside a job that is already started (by "
+                                    "mpirun or --procs): drop one of them"));
+    char program[4096];
+    ssize_t n = readlink("/proc/self/exe", program, sizeof program - 1);
+    if (n <= 0) return cli_fail(tern_errorf("train: --procs: cannot find this program's path"));
+    program[n] = 0;
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) return cli_fail(tern_errorf("out of memory"));
+    int k = 0;
+    args[k++] = program;
+    args[k++] = "train";
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--procs")) {
+            i++; /* and its value */
+            continue;
+        }
+        args[k++] = argv[i];
+    }
+    tern_dist_launch_options lo = {.procs = o->procs, .program = program, .argv = args,
+                                   .engine = tern_dist_engine_for(o->backend), .grace_seconds = 10};
+    tern_error *err = tern_dist_launch(&lo);
+    free(args);
+    return err ? cli_fail(err) : 0;
+}
+
+/* Each rank of a cuda job takes the GPU of its rank on the host, unless told otherwise. */
+static void pick_gpu(const tern_dist *dist) {
+    if (tern_dist_world(dist) <= 1 || getenv("TERN_CUDA_DEVICE")) return;
+    char index[16];
+    snprintf(index, sizeof index, "%d", tern_dist_local_rank(dist));
+    setenv("TERN_CUDA_DEVICE", index, 1);
+}
+
 int tern_cmd_train(int argc, char **argv) {
     train_options o;
     train_options_default(&o);
@@ -211,6 +269,19 @@ int tern_cmd_train(int argc, char **argv) {
         fputs(usage, stdout);
         return 0;
     }
-    err = train(&o);
+    if (o.procs > 1) return launch_ranks(&o, argc, argv);
+
+    tern_dist *dist = NULL;
+    if ((err = tern_dist_open(&dist))) return cli_fail(err);
+    o.rank = tern_dist_rank(dist);
+    o.world = tern_dist_world(dist);
+    pick_gpu(dist);
+    err = train(&o, dist);
+    if (err && o.world > 1) {
+        /* One line naming the rank, then every rank stops: none is left waiting. */
+        cli_fail(tern_error_wrap(err, "rank %d of %d", o.rank, o.world));
+        tern_dist_abort(dist, 1);
+    }
+    tern_dist_close(dist);
     return err ? cli_fail(err) : 0;
 }

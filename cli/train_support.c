@@ -8,12 +8,13 @@
 
 #include "cli.h"
 #include "tern/file.h"
+#include "tern/safetensors.h"
 #include "train_support.h"
 
 void train_options_default(train_options *o) {
     *o = (train_options){
         .steps = 0, .B = 4, .T = 64, .warmup = 0, .grad_accum = 1, .save_every = 0,
-        .val_every = 0, .val_batches = 20, .seed = 1337, .schedule = SCHEDULE_CONSTANT,
+        .val_every = 0, .val_batches = 20, .procs = 1, .rank = 0, .world = 1, .seed = 1337, .schedule = SCHEDULE_CONSTANT,
         .adamw = {.lr = 3e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.0f,
                   .clip = 1.0f, .decay_all = true},
         .precision = TERN_PRECISION_FP32,
@@ -107,6 +108,25 @@ static tern_error *write_history(const train_history *h, const char *path) {
     return err;
 }
 
+/* A data-parallel run reads rows [r*B, (r+1)*B) of each global batch of B*world rows, so a
+ * resume continues the same data only with the same global batch. The optimizer file
+ * records it ("global_batch", "ranks"); files without it are not checked. */
+static tern_error *check_global_batch(const train_options *o, const char *path) {
+    tern_safetensors *f = NULL;
+    TERN_TRY(tern_safetensors_open(path, &f));
+    const char *rows = tern_safetensors_metadata(f, "global_batch");
+    const char *ranks = tern_safetensors_metadata(f, "ranks");
+    long saved = rows ? strtol(rows, NULL, 10) : 0, saved_ranks = ranks ? strtol(ranks, NULL, 10) : 1;
+    long now = (long)o->B * o->world;
+    tern_error *err = NULL;
+    if (saved > 0 && saved != now && (o->world > 1 || saved_ranks > 1))
+        err = tern_errorf("the checkpoint was trained with a global batch of %ld rows (%ld ranks); "
+                          "--batch %d on %d ranks makes %ld: give --batch %ld / ranks", saved,
+                          saved_ranks, o->B, o->world, now, saved);
+    tern_safetensors_close(f);
+    return err;
+}
+
 tern_error *train_open_model(train_options *o, tern_gpt2 **m, train_history *hist) {
     if (o->init) {
         tern_gpt2_config cfg;
@@ -123,6 +143,7 @@ tern_error *train_open_model(train_options *o, tern_gpt2 **m, train_history *his
         char path[4096];
         snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", o->resume, step);
         err = tern_gpt2_load_optimizer(*m, path);
+        if (!err) err = check_global_batch(o, path);
     }
     if (!err) err = train_history_read(hist, o->resume);
     if (!err && step >= o->steps)
@@ -167,13 +188,17 @@ static void remove_stale_optimizers(const char *dir, int keep) {
 tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
                                   const train_history *hist) {
     const char *dir = o->out;
-    char path[4096], from[4096], position[32], seed[32];
+    char path[4096], from[4096], position[32], seed[32], global_batch[32], ranks[32];
     int step = tern_gpt2_step(m);
     TERN_TRY(tern_make_dirs(dir));
 
     snprintf(position, sizeof position, "%lld", (long long)step * o->grad_accum);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
-    const char *metadata[] = {"data_batch", position, "seed", seed, NULL};
+    snprintf(global_batch, sizeof global_batch, "%ld", (long)o->B * o->world);
+    snprintf(ranks, sizeof ranks, "%d", o->world);
+    /* data_batch counts global batches: rank r read rows r*B .. r*B+B-1 of each */
+    const char *metadata[] = {"data_batch", position, "seed", seed, "global_batch", global_batch,
+                              "ranks", ranks, NULL};
     snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
     TERN_TRY(tern_gpt2_save_optimizer(m, path, metadata));
     TERN_TRY(tern_gpt2_save_as(m, dir, o->save_dtype));

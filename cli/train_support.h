@@ -13,6 +13,8 @@ typedef enum train_schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE } train_schedul
 typedef struct train_options {
     const char *model_dir, *init, *resume, *data, *val, *out, *backend;
     int steps, B, T, warmup, grad_accum, save_every, val_every, val_batches;
+    int procs;      /* --procs N: ranks this command starts on this host (1: none) */
+    int rank, world; /* of the job this process belongs to (0 and 1 alone) */
     uint64_t seed;
     train_schedule schedule;
     tern_gpt2_adamw adamw;
@@ -41,7 +43,9 @@ void train_history_free(train_history *h);
 tern_error *train_history_read(train_history *h, const char *dir);
 
 /* Opens the model of --model, --init or --resume; a resume also restores the optimizer and
- * the loss history, and sets o->out to the resumed folder when --out is not given. */
+ * the loss history, and sets o->out to the resumed folder when --out is not given. A resume
+ * checks that --batch times the ranks gives the global batch the checkpoint was trained
+ * with (when either run had several ranks). */
 tern_error *train_open_model(train_options *o, tern_gpt2 **m, train_history *hist);
 
 /* Writes a checkpoint into o->out: the optimizer state (optimizer-<step>.safetensors), the

@@ -81,6 +81,9 @@ typedef struct tern_dev tern_dev;
 /* A traced DSL kernel (tern/kernel.h); the generic operations take pure ones. */
 typedef struct tern_kernel tern_kernel;
 
+/* A communicator across processes (tern/dist.h), for allreduce. */
+typedef struct tern_dist tern_dist;
+
 /* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C + bias[n], then the epilogue.
  * op(X) is X, or X transposed when trans_x is set (A is then stored [k, m], B [n, k]).
  * lda, ldb, ldc are row strides in elements (0: dense). With batch > 1, entry i uses
@@ -181,6 +184,12 @@ typedef struct tern_adamw {
  *                   cumulative weight exceeds u * total (the last one otherwise).
  *   adamw           param, m, v f32 [n], grad [n]; see tern_adamw. shadow, when present [n],
  *                   receives the updated param in its own dtype (e.g. bf16 compute weights).
+ * across processes
+ *   allreduce       buf (f32 or bf16) becomes the sum of every rank's buf, in place; every rank
+ *                   calls it with the same length and dtype. comm NULL or of one rank: no-op.
+ *                   The engine is NCCL (cuda, on the device's stream) or MPI (cpu; opencl
+ *                   through host memory); a rank that does not answer within the
+ *                   communicator's timeout, or an engine failure, is an error.
  */
 /* The op list. X(name, parameter list). Every operation returns tern_error *.
  * Shapes: B batch, T sequence, C channels, NH heads (C % NH == 0), V vocabulary, Vp the
@@ -244,7 +253,9 @@ typedef struct tern_adamw {
     X(sample, (tern_dev * d, tern_buf out, tern_buf logits, int rows, int V, int Vp,      \
                float temperature, int top_k, uint64_t seed, tern_buf counter))            \
     X(adamw, (tern_dev * d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,   \
-              tern_buf v, const tern_adamw *h))
+              tern_buf v, const tern_adamw *h))                                           \
+    /* across processes (tern/dist.h) */                                                  \
+    X(allreduce, (tern_dev * d, tern_buf buf, tern_dist *comm))
 
 /* Every handler also exports its operations as a table, `const tern_ops tern_<h>_ops`.
  * Building that table is the completeness check (each entry references tern_<h>_<op>, so a

@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "tern/dist.h"
 #include "tern/effect.h"
 #include "tern/error.h"
 #include "tern/gpt2_config.h"
@@ -61,6 +62,14 @@ tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int
                                        int T, float loss_scale, float *mean_loss);
 
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
+
+/* Data-parallel training: attaches a communicator (NULL detaches; the model does not own
+ * it). Every rank holds the same parameters and runs the same calls on its own share of the
+ * global batch (docs/distributed.md). Then forward_backward adds d(loss * loss_scale /
+ * world)/d(param) to this rank's gradients, *mean_loss is the mean over every rank's batch,
+ * and update first sums the gradients across the ranks (the Tensor effect's allreduce), so
+ * each rank takes the step one process would take on the global batch. */
+tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm);
 
 typedef struct tern_gpt2_adamw {
     float lr, beta1, beta2, eps, weight_decay;

@@ -66,6 +66,7 @@ static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
     m->precision = precision;
     m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
     m->n_flat = gpt2_flat_len(cfg);
+    m->world = 1;
     if (!(err = m->impl->open(m)) && !(err = m->impl->upload_params(m, flat))) {
         *out = m;
         return NULL;
@@ -230,7 +231,24 @@ tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int
                                        int T, float loss_scale, float *mean_loss) {
     if (!y) return tern_errorf("forward_backward needs targets");
     TERN_TRY(check_batch(m, x, y, B, T));
-    return m->impl->forward(m, x, y, B, T, loss_scale, true, mean_loss);
+    /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean (a
+     * power of two for the usual world sizes, so the scaling itself is exact). */
+    float loss = 0;
+    TERN_TRY(m->impl->forward(m, x, y, B, T, loss_scale / (float)m->world, true, &loss));
+    if (m->world > 1) {
+        TERN_TRY(tern_error_wrap(m->impl->sum_across_ranks(m, &loss), "the mean loss across ranks"));
+        loss /= (float)m->world;
+    }
+    if (mean_loss) *mean_loss = loss;
+    return NULL;
+}
+
+tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm) {
+    int world = tern_dist_world(comm);
+    if (world < 1) return tern_errorf("a communicator of %d ranks", world);
+    m->dist = comm;
+    m->world = world;
+    return NULL;
 }
 
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m) { return m->impl->zero_grad(m); }

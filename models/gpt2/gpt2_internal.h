@@ -129,6 +129,9 @@ struct tern_gpt2 {
     tern_buf adam_m;   /* [n_flat] f32 */
     tern_buf adam_v;   /* [n_flat] f32 */
     int step;
+    tern_dist *dist;      /* data parallelism across processes, or NULL */
+    int world;            /* ranks of dist (1 without) */
+    tern_buf dist_scalar; /* [1] f32: a host value summed across ranks */
     gpt2_acts acts;
     gpt2_decode dec;
     uint64_t epoch; /* changes whenever decode buffers are reallocated */
@@ -155,6 +158,7 @@ struct gpt2_impl {
     tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_gpt2 *m);
+    tern_error *(*sum_across_ranks)(tern_gpt2 *m, float *value); /* in place, by allreduce */
     tern_error *(*update)(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
     tern_error *(*generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
                             const tern_gpt2_sampling *s, tern_gpt2_on_token on_token, void *user,

@@ -61,6 +61,15 @@ static tern_error *zero_grad(tern_gpt2 *m) {
     return OP(fill)(m->dev, m->grads, 0.0);
 }
 
+/* *value summed over the ranks of m->dist, through the effect's allreduce. */
+static tern_error *sum_across_ranks(tern_gpt2 *m, float *value) {
+    if (m->world <= 1) return NULL;
+    if (!m->dist_scalar.len) TERN_TRY(OP(alloc)(m->dev, TERN_F32, 1, &m->dist_scalar));
+    TERN_TRY(OP(upload)(m->dev, m->dist_scalar, value));
+    TERN_TRY(OP(allreduce)(m->dev, m->dist_scalar, m->dist));
+    return OP(download)(m->dev, value, m->dist_scalar);
+}
+
 static tern_error *forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss) {
     if (backward && !m->grads.len) TERN_TRY(zero_grad(m));
@@ -78,6 +87,9 @@ static tern_error *update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_no
     tern_dev *d = m->dev;
     if (!m->grads.len) return tern_errorf("update before any backward pass: no gradients");
     TERN_TRY(ensure_optimizer(m));
+    /* Data parallelism: each rank holds d(its loss / world); their sum is the gradient of the
+     * global batch's mean loss, the same on every rank, so every rank takes the same step. */
+    if (m->world > 1) TERN_TRY(OP(allreduce)(d, m->grads, m->dist));
     double norm = 0;
     TERN_TRY(OP(norm2)(d, m->grads, &norm));
     if (grad_norm) *grad_norm = (float)norm;
@@ -111,7 +123,8 @@ static void close_model(tern_gpt2 *m) {
     if (!m->dev) return;
     GPT2_FN(free_acts)(m);
     GPT2_FN(free_decode)(m);
-    tern_buf *owned[] = {&m->master, &m->weights, &m->grads, &m->adam_m, &m->adam_v};
+    tern_buf *owned[] = {&m->master, &m->weights, &m->grads, &m->adam_m, &m->adam_v,
+                         &m->dist_scalar};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++)
         tern_error_free(OP(free)(m->dev, owned[i]));
     tern_error_free(OP(close)(m->dev));
@@ -127,6 +140,7 @@ const gpt2_impl TERN_CAT3(tern_gpt2_, TERN_HANDLER, _impl) = {
     .ensure_optimizer = ensure_optimizer,
     .forward = forward,
     .zero_grad = zero_grad,
+    .sum_across_ranks = sum_across_ranks,
     .update = update,
     .generate = GPT2_FN(generate),
     .close = close_model,

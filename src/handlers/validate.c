@@ -604,3 +604,8 @@ tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, 
             TERN_TRY(tern_check_disjoint(op, names[i], bufs[i], names[j], bufs[j]));
     return NULL;
 }
+
+tern_error *tern_validate_allreduce(tern_buf buf, const tern_dist *comm) {
+    (void)comm; /* NULL is a single rank: allowed */
+    return tern_check_view("allreduce", "buf", buf, TERN_DT_FLOAT2);
+}

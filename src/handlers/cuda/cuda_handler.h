@@ -46,6 +46,11 @@ struct tern_dev {
     tern_buf att_scratch;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
     int profile_len;
+    /* allreduce (allreduce.c): NCCL's communicator (ncclComm_t), made on first use for one
+     * tern communicator; after a failure it is aborted and allreduce refuses */
+    struct ncclComm *nccl;
+    const tern_dist *nccl_dist;
+    bool nccl_failed;
 };
 
 #define CUDA_PROFILE_SLOTS 128
@@ -63,5 +68,7 @@ void cuda_profile_report(tern_dev *d);
 /* Makes the device's context current on this thread. */
 tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;
 void cuda_matmul_plans_free(tern_dev *d);
+/* Releases the NCCL communicator, if any (allreduce.c). */
+void cuda_nccl_close(tern_dev *d);
 
 #endif

@@ -37,6 +37,7 @@ tern_error *tern_cuda_close(tern_dev *d) {
     free(d->profile);
     if (d->cu && d->ctx) {
         tern_error_free(cuda_make_current(d));
+        cuda_nccl_close(d);
         if (d->stream) d->cu->cuStreamSynchronize(d->stream);
         for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
             if (d->graphs[i].exec) d->cu->cuGraphExecDestroy(d->graphs[i].exec);

@@ -120,5 +120,8 @@ tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int
                        tern_buf counter) TERN_MUST_USE;
 tern_error *gpu_adamw(gpu_core *g, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
                       tern_buf v, const tern_adamw *h) TERN_MUST_USE;
+/* allreduce by way of host memory and MPI (download, sum, upload): for handlers without a
+ * device-side collective engine. */
+tern_error *gpu_allreduce_via_host(gpu_core *g, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
 
 #endif

@@ -1,0 +1,9 @@
+/* allreduce: the sum across ranks of a host buffer, by MPI (src/dist/). */
+#include "cpu.h"
+#include "tern/dist.h"
+
+tern_error *TERN_OP(allreduce)(tern_dev *d, tern_buf buf, tern_dist *comm) {
+    CPU_CHECK_DEV(d, "allreduce");
+    TERN_TRY(tern_validate_allreduce(buf, comm));
+    return tern_dist_allreduce_host(comm, cpu_ptr(buf), buf.len, buf.dtype);
+}

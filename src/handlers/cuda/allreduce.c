@@ -1,0 +1,123 @@
+/* allreduce with NCCL on the device's stream (device memory, no copy to the host).
+ *
+ * The NCCL communicator is made on the first call, from the tern communicator's rendezvous
+ * (MPI broadcast or NCCL_COMM_ID), and is nonblocking: tern polls it, so a rank that died
+ * or hangs turns into an error after the communicator's timeout (the NCCL communicator is
+ * then aborted), never a hang. The call returns when the sum is complete. */
+#include <stdint.h>
+#include <time.h>
+
+#include "cuda_handler.h"
+#include "tern/dist.h"
+
+#ifdef TERN_HAVE_NCCL
+#include "dist/dist_internal.h"
+#include "dist/nccl_api.h"
+
+static void pause_briefly(void) {
+    struct timespec ts = {0, 20000}; /* 20 us: a sum of gradients takes milliseconds */
+    nanosleep(&ts, NULL);
+}
+
+/* Aborts the communicator after a failure; later calls answer with an error at once. */
+static tern_error *fail_comm(tern_dev *d, const tern_nccl_api *nc, tern_error *err) {
+    if (d->nccl) nc->ncclCommAbort(d->nccl);
+    d->nccl = NULL;
+    d->nccl_failed = true;
+    return tern_error_wrap(err, "allreduce (NCCL)");
+}
+
+/* Waits until the nonblocking communicator has finished its last call (ncclInProgress
+ * while it has not), giving up at the deadline. */
+static tern_error *settle(tern_dev *d, const tern_nccl_api *nc, double deadline, const char *what) {
+    for (;;) {
+        ncclResult_t state = ncclSuccess;
+        ncclResult_t r = nc->ncclCommGetAsyncError(d->nccl, &state);
+        if (r != ncclSuccess) return fail_comm(d, nc, tern_nccl_check(nc, r, d->nccl, "ncclCommGetAsyncError"));
+        if (state == ncclSuccess) return NULL;
+        if (state != ncclInProgress) return fail_comm(d, nc, tern_nccl_check(nc, state, d->nccl, what));
+        if (dist_now() > deadline)
+            return fail_comm(d, nc, tern_errorf("%s: no answer from the other ranks within %.0f s "
+                                                "(TERN_DIST_TIMEOUT); a rank may have died", what,
+                                                tern_dist_timeout(d->nccl_dist)));
+        pause_briefly();
+    }
+}
+
+static tern_error *open_comm(tern_dev *d, const tern_nccl_api *nc, tern_dist *comm) {
+    ncclUniqueId id;
+    TERN_TRY(dist_nccl_unique_id(comm, &id, sizeof id));
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    ncclComm_t c = NULL;
+    ncclResult_t r = nc->ncclCommInitRankConfig(&c, tern_dist_world(comm), id, tern_dist_rank(comm), &config);
+    if (r != ncclSuccess && r != ncclInProgress) {
+        if (c) nc->ncclCommAbort(c);
+        return tern_nccl_check(nc, r, NULL, "ncclCommInitRankConfig");
+    }
+    d->nccl = c;
+    d->nccl_dist = comm;
+    return settle(d, nc, dist_now() + tern_dist_timeout(comm), "ncclCommInitRankConfig");
+}
+
+tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
+    if (!d) return tern_errorf("allreduce: the device is NULL");
+    TERN_TRY(tern_validate_allreduce(buf, comm));
+    if (tern_dist_world(comm) <= 1) return NULL;
+    if (d->capturing >= 0) return tern_errorf("allreduce: not allowed inside a replayable section");
+    if (d->nccl_failed) return tern_errorf("allreduce: the NCCL communicator failed earlier");
+    if (d->nccl && d->nccl_dist != comm)
+        return tern_errorf("allreduce: this device already sums with another communicator");
+    TERN_TRY(cuda_make_current(d));
+    const tern_nccl_api *nc = NULL;
+    TERN_TRY(tern_nccl_api_get(&nc));
+    double t0 = cuda_profile_begin(d);
+    if (!d->nccl) TERN_TRY(tern_error_wrap(open_comm(d, nc, comm), "allreduce: starting NCCL"));
+    double deadline = dist_now() + tern_dist_timeout(comm);
+    void *p = (void *)((uintptr_t)buf.mem + buf.offset * tern_dtype_size(buf.dtype));
+    ncclDataType_t type = buf.dtype == TERN_BF16 ? ncclBfloat16 : ncclFloat32;
+    ncclResult_t r = nc->ncclAllReduce(p, p, buf.len, type, ncclSum, d->nccl, d->stream);
+    if (r != ncclSuccess && r != ncclInProgress)
+        return fail_comm(d, nc, tern_nccl_check(nc, r, d->nccl, "ncclAllReduce"));
+    TERN_TRY(settle(d, nc, deadline, "ncclAllReduce"));
+    /* Enqueued: wait for the stream, watching NCCL's state and the deadline. */
+    for (;;) {
+        CUresult q = d->cu->cuStreamQuery(d->stream);
+        if (q == CUDA_SUCCESS) break;
+        if (q != CUDA_ERROR_NOT_READY)
+            return fail_comm(d, nc, tern_cuda_check(d->cu, q, "cuStreamQuery"));
+        ncclResult_t state = ncclSuccess;
+        nc->ncclCommGetAsyncError(d->nccl, &state);
+        if (state != ncclSuccess && state != ncclInProgress)
+            return fail_comm(d, nc, tern_nccl_check(nc, state, d->nccl, "ncclAllReduce"));
+        if (dist_now() > deadline)
+            return fail_comm(d, nc, tern_errorf("ncclAllReduce: no answer from the other ranks "
+                                                "within %.0f s (TERN_DIST_TIMEOUT); a rank may "
+                                                "have died", tern_dist_timeout(comm)));
+        pause_briefly();
+    }
+    cuda_profile_end(d, "allreduce", t0);
+    return NULL;
+}
+
+void cuda_nccl_close(tern_dev *d) {
+    const tern_nccl_api *nc = NULL;
+    tern_error *err = d->nccl ? tern_nccl_api_get(&nc) : NULL;
+    /* Abort rather than destroy: it never waits for the other ranks. */
+    if (d->nccl && !err) nc->ncclCommAbort(d->nccl);
+    tern_error_free(err);
+    d->nccl = NULL;
+}
+
+#else
+
+tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
+    if (!d) return tern_errorf("allreduce: the device is NULL");
+    TERN_TRY(tern_validate_allreduce(buf, comm));
+    if (tern_dist_world(comm) <= 1) return NULL;
+    return tern_errorf("allreduce: this tern was built without NCCL's header (nccl.h)");
+}
+
+void cuda_nccl_close(tern_dev *d) { (void)d; }
+
+#endif

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# `tern train` on 2 ranks, end to end on the cpu handler with MPI: the same losses as one
+# process with the same global batch (under mpirun and with --procs), only rank 0 prints, a
+# checkpoint of 2 ranks resumes on 1, and a rank that dies or fails stops the job with an
+# error instead of a hang. usage: test_dist_cli.sh TERN_BINARY MPIEXEC (env from ctest)
+set -u
+tern=$1
+mpiexec=$2
+shared=${TERN_SHARED_DIR:?}
+work=$(mktemp -d /tmp/tern-dist-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export TERN_BACKEND=cpu OMP_NUM_THREADS=1
+failures=0
+pass() { echo "ok: $*"; }
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+head -c 60000 "$shared/data/brown.txt" > "$work/train.txt"
+common=(--init tiny --data "$work/train.txt" --seq 32 --lr 1e-3 --warmup 2 --schedule cosine
+        --wd 0.1 --clip 1 --seed 5 --grad-accum 2)
+
+# The losses of a log, one per line ("step 3/6 | loss 10.6940 | ...").
+losses() { sed -n 's/^step [0-9]*\/[0-9]* | loss \([0-9.]*\) .*/\1/p' "$1"; }
+
+# Whether two loss lists have the same length (> 0) and agree within $3. The runs differ in
+# the order of float additions only (each rank sums its rows, then MPI sums the ranks):
+# ~1e-7 relative, printed with 4 decimals, so a tolerance of 2e-4 allows a flipped last digit.
+close() {
+    local a b
+    a=$(losses "$1") b=$(losses "$2")
+    [ -n "$a" ] && [ "$(echo "$a" | wc -l)" = "$(echo "$b" | wc -l)" ] &&
+        paste <(echo "$a") <(echo "$b") | awk -v tol="$3" '{d = $1 - $2; if (d < 0) d = -d; if (d > tol) bad = 1} END {exit bad}'
+}
+
+# ---- 2 ranks of batch 2 = 1 process of batch 4 ----
+"$tern" train "${common[@]}" --batch 4 --steps 6 > "$work/one.log" 2>&1 || fail "one process: $(tail -1 "$work/one.log")"
+timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 6 > "$work/two.log" 2>&1 ||
+    fail "mpiexec -n 2: $(tail -3 "$work/two.log")"
+if close "$work/one.log" "$work/two.log" 2e-4; then
+    pass "2 ranks of batch 2 print the losses of 1 process of batch 4 (within 2e-4)"
+else
+    fail "losses differ:"; paste <(losses "$work/one.log") <(losses "$work/two.log")
+fi
+[ "$(grep -c '^step 1/6' "$work/two.log")" = 1 ] && grep -q '^ranks: 2 (MPI); global batch 4 x 32' "$work/two.log" &&
+    pass "only rank 0 prints, and it names the ranks and the global batch" ||
+    fail "rank output: $(head -5 "$work/two.log")"
+
+OMPI_MCA_rmaps_base_oversubscribe=1 timeout 120 "$tern" train "${common[@]}" --batch 2 --steps 6 --procs 2 > "$work/procs.log" 2>&1 ||
+    fail "--procs 2: $(tail -3 "$work/procs.log")"
+[ -n "$(losses "$work/procs.log")" ] && [ "$(losses "$work/procs.log")" = "$(losses "$work/two.log")" ] &&
+    pass "--procs 2 trains as mpiexec -n 2 does" || fail "--procs 2 printed: $(tail -3 "$work/procs.log")"
+
+# ---- a checkpoint of 2 ranks resumes on 1 rank with the same global batch ----
+timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 3 --out "$work/ck" > "$work/ck.log" 2>&1 ||
+    fail "2-rank run with --out: $(tail -3 "$work/ck.log")"
+"$tern" train --resume "$work/ck" "${common[@]:2}" --batch 4 --steps 6 --out "$work/resumed" > "$work/resumed.log" 2>&1 ||
+    fail "resume on 1 rank: $(tail -1 "$work/resumed.log")"
+tail -3 "$work/one.log" > "$work/one-tail.log"
+if close "$work/one-tail.log" "$work/resumed.log" 2e-4; then
+    pass "steps 4-6 resumed on 1 rank equal the uninterrupted run's"
+else
+    fail "resumed losses:"; paste <(losses "$work/one-tail.log") <(losses "$work/resumed.log")
+fi
+if "$tern" train --resume "$work/ck" "${common[@]:2}" --batch 3 --steps 6 > "$work/badresume.log" 2>&1; then
+    fail "a resume with another global batch ran"
+else
+    grep -q "global batch of 4 rows" "$work/badresume.log" && pass "a resume with another global batch is refused" ||
+        fail "bad resume said: $(cat "$work/badresume.log")"
+fi
+
+# ---- a rank killed mid-run: the job ends with an error, no rank is left waiting ----
+# Starts the job in the background, waits for its second step, kills one rank with SIGKILL,
+# and gives the rest 60 s to stop.
+kill_rank() { # log, command...
+    local log=$1
+    shift
+    "$@" > "$log" 2>&1 &
+    local job=$! ranks="" i
+    for i in $(seq 600); do grep -q '^step 2/' "$log" && break; sleep 0.1; done
+    ranks=$(pgrep -f -- "--data $work/kill.txt") # the launcher(s) and the ranks
+    local victim=$(for p in $ranks; do [ "$p" != "$job" ] && grep -q "^train" <(tr '\0' '\n' < /proc/$p/cmdline 2>/dev/null | sed -n 2p) && echo $p; done | tail -1)
+    [ -n "$victim" ] && kill -9 "$victim"
+    for i in $(seq 600); do kill -0 $job 2>/dev/null || break; sleep 0.1; done
+    if kill -0 $job 2>/dev/null; then
+        kill -9 $job; echo "HUNG"
+    fi
+    wait $job
+    echo "status $?"
+    sleep 0.5
+    pgrep -f -- "--data $work/kill.txt" >/dev/null && echo "LEFT"
+}
+cp "$work/train.txt" "$work/kill.txt"
+long=(--init tiny --data "$work/kill.txt" --seq 32 --batch 2 --steps 100000)
+out=$(kill_rank "$work/kill-mpi.log" "$mpiexec" -n 2 "$tern" train "${long[@]}")
+if [[ "$out" == "status "[1-9]* ]]; then
+    pass "mpiexec: a killed rank ends the job with an error ($(echo $out))"
+else
+    fail "mpiexec, a rank killed: $out; $(tail -2 "$work/kill-mpi.log")"
+fi
+out=$(OMPI_MCA_rmaps_base_oversubscribe=1 kill_rank "$work/kill-procs.log" "$tern" train "${long[@]}" --procs 2)
+if [ "$out" = "status 1" ] && tail -1 "$work/kill-procs.log" | grep -q "^tern: error: the MPI job of 2 ranks failed"; then
+    pass "--procs: a killed rank ends the job with one error line"
+else
+    fail "--procs, a rank killed: $out; $(tail -2 "$work/kill-procs.log")"
+fi
+
+# ---- a rank that fails stops the others (rank 0 cannot write its checkpoint at step 1,
+# while rank 1 waits in step 2's gradient sum) ----
+timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 4 --save-every 1 \
+    --out /proc/tern-cannot-write > "$work/fail.log" 2>&1
+status=$?
+if [ $status -ne 0 ] && [ $status -ne 124 ] && grep -q "^tern: error: rank 0 of 2: " "$work/fail.log"; then
+    pass "a failing rank reports one line naming it and stops the job (status $status)"
+else
+    fail "a failing rank: status $status; $(grep -m2 error "$work/fail.log")"
+fi
+
+# ---- one-line errors ----
+out=$(TERN_DIST_WORLD=2 TERN_DIST_RANK=1 timeout 60 "$tern" train "${common[@]}" --batch 2 --steps 2 2>&1)
+status=$?
+if [ $status -eq 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && [[ "$out" == "tern: error: rank 1 of 2: "*"MPI"* ]]; then
+    pass "cpu ranks without MPI: one line, status 1"
+else
+    fail "cpu ranks without MPI: status $status: $out"
+fi
+out=$(TERN_DIST_WORLD=2 TERN_DIST_RANK=0 "$tern" train "${common[@]}" --batch 2 --steps 2 --procs 2 2>&1)
+[ $? -eq 1 ] && [[ "$out" == "tern: error: train: --procs inside a job"* ]] && pass "--procs inside a job is refused" ||
+    fail "--procs inside a job: $out"
+out=$(TERN_DIST_WORLD=2 TERN_DIST_RANK=2 "$tern" train "${common[@]}" --batch 2 --steps 2 2>&1)
+[ $? -eq 1 ] && [[ "$out" == "tern: error: starting the communicator: TERN_DIST_RANK must be"* ]] &&
+    pass "a rank outside the world is refused" || fail "rank 2 of 2: $out"
+
+echo "test_dist_cli: $failures failure(s)"
+[ $failures -eq 0 ]
