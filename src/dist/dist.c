@@ -121,11 +121,10 @@ tern_error *tern_dist_open(tern_dist **out) {
     c->world = 1;
     tern_error *err = read_timeout(&c->timeout);
     const char *tern_world = getenv("TERN_DIST_WORLD");
-    if (err) {
-    } else if (tern_world && *tern_world) {
+    if (!err && tern_world && *tern_world) {
         c->kind = TERN_DIST_TERN;
         err = open_tern(c);
-    } else if (launched_by_mpi()) {
+    } else if (!err && launched_by_mpi()) {
         c->kind = TERN_DIST_MPI;
 #ifdef TERN_HAVE_MPI
         err = open_mpi(c);

@@ -105,6 +105,7 @@ static void call_random(ot_ctx *c, int op) {
         err = o->adamw(d, a, b, x, y, z, ot_randint(0, 10) ? &h : NULL);
         break;
     }
+    case 22: err = o->allreduce(d, a, NULL); break; /* one rank: validation, then nothing */
     default: break;
     }
     tern_error_free(err);
@@ -114,7 +115,7 @@ static void test_all(ot_ctx *c) {
     ot_seed(99);
     for (int round = 0; round < 60; round++) {
         make_pool(c);
-        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 22));
+        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 23));
         int ok = 1;
         for (int i = 0; i < POOL; i++) ok &= ot_guard_ok(c, pool[i]);
         CHECKF(ok, "%s: round %d: an operation wrote outside its views", c->handler, round);
