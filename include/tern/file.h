@@ -43,6 +43,12 @@ tern_error *tern_write_file(const char *path, const void *data, size_t n);
  * NUL that *len does not count (so text can be used as a C string). Free with free(). */
 tern_error *tern_read_file(const char *path, char **data, size_t *len);
 
+/* Maps the whole regular file `path` read-only (private), for readers that parse it in
+ * place. An empty file gives *data NULL and *len 0. Errors name `path` ("cannot open X: it is
+ * a folder"). Release with tern_unmap_file. */
+tern_error *tern_map_file(const char *path, const void **data, size_t *len);
+void tern_unmap_file(const void *data, size_t len);
+
 /* Creates the folder `path` and any missing parents (mode 0777 less the umask), like
  * mkdir -p. An existing folder is fine; an existing non-folder is an error. */
 tern_error *tern_make_dirs(const char *path);

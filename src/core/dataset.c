@@ -2,15 +2,11 @@
  * batches with wrap-around (see tern/data.h). Opening text files lives in dataset_text.c,
  * the one part that needs the tokenizer. */
 #include "tern/data.h"
+#include "tern/file.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "tern reads token shards in place and needs a little-endian host"
@@ -19,7 +15,7 @@
 struct tern_dataset {
     const uint16_t *tokens;
     size_t count;
-    void *map; /* the shard's mapping (tokens point into it), or NULL */
+    const void *map; /* the shard's mapping (tokens point into it), or NULL */
     size_t map_len;
     uint16_t *owned; /* tokens' storage when copied, or NULL */
 };
@@ -83,7 +79,7 @@ static tern_error *check_count(size_t count, const char *name) {
 
 void tern_dataset_close(tern_dataset *ds) {
     if (!ds) return;
-    if (ds->map) munmap(ds->map, ds->map_len);
+    tern_unmap_file(ds->map, ds->map_len);
     free(ds->owned);
     free(ds);
 }
@@ -117,40 +113,12 @@ tern_error *tern_dataset_from_shard_bytes(const void *bytes, size_t len, const c
 
 tern_error *tern_dataset_open_shard(const char *path, size_t vocab_size, tern_dataset **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        tern_error *e = tern_errorf("cannot open %s: %s", path, strerror(errno));
-        close(fd);
-        return e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tern_errorf("cannot open %s: %s", path,
-                           S_ISDIR(st.st_mode) ? "it is a folder" : "not a regular file");
-    }
-    if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX / 2) {
-        close(fd);
-        return tern_errorf("%s: too large to map", path);
-    }
-    size_t len = (size_t)st.st_size;
-    unsigned char head[TERN_SHARD_HEADER_BYTES];
-    if (len < sizeof head) {
-        /* Too short to map usefully: read what there is for the error message. */
-        ssize_t r = read(fd, head, len);
-        close(fd);
-        size_t count;
-        tern_error *e = check_shard(head, r < 0 ? 0 : (size_t)r, path, &count);
-        return e ? e : tern_errorf("%s: cannot read the token shard", path);
-    }
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    close(fd);
-    if (map == MAP_FAILED) return tern_errorf("cannot map %s: %s", path, strerror(map_errno));
+    const void *map;
+    size_t len;
+    TERN_TRY(tern_map_file(path, &map, &len));
     tern_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
-        munmap(map, len);
+        tern_unmap_file(map, len);
         return tern_errorf("%s: out of memory", path);
     }
     ds->map = map;

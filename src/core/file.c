@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -298,4 +299,35 @@ tern_error *tern_make_dirs(const char *path) {
     }
     free(p);
     return e;
+}
+
+tern_error *tern_map_file(const char *path, const void **data, size_t *len) {
+    *data = NULL;
+    *len = 0;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    tern_error *err = NULL;
+    if (fstat(fd, &st) != 0)
+        err = tern_errorf("cannot open %s: %s", path, strerror(errno));
+    else if (!S_ISREG(st.st_mode))
+        err = tern_errorf("cannot open %s: %s", path,
+                          S_ISDIR(st.st_mode) ? "it is a folder, not a regular file" : "not a regular file");
+    else if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX / 2)
+        err = tern_errorf("%s: too large to map", path);
+    if (err || st.st_size == 0) {
+        close(fd);
+        return err;
+    }
+    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    int map_errno = errno;
+    close(fd); /* the mapping keeps the file */
+    if (map == MAP_FAILED) return tern_errorf("cannot map %s: %s", path, strerror(map_errno));
+    *data = map;
+    *len = (size_t)st.st_size;
+    return NULL;
+}
+
+void tern_unmap_file(const void *data, size_t len) {
+    if (data && len) munmap((void *)data, len);
 }

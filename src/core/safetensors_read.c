@@ -3,17 +3,13 @@
 #include "tern/safetensors.h"
 
 #include <cjson/cJSON.h>
-#include <errno.h>
-#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/display.h"
+#include "tern/file.h"
 #include "core/json_check.h"
 #include "core/safetensors_dtype.h"
 #include "core/utf8.h"
@@ -23,7 +19,7 @@
 #endif
 
 struct tern_safetensors {
-    void *map; /* the mapping, or NULL when opened over caller memory */
+    const void *map; /* the mapping, or NULL when opened over caller memory */
     size_t map_len;
     tern_tensor_info *tensors; /* in data order */
     size_t count;
@@ -49,7 +45,7 @@ void tern_safetensors_close(tern_safetensors *f) {
     free(f->meta);
     free(f->tensors);
     free(f->by_name);
-    if (f->map) munmap(f->map, f->map_len);
+    tern_unmap_file(f->map, f->map_len);
     free(f);
 }
 
@@ -319,35 +315,16 @@ tern_error *tern_safetensors_open_memory(const void *bytes, size_t len, const ch
 
 tern_error *tern_safetensors_open(const char *path, tern_safetensors **out) {
     *out = NULL;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        tern_error *e = tern_errorf("cannot open %s: %s", path, strerror(errno));
-        close(fd);
-        return e;
+    const void *map;
+    size_t len;
+    TERN_TRY(tern_map_file(path, &map, &len));
+    if (len < 8) {
+        tern_unmap_file(map, len);
+        return tern_errorf("%s: too short for a safetensors file (%zu bytes)", path, len);
     }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tern_errorf("cannot open %s: not a regular file", path);
-    }
-    if (st.st_size < 8) {
-        close(fd);
-        return tern_errorf("%s: too short for a safetensors file (%lld bytes)", path,
-                           (long long)st.st_size);
-    }
-    if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX) {
-        close(fd);
-        return tern_errorf("%s: too large to map", path);
-    }
-    size_t len = (size_t)st.st_size;
-    void *map = mmap(NULL, len, PROT_READ, MAP_PRIVATE, fd, 0);
-    int map_errno = errno;
-    close(fd); /* the mapping keeps the file */
-    if (map == MAP_FAILED) return tern_errorf("cannot map %s: %s", path, strerror(map_errno));
     tern_safetensors *f = calloc(1, sizeof *f);
     if (!f) {
-        munmap(map, len);
+        tern_unmap_file(map, len);
         return tern_errorf("%s: out of memory", path);
     }
     f->map = map;
