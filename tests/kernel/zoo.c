@@ -243,6 +243,7 @@ static int arith_int_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
         if (a[i] == INT32_MIN && b[i] == -1) b[i] = 3;
     }
     a[0] = INT32_MIN;
+    if (b[0] == -1) b[0] = 3; /* INT32_MIN / -1 overflows (also in the C reference) */
     for (int i = 0; i < n; i++) {
         int32_t x = a[i], y = b[i];
         uint32_t ux = (uint32_t)x, uy = (uint32_t)y;
