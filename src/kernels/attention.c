@@ -87,6 +87,31 @@ static tern_v row_sum(tern_v x, int sp) {
 }
 
 /* Forward. Spec t[0] out, t[1] qkv. Parameters: out, saved, qkv, T, C, NH, scale. */
+/* Where a thread of the query-row kernels (forward, dq) works: its part of the row (SP parts
+ * of DH channels), its query tile qt (the longest rows, with the most key tiles, first), its
+ * head bh = b * NH + h, its row i (ic: clamped to the last row), and the offsets of that head in qkv. */
+typedef struct query_place {
+    tern_v tid, part, pk, sk, qt, bh, last, i, ic, C3, row_base, hoff;
+} query_place;
+
+static query_place query_place_of(tern_kb *kb, tile_layout lt, int SP, int DH, int hs, tern_v T,
+                                  tern_v C, tern_v NH) {
+    query_place p;
+    p.tid = tern_local_id(kb, 0);
+    p.part = tern_rem(p.tid, tern_int(SP));
+    p.pk = tern_mul(p.part, tern_int(DH));
+    p.sk = part_base(lt, p.part); /* this part's place in a shared row */
+    p.qt = tern_sub(tern_sub(tern_group_count(kb, 0), tern_int(1)), tern_group_id(kb, 0));
+    p.bh = tern_group_id(kb, 1);
+    p.last = tern_sub(T, tern_int(1));
+    p.i = tern_add(tern_mul(p.qt, tern_int(GK_ATT_BR)), tern_div(p.tid, tern_int(SP)));
+    p.ic = tern_min(p.i, p.last);
+    p.C3 = tern_mul(C, tern_int(3));
+    p.row_base = tern_mul(tern_div(p.bh, NH), T);
+    p.hoff = tern_mul(tern_rem(p.bh, NH), tern_int(hs));
+    return p;
+}
+
 void gk_trace_attention(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH);
@@ -102,19 +127,9 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
     tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
     tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
-    tern_v tid = tern_local_id(kb, 0);
-    tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
-    tern_v sk = part_base(lt, part); /* this part's place in a shared row */
-    /* the longest rows (most key tiles) first */
-    tern_v qt = tern_sub(tern_sub(tern_group_count(kb, 0), tern_int(1)), tern_group_id(kb, 0));
-    tern_v bh = tern_group_id(kb, 1);
-    tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
-    tern_v last = tern_sub(T, tern_int(1));
-    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tern_div(tid, tern_int(SP)));
-    tern_v ic = tern_min(i, last);
-    tern_v C3 = tern_mul(C, tern_int(3));
-    tern_v row_base = tern_mul(b, T);
-    tern_v hoff = tern_mul(h, tern_int(hs));
+    query_place qp = query_place_of(kb, lt, SP, DH, hs, T, C, NH);
+    tern_v tid = qp.tid, part = qp.part, pk = qp.pk, sk = qp.sk, qt = qp.qt, bh = qp.bh, last = qp.last;
+    tern_v i = qp.i, ic = qp.ic, C3 = qp.C3, row_base = qp.row_base, hoff = qp.hoff;
 
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
     tern_v q[GK_ATT_MAX_HS], o[GK_ATT_MAX_HS];
@@ -324,18 +339,9 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
     tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
-    tern_v tid = tern_local_id(kb, 0);
-    tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
-    tern_v sk = part_base(lt, part); /* this part's place in a shared row */
-    tern_v qt = tern_sub(tern_sub(tern_group_count(kb, 0), tern_int(1)), tern_group_id(kb, 0));
-    tern_v bh = tern_group_id(kb, 1);
-    tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
-    tern_v last = tern_sub(T, tern_int(1));
-    tern_v i = tern_add(tern_mul(qt, tern_int(GK_ATT_BR)), tern_div(tid, tern_int(SP)));
-    tern_v ic = tern_min(i, last);
-    tern_v C3 = tern_mul(C, tern_int(3));
-    tern_v row_base = tern_mul(b, T);
-    tern_v hoff = tern_mul(h, tern_int(hs));
+    query_place qp = query_place_of(kb, lt, SP, DH, hs, T, C, NH);
+    tern_v tid = qp.tid, part = qp.part, pk = qp.pk, sk = qp.sk, qt = qp.qt, bh = qp.bh, last = qp.last;
+    tern_v i = qp.i, ic = qp.ic, C3 = qp.C3, row_base = qp.row_base, hoff = qp.hoff;
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
 
     tern_v q[GK_ATT_MAX_HS], g[GK_ATT_MAX_HS], dq[GK_ATT_MAX_HS];
