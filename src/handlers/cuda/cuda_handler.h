@@ -56,7 +56,8 @@ struct tern_dev {
 #define CUDA_PROFILE_SLOTS 128
 typedef struct cuda_profile_entry {
     char name[64];
-    double seconds;
+    double seconds; /* over every call but the first */
+    double first;   /* the first call */
     long calls;
 } cuda_profile_entry;
 

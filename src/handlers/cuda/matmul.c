@@ -6,14 +6,25 @@
  * "A" is our B and its "B" is our A, with m and n swapped and the transpose flags kept.
  * Our bias[n] runs along C's columns, which are the rows of cuBLASLt's D: its bias epilogue.
  *
- * Plans (descriptors, layouts and the heuristic's algorithm) are cached per shape: the
- * heuristic query costs far more than the product itself for small decode-time shapes. */
+ * Plans (descriptors, layouts and the chosen algorithm) are cached per shape: the heuristic
+ * query costs far more than the product itself for small decode-time shapes.
+ *
+ * The algorithm: cuBLASLt's heuristic ranks candidates by a model, and its first choice was
+ * measured 3-5x off the chip's rate on some of GPT-2's training shapes. So on a shape's first
+ * use the candidates it offers (up to GEMM_CANDIDATES) are timed on scratch output and the
+ * fastest kept (TERN_CUDA_GEMM_TUNE=0: the heuristic's first). The choice is stored in the
+ * disk cache, keyed by device, cuBLASLt version and shape, so that later processes use the
+ * same algorithm: results stay bitwise reproducible from run to run (resume relies on that),
+ * which re-timing in every process would not give. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_handler.h"
 #include "handlers/validate.h"
+#include "kernel/disk_cache.h"
+
+#define GEMM_CANDIDATES 8
 
 static cudaDataType_t lt_type(tern_dtype t) {
     return t == TERN_BF16 ? CUDA_R_16BF : t == TERN_F16 ? CUDA_R_16F : CUDA_R_32F;
@@ -72,7 +83,100 @@ static tern_error *layout(cublasLtMatrixLayout_t *out, tern_dtype t, uint64_t ro
     return NULL;
 }
 
-static tern_error *plan_create(tern_dev *d, const plan_key *k, cuda_matmul_plan **out) {
+/* A view's device address. */
+static CUdeviceptr address(tern_buf b) {
+    return (CUdeviceptr)(uintptr_t)b.mem + b.offset * tern_dtype_size(b.dtype);
+}
+
+/* The disk cache's key for a plan's algorithm: everything the choice depends on. */
+static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t size) {
+    snprintf(buf, size,
+             "gemm 1 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d", d->name,
+             cublasLtGetVersion(), d->workspace_size, k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->batch,
+             k->stride_a, k->stride_b, k->stride_c, k->trans_a, k->trans_b, (int)k->ta, (int)k->tb, (int)k->tc,
+             (int)k->tbias, k->epilogue, k->beta_zero);
+}
+
+/* Runs plan p with algorithm `algo` `reps` times into scratch c (and aux); the mean time in
+ * ms, or a negative value when the algorithm fails. */
+static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlgo_t *algo, CUdeviceptr a,
+                       CUdeviceptr b, CUdeviceptr c, CUevent start, CUevent stop, int reps) {
+    float alpha = 1, beta = p->key.beta_zero ? 0.0f : 1.0f, ms = -1;
+    if (d->cu->cuEventRecord(start, d->stream) != CUDA_SUCCESS) return -1;
+    for (int i = 0; i < reps; i++) {
+        cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)b, p->la, (const void *)a, p->lb,
+                                          &beta, (const void *)c, p->lc, (void *)c, p->lc, algo,
+                                          (void *)d->workspace, d->workspace_size, (cudaStream_t)d->stream);
+        if (s != CUBLAS_STATUS_SUCCESS) return -1;
+    }
+    if (d->cu->cuEventRecord(stop, d->stream) != CUDA_SUCCESS || d->cu->cuEventSynchronize(stop) != CUDA_SUCCESS ||
+        d->cu->cuEventElapsedTime(&ms, start, stop) != CUDA_SUCCESS)
+        return -1;
+    return ms / (float)reps;
+}
+
+/* Picks p->algo among the heuristic's `found` candidates (p->algo holds the first): from the
+ * disk cache when it has this shape, else by timing each on scratch output. Any failure
+ * leaves the heuristic's first choice: tuning is an optimisation, never an error. */
+static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHeuristicResult_t *results,
+                        int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b) {
+    const char *env = getenv("TERN_CUDA_GEMM_TUNE");
+    if (found < 2 || (env && !strcmp(env, "0"))) return;
+    char key[512];
+    tune_key(d, &p->key, key, sizeof key);
+    void *cached = NULL;
+    size_t size = 0;
+    if (disk_cache_load("gemm", key, &cached, &size)) {
+        if (size == sizeof p->algo) memcpy(&p->algo, cached, sizeof p->algo);
+        free(cached);
+        if (size == sizeof p->algo) return;
+    }
+    if (d->capturing >= 0) return; /* no timing inside a graph capture */
+    /* scratch for C (and the GELU epilogue's aux), laid out as the plan's C */
+    const plan_key *k = &p->key;
+    size_t elems = (size_t)(k->batch - 1) * (size_t)k->stride_c + (size_t)(k->m - 1) * (size_t)k->ldc + (size_t)k->n;
+    size_t bytes = elems * tern_dtype_size(k->tc);
+    bool aux = k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    size_t aux_bytes = aux ? (size_t)k->m * (size_t)k->n * tern_dtype_size(k->tc) : 0;
+    CUdeviceptr scratch = 0;
+    CUevent start = NULL, stop = NULL;
+    if (d->cu->cuMemAlloc(&scratch, bytes + aux_bytes + 256) != CUDA_SUCCESS) return;
+    if (d->cu->cuMemsetD8Async(scratch, 0, bytes + aux_bytes + 256, d->stream) != CUDA_SUCCESS ||
+        d->cu->cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+        d->cu->cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
+        goto done;
+    if (bias && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias))
+        goto done;
+    if (aux) {
+        CUdeviceptr aux_ptr = (scratch + bytes + 255) & ~(CUdeviceptr)255;
+        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr,
+                                           sizeof aux_ptr))
+            goto done;
+    }
+    /* enough repetitions for about a millisecond per candidate, judged by the first */
+    float best = -1;
+    int best_i = 0;
+    for (int i = 0; i < found; i++) {
+        if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
+        float once = time_algo(d, p, &results[i].algo, a, b, scratch, start, stop, 1); /* warm-up */
+        if (once < 0) continue;
+        int reps = once > 0.5f ? 2 : once > 0.05f ? 5 : 20;
+        float t = time_algo(d, p, &results[i].algo, a, b, scratch, start, stop, reps);
+        if (t >= 0 && (best < 0 || t < best)) best = t, best_i = i;
+    }
+    if (best >= 0) {
+        p->algo = results[best_i].algo;
+        disk_cache_store("gemm", key, &p->algo, sizeof p->algo);
+    }
+done:
+    if (start) d->cu->cuEventDestroy(start);
+    if (stop) d->cu->cuEventDestroy(stop);
+    d->cu->cuStreamSynchronize(d->stream);
+    d->cu->cuMemFree(scratch);
+}
+
+static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a,
+                               CUdeviceptr b, cuda_matmul_plan **out) {
     cuda_matmul_plan *p = calloc(1, sizeof *p);
     if (!p) return tern_errorf("out of memory");
     p->key = *k;
@@ -115,12 +219,13 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, cuda_matmul_plan 
     cublasLtMatmulPreference_t pref = NULL;
     if ((err = lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference"))) goto fail;
     uint64_t ws = d->workspace_size;
-    cublasLtMatmulHeuristicResult_t result;
+    cublasLtMatmulHeuristicResult_t results[GEMM_CANDIDATES];
     int found = 0;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &ws, sizeof ws);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, 1, &result, &found);
+        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, GEMM_CANDIDATES,
+                                           results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     if ((err = lt_check(s, "heuristic"))) goto fail;
     if (!found) {
@@ -128,7 +233,8 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, cuda_matmul_plan 
                           k->k, tern_dtype_name(k->ta), tern_dtype_name(k->tb), tern_dtype_name(k->tc));
         goto fail;
     }
-    p->algo = result.algo;
+    p->algo = results[0].algo;
+    choose_algo(d, p, results, found, bias, a, b);
     *out = p;
     return NULL;
 fail:
@@ -136,22 +242,18 @@ fail:
     return err;
 }
 
-static tern_error *find_plan(tern_dev *d, const plan_key *k, cuda_matmul_plan **out) {
+static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b,
+                             cuda_matmul_plan **out) {
     for (cuda_matmul_plan *p = d->plans; p; p = p->next) {
         if (!memcmp(&p->key, k, sizeof *k)) {
             *out = p;
             return NULL;
         }
     }
-    TERN_TRY(plan_create(d, k, out));
+    TERN_TRY(plan_create(d, k, bias, a, b, out));
     (*out)->next = d->plans;
     d->plans = *out;
     return NULL;
-}
-
-/* A view's device address. */
-static CUdeviceptr address(tern_buf b) {
-    return (CUdeviceptr)(uintptr_t)b.mem + b.offset * tern_dtype_size(b.dtype);
 }
 
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
@@ -188,12 +290,11 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
 
     TERN_TRY(cuda_make_current(d));
     cuda_matmul_plan *p = NULL;
-    TERN_TRY(find_plan(d, &key, &p));
-    if (has_bias) {
-        CUdeviceptr bias = address(mm->bias);
-        TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
-                                                         sizeof bias), "bias pointer"));
-    }
+    CUdeviceptr pbias = has_bias ? address(mm->bias) : 0;
+    TERN_TRY(find_plan(d, &key, pbias, address(a), address(b), &p));
+    if (has_bias)
+        TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
+                                                         sizeof pbias), "bias pointer"));
     if (has_aux) {
         CUdeviceptr aux = address(mm->aux);
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,

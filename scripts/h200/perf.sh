@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Where the cuda handler's time goes, and the checks that were never run on the H200:
+# the out-of-bounds kernel and out-of-memory errors, the bf16 fixture; then the training
+# step with cuBLASLt's heuristic choice against timed algorithm choice, a steady-state
+# per-operation profile of the step and of decoding, and (when ncu can read the GPU)
+# per-kernel durations of the decode step. Run from the repository root, .deb and
+# .fixtures carried:  OUT=$OUT bash scripts/h200/perf.sh
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}
+source scripts/h200/lib.sh
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader)"
+build_tern
+export TERN_TEST_HANDLER=cuda
+
+TERN_GPU=cuda step "out-of-bounds DSL kernel on cuda" 60 fault.log $b/tests/kernel/test_kernel_fault
+if $b/tern bench train --backend cuda --batch 4096 --seq 1024 --steps 1 > "$logs/oom.log" 2>&1; then
+    note "FAIL out of memory: a batch of 4096 x 1024 ran?"
+else
+    note "ok   out of memory: exit $?, $(wc -l < "$logs/oom.log") line(s): $(tail -1 "$logs/oom.log" | cut -c1-240)"
+fi
+TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
+step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
+
+train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024)
+TERN_CUDA_GEMM_TUNE=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3
+step "train step, timed algorithms (first run: tunes)" 120 train-tune1.log "${train[@]}" --steps 10 --warmup 3
+step "train step, timed algorithms (from the cache)" 90 train-tune2.log "${train[@]}" --steps 10 --warmup 3
+TERN_CUDA_PROFILE=1 step "profile of the train step" 90 profile-train.log "${train[@]}" --steps 3 --warmup 1
+gen=($b/tern bench generate --backend cuda --precision bf16)
+step "generate bf16, graphs" 60 gen.log "${gen[@]}" --tokens 512 --warmup 1
+TERN_CUDA_NO_GRAPHS=1 step "generate bf16, no graphs" 60 gen-nographs.log "${gen[@]}" --tokens 512 --warmup 1
+TERN_CUDA_NO_GRAPHS=1 TERN_CUDA_PROFILE=1 step "profile of decoding (no graphs)" 60 profile-gen.log \
+    "${gen[@]}" --tokens 64 --warmup 1
+if command -v ncu > /dev/null; then
+    TERN_CUDA_NO_GRAPHS=1 step "ncu: kernel durations of decoding" 150 ncu-gen.log \
+        ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 600 --launch-count 400 \
+        "${gen[@]}" --tokens 12 --warmup 0
+fi
+grep -h -E '^(bench|baseline):|checks (passed|failed)|: loss' "$logs"/*.log >> "$summary" 2>/dev/null
