@@ -21,6 +21,12 @@ else
 fi
 TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
+# causal blocks of 128 positions: T = 512 (four whole blocks), T = 300 (a short last block;
+# bf16 rows take the looping softmax there)
+for bt in 2x512 3x300; do
+    TERN_CROSS_CONFIG=gpt2 TERN_CROSS_B=${bt%x*} TERN_CROSS_T=${bt#*x} \
+        step "cuda against cpu, GPT-2 124M, B x T = $bt" 240 cross-$bt.log $b/tests/gpt2/test_cross_handler
+done
 
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024)
 TERN_CUDA_GEMM_TUNE=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3

@@ -17,11 +17,15 @@ static float frand(uint32_t *s) {
     return (float)((*s >> 8) & 0xffff) / 65536.0f * 4.0f - 2.0f;
 }
 
-static tern_kernel *build(cuda_att_kernel which, tern_type act, bool to_heads) {
-    cuda_att_spec spec = {.act = act, .to_heads = to_heads};
+static tern_kernel *build_form(cuda_att_kernel which, tern_type act, bool to_heads, int resident) {
+    cuda_att_spec spec = {.act = act, .to_heads = to_heads, .resident = resident};
     tern_kernel *k = NULL;
     CHECK_OK(cuda_att_kernel_build(which, &spec, &k));
     return k;
+}
+
+static tern_kernel *build(cuda_att_kernel which, tern_type act, bool to_heads) {
+    return build_form(which, act, to_heads, 0);
 }
 
 static void test_permute(void) {
@@ -83,7 +87,16 @@ static float from_storage(const void *x, size_t i, tern_type act) {
     return act == TERN_T_F32 ? ((const float *)x)[i] : tern_bf16_to_f32(((const uint16_t *)x)[i]);
 }
 
-static void test_softmax(tern_type act, int rows, int T) {
+/* The end of row r's causal block: the kernels touch columns [0, end) only. */
+static int block_end(int r, int T, int block) {
+    int t = r % T, end = (t / block + 1) * block;
+    return end < T ? end : T;
+}
+
+/* Both softmax kernels on `rows` rows of T scores with causal blocks of `block` columns, in
+ * the looping form (resident 0) or the register-resident one. Past each row's block end
+ * the kernels must leave the scores untouched. */
+static void test_softmax(tern_type act, int rows, int T, int block, int resident) {
     uint32_t seed = 7 + (uint32_t)rows;
     size_t n = (size_t)rows * T;
     float scale = 0.125f, tol = act == TERN_T_F32 ? 1e-5f : 8e-3f;
@@ -91,42 +104,54 @@ static void test_softmax(tern_type act, int rows, int T) {
     for (size_t i = 0; i < n; i++) S[i] = stored(frand(&seed) * 8, act), dP[i] = stored(frand(&seed), act);
     for (int r = 0; r < rows; r++) lse[r] = NAN;
     void *Sd = to_storage(S, n, act), *dPd = to_storage(dP, n, act);
-    tern_kernel *fwd = build(CUDA_ATT_SOFTMAX_FORWARD, act, false), *bwd = build(CUDA_ATT_SOFTMAX_BACKWARD, act, false);
+    tern_kernel *fwd = build_form(CUDA_ATT_SOFTMAX_FORWARD, act, false, resident);
+    tern_kernel *bwd = build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, resident);
     uint32_t groups = (uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS);
     tern_arg af[] = {tern_arg_host(act, Sd, n), tern_arg_host(TERN_T_F32, lse, rows), tern_arg_i32(T),
-                     tern_arg_i32(rows), tern_arg_f32(scale)};
-    CHECK_OK(tern_launch(rt, fwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), af, 5));
+                     tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(block)};
+    CHECK_OK(tern_launch(rt, fwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), af, 6));
     double *p = malloc(T * sizeof *p), worst = 0, worst_lse = 0;
+    int touched = 0;
     for (int r = 0; r < rows; r++) {
         double l;
+        int end = block_end(r, T, block);
         reference_softmax(S, r, T, scale, p, &l);
         worst_lse = fmax(worst_lse, fabs(lse[r] - l) / fmax(1, fabs(l)));
-        for (int s = 0; s < T; s++) worst = fmax(worst, fabs(from_storage(Sd, (size_t)r * T + s, act) - p[s]));
+        for (int s = 0; s < end; s++) worst = fmax(worst, fabs(from_storage(Sd, (size_t)r * T + s, act) - p[s]));
+        for (int s = end; s < T; s++) touched += from_storage(Sd, (size_t)r * T + s, act) != S[(size_t)r * T + s];
     }
     CHECKF(worst <= tol, "%s softmax forward off by %.3g", tern_type_name(act), worst);
     CHECKF(worst_lse <= 1e-5, "%s logsumexp off by %.3g", tern_type_name(act), worst_lse);
+    CHECKF(touched == 0, "%s softmax forward wrote %d scores past the causal blocks", tern_type_name(act), touched);
 
     /* backward from the original scores again */
     free(Sd);
     Sd = to_storage(S, n, act);
     tern_arg ab[] = {tern_arg_host(act, Sd, n), tern_arg_host(act, dPd, n), tern_arg_host_in(TERN_T_F32, lse, rows),
-                     tern_arg_i32(T), tern_arg_i32(rows), tern_arg_f32(scale)};
-    CHECK_OK(tern_launch(rt, bwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), ab, 6));
+                     tern_arg_i32(T), tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(block)};
+    CHECK_OK(tern_launch(rt, bwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), ab, 7));
     double worst_p = 0, worst_g = 0;
+    touched = 0;
     for (int r = 0; r < rows; r++) {
         double l, D = 0;
+        int end = block_end(r, T, block);
         reference_softmax(S, r, T, scale, p, &l);
         for (int s = 0; s < T; s++) D += p[s] * dP[(size_t)r * T + s];
-        for (int s = 0; s < T; s++) {
+        for (int s = 0; s < end; s++) {
             double g = p[s] * (dP[(size_t)r * T + s] - D) * scale;
             worst_p = fmax(worst_p, fabs(from_storage(Sd, (size_t)r * T + s, act) - p[s]));
             worst_g = fmax(worst_g, fabs(from_storage(dPd, (size_t)r * T + s, act) - g));
         }
+        for (int s = end; s < T; s++)
+            touched += (from_storage(Sd, (size_t)r * T + s, act) != S[(size_t)r * T + s]) +
+                       (from_storage(dPd, (size_t)r * T + s, act) != dP[(size_t)r * T + s]);
     }
     CHECKF(worst_p <= tol, "%s softmax backward: probabilities off by %.3g", tern_type_name(act), worst_p);
     CHECKF(worst_g <= tol, "%s softmax backward: gradient off by %.3g", tern_type_name(act), worst_g);
-    printf("  %s, %d rows of %d: forward %.2g, lse %.2g, backward %.2g / %.2g\n", tern_type_name(act), rows, T,
-           worst, worst_lse, worst_p, worst_g);
+    CHECKF(touched == 0, "%s softmax backward wrote %d scores past the causal blocks", tern_type_name(act), touched);
+    printf("  %s, %d rows of %d, blocks of %d, %s: forward %.2g, lse %.2g, backward %.2g / %.2g\n",
+           tern_type_name(act), rows, T, block, resident ? "resident" : "looping", worst, worst_lse, worst_p,
+           worst_g);
     tern_kernel_free(fwd), tern_kernel_free(bwd);
     free(S), free(dP), free(lse), free(Sd), free(dPd), free(p);
 }
@@ -136,21 +161,23 @@ static void test_nvrtc(void) {
     int compiled = 0;
     for (int t = 0; t < 2; t++) {
         tern_type act = t ? TERN_T_BF16 : TERN_T_F32;
-        tern_kernel *k[4] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
+        tern_kernel *k[6] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
                              build(CUDA_ATT_SOFTMAX_FORWARD, act, false),
-                             build(CUDA_ATT_SOFTMAX_BACKWARD, act, false)};
-        for (int i = 0; i < 4; i++) {
+                             build(CUDA_ATT_SOFTMAX_BACKWARD, act, false),
+                             build_form(CUDA_ATT_SOFTMAX_FORWARD, act, false, CUDA_ATT_MAX_RESIDENT),
+                             build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, CUDA_ATT_MAX_RESIDENT)};
+        for (int i = 0; i < 6; i++) {
             tern_error *err = tern_nvrtc_compile(k[i], "sm_90", NULL, NULL);
             if (err && strstr(tern_error_message(err), "NVRTC is not built in")) {
                 printf("  nvrtc: skipped (%s)\n", tern_error_message(err));
                 tern_error_free(err);
-                for (int j = 0; j < 4; j++) tern_kernel_free(k[j]);
+                for (int j = 0; j < 6; j++) tern_kernel_free(k[j]);
                 return;
             }
             CHECK_OK(err);
             compiled++;
         }
-        for (int i = 0; i < 4; i++) tern_kernel_free(k[i]);
+        for (int i = 0; i < 6; i++) tern_kernel_free(k[i]);
     }
     printf("  nvrtc: %d kernels compiled for sm_90\n", compiled);
 }
@@ -159,9 +186,16 @@ int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("attention kernels");
     test_permute();
-    test_softmax(TERN_T_F32, 3 * 37, 37);  /* rows not a multiple of the group's 8 */
-    test_softmax(TERN_T_F32, 2 * 64, 64);
-    test_softmax(TERN_T_BF16, 2 * 40, 40);
+    test_softmax(TERN_T_F32, 3 * 37, 37, 37, 0); /* rows not a multiple of the group's 8 */
+    test_softmax(TERN_T_F32, 3 * 37, 37, 16, 0); /* causal blocks, the last one short */
+    test_softmax(TERN_T_F32, 2 * 64, 64, 64, 0);
+    test_softmax(TERN_T_BF16, 2 * 40, 40, 40, 0);
+    /* the resident form: whole rows, blocks, a short last block, both element types */
+    test_softmax(TERN_T_F32, 2 * 64, 64, 64, 256);
+    test_softmax(TERN_T_F32, 3 * 36, 36, 16, 128);
+    test_softmax(TERN_T_BF16, 2 * 40, 40, 16, 256);
+    test_softmax(TERN_T_BF16, 2 * 96, 96, 32, CUDA_ATT_MAX_RESIDENT);
+    test_softmax(TERN_T_F32, 2 * 128, 128, 128, CUDA_ATT_MAX_RESIDENT);
     test_nvrtc();
     tern_rt_close(rt);
     return check_summary("attention kernels");

@@ -1,9 +1,10 @@
-/* allreduce with NCCL on the device's stream (device memory, no copy to the host).
+/* The collectives, allreduce and allgather, with NCCL on the device's stream (device memory,
+ * no copy to the host).
  *
  * The NCCL communicator is made on the first call, from the tern communicator's rendezvous
  * (MPI broadcast or NCCL_COMM_ID), and is nonblocking: tern polls it, so a rank that died
  * or hangs turns into an error after the communicator's timeout (the NCCL communicator is
- * then aborted), never a hang. The call returns when the sum is complete. */
+ * then aborted), never a hang. A call returns when its collective is complete. */
 #include <stdint.h>
 #include <time.h>
 
@@ -20,31 +21,33 @@ static void pause_briefly(void) {
 }
 
 /* Aborts the communicator after a failure; later calls answer with an error at once. */
-static tern_error *fail_comm(tern_dev *d, const tern_nccl_api *nc, tern_error *err) {
+static tern_error *fail_comm(tern_dev *d, const tern_nccl_api *nc, const char *op, tern_error *err) {
     if (d->nccl) nc->ncclCommAbort(d->nccl);
     d->nccl = NULL;
     d->nccl_failed = true;
-    return tern_error_wrap(err, "allreduce (NCCL)");
+    return tern_error_wrap(err, "%s (NCCL)", op);
 }
 
 /* Waits until the nonblocking communicator has finished its last call (ncclInProgress
  * while it has not), giving up at the deadline. */
-static tern_error *settle(tern_dev *d, const tern_nccl_api *nc, double deadline, const char *what) {
+static tern_error *settle(tern_dev *d, const tern_nccl_api *nc, const char *op, double deadline,
+                          const char *what) {
     for (;;) {
         ncclResult_t state = ncclSuccess;
         ncclResult_t r = nc->ncclCommGetAsyncError(d->nccl, &state);
-        if (r != ncclSuccess) return fail_comm(d, nc, tern_nccl_check(nc, r, d->nccl, "ncclCommGetAsyncError"));
+        if (r != ncclSuccess)
+            return fail_comm(d, nc, op, tern_nccl_check(nc, r, d->nccl, "ncclCommGetAsyncError"));
         if (state == ncclSuccess) return NULL;
-        if (state != ncclInProgress) return fail_comm(d, nc, tern_nccl_check(nc, state, d->nccl, what));
+        if (state != ncclInProgress) return fail_comm(d, nc, op, tern_nccl_check(nc, state, d->nccl, what));
         if (dist_now() > deadline)
-            return fail_comm(d, nc, tern_errorf("%s: no answer from the other ranks within %.0f s "
-                                                "(TERN_DIST_TIMEOUT); a rank may have died", what,
-                                                tern_dist_timeout(d->nccl_dist)));
+            return fail_comm(d, nc, op, tern_errorf("%s: no answer from the other ranks within %.0f s "
+                                                    "(TERN_DIST_TIMEOUT); a rank may have died", what,
+                                                    tern_dist_timeout(d->nccl_dist)));
         pause_briefly();
     }
 }
 
-static tern_error *open_comm(tern_dev *d, const tern_nccl_api *nc, tern_dist *comm) {
+static tern_error *open_comm(tern_dev *d, const tern_nccl_api *nc, const char *op, tern_dist *comm) {
     ncclUniqueId id;
     TERN_TRY(dist_nccl_unique_id(comm, &id, sizeof id));
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -57,46 +60,84 @@ static tern_error *open_comm(tern_dev *d, const tern_nccl_api *nc, tern_dist *co
     }
     d->nccl = c;
     d->nccl_dist = comm;
-    return settle(d, nc, dist_now() + tern_dist_timeout(comm), "ncclCommInitRankConfig");
+    return settle(d, nc, op, dist_now() + tern_dist_timeout(comm), "ncclCommInitRankConfig");
+}
+
+/* The checks every collective makes before it starts, then NCCL's table and communicator
+ * (made on the first call). */
+static tern_error *begin(tern_dev *d, const char *op, tern_dist *comm, const tern_nccl_api **nc) {
+    if (d->capturing >= 0) return tern_errorf("%s: not allowed inside a replayable section", op);
+    if (d->nccl_failed) return tern_errorf("%s: the NCCL communicator failed earlier", op);
+    if (d->nccl && d->nccl_dist != comm)
+        return tern_errorf("%s: this device already uses another communicator", op);
+    TERN_TRY(cuda_make_current(d));
+    TERN_TRY(tern_nccl_api_get(nc));
+    if (!d->nccl) TERN_TRY(tern_error_wrap(open_comm(d, *nc, op, comm), "%s: starting NCCL", op));
+    return NULL;
+}
+
+/* After the collective `what` was enqueued (r its result): waits for it on the stream,
+ * watching NCCL's state and the deadline; any failure aborts the communicator. */
+static tern_error *finish(tern_dev *d, const tern_nccl_api *nc, const char *op, const char *what,
+                          ncclResult_t r, double deadline) {
+    if (r != ncclSuccess && r != ncclInProgress)
+        return fail_comm(d, nc, op, tern_nccl_check(nc, r, d->nccl, what));
+    TERN_TRY(settle(d, nc, op, deadline, what));
+    for (;;) {
+        CUresult q = d->cu->cuStreamQuery(d->stream);
+        if (q == CUDA_SUCCESS) return NULL;
+        if (q != CUDA_ERROR_NOT_READY)
+            return fail_comm(d, nc, op, tern_cuda_check(d->cu, q, "cuStreamQuery"));
+        ncclResult_t state = ncclSuccess;
+        nc->ncclCommGetAsyncError(d->nccl, &state);
+        if (state != ncclSuccess && state != ncclInProgress)
+            return fail_comm(d, nc, op, tern_nccl_check(nc, state, d->nccl, what));
+        if (dist_now() > deadline)
+            return fail_comm(d, nc, op, tern_errorf("%s: no answer from the other ranks within %.0f s "
+                                                    "(TERN_DIST_TIMEOUT); a rank may have died",
+                                                    what, tern_dist_timeout(d->nccl_dist)));
+        pause_briefly();
+    }
+}
+
+static char *device_ptr(tern_buf buf, size_t element) {
+    return (char *)((uintptr_t)buf.mem + (buf.offset + element) * tern_dtype_size(buf.dtype));
+}
+
+static ncclDataType_t nccl_type(tern_dtype dtype) {
+    return dtype == TERN_BF16 ? ncclBfloat16 : ncclFloat32;
 }
 
 tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     if (!d) return tern_errorf("allreduce: the device is NULL");
     TERN_TRY(tern_validate_allreduce(buf, comm));
     if (tern_dist_world(comm) <= 1) return NULL;
-    if (d->capturing >= 0) return tern_errorf("allreduce: not allowed inside a replayable section");
-    if (d->nccl_failed) return tern_errorf("allreduce: the NCCL communicator failed earlier");
-    if (d->nccl && d->nccl_dist != comm)
-        return tern_errorf("allreduce: this device already sums with another communicator");
-    TERN_TRY(cuda_make_current(d));
     const tern_nccl_api *nc = NULL;
-    TERN_TRY(tern_nccl_api_get(&nc));
+    TERN_TRY(begin(d, "allreduce", comm, &nc));
     double t0 = cuda_profile_begin(d);
-    if (!d->nccl) TERN_TRY(tern_error_wrap(open_comm(d, nc, comm), "allreduce: starting NCCL"));
     double deadline = dist_now() + tern_dist_timeout(comm);
-    void *p = (void *)((uintptr_t)buf.mem + buf.offset * tern_dtype_size(buf.dtype));
-    ncclDataType_t type = buf.dtype == TERN_BF16 ? ncclBfloat16 : ncclFloat32;
-    ncclResult_t r = nc->ncclAllReduce(p, p, buf.len, type, ncclSum, d->nccl, d->stream);
-    if (r != ncclSuccess && r != ncclInProgress)
-        return fail_comm(d, nc, tern_nccl_check(nc, r, d->nccl, "ncclAllReduce"));
-    TERN_TRY(settle(d, nc, deadline, "ncclAllReduce"));
-    /* Enqueued: wait for the stream, watching NCCL's state and the deadline. */
-    for (;;) {
-        CUresult q = d->cu->cuStreamQuery(d->stream);
-        if (q == CUDA_SUCCESS) break;
-        if (q != CUDA_ERROR_NOT_READY)
-            return fail_comm(d, nc, tern_cuda_check(d->cu, q, "cuStreamQuery"));
-        ncclResult_t state = ncclSuccess;
-        nc->ncclCommGetAsyncError(d->nccl, &state);
-        if (state != ncclSuccess && state != ncclInProgress)
-            return fail_comm(d, nc, tern_nccl_check(nc, state, d->nccl, "ncclAllReduce"));
-        if (dist_now() > deadline)
-            return fail_comm(d, nc, tern_errorf("ncclAllReduce: no answer from the other ranks "
-                                                "within %.0f s (TERN_DIST_TIMEOUT); a rank may "
-                                                "have died", tern_dist_timeout(comm)));
-        pause_briefly();
-    }
+    void *p = device_ptr(buf, 0);
+    ncclResult_t r = nc->ncclAllReduce(p, p, buf.len, nccl_type(buf.dtype), ncclSum, d->nccl, d->stream);
+    TERN_TRY(finish(d, nc, "allreduce", "ncclAllReduce", r, deadline));
     cuda_profile_end(d, "allreduce", t0);
+    return NULL;
+}
+
+/* In place: NCCL's in-place form sends from this rank's segment of the receive buffer. */
+tern_error *tern_cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
+    if (!d) return tern_errorf("allgather: the device is NULL");
+    TERN_TRY(tern_validate_allgather(buf, comm));
+    int world = tern_dist_world(comm);
+    if (world <= 1) return NULL;
+    const tern_nccl_api *nc = NULL;
+    TERN_TRY(begin(d, "allgather", comm, &nc));
+    double t0 = cuda_profile_begin(d);
+    double deadline = dist_now() + tern_dist_timeout(comm);
+    size_t k = buf.len / (size_t)world;
+    void *mine = device_ptr(buf, (size_t)tern_dist_rank(comm) * k), *all = device_ptr(buf, 0);
+    ncclResult_t r = nc->ncclAllGather(mine, all, k, nccl_type(buf.dtype), d->nccl, d->stream);
+    TERN_TRY(finish(d, nc, "allgather", "ncclAllGather", r, deadline));
+    cuda_profile_end(d, "allgather", t0);
     return NULL;
 }
 
@@ -116,6 +157,13 @@ tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     TERN_TRY(tern_validate_allreduce(buf, comm));
     if (tern_dist_world(comm) <= 1) return NULL;
     return tern_errorf("allreduce: this tern was built without NCCL's header (nccl.h)");
+}
+
+tern_error *tern_cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
+    if (!d) return tern_errorf("allgather: the device is NULL");
+    TERN_TRY(tern_validate_allgather(buf, comm));
+    if (tern_dist_world(comm) <= 1) return NULL;
+    return tern_errorf("allgather: this tern was built without NCCL's header (nccl.h)");
 }
 
 void cuda_nccl_close(tern_dev *d) { (void)d; }

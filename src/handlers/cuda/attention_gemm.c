@@ -8,7 +8,10 @@
  *             dS = P (dP - rowsum(P dP)) / sqrt(hs);  dV = P^T dY;  dQ = dS K;  dK = dS^T Q
  *
  * The score matrices ([B, NH, T, T]) are materialised in scratch memory: this trades memory
- * traffic for running every product on the tensor cores. `saved` holds only the logsumexps
+ * traffic for running every product on the tensor cores. Causality halves the work: the
+ * rows are cut into blocks of ATT_BLOCK query positions, and each product covers only the
+ * key blocks at or below the diagonal (block row i of S: keys [0, (i + 1) ATT_BLOCK)), which
+ * at T = 1024 is 36 of the 64 blocks; the softmax kernels read and write the same region. `saved` holds only the logsumexps
  * (B * NH * T floats, as the GPU core's own attention). The default; TERN_CUDA_ATTENTION=flash
  * selects the GPU core's flash-style kernels instead (one thread per query row on the f32
  * units): a training step of GPT-2 124M at B=16, T=1024 took 244 ms with them and 62 ms with
@@ -21,11 +24,18 @@
 #include "cuda_handler.h"
 #include "handlers/validate.h"
 
-static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads,
+/* Query positions per causal block of the products. */
+#define ATT_BLOCK 128
+
+/* The kernel `which` for activations of `act`; `resident` (softmax kernels) picks the
+ * register-resident form. */
+static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads, bool resident,
                           const tern_kernel **out) {
-    int t = act == TERN_BF16, slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) : which + 1;
+    int t = act == TERN_BF16;
+    int slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) : which + 1 + (resident ? 2 : 0);
     if (!d->att_kernels[t][slot]) {
-        cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads};
+        cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads,
+                              .resident = resident ? CUDA_ATT_MAX_RESIDENT : 0};
         TERN_TRY(cuda_att_kernel_build(which, &spec, &d->att_kernels[t][slot]));
     }
     *out = d->att_kernels[t][slot];
@@ -45,7 +55,7 @@ static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *
 static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_heads, int B, int T,
                            int G, int NH, int hs) {
     const tern_kernel *k;
-    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, &k));
+    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, false, &k));
     size_t n = (size_t)B * T * G * NH * hs;
     tern_arg args[] = {tern_arg_buf(src), tern_arg_buf(dst), tern_arg_i32(B), tern_arg_i32(T),
                        tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
@@ -55,27 +65,73 @@ static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_head
 static tern_error *softmax(tern_dev *d, cuda_att_kernel which, tern_buf S, tern_buf dP,
                            tern_buf lse, int rows, int T, float scale) {
     const tern_kernel *k;
-    TERN_TRY(kernel(d, which, S.dtype, false, &k));
+    bool resident = cuda_att_resident_fits(tern_type_of_dtype(S.dtype), T);
+    TERN_TRY(kernel(d, which, S.dtype, false, resident, &k));
     tern_dims grid = tern_dims1((uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS));
     tern_dims group = tern_dims1(32 * CUDA_ATT_ROWS);
     if (which == CUDA_ATT_SOFTMAX_FORWARD) {
         tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(lse), tern_arg_i32(T), tern_arg_i32(rows),
-                           tern_arg_f32(scale)};
-        return tern_launch(d->rt, k, grid, group, args, 5);
+                           tern_arg_f32(scale), tern_arg_i32(ATT_BLOCK)};
+        return tern_launch(d->rt, k, grid, group, args, 6);
     }
     tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(dP), tern_arg_buf(lse), tern_arg_i32(T),
-                       tern_arg_i32(rows), tern_arg_f32(scale)};
-    return tern_launch(d->rt, k, grid, group, args, 6);
+                       tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(ATT_BLOCK)};
+    return tern_launch(d->rt, k, grid, group, args, 7);
 }
 
-/* C[h] = op(A[h]) op(B[h]) for each of `heads` heads, matrices dense and back to back. */
-static tern_error *per_head(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, int heads, int m,
-                            int n, int k, bool trans_a, bool trans_b) {
-    tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b,
-                      .batch = heads, .stride_a = (long)m * k, .stride_b = (long)k * n,
-                      .stride_c = (long)m * n, .alpha = 1.0f, .beta = 0.0f};
-    return tern_cuda_matmul(d, c, a, b, &mm);
+/* One strided operand of a per-head product: a view from `offset` to the end of `buf`,
+ * rows `ld` apart, heads `stride` apart. */
+typedef struct head_mat {
+    tern_buf buf;
+    int ld;
+    long stride;
+} head_mat;
+
+static head_mat at(tern_buf buf, size_t offset, int ld, long stride) {
+    return (head_mat){tern_view(buf, offset, buf.len - offset), ld, stride};
 }
+
+/* C[h] = op(A[h]) op(B[h]) for each of `heads` heads. */
+static tern_error *per_head(tern_dev *d, head_mat c, head_mat a, head_mat b, int heads, int m, int n, int k,
+                            bool trans_a, bool trans_b) {
+    tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b, .batch = heads,
+                      .lda = a.ld, .ldb = b.ld, .ldc = c.ld, .stride_a = a.stride, .stride_b = b.stride,
+                      .stride_c = c.stride, .alpha = 1.0f, .beta = 0.0f};
+    return tern_cuda_matmul(d, c.buf, a.buf, b.buf, &mm);
+}
+
+/* The causal block products of one attention, heads of T x hs (Q, K, V, dY, dQ, dK, dV:
+ * [heads, T, hs]) and T x T (S, dP: [heads, T, T]). Block row i covers query positions
+ * [r0, r0 + rn) and keys [0, r0 + rn). */
+typedef struct att_blocks {
+    int heads, T, hs;
+} att_blocks;
+
+static long TT(const att_blocks *g) { return (long)g->T * g->T; }
+static long Th(const att_blocks *g) { return (long)g->T * g->hs; }
+
+/* S[rows r0.., keys ..r0+rn) = X[r0..] Y^T (S = Q K^T, or dP = dY V^T). */
+static tern_error *scores(tern_dev *d, const att_blocks *g, tern_buf s, tern_buf x, tern_buf y, int r0, int rn) {
+    return per_head(d, at(s, (size_t)r0 * g->T, g->T, TT(g)), at(x, (size_t)r0 * g->hs, g->hs, Th(g)),
+                    at(y, 0, g->hs, Th(g)), g->heads, rn, r0 + rn, g->hs, false, true);
+}
+
+/* OUT[r0..r0+rn) = P[rows r0.., keys ..r0+rn) Z[..r0+rn) (Y = P V, or dQ = dS K). */
+static tern_error *rows_times(tern_dev *d, const att_blocks *g, tern_buf out, tern_buf p, tern_buf z, int r0,
+                              int rn) {
+    return per_head(d, at(out, (size_t)r0 * g->hs, g->hs, Th(g)), at(p, (size_t)r0 * g->T, g->T, TT(g)),
+                    at(z, 0, g->hs, Th(g)), g->heads, rn, g->hs, r0 + rn, false, false);
+}
+
+/* OUT[c0..c0+cn) = P[rows c0.., keys c0..c0+cn)^T Z[c0..] (dV = P^T dY, or dK = dS^T Q):
+ * only query rows from c0 on see these keys. */
+static tern_error *cols_times(tern_dev *d, const att_blocks *g, tern_buf out, tern_buf p, tern_buf z, int c0,
+                              int cn) {
+    return per_head(d, at(out, (size_t)c0 * g->hs, g->hs, Th(g)), at(p, (size_t)c0 * g->T + c0, g->T, TT(g)),
+                    at(z, (size_t)c0 * g->hs, g->hs, Th(g)), g->heads, cn, g->hs, g->T - c0, true, false);
+}
+
+static int block_len(int T, int r0) { return T - r0 < ATT_BLOCK ? T - r0 : ATT_BLOCK; }
 
 /* The scratch views of one attention: Q, K, V (head-major, back to back), Y or dY, the
  * score matrices S and dP, and dQ, dK, dV (back to back). */
@@ -115,11 +171,12 @@ static tern_error *attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, ter
     int hs = C / NH, heads = B * NH;
     att_views w;
     TERN_TRY(views(d, qkv.dtype, B, T, C, NH, false, &w));
+    att_blocks g = {heads, T, hs};
     TERN_TRY(permute(d, qkv, w.qkv_h, true, B, T, 3, NH, hs));
-    TERN_TRY(per_head(d, w.s, w.q, w.k, heads, T, T, hs, false, true));
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) TERN_TRY(scores(d, &g, w.s, w.q, w.k, r0, block_len(T, r0)));
     TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_FORWARD, w.s, tern_none(), saved, heads * T, T,
                      1.0f / sqrtf((float)hs)));
-    TERN_TRY(per_head(d, w.y, w.s, w.v, heads, T, hs, T, false, false));
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) TERN_TRY(rows_times(d, &g, w.y, w.s, w.v, r0, block_len(T, r0)));
     return permute(d, w.y, out, false, B, T, 1, NH, hs);
 }
 
@@ -136,13 +193,20 @@ static tern_error *attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf 
     TERN_TRY(views(d, qkv.dtype, B, T, C, NH, true, &w));
     TERN_TRY(permute(d, qkv, w.qkv_h, true, B, T, 3, NH, hs));
     TERN_TRY(permute(d, dout, w.y, true, B, T, 1, NH, hs)); /* y holds dY */
-    TERN_TRY(per_head(d, w.s, w.q, w.k, heads, T, T, hs, false, true));
-    TERN_TRY(per_head(d, w.dp, w.y, w.v, heads, T, T, hs, false, true));
+    att_blocks g = {heads, T, hs};
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+        TERN_TRY(scores(d, &g, w.s, w.q, w.k, r0, block_len(T, r0)));
+        TERN_TRY(scores(d, &g, w.dp, w.y, w.v, r0, block_len(T, r0)));
+    }
     TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_BACKWARD, w.s, w.dp, saved, heads * T, T,
                      1.0f / sqrtf((float)hs)));
-    TERN_TRY(per_head(d, w.dv, w.s, w.y, heads, T, hs, T, true, false));
-    TERN_TRY(per_head(d, w.dq, w.dp, w.k, heads, T, hs, T, false, false));
-    TERN_TRY(per_head(d, w.dk, w.dp, w.q, heads, T, hs, T, true, false));
+    /* s holds P, dp holds dS */
+    for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {
+        int n = block_len(T, r0);
+        TERN_TRY(cols_times(d, &g, w.dv, w.s, w.y, r0, n));
+        TERN_TRY(rows_times(d, &g, w.dq, w.dp, w.k, r0, n));
+        TERN_TRY(cols_times(d, &g, w.dk, w.dp, w.q, r0, n));
+    }
     return permute(d, w.dqkv_h, dqkv, false, B, T, 3, NH, hs);
 }
 

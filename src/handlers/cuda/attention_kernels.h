@@ -8,6 +8,9 @@
 
 /* Rows of the score matrix per threadgroup of the softmax kernels: one SIMD group each. */
 #define CUDA_ATT_ROWS 8
+/* The longest score row the softmax kernels hold in registers (32 values per lane in
+ * bf16); longer rows take the looping form. */
+#define CUDA_ATT_MAX_RESIDENT 1024
 
 typedef enum cuda_att_kernel {
     CUDA_ATT_PERMUTE,          /* token-major [B, T, G, NH, hs] <-> head-major [G, B, NH, T, hs] */
@@ -18,12 +21,20 @@ typedef enum cuda_att_kernel {
 typedef struct cuda_att_spec {
     tern_type act;  /* element type of activations and scores: f32 or bf16 */
     bool to_heads;  /* CUDA_ATT_PERMUTE: the direction */
+    int resident;   /* softmax: 0 for the looping form, else the longest row (a multiple of
+                       32 x the vector width, at most CUDA_ATT_MAX_RESIDENT) held in registers */
 } cuda_att_spec;
 
 /* Parameters, in order:
  *   PERMUTE           src, dst, B, T, G, NH, hs       one thread per element
- *   SOFTMAX_FORWARD   S, lse (f32), T, rows, scale     groups of 32 * CUDA_ATT_ROWS
- *   SOFTMAX_BACKWARD  S, dP, lse (f32), T, rows, scale groups of 32 * CUDA_ATT_ROWS */
+ *   SOFTMAX_FORWARD   S, lse (f32), T, rows, scale, block      groups of 32 * CUDA_ATT_ROWS
+ *   SOFTMAX_BACKWARD  S, dP, lse (f32), T, rows, scale, block  groups of 32 * CUDA_ATT_ROWS
+ * Row r of the scores is read and written over columns [0, min(T, (t / block + 1) block)),
+ * t = r % T: the causal block that holds the diagonal (block = T: the whole row). */
+/* Whether rows of T scores fit the resident form (T <= CUDA_ATT_MAX_RESIDENT and a multiple
+ * of the vector width, so that every row starts aligned). */
+bool cuda_att_resident_fits(tern_type act, int T);
+
 tern_error *cuda_att_kernel_build(cuda_att_kernel which, const cuda_att_spec *spec,
                                   tern_kernel **out) TERN_MUST_USE;
 

@@ -42,12 +42,12 @@ struct tern_dev {
     unsigned long uses;
     /* attention on the tensor cores (attention_gemm.c): kernels per dtype (f32, bf16) and
      * kind, and the scratch the score matrices live in */
-    tern_kernel *att_kernels[2][4];
+    tern_kernel *att_kernels[2][6];
     tern_buf att_scratch;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
     int profile_len;
-    /* allreduce (allreduce.c): NCCL's communicator (ncclComm_t), made on first use for one
-     * tern communicator; after a failure it is aborted and allreduce refuses */
+    /* allreduce and allgather (allreduce.c): NCCL's communicator (ncclComm_t), made on first
+     * use for one tern communicator; after a failure it is aborted and both refuse */
     struct ncclComm *nccl;
     const tern_dist *nccl_dist;
     bool nccl_failed;
