@@ -41,12 +41,24 @@ for steps in 1200 2400; do
 done
 wait
 note "models trained in $((SECONDS - start)) s"
+best=
 for steps in 1200 2400; do
-    note "model-$steps: $(grep -E '^step' $logs/model-$steps.log | grep val | tail -3 | tr '\n' ' ' | cut -c1-300)"
     d=$OUT/model-$steps
-    if [ -f $d/model.safetensors ]; then
-        cp $logs/model-$steps.log $d/train.log
-        (cd $d && split -b 15M -d model.safetensors model.safetensors.part- &&
-         rm -f model.safetensors optimizer-*.safetensors vocab.json merges.txt)
+    val=$(tail -1 $d/losses.tsv 2>/dev/null | cut -f3)
+    note "model-$steps: final validation loss ${val:-none}; $(grep -E '^step' $logs/model-$steps.log | grep val | tail -2 | tr '\n' ' ' | cut -c1-240)"
+    cp $logs/model-$steps.log $d/train.log 2>/dev/null
+    if [ -f $d/model.safetensors ] && [ -n "$val" ] &&
+       { [ -z "$best" ] || awk "BEGIN { exit !($val < $best_val) }"; }; then
+        best=$steps best_val=$val
     fi
 done
+# what comes back: the better model's weights in parts of 15 MB, its curve, config and log
+# in one archive (the device returns at most 8 files)
+if [ -n "$best" ]; then
+    note "keeping model-$best (validation loss $best_val)"
+    d=$OUT/model-$best
+    mkdir -p $OUT/model
+    split -b 15M -d $d/model.safetensors $OUT/model/model.safetensors.part-
+    tar czf $OUT/model/meta.tgz -C $d config.json losses.tsv loss.svg train.log
+fi
+for steps in 1200 2400; do rm -rf $OUT/model-$steps; done

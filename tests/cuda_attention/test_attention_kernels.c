@@ -28,17 +28,26 @@ static tern_kernel *build(cuda_att_kernel which, tern_type act, bool to_heads) {
     return build_form(which, act, to_heads, 0);
 }
 
-static void test_permute(void) {
-    int B = 2, T = 5, G = 3, NH = 2, hs = 4, n = B * T * G * NH * hs;
+/* Token-major to head-major and back: one element per thread (vec false, hs = 6) or
+ * 16-byte runs (vec true, hs = 8: two runs of four floats per head row; hs = 6 has no
+ * such runs). */
+static void test_permute(bool vec) {
+    int B = 2, T = 5, G = 3, NH = 2, hs = vec ? 8 : 6, n = B * T * G * NH * hs;
     float *src = malloc(n * sizeof *src), *heads = malloc(n * sizeof *heads), *back = malloc(n * sizeof *back);
     for (int i = 0; i < n; i++) src[i] = (float)i, heads[i] = back[i] = NAN;
-    tern_kernel *to = build(CUDA_ATT_PERMUTE, TERN_T_F32, true), *from = build(CUDA_ATT_PERMUTE, TERN_T_F32, false);
+    cuda_att_spec st = {.act = TERN_T_F32, .to_heads = true, .vec = vec}, sf = st;
+    sf.to_heads = false;
+    tern_kernel *to = NULL, *from = NULL;
+    CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &st, &to));
+    CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &sf, &from));
+    CHECKF(cuda_att_permute_vec_fits(TERN_T_F32, hs, 0, 0) == vec, "vector form fits hs = %d", hs);
     tern_arg a1[] = {tern_arg_host_in(TERN_T_F32, src, n), tern_arg_host(TERN_T_F32, heads, n), tern_arg_i32(B),
                      tern_arg_i32(T), tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
-    CHECK_OK(tern_launch(rt, to, tern_dims1((n + 63) / 64), tern_dims1(64), a1, 7));
+    int threads = vec ? n / 4 : n;
+    CHECK_OK(tern_launch(rt, to, tern_dims1((threads + 63) / 64), tern_dims1(64), a1, 7));
     tern_arg a2[] = {tern_arg_host_in(TERN_T_F32, heads, n), tern_arg_host(TERN_T_F32, back, n), tern_arg_i32(B),
                      tern_arg_i32(T), tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
-    CHECK_OK(tern_launch(rt, from, tern_dims1((n + 63) / 64), tern_dims1(64), a2, 7));
+    CHECK_OK(tern_launch(rt, from, tern_dims1((threads + 63) / 64), tern_dims1(64), a2, 7));
     int bad = 0;
     for (int b = 0; b < B; b++)
         for (int t = 0; t < T; t++)
@@ -161,23 +170,27 @@ static void test_nvrtc(void) {
     int compiled = 0;
     for (int t = 0; t < 2; t++) {
         tern_type act = t ? TERN_T_BF16 : TERN_T_F32;
-        tern_kernel *k[6] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
+        cuda_att_spec vt = {.act = act, .to_heads = true, .vec = true}, vf = {.act = act, .vec = true};
+        tern_kernel *k[8] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
                              build(CUDA_ATT_SOFTMAX_FORWARD, act, false),
                              build(CUDA_ATT_SOFTMAX_BACKWARD, act, false),
                              build_form(CUDA_ATT_SOFTMAX_FORWARD, act, false, CUDA_ATT_MAX_RESIDENT),
-                             build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, CUDA_ATT_MAX_RESIDENT)};
-        for (int i = 0; i < 6; i++) {
+                             build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, CUDA_ATT_MAX_RESIDENT),
+                             NULL, NULL};
+        CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &vt, &k[6]));
+        CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &vf, &k[7]));
+        for (int i = 0; i < 8; i++) {
             tern_error *err = tern_nvrtc_compile(k[i], "sm_90", NULL, NULL);
             if (err && strstr(tern_error_message(err), "NVRTC is not built in")) {
                 printf("  nvrtc: skipped (%s)\n", tern_error_message(err));
                 tern_error_free(err);
-                for (int j = 0; j < 6; j++) tern_kernel_free(k[j]);
+                for (int j = 0; j < 8; j++) tern_kernel_free(k[j]);
                 return;
             }
             CHECK_OK(err);
             compiled++;
         }
-        for (int i = 0; i < 6; i++) tern_kernel_free(k[i]);
+        for (int i = 0; i < 8; i++) tern_kernel_free(k[i]);
     }
     printf("  nvrtc: %d kernels compiled for sm_90\n", compiled);
 }
@@ -185,7 +198,8 @@ static void test_nvrtc(void) {
 int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("attention kernels");
-    test_permute();
+    test_permute(false);
+    test_permute(true);
     test_softmax(TERN_T_F32, 3 * 37, 37, 37, 0); /* rows not a multiple of the group's 8 */
     test_softmax(TERN_T_F32, 3 * 37, 37, 16, 0); /* causal blocks, the last one short */
     test_softmax(TERN_T_F32, 2 * 64, 64, 64, 0);

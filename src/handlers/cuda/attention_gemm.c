@@ -11,7 +11,7 @@
  * traffic for running every product on the tensor cores. Causality halves the work: the
  * rows are cut into blocks of ATT_BLOCK query positions, and each product covers only the
  * key blocks at or below the diagonal (block row i of S: keys [0, (i + 1) ATT_BLOCK)), which
- * at T = 1024 is 36 of the 64 blocks; the softmax kernels read and write the same region. `saved` holds only the logsumexps
+ * with blocks of 128 at T = 1024 is 36 of the 64 blocks; the softmax kernels read and write the same region. `saved` holds only the logsumexps
  * (B * NH * T floats, as the GPU core's own attention). The default; TERN_CUDA_ATTENTION=flash
  * selects the GPU core's flash-style kernels instead (one thread per query row on the f32
  * units): a training step of GPT-2 124M at B=16, T=1024 took 244 ms with them and 62 ms with
@@ -24,18 +24,32 @@
 #include "cuda_handler.h"
 #include "handlers/validate.h"
 
-/* Query positions per causal block of the products. */
-#define ATT_BLOCK 128
+/* Query positions per causal block of the products: 256 (measured best of 128, 256, 512 and
+ * 1024 for GPT-2 124M at T = 1024: bench/h200/NOTES.md), or TERN_CUDA_ATT_BLOCK (a multiple
+ * of 16), for measuring the trade between skipped work and more, smaller products. */
+static int att_block(void) {
+    static int block = 0;
+    if (!block) {
+        const char *v = getenv("TERN_CUDA_ATT_BLOCK");
+        int b = v ? atoi(v) : 0;
+        block = b >= 16 && b % 16 == 0 ? b : 256;
+    }
+    return block;
+}
+#define ATT_BLOCK att_block()
 
 /* The kernel `which` for activations of `act`; `resident` (softmax kernels) picks the
  * register-resident form. */
-static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads, bool resident,
+/* `form`: for the permutes, whether they move 16-byte runs; for the softmax kernels,
+ * whether rows are held in registers. */
+static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads, bool form,
                           const tern_kernel **out) {
     int t = act == TERN_BF16;
-    int slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) : which + 1 + (resident ? 2 : 0);
+    int slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) + (form ? 6 : 0) : (int)which + 1 + (form ? 2 : 0);
     if (!d->att_kernels[t][slot]) {
         cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads,
-                              .resident = resident ? CUDA_ATT_MAX_RESIDENT : 0};
+                              .vec = which == CUDA_ATT_PERMUTE && form,
+                              .resident = which != CUDA_ATT_PERMUTE && form ? CUDA_ATT_MAX_RESIDENT : 0};
         TERN_TRY(cuda_att_kernel_build(which, &spec, &d->att_kernels[t][slot]));
     }
     *out = d->att_kernels[t][slot];
@@ -55,11 +69,13 @@ static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *
 static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_heads, int B, int T,
                            int G, int NH, int hs) {
     const tern_kernel *k;
-    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, false, &k));
-    size_t n = (size_t)B * T * G * NH * hs;
+    bool vec = cuda_att_permute_vec_fits(tern_type_of_dtype(src.dtype), hs, src.offset, dst.offset);
+    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, vec, &k));
+    size_t n = (size_t)B * T * G * NH * hs, per = vec ? (size_t)(src.dtype == TERN_BF16 ? 8 : 4) : 1;
+    size_t threads = (n + per - 1) / per;
     tern_arg args[] = {tern_arg_buf(src), tern_arg_buf(dst), tern_arg_i32(B), tern_arg_i32(T),
                        tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
-    return tern_launch(d->rt, k, tern_dims1((uint32_t)((n + 255) / 256)), tern_dims1(256), args, 7);
+    return tern_launch(d->rt, k, tern_dims1((uint32_t)((threads + 255) / 256)), tern_dims1(256), args, 7);
 }
 
 static tern_error *softmax(tern_dev *d, cuda_att_kernel which, tern_buf S, tern_buf dP,

@@ -6,12 +6,19 @@
 
 #include "attention_kernels.h"
 
+/* Elements per vector access: 16 bytes. */
+static int vec_width(tern_type act) { return act == TERN_T_BF16 ? 8 : 4; }
+
 /* Between the token-major layout [B, T, G, NH, hs] (qkv with G = 3, attention output with
- * G = 1) and the head-major [G, B, NH, T, hs] the batched products want. One thread per
- * element, reading (to_heads) or writing (from_heads) the token-major side contiguously. */
+ * G = 1) and the head-major [G, B, NH, T, hs] the batched products want. Both layouts keep
+ * each head's hs elements contiguous, so with spec->vec each thread moves one run of W
+ * elements (16 bytes) with vector accesses, and the index arithmetic is paid once per run;
+ * without it (hs or a buffer's start not a multiple of W), one element per thread. The
+ * token-major side is read (to_heads) or written (from heads) contiguously. */
 static void trace_permute(tern_kb *kb, void *user) {
     const cuda_att_spec *spec = user;
     tern_type t = spec->act;
+    int W = spec->vec ? vec_width(t) : 1;
     tern_v src = tern_param_buf(kb, "src", t, TERN_READ);
     tern_v dst = tern_param_buf(kb, "dst", t, TERN_WRITE);
     tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
@@ -19,7 +26,7 @@ static void trace_permute(tern_kb *kb, void *user) {
     tern_v G = tern_param_scalar(kb, "G", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v hs = tern_param_scalar(kb, "hs", TERN_T_I32);
-    tern_v i = tern_global_id(kb, 0);
+    tern_v i = tern_mul(tern_global_id(kb, 0), tern_int(W));
     tern_v total = tern_mul(tern_mul(tern_mul(B, T), tern_mul(G, NH)), hs);
     TERN_IF(kb, tern_lt(i, total)) {
         tern_v e = tern_rem(i, hs);
@@ -32,9 +39,20 @@ static void trace_permute(tern_kb *kb, void *user) {
         tern_v b = tern_div(r, T);
         tern_v j = tern_add(tern_mul(tern_add(tern_mul(tern_add(tern_mul(g, B), b), NH), h), T), tok);
         j = tern_add(tern_mul(j, hs), e);
-        if (spec->to_heads) tern_store(dst, j, tern_load(src, i));
-        else tern_store(dst, i, tern_load(src, j));
+        tern_v from = spec->to_heads ? i : j, to = spec->to_heads ? j : i;
+        if (W == 1) {
+            tern_store(dst, to, tern_load(src, from));
+        } else {
+            tern_v v[8];
+            tern_load_vec(src, from, W, v);
+            tern_store_vec(dst, to, W, v);
+        }
     }
+}
+
+bool cuda_att_permute_vec_fits(tern_type act, int hs, size_t src_offset, size_t dst_offset) {
+    size_t W = (size_t)vec_width(act);
+    return hs % (int)W == 0 && src_offset % W == 0 && dst_offset % W == 0;
 }
 
 /* The row of the score matrix this SIMD group takes: its index r (clamped to the last row,
@@ -58,9 +76,6 @@ static score_row row_of(tern_kb *kb, tern_v T, tern_v rows, tern_v block) {
     sr.end = tern_min(T, tern_mul(tern_add(tern_div(sr.t, block), tern_int(1)), block));
     return sr;
 }
-
-/* Elements per vector access: 16 bytes. */
-static int vec_width(tern_type act) { return act == TERN_T_BF16 ? 8 : 4; }
 
 /* The register-resident form (spec->resident > 0, T <= resident, T a multiple of the
  * vector width): lane l holds columns (c 32 + l) W + w for chunks c < NC and w < W, read
@@ -245,6 +260,7 @@ tern_error *cuda_att_kernel_build(cuda_att_kernel which, const cuda_att_spec *sp
                            s.resident, 32 * vec_width(s.act), CUDA_ATT_MAX_RESIDENT);
     switch (which) {
     case CUDA_ATT_PERMUTE:
+        if (s.vec) return tern_kernel_build(s.to_heads ? "att_to_heads_vec" : "att_from_heads_vec", trace_permute, &s, out);
         return tern_kernel_build(s.to_heads ? "att_to_heads" : "att_from_heads", trace_permute, &s, out);
     case CUDA_ATT_SOFTMAX_FORWARD:
         return tern_kernel_build(s.resident ? "att_softmax_forward_resident" : "att_softmax_forward",

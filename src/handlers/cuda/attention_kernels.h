@@ -21,16 +21,21 @@ typedef enum cuda_att_kernel {
 typedef struct cuda_att_spec {
     tern_type act;  /* element type of activations and scores: f32 or bf16 */
     bool to_heads;  /* CUDA_ATT_PERMUTE: the direction */
+    bool vec;       /* CUDA_ATT_PERMUTE: runs of 16 bytes per thread (see cuda_att_permute_vec_fits) */
     int resident;   /* softmax: 0 for the looping form, else the longest row (a multiple of
                        32 x the vector width, at most CUDA_ATT_MAX_RESIDENT) held in registers */
 } cuda_att_spec;
 
 /* Parameters, in order:
- *   PERMUTE           src, dst, B, T, G, NH, hs       one thread per element
+ *   PERMUTE           src, dst, B, T, G, NH, hs       one thread per element, or per 16 bytes (vec)
  *   SOFTMAX_FORWARD   S, lse (f32), T, rows, scale, block      groups of 32 * CUDA_ATT_ROWS
  *   SOFTMAX_BACKWARD  S, dP, lse (f32), T, rows, scale, block  groups of 32 * CUDA_ATT_ROWS
  * Row r of the scores is read and written over columns [0, min(T, (t / block + 1) block)),
  * t = r % T: the causal block that holds the diagonal (block = T: the whole row). */
+/* Whether the permutes can move 16-byte runs: hs and both buffers' starts (offsets in
+ * elements) multiples of the vector width. */
+bool cuda_att_permute_vec_fits(tern_type act, int hs, size_t src_offset, size_t dst_offset);
+
 /* Whether rows of T scores fit the resident form (T <= CUDA_ATT_MAX_RESIDENT and a multiple
  * of the vector width, so that every row starts aligned). */
 bool cuda_att_resident_fits(tern_type act, int T);

@@ -42,7 +42,7 @@ struct tern_dev {
     unsigned long uses;
     /* attention on the tensor cores (attention_gemm.c): kernels per dtype (f32, bf16) and
      * kind, and the scratch the score matrices live in */
-    tern_kernel *att_kernels[2][6];
+    tern_kernel *att_kernels[2][8];
     tern_buf att_scratch;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
     int profile_len;

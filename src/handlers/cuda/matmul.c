@@ -1,4 +1,5 @@
-/* matmul on the cuda handler: cuBLASLt, with bias and GELU epilogues fused.
+/* matmul on the cuda handler: cuBLASLt, with bias and GELU epilogues fused; products with at
+ * most 8 rows of A (decoding) go to the GPU core's GEMV kernels instead (gemv_wanted below).
  *
  * cuBLASLt is column-major, tern row-major. A row-major [r, c] matrix with row stride ld is
  * the column-major [c, r] matrix with leading dimension ld, i.e. its transpose. So
@@ -256,6 +257,31 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
     return NULL;
 }
 
+/* Products with few rows of A (decoding: one per sequence) go to the GPU core's GEMV kernels
+ * (src/kernels/gemv.c) rather than cuBLASLt: m <= 8 (GK_GEMV_MAX_M), batch 1, A not
+ * transposed (gpu_gemv_applies), B either way round. They stream B in one pass with a group
+ * per few columns; cuBLASLt's kernels for M = 1 took 5.8-6.9 us per GPT-2 124M product that
+ * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. TERN_CUDA_GEMV=0 keeps
+ * every product on cuBLASLt (for comparisons). */
+static bool gemv_wanted(const tern_matmul_dims *dims) {
+    const char *env = getenv("TERN_CUDA_GEMV");
+    return gpu_gemv_applies(dims) && !(env && !strcmp(env, "0"));
+}
+
+static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                        const tern_matmul_dims *dims) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err = gpu_gemv(&d->core, c, a, b, mm, dims);
+    if (d->profile) {
+        char name[64];
+        snprintf(name, sizeof name, "gemv %dx%dx%d%s%s %s", mm->m, mm->n, mm->k, mm->trans_b ? " Bt" : "",
+                 mm->epilogue == TERN_EPILOGUE_GELU ? " gelu" : "", tern_dtype_name(c.dtype));
+        cuda_profile_end(d, name, t0);
+    }
+    return err;
+}
+
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
@@ -287,6 +313,7 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     key.beta_zero = mm->beta == 0.0f;
     if (has_aux && mm->aux.dtype != c.dtype)
         return tern_errorf("matmul: the cuda handler needs aux in C's dtype (%s)", tern_dtype_name(c.dtype));
+    if (gemv_wanted(&dims)) return gemv(d, c, a, b, mm, &dims);
 
     TERN_TRY(cuda_make_current(d));
     cuda_matmul_plan *p = NULL;
