@@ -1,63 +1,44 @@
 #!/usr/bin/env bash
-# The session's last H200 call, ordered by what matters most if time runs out: build; the
-# tensor-core attention's correctness; the training step against PyTorch; the default model
-# (models/brown-mini) trained on Brown; generation against Hugging Face; a per-op profile.
-# Everything lands in $OUT (the model split into parts of at most 15 MB, the logs in one
-# archive). Run from the repository root with .deb and .fixtures carried
-# (scripts/h200/fetch-debs; .fixtures/data/brown-{train,val}.bin from `tern tokenize`).
+# The H200 checks and the figures of docs/PERFORMANCE.md in one call: build; the GPU checks
+# (fixture in fp32 and bf16, cuda against cpu at 124M, the out-of-bounds kernel, out of
+# memory, `make gpt2 BACKEND=cuda`); then tern against PyTorch in the same run (bf16 GEMM
+# peak, the training step eager and compiled, generation against Hugging Face).
+# Run from the repository root with .deb and .fixtures carried (scripts/h200/fetch-debs):
+#   OUT=$OUT bash scripts/h200/final.sh        (scripts/h200/train.sh: resume, default model)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
-logs=$OUT/logs
-mkdir -p "$logs"
-source scripts/h200/env.sh
-summary=$OUT/summary.txt
-: > "$summary"
-note() { echo "$*" | tee -a "$summary"; }
-step() { # name, timeout, log, command...
-    local name=$1 limit=$2 log=$logs/$3 start=$SECONDS
-    shift 3
-    if timeout "$limit" "$@" > "$log" 2>&1; then note "ok   $name ($((SECONDS - start)) s)"
-    else note "FAIL $name ($((SECONDS - start)) s): $(tail -2 "$log" | tr '\n' ' ' | cut -c1-240)"; fi
-}
-finish() {
-    grep -h -E '^(bench|baseline):|checks (passed|failed)|: loss|within' "$logs"/*.log >> "$summary" 2>/dev/null
-    tar czf "$OUT/logs.tgz" -C "$OUT" logs && rm -rf "$logs"
-    cat "$summary"
-}
-trap finish EXIT
+source scripts/h200/lib.sh
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+build_tern
+export TERN_TEST_HANDLER=cuda
 
-b=build-h200
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-start=$SECONDS
-if ! { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-       cmake --build $b -j "$(nproc)"; } > "$logs/build.log" 2>&1; then
-    note "FAIL build: $(grep -m3 error "$logs/build.log")"
-    exit 1
+# ---- checks ----
+step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
+TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
+for bt in 4x128 2x512; do
+    TERN_CROSS_CONFIG=gpt2 TERN_CROSS_B=${bt%x*} TERN_CROSS_T=${bt#*x} \
+        step "cuda against cpu, GPT-2 124M, B x T = $bt" 240 cross-$bt.log $b/tests/gpt2/test_cross_handler
+done
+TERN_GPU=cuda step "out-of-bounds DSL kernel returns an error" 60 fault.log $b/tests/kernel/test_kernel_fault
+if $b/tern bench train --backend cuda --batch 4096 --seq 1024 --steps 1 > "$logs/oom.log" 2>&1; then
+    note "FAIL out of memory: a batch of 4096 x 1024 ran?"
+else
+    note "ok   out of memory: exit $?: $(grep -c . "$logs/oom.log") lines, last: $(tail -1 "$logs/oom.log" | cut -c1-200)"
 fi
-note "ok   build ($((SECONDS - start)) s)"
-export TERN_CACHE_DIR=$PWD/$b/kernel-cache TERN_TEST_HANDLER=cuda
-train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 6 --warmup 2)
+step "make gpt2 BACKEND=cuda (fixture model)" 120 make-gpt2.log \
+    make gpt2 BUILD=$b BACKEND=cuda MODEL=.fixtures/fixtures/gpt2-tiny-a TOKENS=20 TEMPERATURE=0
 
-TERN_CUDA_ATTENTION=gemm step "fixture, cuda fp32, gemm attention" 60 fixture-gemm.log $b/tests/gpt2/test_gpt2_fixture
-TERN_CUDA_ATTENTION=gemm step "tern train step, gemm attention" 60 tern-train-gemm.log "${train[@]}"
-step "pytorch eager train step" 90 pt-train.log python3 bench/h200/pytorch_gpt2.py train
-
-attention=flash
-grep -q "all .* checks passed" "$logs/fixture-gemm.log" && attention=gemm
-note "default model trained with $attention attention"
-TERN_CUDA_ATTENTION=$attention step "train the default model" 150 model-train.log \
-    $b/tern train --init mini --data .fixtures/data/brown-train.bin --val .fixtures/data/brown-val.bin \
-    --val-every 50 --val-batches 16 --steps 500 --batch 32 --seq 256 --lr 1e-3 --warmup 50 \
-    --schedule cosine --wd 0.1 --backend cuda --precision bf16 --save-every 100 --save-dtype bf16 \
-    --out "$OUT/model"
-if [ -f "$OUT/model/model.safetensors" ]; then
-    (cd "$OUT/model" && split -b 15M -d model.safetensors model.safetensors.part- &&
-     rm -f model.safetensors optimizer-*.safetensors vocab.json merges.txt)
-    mv "$OUT"/model/* "$OUT/" && rmdir "$OUT/model"
-fi
-
-step "tern generate, bf16, graphs" 60 tern-gen.log $b/tern bench generate --backend cuda --precision bf16 --tokens 512
-step "hf generate" 60 pt-gen.log python3 bench/h200/pytorch_gpt2.py generate --tokens 256
-TERN_CUDA_ATTENTION=$attention TERN_CUDA_PROFILE=1 step "profile of a train step" 60 profile.log \
-    $b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 1 --warmup 1
+# ---- tern against PyTorch, same run ----
+step "pytorch: bf16 GEMM peak" 120 pt-gemm.log python3 bench/h200/pytorch_gpt2.py gemm
+train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
+step "tern: train step" 120 tern-train.log "${train[@]}"
+step "pytorch: eager train step" 180 pt-train.log python3 bench/h200/pytorch_gpt2.py train
+step "pytorch: torch.compile train step" 400 pt-compile.log python3 bench/h200/pytorch_gpt2.py compile
+step "tern: train step again" 120 tern-train2.log "${train[@]}"
+gen=($b/tern bench generate --backend cuda --precision bf16 --tokens 512 --warmup 2)
+step "tern: generate bf16 (graphs)" 60 tern-gen.log "${gen[@]}"
+TERN_CUDA_NO_GRAPHS=1 step "tern: generate bf16 (no graphs)" 60 tern-gen-nographs.log "${gen[@]}"
+step "tern: generate fp32 (graphs)" 60 tern-gen-fp32.log $b/tern bench generate --backend cuda --tokens 512 --warmup 2
+step "hf: generate" 240 pt-gen.log python3 bench/h200/pytorch_gpt2.py generate --tokens 256
+grep -h -E '^(bench|baseline):|checks (passed|failed)|: loss|as expected' "$logs"/*.log >> "$summary" 2>/dev/null
