@@ -16,12 +16,14 @@ static const char usage[] =
     "usage: tern train (--model DIR | --init CONFIG | --resume DIR) --data FILE --steps N\n"
     "                  [--batch B] [--seq T] [--lr X] [--warmup N] [--schedule constant|cosine]\n"
     "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
-    "                  [--seed S] [--out DIR] [--save-every N] [--val FILE] [--val-every N]\n"
-    "                  [--val-batches N] [--backend cpu|cuda|opencl] [--precision fp32|bf16]\n"
-    "                  [--procs N]\n"
-    "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, small, tiny\n"
+    "                  [--seed S] [--out DIR] [--save-every N] [--stop-after N] [--val FILE]\n"
+    "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl]\n"
+    "                  [--precision fp32|bf16] [--procs N] [--zero1]\n"
+    "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
     "  --resume DIR    continue a run from the checkpoint in DIR (written by --out)\n"
     "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
+    "  --stop-after N  stop after step N with a checkpoint (the schedule stays that of --steps),\n"
+    "                  to continue later with --resume\n"
     "  defaults: batch 4, seq 64 (at most the context), lr 3e-4, warmup 0, schedule constant,\n"
     "  wd 0, beta1 0.9, beta2 0.95, eps 1e-8, clip 1 (0: none), grad-accum 1, seed 1337,\n"
     "  val-every 0 (never; else also at the end), val-batches 20, save-every 0 (only at the end)\n"
@@ -31,7 +33,11 @@ static const char usage[] =
     "                  the size; a resume continues from the rounded weights)\n"
     "  --procs N       data-parallel training on N ranks of this host (cuda: one GPU each, NCCL;\n"
     "                  cpu, opencl: MPI); --batch is per rank, the global batch is N times it.\n"
-    "                  Under mpirun, every rank is one process already (docs/distributed.md)\n";
+    "                  Under mpirun, every rank is one process already (docs/distributed.md)\n"
+    "  --zero1         ZeRO-1: each of the ranks keeps AdamW's moments (and in bf16 the f32\n"
+    "                  master weights) for 1/ranks of the parameters only, then the ranks\n"
+    "                  gather the updated weights; the same steps, less memory. Needs several\n"
+    "                  ranks; checkpoints stay whole and resume with or without it\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -48,6 +54,8 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
             o->help = true;
         } else if (!strcmp(a, "--no-decay-1d")) {
             o->adamw.decay_all = false;
+        } else if (!strcmp(a, "--zero1")) {
+            o->zero1 = true;
         } else if (cli_option(argc, argv, &i, "--model", &v, &err)) { o->model_dir = v;
         } else if (cli_option(argc, argv, &i, "--init", &v, &err)) { o->init = v;
         } else if (cli_option(argc, argv, &i, "--resume", &v, &err)) { o->resume = v;
@@ -65,6 +73,8 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
             else if (!err) err = tern_errorf("--save-dtype: '%s' is not f32 or bf16", v);
         } else if (cli_option(argc, argv, &i, "--steps", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->steps);
+        } else if (cli_option(argc, argv, &i, "--stop-after", &v, &err)) {
+            if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->stop_after);
         } else if (cli_option(argc, argv, &i, "--batch", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->B);
         } else if (cli_option(argc, argv, &i, "--seq", &v, &err)) {
@@ -132,8 +142,7 @@ static tern_error *train(train_options *o, tern_dist *dist) {
 
     const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
     if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
-    if ((err = train_open_model(o, &m, &hist))) goto done;
-    if ((err = tern_gpt2_set_dist(m, dist))) goto done;
+    if ((err = train_open_model(o, dist, &m, &hist))) goto done;
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     if (o->T > cfg->max_seq) {
         err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, cfg->max_seq);
@@ -163,13 +172,18 @@ static tern_error *train(train_options *o, tern_dist *dist) {
             printf("ranks: %d (%s); global batch %d x %d\n", o->world,
                    tern_dist_engine_for(tern_gpt2_backend(m)) == TERN_DIST_ENGINE_NCCL ? "NCCL" : "MPI",
                    o->B * o->world, o->T);
+        if (o->zero1)
+            printf("ZeRO-1: optimizer state sharded over %d ranks, %.1f MB per rank\n", o->world,
+                   (double)tern_gpt2_optimizer_bytes(m) / 1e6);
         printf("data: %zu tokens; batch %d x %d x %d accumulated; steps %d to %d\n",
                tern_dataset_tokens(data), o->B * o->world, o->T, o->grad_accum, start + 1, o->steps);
         fflush(stdout);
         progress_start(&bar, start, o->steps);
     }
 
-    for (int step = start; step < o->steps; step++) {
+    /* --stop-after: the same run (schedule and all), cut short with a checkpoint to resume */
+    int end = o->stop_after && o->stop_after < o->steps ? o->stop_after : o->steps;
+    for (int step = start; step < end; step++) {
         double t0 = now_seconds();
         float lr = train_lr(o, step), loss_sum = 0, norm = 0;
         if ((err = tern_gpt2_zero_grad(m))) goto done;
@@ -195,7 +209,12 @@ static tern_error *train(train_options *o, tern_dist *dist) {
             if ((err = validate(m, val, o, x, y, &val_loss))) goto done;
         }
         if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto done;
-        if (!lead) continue;
+        bool save = o->out && (step + 1 == end || (o->save_every && (step + 1) % o->save_every == 0));
+        if (!lead) {
+            /* ZeRO-1: rank 0's checkpoint gathers every rank's part of the optimizer state. */
+            if (save && o->zero1 && (err = train_save_checkpoint(o, m, tokenizer_dir, &hist))) goto done;
+            continue;
+        }
         progress_clear(&bar);
         printf("step %d/%d | loss %.4f", step + 1, o->steps, loss);
         if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
@@ -203,7 +222,7 @@ static tern_error *train(train_options *o, tern_dist *dist) {
                (double)batch_tokens * o->grad_accum * o->world / dt);
         fflush(stdout);
         progress_update(&bar, step + 1, loss);
-        if (o->out && (last || (o->save_every && (step + 1) % o->save_every == 0))) {
+        if (save) {
             if ((err = train_save_checkpoint(o, m, tokenizer_dir, &hist))) goto done;
             progress_clear(&bar);
             printf("checkpoint: %s (step %d)\n", o->out, step + 1);
@@ -275,6 +294,11 @@ int tern_cmd_train(int argc, char **argv) {
     if ((err = tern_dist_open(&dist))) return cli_fail(err);
     o.rank = tern_dist_rank(dist);
     o.world = tern_dist_world(dist);
+    if (o.zero1 && o.world < 2) {
+        tern_dist_close(dist);
+        return cli_fail(tern_errorf("train: --zero1 shards the optimizer state across ranks: run "
+                                    "it with --procs N or under mpirun (this job has 1 rank)"));
+    }
     pick_gpu(dist);
     err = train(&o, dist);
     if (err && o.world > 1) {

@@ -127,17 +127,34 @@ static tern_error *check_global_batch(const train_options *o, const char *path) 
     return err;
 }
 
-tern_error *train_open_model(train_options *o, tern_gpt2 **m, train_history *hist) {
+/* The model's communicator and, with --zero1, its sharded optimizer state; frees the model
+ * on failure. */
+static tern_error *attach_dist(const train_options *o, tern_dist *dist, tern_gpt2 **m) {
+    tern_error *err = tern_gpt2_set_dist(*m, dist);
+    if (!err && o->zero1) err = tern_gpt2_shard_optimizer(*m);
+    if (err) {
+        tern_gpt2_free(*m);
+        *m = NULL;
+    }
+    return err;
+}
+
+tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist) {
     if (o->init) {
         tern_gpt2_config cfg;
         TERN_TRY(tern_gpt2_config_named(o->init, &cfg));
-        return tern_gpt2_init(o->backend, &cfg, o->seed, o->precision, m);
+        TERN_TRY(tern_gpt2_init(o->backend, &cfg, o->seed, o->precision, m));
+        return attach_dist(o, dist, m);
     }
-    if (o->model_dir) return tern_gpt2_load(o->backend, o->model_dir, o->precision, m);
+    if (o->model_dir) {
+        TERN_TRY(tern_gpt2_load(o->backend, o->model_dir, o->precision, m));
+        return attach_dist(o, dist, m);
+    }
 
     int step;
     TERN_TRY(tern_gpt2_saved_step(o->resume, &step));
     TERN_TRY(tern_gpt2_load(o->backend, o->resume, o->precision, m));
+    TERN_TRY(attach_dist(o, dist, m)); /* before the optimizer: --zero1 loads this rank's part */
     tern_error *err = NULL;
     if (step > 0) {
         char path[4096];
@@ -190,7 +207,8 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
     const char *dir = o->out;
     char path[4096], from[4096], position[32], seed[32], global_batch[32], ranks[32];
     int step = tern_gpt2_step(m);
-    TERN_TRY(tern_make_dirs(dir));
+    bool lead = o->rank == 0; /* the others only give their parts of the state (--zero1) */
+    if (lead) TERN_TRY(tern_make_dirs(dir));
 
     snprintf(position, sizeof position, "%lld", (long long)step * o->grad_accum);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -202,6 +220,7 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
     snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
     TERN_TRY(tern_gpt2_save_optimizer(m, path, metadata));
     TERN_TRY(tern_gpt2_save_as(m, dir, o->save_dtype));
+    if (!lead) return NULL;
 
     static const char *const tokenizer_files[] = {"vocab.json", "merges.txt"};
     const char *src_dir = cli_tokenizer_dir(tokenizer_dir);

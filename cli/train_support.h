@@ -13,8 +13,10 @@ typedef enum train_schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE } train_schedul
 typedef struct train_options {
     const char *model_dir, *init, *resume, *data, *val, *out, *backend;
     int steps, B, T, warmup, grad_accum, save_every, val_every, val_batches;
+    int stop_after; /* --stop-after: stop (and checkpoint) after this step; 0: run to --steps */
     int procs;      /* --procs N: ranks this command starts on this host (1: none) */
     int rank, world; /* of the job this process belongs to (0 and 1 alone) */
+    bool zero1;      /* --zero1: the optimizer state sharded across the ranks */
     uint64_t seed;
     train_schedule schedule;
     tern_gpt2_adamw adamw;
@@ -42,16 +44,19 @@ void train_history_free(train_history *h);
 /* Reads DIR/losses.tsv written by a checkpoint (absent: empty history). */
 tern_error *train_history_read(train_history *h, const char *dir);
 
-/* Opens the model of --model, --init or --resume; a resume also restores the optimizer and
- * the loss history, and sets o->out to the resumed folder when --out is not given. A resume
- * checks that --batch times the ranks gives the global batch the checkpoint was trained
- * with (when either run had several ranks). */
-tern_error *train_open_model(train_options *o, tern_gpt2 **m, train_history *hist);
+/* Opens the model of --model, --init or --resume and attaches the job's communicator (dist
+ * may be NULL), sharding the optimizer state with --zero1; a resume then restores the
+ * optimizer (this rank's part with --zero1) and the loss history, and sets o->out to the
+ * resumed folder when --out is not given. A resume checks that --batch times the ranks gives
+ * the global batch the checkpoint was trained with (when either run had several ranks). */
+tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist);
 
 /* Writes a checkpoint into o->out: the optimizer state (optimizer-<step>.safetensors), the
  * model (config.json, model.safetensors), the tokenizer files, losses.tsv and loss.svg. Each
  * file is written atomically, the optimizer before the model, and older optimizer files are
- * removed last, so a run killed at any moment leaves a model whose step has its optimizer. */
+ * removed last, so a run killed at any moment leaves a model whose step has its optimizer.
+ * Rank 0 writes; with --zero1 every rank calls it, since the optimizer state (and in bf16 the
+ * f32 weights) is gathered from the ranks. */
 tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
                                   const train_history *hist);
 

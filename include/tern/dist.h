@@ -4,7 +4,7 @@
  * process is and carries what the collective engines need: MPI's communicator (the cpu and
  * opencl handlers sum host memory with MPI_Allreduce) and NCCL's bootstrap (the cuda handler
  * sums device memory with ncclAllReduce). tern implements no collective itself: the Tensor
- * effect's `allreduce` operation hands the buffer to one of those engines.
+ * effect's `allreduce` and `allgather` operations hand the buffer to one of those engines.
  *
  * How the job was started decides the rest (tern_dist_open reads the environment):
  *  - by an MPI launcher (mpirun, mpiexec, srun: OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_RANK...):
@@ -67,6 +67,11 @@ double tern_dist_timeout(const tern_dist *c);
  * in f32 and rounded once). Needs MPI: without it a world above 1 is an error. World 1 or
  * NULL: no-op. */
 tern_error *tern_dist_allreduce_host(tern_dist *c, void *data, size_t n, tern_dtype dtype) TERN_MUST_USE;
+
+/* Gathers host memory across the ranks, in place: `n` elements (f32 or bf16), a multiple of
+ * the ranks; rank r contributes elements [r n/world, (r+1) n/world) and afterwards every rank
+ * holds every rank's segment. Needs MPI as allreduce does. World 1 or NULL: no-op. */
+tern_error *tern_dist_allgather_host(tern_dist *c, void *data, size_t n, tern_dtype dtype) TERN_MUST_USE;
 
 /* Stops every rank of the job with `status`, for a program that has reported its error:
  * MPI_Abort under MPI (the launcher ends the other ranks); otherwise exit, and the launcher

@@ -81,7 +81,7 @@ typedef struct tern_dev tern_dev;
 /* A traced DSL kernel (tern/kernel.h); the generic operations take pure ones. */
 typedef struct tern_kernel tern_kernel;
 
-/* A communicator across processes (tern/dist.h), for allreduce. */
+/* A communicator across processes (tern/dist.h), for allreduce and allgather. */
 typedef struct tern_dist tern_dist;
 
 /* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C + bias[n], then the epilogue.
@@ -190,6 +190,10 @@ typedef struct tern_adamw {
  *                   The engine is NCCL (cuda, on the device's stream) or MPI (cpu; opencl
  *                   through host memory); a rank that does not answer within the
  *                   communicator's timeout, or an engine failure, is an error.
+ *   allgather       buf (f32 or bf16) of world * k elements (k = len / world; len must divide
+ *                   evenly): rank r's segment [r k, (r+1) k) is its contribution; afterwards
+ *                   every rank holds every rank's segment, in place. Same engines, rules and
+ *                   errors as allreduce; comm NULL or of one rank: no-op.
  */
 /* The op list. X(name, parameter list). Every operation returns tern_error *.
  * Shapes: B batch, T sequence, C channels, NH heads (C % NH == 0), V vocabulary, Vp the
@@ -255,7 +259,8 @@ typedef struct tern_adamw {
     X(adamw, (tern_dev * d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,   \
               tern_buf v, const tern_adamw *h))                                           \
     /* across processes (tern/dist.h) */                                                  \
-    X(allreduce, (tern_dev * d, tern_buf buf, tern_dist *comm))
+    X(allreduce, (tern_dev * d, tern_buf buf, tern_dist *comm))                           \
+    X(allgather, (tern_dev * d, tern_buf buf, tern_dist *comm))
 
 /* Every handler also exports its operations as a table, `const tern_ops tern_<h>_ops`.
  * Building that table is the completeness check (each entry references tern_<h>_<op>, so a

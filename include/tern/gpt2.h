@@ -71,6 +71,21 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
  * each rank takes the step one process would take on the global batch. */
 tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm);
 
+/* ZeRO-1: each of the communicator's N ranks keeps AdamW's m and v, and in bf16 the f32
+ * master weights, for 1/N of the parameters only (the flat parameters padded to split
+ * evenly). update still sums the whole gradient and clips by its global norm, then each rank
+ * steps its part and the ranks gather the updated weights (the Tensor effect's allgather), so
+ * the steps are those without it. Call after tern_gpt2_set_dist and before the first
+ * forward_backward or load_optimizer; the communicator cannot change afterwards. A single
+ * rank: nothing to do. Checkpoints stay whole (see save_optimizer), so a run resumes on any
+ * number of ranks, with or without it. */
+tern_error *tern_gpt2_shard_optimizer(tern_gpt2 *m);
+
+/* Bytes of optimizer state this rank holds (or will hold at the first update): m and v, and
+ * the f32 master weights where they are not the compute weights (bf16). About 1/N of one
+ * process's with ZeRO-1 on N ranks. */
+size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m);
+
 typedef struct tern_gpt2_adamw {
     float lr, beta1, beta2, eps, weight_decay;
     float clip; /* global gradient-norm clip; <= 0: none */
@@ -83,7 +98,9 @@ tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad
 int tern_gpt2_step(const tern_gpt2 *m); /* optimizer steps taken */
 
 /* Reading tensors back (tests, checkpoints). Names are Hugging Face's without a prefix
- * ("wte.weight", "h.0.attn.c_attn.weight", ...); wte is [V, C]. count must match. */
+ * ("wte.weight", "h.0.attn.c_attn.weight", ...); wte is [V, C]. count must match. With ZeRO-1
+ * in bf16, read_param gathers the f32 master weights from the ranks: every rank must call
+ * it. */
 tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count);
 tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size_t count);
 /* Logits [rows, V] starting at row `row` (of B*T) of the last forward. */
@@ -93,7 +110,8 @@ tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out);
 
 /* Writes DIR/config.json and DIR/model.safetensors (save_pretrained's layout, loadable by
  * Hugging Face transformers), each atomically. The weights file's metadata records the
- * optimizer step ("tern_step"). */
+ * optimizer step ("tern_step"). With a communicator of several ranks only rank 0 writes;
+ * with ZeRO-1 in bf16 every rank must call it (the f32 master weights are gathered). */
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir);
 /* The same with the weights stored as `dtype` (f32, bf16 or f16): a half-precision
  * checkpoint is half the size; resuming from it continues from the rounded weights. */
@@ -104,7 +122,10 @@ tern_error *tern_gpt2_saved_step(const char *dir, int *step);
 
 /* The optimizer's state: AdamW's moments as f32 tensors "m.<name>" and "v.<name>", and the
  * step, in a safetensors file written atomically; metadata_kv (key, value, ..., NULL) adds
- * the caller's pairs (data position, seed). Loading restores moments and step exactly. */
+ * the caller's pairs (data position, seed). Loading restores moments and step exactly.
+ * The file always holds every parameter's moments: with a communicator of several ranks only
+ * rank 0 writes it, and with ZeRO-1 every rank must call save (the moments are gathered from
+ * the ranks); a sharded model loads its part of the file. */
 tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv);
 tern_error *tern_gpt2_load_optimizer(tern_gpt2 *m, const char *path);
 

@@ -344,6 +344,24 @@ tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg);
 #define tern_simd_any(c) tern_simd_at(TERN_HERE, TERN_SIMD_ANY, c, tern_int(0))
 #define tern_simd_all(c) tern_simd_at(TERN_HERE, TERN_SIMD_ALL, c, tern_int(0))
 
+/* D = A B + C on a 16x8x16 tile, bf16 multiplicands, f32 accumulate: a collective of the
+ * SIMD group (all 32 lanes must reach it, like the SIMD reductions). Lane l (g = l / 4,
+ * t = l % 4) holds:
+ *   a[0..7]: A[g][2t], A[g][2t+1], A[g+8][2t], A[g+8][2t+1], A[g][2t+8], A[g][2t+9], A[g+8][2t+8], A[g+8][2t+9]
+ *   b[0..3]: B[2t][g], B[2t+1][g], B[2t+8][g], B[2t+9][g]
+ *   c[0..3], d[0..3]: C[g][2t], C[g][2t+1], C[g+8][2t], C[g+8][2t+1]
+ * (A is 16 x 16, B 16 x 8, C and D 16 x 8; this is PTX mma.m16n8k16 .row.col's fragment layout).
+ * a and b are f32 values, rounded to bf16 (to nearest even) by the operation; c is f32.
+ * All 16 operands must be f32. The products are exact in f32; the sums are f32, in an order
+ * that differs between targets (the host and OpenCL add k = 0..15 in turn), so results
+ * agree to f32 rounding, not bit for bit. CUDA runs the tensor-core instruction (sm_80 or
+ * newer); OpenCL and Metal emulate it with SIMD shuffles (correct, slow). d may be the
+ * same array as c (it is written after every operand is read), so `tern_mma_bf16(kb, a, b,
+ * acc, acc)` accumulates. */
+void tern_mma_bf16_at(tern_loc at, tern_kb *kb, const tern_v a[8], const tern_v b[4], const tern_v c[4],
+                      tern_v d[4]);
+#define tern_mma_bf16(kb, a, b, c, d) tern_mma_bf16_at(TERN_HERE, kb, a, b, c, d)
+
 /* ---- control flow ----
  * Structured blocks: tern_if / tern_else / tern_for / tern_while ... tern_end, or the
  * macros below, whose C body is the block:

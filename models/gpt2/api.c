@@ -65,8 +65,8 @@ static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
     m->Vp = gpt2_padded_vocab(cfg->vocab_size);
     m->precision = precision;
     m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
-    m->n_flat = gpt2_flat_len(cfg);
-    m->world = 1;
+    m->n_flat = m->n_full = m->shard_len = gpt2_flat_len(cfg);
+    m->shards = m->world = 1;
     if (!(err = m->impl->open(m)) && !(err = m->impl->upload_params(m, flat))) {
         *out = m;
         return NULL;
@@ -246,9 +246,21 @@ tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int
 tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm) {
     int world = tern_dist_world(comm);
     if (world < 1) return tern_errorf("a communicator of %d ranks", world);
+    if (m->shards > 1 && comm != m->dist)
+        return tern_errorf("the communicator cannot change once ZeRO-1 has sharded the optimizer");
     m->dist = comm;
     m->world = world;
     return NULL;
+}
+
+tern_error *tern_gpt2_shard_optimizer(tern_gpt2 *m) {
+    if (m->world <= 1 || m->shards > 1) return NULL;
+    return m->impl->shard(m, m->world, tern_dist_rank(m->dist));
+}
+
+size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m) {
+    size_t master = m->weights.len ? m->master.len : 0; /* fp32: the master is the weights */
+    return (2 * m->shard_len + master) * sizeof(float);
 }
 
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m) { return m->impl->zero_grad(m); }
@@ -278,6 +290,7 @@ static tern_error *locate(const tern_gpt2 *m, const char *name, size_t count, si
 tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count) {
     size_t offset;
     TERN_TRY(locate(m, name, count, &offset));
+    if (gpt2_master_sharded(m)) return m->impl->read_gathered(m, m->master, offset, count, out);
     return m->impl->read_flat(m, m->master, offset, count, out);
 }
 

@@ -14,9 +14,20 @@ tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
     return tern_gpt2_save_as(m, dir, TERN_F32);
 }
 
+/* Whether this process writes checkpoints: rank 0 of the model's communicator. */
+static bool writes(const tern_gpt2 *m) { return tern_dist_rank(m->dist) == 0; }
+
+/* The f32 parameters [0, n_flat) on the host; gathered from the ranks when the master is
+ * sharded (every rank calls it then; out NULL: this rank only gives its part). */
+static tern_error *read_master(tern_gpt2 *m, float *out) {
+    if (gpt2_master_sharded(m)) return m->impl->read_gathered(m, m->master, 0, m->n_flat, out);
+    return out ? m->impl->read_flat(m, m->master, 0, m->n_flat, out) : NULL;
+}
+
 tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     if (dtype != TERN_F32 && dtype != TERN_BF16 && dtype != TERN_F16)
         return tern_errorf("checkpoints are f32, bf16 or f16, not %s", tern_dtype_name(dtype));
+    if (!writes(m)) return read_master(m, NULL);
     const tern_gpt2_config *cfg = &m->cfg;
     size_t n_tensors = 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer;
     float *flat = malloc(m->n_flat * sizeof *flat);
@@ -28,8 +39,8 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
         err = tern_errorf("out of memory saving %s", dir);
         goto done;
     }
+    if ((err = read_master(m, flat))) goto done;
     if ((err = tern_make_dirs(dir))) goto done;
-    if ((err = m->impl->read_flat(m, m->master, 0, m->n_flat, flat))) goto done;
     /* A half-precision checkpoint: the values rounded to nearest even, in place (a 16-bit
      * value never needs more room than the f32 it came from). */
     if (dtype == TERN_BF16 || dtype == TERN_F16) {
@@ -138,7 +149,16 @@ static tern_error *collect_moments(tern_gpt2 *m, const char *name, size_t offset
     return NULL;
 }
 
+/* AdamW's moments [0, n_flat) on the host, m then v: gathered from the ranks with ZeRO-1
+ * (every rank calls it then; host NULL: this rank only gives its parts). */
+static tern_error *read_moments(tern_gpt2 *m, float *host) {
+    TERN_TRY(m->impl->ensure_optimizer(m));
+    TERN_TRY(m->impl->read_gathered(m, m->adam_m, 0, m->n_flat, host));
+    return m->impl->read_gathered(m, m->adam_v, 0, m->n_flat, host ? host + m->n_flat : NULL);
+}
+
 tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv) {
+    if (!writes(m)) return read_moments(m, NULL);
     size_t n_tensors = 2 * (4 + (size_t)GPT2_LAYER_KINDS * m->cfg.n_layer), n_meta = 0;
     while (metadata_kv && metadata_kv[n_meta]) n_meta++;
     moments_out o = {
@@ -152,11 +172,7 @@ tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char 
         err = tern_errorf("out of memory saving the optimizer state");
         goto done;
     }
-    if ((err = m->impl->ensure_optimizer(m)) ||
-        (err = m->impl->read_flat(m, m->adam_m, 0, m->n_flat, o.host)) ||
-        (err = m->impl->read_flat(m, m->adam_v, 0, m->n_flat, o.host + m->n_flat)) ||
-        (err = each_tensor(m, collect_moments, &o)))
-        goto done;
+    if ((err = read_moments(m, o.host)) || (err = each_tensor(m, collect_moments, &o))) goto done;
     char step[32];
     snprintf(step, sizeof step, "%d", m->step);
     metadata[0] = "step";
@@ -177,6 +193,16 @@ typedef struct moments_in {
     float *scratch; /* room for the largest tensor */
 } moments_in;
 
+/* Elements [offset, offset + count) of the flat layout from host data into `part`, this
+ * rank's part of a flat buffer (ZeRO-1), or the whole buffer: only what lies in the part. */
+static tern_error *write_part(tern_gpt2 *m, tern_buf part, size_t offset, size_t count,
+                              const float *data) {
+    size_t end = offset + count, part_end = m->shard_off + m->shard_len;
+    size_t lo = offset > m->shard_off ? offset : m->shard_off, hi = end < part_end ? end : part_end;
+    if (lo >= hi) return NULL;
+    return m->impl->write_flat(m, part, lo - m->shard_off, hi - lo, data + (lo - offset));
+}
+
 static tern_error *restore_moments(tern_gpt2 *m, const char *name, size_t offset, size_t count,
                                    void *user) {
     moments_in *in = user;
@@ -189,7 +215,7 @@ static tern_error *restore_moments(tern_gpt2 *m, const char *name, size_t offset
             return tern_errorf("%s: %s has %zu elements; this model's has %zu", in->path, key,
                                t->count, count);
         TERN_TRY(tern_tensor_convert(t, TERN_F32, in->scratch));
-        TERN_TRY(m->impl->write_flat(m, which ? m->adam_v : m->adam_m, offset, count, in->scratch));
+        TERN_TRY(write_part(m, which ? m->adam_v : m->adam_m, offset, count, in->scratch));
     }
     return NULL;
 }

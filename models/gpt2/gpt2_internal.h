@@ -122,12 +122,19 @@ struct tern_gpt2 {
     tern_precision precision;
     tern_dtype wdtype; /* compute weights */
     tern_dtype adtype; /* activations and gradients */
-    size_t n_flat;     /* elements of a flat parameter buffer */
-    tern_buf master;   /* [n_flat] f32 parameters */
-    tern_buf weights;  /* [n_flat] compute copy (absent in fp32: master is used) */
-    tern_buf grads;    /* [n_flat] adtype, allocated with the first backward */
-    tern_buf adam_m;   /* [n_flat] f32 */
-    tern_buf adam_v;   /* [n_flat] f32 */
+    size_t n_flat;     /* elements of the flat parameter layout (host arrays, checkpoints) */
+    /* ZeRO-1 (tern_gpt2_shard_optimizer): the flat layout, padded to n_full elements, is cut
+     * into `shards` equal parts, one per rank, and each rank keeps the optimizer state of its
+     * part only. Without it shards is 1, n_full is n_flat and this rank's part is all of it. */
+    int shards;
+    size_t n_full;     /* elements of full flat buffers: n_flat, or a multiple of 64 * shards */
+    size_t shard_len;  /* elements of this rank's part: n_full / shards */
+    size_t shard_off;  /* where this rank's part starts: rank * shard_len */
+    tern_buf master;   /* f32 parameters [n_full]; sharded in bf16: this rank's part only */
+    tern_buf weights;  /* [n_full] compute copy (absent in fp32: master is used) */
+    tern_buf grads;    /* [n_full] adtype, allocated with the first backward */
+    tern_buf adam_m;   /* [shard_len] f32 */
+    tern_buf adam_v;   /* [shard_len] f32 */
     int step;
     tern_dist *dist;      /* data parallelism across processes, or NULL */
     int world;            /* ranks of dist (1 without) */
@@ -136,6 +143,12 @@ struct tern_gpt2 {
     gpt2_decode dec;
     uint64_t epoch; /* changes whenever decode buffers are reallocated */
 };
+
+/* Whether the f32 master holds this rank's part only: with ZeRO-1 when it is not the compute
+ * copy (bf16), since it is then optimizer state like m and v. */
+static inline bool gpt2_master_sharded(const tern_gpt2 *m) {
+    return m->shards > 1 && m->weights.len > 0;
+}
 
 /* The compute weights: the bf16 copy, or the f32 master. */
 static inline tern_buf gpt2_weights(const tern_gpt2 *m) {
@@ -154,7 +167,15 @@ struct gpt2_impl {
     tern_error *(*read_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, float *out);
     tern_error *(*write_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count,
                               const float *data);
+    /* Elements [offset, offset + count) of the full flat buffer whose part this rank holds in
+     * `part` (the whole buffer without ZeRO-1), gathered from the ranks: collective, every
+     * rank calls it; out NULL: this rank only gives its part. */
+    tern_error *(*read_gathered)(tern_gpt2 *m, tern_buf part, size_t offset, size_t count,
+                                 float *out);
     tern_error *(*ensure_optimizer)(tern_gpt2 *m); /* allocates zeroed moments */
+    /* ZeRO-1: this rank keeps part `rank` of `shards` of the optimizer state (before any
+     * gradient or optimizer state exists). */
+    tern_error *(*shard)(tern_gpt2 *m, int shards, int rank);
     tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_gpt2 *m);

@@ -222,6 +222,32 @@ tern_error *tern_dist_allreduce_host(tern_dist *c, void *data, size_t n, tern_dt
 #endif
 }
 
+tern_error *tern_dist_allgather_host(tern_dist *c, void *data, size_t n, tern_dtype dtype) {
+    if (dtype != TERN_F32 && dtype != TERN_BF16)
+        return tern_errorf("allgather: %s buffers are not gathered (f32 or bf16)", tern_dtype_name(dtype));
+    int world = c ? c->world : 1;
+    if (n % (size_t)world)
+        return tern_errorf("allgather: %zu elements are not a multiple of the %d ranks", n, world);
+    if (world <= 1 || n == 0) return NULL;
+    if (!data) return tern_errorf("allgather: no host data");
+#ifdef TERN_HAVE_MPI
+    if (!c->mpi_initialised)
+        return tern_errorf("allgather: this handler gathers with MPI; start the job with an MPI "
+                           "launcher (mpirun -np N tern ...) or tern --procs N");
+    size_t k = n / (size_t)world;
+    if (k > INT_MAX)
+        return tern_errorf("allgather: a segment of %zu elements is more than MPI counts (%d)", k, INT_MAX);
+    /* No arithmetic: bf16 travels as its 16-bit pattern. In place, each rank's segment is
+     * already at its place in the buffer. */
+    MPI_Datatype type = dtype == TERN_F32 ? MPI_FLOAT : MPI_UINT16_T;
+    return mpi_check(MPI_Allgather(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, data, (int)k, type,
+                                   MPI_COMM_WORLD), "allgather: MPI_Allgather");
+#else
+    return tern_errorf("allgather: this handler gathers with MPI, and this tern was built "
+                       "without it (install libopenmpi-dev and rebuild)");
+#endif
+}
+
 tern_error *dist_bcast_bytes(tern_dist *c, void *data, size_t size, int root) {
     if (!c || c->world <= 1) return NULL;
 #ifdef TERN_HAVE_MPI

@@ -20,6 +20,7 @@
     X(ncclCommAbort) \
     X(ncclCommDestroy) \
     X(ncclAllReduce) \
+    X(ncclAllGather) \
     X(ncclGetErrorString) \
     X(ncclGetLastError)
 

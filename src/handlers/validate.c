@@ -2,6 +2,8 @@
  * docs/effects.md; messages start with the operation's name and say what was expected. */
 #include "validate.h"
 
+#include "tern/dist.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -608,4 +610,12 @@ tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, 
 tern_error *tern_validate_allreduce(tern_buf buf, const tern_dist *comm) {
     (void)comm; /* NULL is a single rank: allowed */
     return tern_check_view("allreduce", "buf", buf, TERN_DT_FLOAT2);
+}
+
+tern_error *tern_validate_allgather(tern_buf buf, const tern_dist *comm) {
+    TERN_TRY(tern_check_view("allgather", "buf", buf, TERN_DT_FLOAT2));
+    int world = tern_dist_world(comm); /* NULL: 1 */
+    if (world > 1 && buf.len % (size_t)world)
+        return tern_errorf("allgather: buf has %zu elements, not a multiple of the %d ranks", buf.len, world);
+    return NULL;
 }

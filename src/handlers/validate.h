@@ -134,5 +134,7 @@ tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, 
                                 tern_buf v, const tern_adamw *h);
 /* buf present, valid, f32 or bf16; comm may be NULL (a single rank: the op is a no-op). */
 tern_error *tern_validate_allreduce(tern_buf buf, const tern_dist *comm);
+/* As allreduce, and buf's length a multiple of the ranks (each contributes len / world). */
+tern_error *tern_validate_allgather(tern_buf buf, const tern_dist *comm);
 
 #endif

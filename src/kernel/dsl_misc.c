@@ -1,5 +1,5 @@
-/* Thread attributes, barriers, SIMD-group operations, print, function results and inlined
- * calls. */
+/* Thread attributes, barriers, SIMD-group operations (with the bf16 MMA), print, function
+ * results and inlined calls. */
 #include <stdio.h>
 #include <string.h>
 
@@ -91,6 +91,60 @@ tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg) {
     int32_t r = kb_emit(kb, at, &in, rt);
     if (r >= 0) kb->k->uses |= IR_USES_SIMD;
     return kb_value(kb, r);
+}
+
+/* The 16 operand ids of an MMA (a, b, c in that order) into ids; false after an error. */
+static bool mma_operands(tern_kb *kb, tern_loc at, const tern_v *a, const tern_v *b, const tern_v *c,
+                         int32_t *ids) {
+    static const char names[3] = {'a', 'b', 'c'};
+    const tern_v *arrays[3] = {a, b, c};
+    const int counts[3] = {8, 4, 4};
+    for (int s = 0; s < 3; s++)
+        if (!arrays[s]) {
+            kb_fail(kb, at, "mma_bf16: %c is NULL (it takes arrays of %d values)", names[s], counts[s]);
+            return false;
+        }
+    int n = 0;
+    for (int s = 0; s < 3; s++)
+        for (int j = 0; j < counts[s]; j++) {
+            char what[48];
+            snprintf(what, sizeof what, "mma_bf16's %c[%d]", names[s], j);
+            ids[n] = kb_use(kb, at, arrays[s][j], TERN_T_F32, what);
+            if (ids[n++] < 0) return false;
+        }
+    return true;
+}
+
+void tern_mma_bf16_at(tern_loc at, tern_kb *kb, const tern_v a[8], const tern_v b[4], const tern_v c[4],
+                      tern_v d[4]) {
+    /* read every operand before d is written: d may be c */
+    int32_t ids[IR_MMA_OPERANDS];
+    bool ok = kb_ok(kb) && d && mma_operands(kb, at, a, b, c, ids);
+    if (d)
+        for (int j = 0; j < IR_MMA_RESULTS; j++) d[j] = kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    if (!ok) {
+        if (kb_ok(kb) && !d) kb_fail(kb, at, "mma_bf16: d is NULL");
+        return;
+    }
+    int32_t first = ir_add_extra(kb->k, ids, IR_MMA_OPERANDS);
+    if (first < 0) {
+        kb_fail(kb, at, "out of memory");
+        return;
+    }
+    ir_ins in = {.op = IR_MMA, .a = {first, -1, -1, -1}};
+    int32_t r = kb_emit(kb, at, &in, TERN_T_F32);
+    if (r < 0) return;
+    kb->k->uses |= IR_USES_SIMD;
+    int32_t def = kb->k->vals[r].def;
+    d[0] = kb_value(kb, r);
+    for (int j = 1; j < IR_MMA_RESULTS; j++) {
+        int32_t v = ir_add_value(kb->k, TERN_T_F32, def, kb->k->vals[r].block);
+        if (v != r + j) {
+            kb_fail(kb, at, "out of memory");
+            return;
+        }
+        d[j] = kb_value(kb, v);
+    }
 }
 
 void tern_print_at(tern_loc at, tern_kb *kb, const char *fmt, int count, const tern_v *values) {

@@ -33,12 +33,30 @@ static void put_val(strbuf *sb, const tern_kernel *k, int32_t id) {
     }
 }
 
+/* "mma_bf16 a {..8}, b {..4}, c {..4}" */
+static void put_mma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
+    static const char *const parts[3] = {"a", "b", "c"};
+    static const int counts[3] = {8, 4, 4};
+    sb_puts(sb, "mma_bf16");
+    if (in->a[0] < 0 || in->a[0] + IR_MMA_OPERANDS > k->nextra) return;
+    const int32_t *ops = &k->extra[in->a[0]];
+    for (int s = 0, n = 0; s < 3; s++) {
+        sb_printf(sb, "%s %s {", s ? "," : "", parts[s]);
+        for (int j = 0; j < counts[s]; j++, n++) {
+            if (j) sb_puts(sb, ", ");
+            put_val(sb, k, ops[n]);
+        }
+        sb_puts(sb, "}");
+    }
+}
+
 static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
     const ir_ins *in = &k->ins[i];
     const int32_t *a = in->a;
     if (in->dst >= 0 && in->op != IR_FOR) {
         put_val(sb, k, in->dst);
         if (in->op == IR_VLOAD) sb_printf(sb, "..+%d", in->aux - 1);
+        if (in->op == IR_MMA) sb_printf(sb, "..+%d", IR_MMA_RESULTS - 1);
         sb_printf(sb, ": %s = ", tern_type_name(in->type));
     }
     const char *bname = (in->op >= IR_LOAD && in->op <= IR_ATOMIC_CAS && a[0] >= 0 && a[0] < k->nbufs)
@@ -124,6 +142,7 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
             put_val(sb, k, a[1]);
         }
         break;
+    case IR_MMA: put_mma(sb, k, in); break;
     case IR_PRINT:
         sb_puts(sb, "print \"");
         sb_put_c_string(sb, ir_string(k, (int32_t)in->imm), false);

@@ -24,6 +24,7 @@ enum {
     NEED_ERF = 1 << 4,
     NEED_ATOMIC_F32 = 1 << 5,
     NEED_ATOMIC_CAS = 1 << 6,
+    NEED_MMA = 1 << 7,
 };
 
 /* One SIMD helper a kernel needs: operation and operand type (emitter.simd_need). */
@@ -50,6 +51,7 @@ typedef struct dialect {
     void (*vstore)(emitter *e, int32_t ins);
     void (*atomic)(emitter *e, int32_t ins);
     void (*simd)(emitter *e, int32_t ins);
+    void (*mma)(emitter *e, int32_t ins);
     void (*print)(emitter *e, int32_t ins);
     const char *barrier;
     /* the kernel's head (through the opening brace), its prologue and its threadgroup
@@ -128,6 +130,9 @@ const char *emit_type_suffix(int t);
  * given; floats passed as double when promote_float. */
 void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
                      bool promote_float);
+/* An MMA statement: "const float4 v<dst> = tern_mma_bf16(a0, .., c3[, extra_arg]);", its
+ * four results named as the vector's fields; sets NEED_MMA (the dialect writes the helper). */
+void emit_mma_call(emitter *e, int32_t i, const char *extra_arg);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */
 bool emit_reserved(const char *name);
 /* Whether a kernel name clashes with a keyword, builtin or tern's own helpers. */

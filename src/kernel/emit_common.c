@@ -550,6 +550,7 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
     case IR_ATOMIC:
     case IR_ATOMIC_CAS: e->d->atomic(e, i); return;
     case IR_SIMD: e->d->simd(e, i); return;
+    case IR_MMA: e->d->mma(e, i); return;
     case IR_PRINT: e->d->print(e, i); return;
     case IR_BARRIER:
         emit_line_start(e, i);
@@ -641,6 +642,30 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         emit_line_end(e);
         return;
     }
+}
+
+void emit_mma_call(emitter *e, int32_t i, const char *extra_arg) {
+    const ir_ins *in = &e->k->ins[i];
+    const int32_t *ops = &e->k->extra[in->a[0]];
+    strbuf *b = &e->body;
+    char vname[32];
+    snprintf(vname, sizeof vname, "v%d", (int)in->dst); /* v<digits> is reserved for these */
+    emit_line_start(e, i);
+    sb_printf(b, "const float4 %s = tern_mma_bf16(", vname);
+    for (int j = 0; j < IR_MMA_OPERANDS; j++) {
+        if (j) sb_puts(b, ", ");
+        emit_expr(e, b, ops[j]);
+    }
+    if (extra_arg) sb_printf(b, ", %s", extra_arg);
+    sb_puts(b, ");");
+    emit_line_end(e);
+    for (int j = 0; j < IR_MMA_RESULTS; j++) {
+        char field[40];
+        snprintf(field, sizeof field, "%s.%c", vname, "xyzw"[j]);
+        e->val_name[in->dst + j] = strdup(field);
+        if (!e->val_name[in->dst + j]) b->failed = true;
+    }
+    e->need |= NEED_MMA;
 }
 
 /* ---- shared prelude ---- */

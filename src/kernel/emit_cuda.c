@@ -275,6 +275,8 @@ static void cuda_simd(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
+static void cuda_mma(emitter *e, int32_t i) { emit_mma_call(e, i, NULL); }
+
 void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
                      bool promote_float) {
     const tern_kernel *k = e->k;
@@ -376,6 +378,32 @@ static void simd_helper(strbuf *out, tern_simd_op op, int t) {
               "}\n", ty, ir_simd_name(op), sfx, ty, ty, combine);
 }
 
+/* tern_mma_bf16 on the tensor cores (sm_80 or newer): a and b packed into bf16 pairs, the
+ * first element of each pair in the low half, then PTX mma.sync m16n8k16. Not volatile: the
+ * product has no effect beyond its outputs, so the compiler may schedule and interleave
+ * the products and the loads that feed them. */
+static void mma_helper(strbuf *out) {
+    sb_puts(out,
+            "__device__ __forceinline__ unsigned int tern_bf16x2(float lo, float hi) {\n"
+            "    unsigned int r; /* cvt puts its first source in the upper half */\n"
+            "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
+            "    return r;\n"
+            "}\n"
+            "__device__ __forceinline__ float4 tern_mma_bf16(float a0, float a1, float a2, float a3, float a4, "
+            "float a5, float a6, float a7,\n"
+            "                                                float b0, float b1, float b2, float b3,\n"
+            "                                                float c0, float c1, float c2, float c3) {\n"
+            "    float4 d;\n"
+            "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
+            "                 \"{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\"\n"
+            "                 : \"=f\"(d.x), \"=f\"(d.y), \"=f\"(d.z), \"=f\"(d.w)\n"
+            "                 : \"r\"(tern_bf16x2(a0, a1)), \"r\"(tern_bf16x2(a2, a3)), \"r\"(tern_bf16x2(a4, a5)),\n"
+            "                   \"r\"(tern_bf16x2(a6, a7)), \"r\"(tern_bf16x2(b0, b1)), \"r\"(tern_bf16x2(b2, b3)),\n"
+            "                   \"f\"(c0), \"f\"(c1), \"f\"(c2), \"f\"(c3));\n"
+            "    return d;\n"
+            "}\n");
+}
+
 static void cuda_prelude(emitter *e, strbuf *out) {
     if (emit_needs_common(e))
         sb_puts(out, "#define TERN_FN __device__ __forceinline__\n"
@@ -389,6 +417,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
     for (int op = 0; op <= TERN_SIMD_PREFIX_SUM; op++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
+    if (e->need & NEED_MMA) mma_helper(out);
 }
 
 const dialect emit_cuda_dialect = {
@@ -409,6 +438,7 @@ const dialect emit_cuda_dialect = {
     .vstore = cuda_vstore,
     .atomic = cuda_atomic,
     .simd = cuda_simd,
+    .mma = cuda_mma,
     .print = cuda_print,
     .barrier = "__syncthreads()",
     .head = cuda_head,

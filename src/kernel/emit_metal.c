@@ -83,6 +83,7 @@ static uint32_t attrs_needed(const emitter *e) {
         const ir_ins *in = &e->k->ins[i];
         if (in->op == IR_THREAD && e->use_count[in->dst]) need |= 1u << in->aux;
         if (in->op == IR_SIMD && in->aux == TERN_SIMD_PREFIX_SUM) need |= 1u << TERN_SIMD_LANE;
+        if (in->op == IR_MMA) need |= 1u << TERN_SIMD_LANE;
     }
     return need;
 }
@@ -285,6 +286,11 @@ static void mtl_simd(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
+static void mtl_mma(emitter *e, int32_t i) {
+    e->need |= NEED_BF16;
+    emit_mma_call(e, i, "tern_tiisg");
+}
+
 static void mtl_print(emitter *e, int32_t i) {
     strbuf *b = &e->body;
     emit_line_start(e, i);
@@ -359,6 +365,36 @@ static void simd_helper(strbuf *out, tern_simd_op op, int t) {
               "}\n", ty, ir_simd_name(op), sfx, ty, ty, comb);
 }
 
+/* tern_mma_bf16 emulated with shuffles: d[i] = c[i] + sum over k = 0..15 of A[row][k]
+ * B[k][col], in k order like the interpreter. A[row][k] lives in lane (row % 8) * 4 +
+ * (k % 8) / 2, register (row >= 8 ? 2 : 0) + (k >= 8 ? 4 : 0) + (k & 1); B[k][col] in lane
+ * col * 4 + (k % 8) / 2, register (k >= 8 ? 2 : 0) + (k & 1). For a given k the register
+ * is the same on every lane, so each element is one shuffle. Correct, not fast. */
+static void mma_helper(strbuf *out) {
+    sb_puts(out,
+            "inline float4 tern_mma_bf16(float a0, float a1, float a2, float a3, float a4, float a5, float a6, float a7,\n"
+            "                            float b0, float b1, float b2, float b3, float c0, float c1, float c2, float c3,\n"
+            "                            uint lane) {\n"
+            "    float a[8] = {a0, a1, a2, a3, a4, a5, a6, a7}, b[4] = {b0, b1, b2, b3}, d[4] = {c0, c1, c2, c3};\n"
+            "    for (int r = 0; r < 8; r++) a[r] = tern_bf16_to_f32(tern_f32_to_bf16(a[r]));\n"
+            "    for (int r = 0; r < 4; r++) b[r] = tern_bf16_to_f32(tern_f32_to_bf16(b[r]));\n"
+            "    const uint g = lane >> 2, t = lane & 3;\n"
+            "    for (int k = 0; k < 16; k++) {\n"
+            "        const uint q = (uint)(k & 7) >> 1;\n"
+            "        const int ra = (k >= 8 ? 4 : 0) + (k & 1), rb = (k >= 8 ? 2 : 0) + (k & 1);\n"
+            "        float top = simd_shuffle(a[ra], (ushort)(g * 4 + q));        /* A[g][k] */\n"
+            "        float bottom = simd_shuffle(a[ra + 2], (ushort)(g * 4 + q)); /* A[g + 8][k] */\n"
+            "        float left = simd_shuffle(b[rb], (ushort)(2 * t * 4 + q));   /* B[k][2t] */\n"
+            "        float right = simd_shuffle(b[rb], (ushort)((2 * t + 1) * 4 + q)); /* B[k][2t + 1] */\n"
+            "        d[0] = fma(top, left, d[0]);\n"
+            "        d[1] = fma(top, right, d[1]);\n"
+            "        d[2] = fma(bottom, left, d[2]);\n"
+            "        d[3] = fma(bottom, right, d[3]);\n"
+            "    }\n"
+            "    return float4(d[0], d[1], d[2], d[3]);\n"
+            "}\n");
+}
+
 static void mtl_prelude(emitter *e, strbuf *out) {
     sb_puts(out, "#include <metal_stdlib>\n"
                  "using namespace metal;\n");
@@ -395,6 +431,7 @@ static void mtl_prelude(emitter *e, strbuf *out) {
     for (int op = 0; op <= TERN_SIMD_PREFIX_SUM; op++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
+    if (e->need & NEED_MMA) mma_helper(out);
 }
 
 const dialect emit_metal_dialect = {
@@ -415,6 +452,7 @@ const dialect emit_metal_dialect = {
     .vstore = mtl_vstore,
     .atomic = mtl_atomic,
     .simd = mtl_simd,
+    .mma = mtl_mma,
     .print = mtl_print,
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
     .head = mtl_head,

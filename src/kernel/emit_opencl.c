@@ -182,6 +182,11 @@ static void cl_simd(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
+static void cl_mma(emitter *e, int32_t i) {
+    e->need |= NEED_LOCAL_INDEX | NEED_BF16;
+    emit_mma_call(e, i, "tern_simd_scratch");
+}
+
 static void cl_print(emitter *e, int32_t i) { emit_print_call(e, i, "%ld", "%lu", false); }
 
 static void cl_head(emitter *e, strbuf *out) {
@@ -276,6 +281,43 @@ static void simd_helper(strbuf *out, tern_simd_op op, int t) {
     sb_puts(out, "}\n");
 }
 
+/* The gather of one published register r (0..7: a, 8..11: b) into the lane's A rows
+ * (g, g+8) and B columns (2t, 2t+1): register r of lane g*4 + q holds
+ * A[g + (r & 2 ? 8 : 0)][(r & 4 ? 8 : 0) + 2q + (r & 1)], register r - 8 of lane col*4 + q
+ * holds B[((r - 8) & 2 ? 8 : 0) + 2q + (r & 1)][col] (tern_mma_bf16's layout). */
+static void mma_gather(strbuf *out, int r) {
+    if (r < 8)
+        sb_printf(out, "    for (int q = 0; q < 4; q++) A[%d][%d + 2 * q] = s[g * 4 + q];\n", (r >> 1) & 1,
+                  (r & 4 ? 8 : 0) + (r & 1));
+    else
+        sb_printf(out, "    for (int q = 0; q < 4; q++) B[0][%d + 2 * q] = s[2 * t * 4 + q], B[1][%d + 2 * q] = s[(2 * t + 1) * 4 + q];\n",
+                  ((r - 8) & 2 ? 8 : 0) + (r & 1), ((r - 8) & 2 ? 8 : 0) + (r & 1));
+}
+
+/* tern_mma_bf16 emulated over the SIMD scratch: the group's lanes publish each a and b
+ * register (rounded to bf16) in turn and every lane gathers the elements of A's rows g, g+8
+ * and B's columns 2t, 2t+1; then d[i] = c[i] + sum over k = 0..15 of A[row][k] B[k][col],
+ * in k order like the interpreter. Twelve rounds of two barriers: correct, not fast. */
+static void mma_helper(strbuf *out) {
+    sb_puts(out, "float4 tern_mma_bf16(float a0, float a1, float a2, float a3, float a4, float a5, float a6, float a7,\n"
+                 "                     float b0, float b1, float b2, float b3, float c0, float c1, float c2, float c3,\n"
+                 "                     __local ulong *scratch) {\n"
+                 "    const int lid = tern_local_index(), lane = lid & 31, g = lane >> 2, t = lane & 3;\n"
+                 "    __local float *s = (__local float *)(scratch + (lid - lane));\n"
+                 "    float A[2][16], B[2][16]; /* A[h][k] = A[g + 8h][k], B[h][k] = B[k][2t + h] */\n");
+    for (int r = 0; r < 12; r++) {
+        sb_printf(out, "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+                       "    s[lane] = tern_bf16_to_f32(tern_f32_to_bf16(%c%d));\n"
+                       "    barrier(CLK_LOCAL_MEM_FENCE);\n", r < 8 ? 'a' : 'b', r < 8 ? r : r - 8);
+        mma_gather(out, r);
+    }
+    sb_puts(out, "    float d[4] = {c0, c1, c2, c3};\n"
+                 "    for (int i = 0; i < 4; i++)\n"
+                 "        for (int k = 0; k < 16; k++) d[i] = fma(A[i >> 1][k], B[i & 1][k], d[i]);\n"
+                 "    return (float4)(d[0], d[1], d[2], d[3]);\n"
+                 "}\n");
+}
+
 static void cl_prelude(emitter *e, strbuf *out) {
     if (emit_needs_common(e))
         sb_puts(out, "#define TERN_FN\n"
@@ -302,6 +344,7 @@ static void cl_prelude(emitter *e, strbuf *out) {
     for (int op = 0; op <= TERN_SIMD_ALL; op++)
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
+    if (e->need & NEED_MMA) mma_helper(out);
 }
 
 const dialect emit_opencl_dialect = {
@@ -322,6 +365,7 @@ const dialect emit_opencl_dialect = {
     .vstore = cl_vstore,
     .atomic = cl_atomic,
     .simd = cl_simd,
+    .mma = cl_mma,
     .print = cl_print,
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
     .head = cl_head,

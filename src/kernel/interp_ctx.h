@@ -64,6 +64,7 @@ void interp_atomic(ictx *c, int32_t ins, const int32_t *lanes, int n);
 
 /* SIMD groups, barriers and print (interp_simd.c). */
 void interp_simd(ictx *c, int32_t ins, const int32_t *lanes, int n);
+void interp_mma(ictx *c, int32_t ins, int n);
 void interp_barrier(ictx *c, int32_t ins, int n);
 void interp_print(ictx *c, int32_t ins, const int32_t *lanes, int n);
 

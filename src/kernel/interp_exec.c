@@ -279,6 +279,7 @@ static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n
         case IR_ATOMIC_CAS: interp_atomic(c, i, lanes, n); break;
         case IR_BARRIER: interp_barrier(c, i, n); break;
         case IR_SIMD: interp_simd(c, i, lanes, n); break;
+        case IR_MMA: interp_mma(c, i, n); break;
         case IR_PRINT: interp_print(c, i, lanes, n); break;
         case IR_BREAK:
         case IR_CONTINUE:

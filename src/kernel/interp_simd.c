@@ -1,9 +1,11 @@
-/* SIMD-group operations, barriers and print in the interpreter. Reductions and scans use
+/* SIMD-group operations (with the bf16 MMA), barriers and print in the interpreter. Reductions and scans use
  * the same combining order as the emitted code (butterfly for reductions, Hillis-Steele
  * for the scan), so float results match the GPU targets bit for bit. */
+#include <math.h>
 #include <stdio.h>
 
 #include "kernel/interp_ctx.h"
+#include "tern/half.h"
 
 #define W TERN_SIMD_WIDTH
 
@@ -100,6 +102,57 @@ void interp_simd(ictx *c, int32_t ins, const int32_t *lanes, int n) {
         }
         }
     }
+}
+
+/* ---- the bf16 MMA (tern_mma_bf16): m16n8k16, the fragment layout of PTX's mma .row.col ---- */
+
+/* Where register r of lane l sits in A (16 x 16), B (16 x 8) and C or D (16 x 8). */
+static void mma_a_at(int l, int r, int *row, int *col) {
+    *row = l / 4 + (r & 2 ? 8 : 0);
+    *col = 2 * (l % 4) + (r & 4 ? 8 : 0) + (r & 1);
+}
+static void mma_b_at(int l, int r, int *row, int *col) {
+    *row = 2 * (l % 4) + (r & 2 ? 8 : 0) + (r & 1);
+    *col = l / 4;
+}
+static void mma_c_at(int l, int r, int *row, int *col) {
+    *row = l / 4 + (r & 2 ? 8 : 0);
+    *col = 2 * (l % 4) + (r & 1);
+}
+
+static float round_bf16(float x) { return tern_bf16_to_f32(tern_f32_to_bf16(x)); }
+
+/* One SIMD group's tile product; ops are the 16 operand ids, lanes base .. base+31. The
+ * products of bf16 values are exact in f32; the sum runs over k = 0..15 in turn, which is
+ * what the OpenCL and Metal emulations do too (tensor cores may add in another order). */
+static void mma_group(ictx *c, const int32_t *ops, int32_t dst, int base) {
+    float A[16][16], B[16][8], C[16][8];
+    int row, col;
+    for (int l = 0; l < W; l++) {
+        for (int r = 0; r < 8; r++) {
+            mma_a_at(l, r, &row, &col);
+            A[row][col] = round_bf16(IREG(c, ops[r])[base + l].f);
+        }
+        for (int r = 0; r < 4; r++) {
+            mma_b_at(l, r, &row, &col);
+            B[row][col] = round_bf16(IREG(c, ops[8 + r])[base + l].f);
+            mma_c_at(l, r, &row, &col);
+            C[row][col] = IREG(c, ops[12 + r])[base + l].f;
+        }
+    }
+    for (int l = 0; l < W; l++)
+        for (int r = 0; r < 4; r++) {
+            mma_c_at(l, r, &row, &col);
+            float acc = C[row][col];
+            for (int k = 0; k < 16; k++) acc = fmaf(A[row][k], B[k][col], acc);
+            IREG(c, dst + r)[base + l] = ev_from_f(acc);
+        }
+}
+
+void interp_mma(ictx *c, int32_t ins, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    if (!all_here(c, ins, n, "mma_bf16")) return;
+    for (int base = 0; base < c->T; base += W) mma_group(c, &c->k->extra[in->a[0]], in->dst, base);
 }
 
 static void put_value(FILE *f, int t, ev x) {

@@ -119,7 +119,7 @@ const char *ir_op_name(ir_op op) {
         [IR_IF] = "if",             [IR_ELSE] = "else",         [IR_END] = "end",
         [IR_FOR] = "for",           [IR_WHILE] = "while",       [IR_WHILE_TEST] = "while_test",
         [IR_BREAK] = "break",       [IR_CONTINUE] = "continue", [IR_EXIT] = "exit",
-        [IR_RESULT] = "result",
+        [IR_RESULT] = "result",     [IR_MMA] = "mma_bf16",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -219,6 +219,8 @@ bool ir_op_has_effect(ir_op op) {
     case IR_VAR_READ:
     case IR_LOAD:
     case IR_VLOAD: return false;
+    /* SIMD and MMA are collectives: as "effects" nothing folds, moves or drops them, so
+     * every lane still reaches them together */
     default: return true;
     }
 }
@@ -270,6 +272,9 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
         break;
     case IR_PRINT:
         for (int j = 0; j < a[1] && j < 16; j++) out[n++] = k->extra[a[0] + j];
+        break;
+    case IR_MMA:
+        for (int j = 0; j < IR_MMA_OPERANDS; j++) out[n++] = k->extra[a[0] + j];
         break;
     default: break;
     }

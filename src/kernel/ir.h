@@ -2,7 +2,8 @@
  *
  * A kernel is a flat list of instructions with structured markers (IF ... ELSE ... END,
  * FOR ... END, WHILE ... WHILE_TEST ... END), appended in trace order. Each instruction
- * that produces a value defines one SSA value id (VLOAD defines `width` consecutive ids);
+ * that produces a value defines one SSA value id (VLOAD defines `width` consecutive ids, MMA
+ * four);
  * operands are value ids, except where an opcode says otherwise (buffer ids, variable
  * ids). A value is visible in the block that defines it and in blocks nested in it.
  * Constants are CONST instructions; emitters print them inline. */
@@ -47,6 +48,7 @@ typedef enum ir_op {
     IR_ATOMIC_CAS, /* dst = old buffer a0 [a1]; if old == a2: = a3 */
     IR_BARRIER,
     IR_SIMD,       /* dst = aux (tern_simd_op) of a0, with a1 */
+    IR_MMA,        /* dst .. dst+3 = mma_bf16(a: extra[a0 .. a0+7], b: +8 .. +11, c: +12 .. +15) */
     IR_PRINT,      /* format: string imm; values extra[a0 .. a0+a1-1] */
     IR_IF,         /* if (a0) */
     IR_ELSE,
@@ -122,6 +124,9 @@ enum {
     IR_USES_F32_ATOMIC = 1 << 10,
     IR_USES_I64 = 1 << 11,
 };
+
+/* IR_MMA: its operands (a, b, c) in extra, its results (the f32 fragment d). */
+enum { IR_MMA_OPERANDS = 16, IR_MMA_RESULTS = 4 };
 
 struct interp_prog;
 

@@ -71,6 +71,22 @@ static void want(verifier *v, bool ok, const char *what) {
     if (!ok) fail(v, "%s", what);
 }
 
+/* MMA: 16 f32 operands in extra, four consecutive f32 results defined here. */
+static void check_mma(verifier *v, int32_t i) {
+    const tern_kernel *k = v->k;
+    const ir_ins *in = &k->ins[i];
+    if (in->a[0] < 0 || in->a[0] + IR_MMA_OPERANDS > k->nextra || in->type != TERN_T_F32 ||
+        in->dst < 0 || in->dst + IR_MMA_RESULTS > k->nvals) {
+        fail(v, "mma operands or results");
+        return;
+    }
+    for (int j = 0; j < IR_MMA_OPERANDS; j++)
+        want(v, val(v, k->extra[in->a[0] + j]) == TERN_T_F32, "mma operand types");
+    for (int j = 1; j < IR_MMA_RESULTS; j++)
+        want(v, k->vals[in->dst + j].def == i && k->vals[in->dst + j].type == TERN_T_F32,
+             "mma results");
+}
+
 static void check_ins(verifier *v, int32_t i) {
     const tern_kernel *k = v->k;
     const ir_ins *in = &k->ins[i];
@@ -175,6 +191,7 @@ static void check_ins(verifier *v, int32_t i) {
         }
         break;
     }
+    case IR_MMA: check_mma(v, i); break;
     case IR_PRINT:
         if (a[0] < 0 || a[1] < 0 || a[1] > 16 || a[0] + a[1] > k->nextra || in->imm < 0 ||
             in->imm >= k->nstrings) {

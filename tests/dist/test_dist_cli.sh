@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `tern train` on 2 ranks, end to end on the cpu handler with MPI: the same losses as one
 # process with the same global batch (under mpirun and with --procs), only rank 0 prints, a
-# checkpoint of 2 ranks resumes on 1, and a rank that dies or fails stops the job with an
+# checkpoint of 2 ranks resumes on 1, --zero1 trains and checkpoints as the run without it
+# (and resumes across rank counts), and a rank that dies or fails stops the job with an
 # error instead of a hang. usage: test_dist_cli.sh TERN_BINARY MPIEXEC (env from ctest)
 set -u
 tern=$1
@@ -66,6 +67,52 @@ else
     grep -q "global batch of 4 rows" "$work/badresume.log" && pass "a resume with another global batch is refused" ||
         fail "bad resume said: $(cat "$work/badresume.log")"
 fi
+
+# ---- ZeRO-1: the same steps with the optimizer state sharded; whole checkpoints ----
+timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 6 --zero1 > "$work/zero.log" 2>&1 ||
+    fail "mpiexec -n 2 --zero1: $(tail -3 "$work/zero.log")"
+[ -n "$(losses "$work/zero.log")" ] && [ "$(losses "$work/zero.log")" = "$(losses "$work/two.log")" ] &&
+    grep -q '^ZeRO-1: optimizer state sharded over 2 ranks' "$work/zero.log" &&
+    pass "--zero1 on 2 ranks prints the losses of 2 ranks without it, digit for digit" ||
+    fail "--zero1 printed: $(head -6 "$work/zero.log")"
+# The same checkpoint, byte for byte, with and without ZeRO-1 (fp32 here, bf16 below).
+timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 3 --zero1 --out "$work/zck" > "$work/zck.log" 2>&1 ||
+    fail "2-rank --zero1 run with --out: $(tail -3 "$work/zck.log")"
+cmp -s "$work/ck/optimizer-3.safetensors" "$work/zck/optimizer-3.safetensors" &&
+    cmp -s "$work/ck/model.safetensors" "$work/zck/model.safetensors" &&
+    pass "a --zero1 checkpoint is the checkpoint of the same run without it, byte for byte" ||
+    fail "the --zero1 checkpoint differs from the one without it"
+"$tern" train --resume "$work/zck" "${common[@]:2}" --batch 4 --steps 6 --out "$work/zresumed" > "$work/zresumed.log" 2>&1 ||
+    fail "resume of a --zero1 checkpoint on 1 rank: $(tail -1 "$work/zresumed.log")"
+if close "$work/one-tail.log" "$work/zresumed.log" 2e-4; then
+    pass "a --zero1 checkpoint resumed on 1 rank continues as the uninterrupted run"
+else
+    fail "resumed --zero1 losses:"; paste <(losses "$work/one-tail.log") <(losses "$work/zresumed.log")
+fi
+"$tern" train "${common[@]}" --batch 4 --steps 3 --out "$work/ck1" > "$work/ck1.log" 2>&1 || fail "1-rank run with --out: $(tail -1 "$work/ck1.log")"
+timeout 120 "$mpiexec" -n 2 "$tern" train --resume "$work/ck1" "${common[@]:2}" --batch 2 --steps 6 --zero1 \
+    --out "$work/zresumed2" > "$work/zresumed2.log" 2>&1 || fail "resume with --zero1 on 2 ranks: $(tail -3 "$work/zresumed2.log")"
+if close "$work/one-tail.log" "$work/zresumed2.log" 2e-4; then
+    pass "a 1-rank checkpoint resumed with --zero1 on 2 ranks continues as the uninterrupted run"
+else
+    fail "1-rank checkpoint resumed with --zero1:"; paste <(losses "$work/one-tail.log") <(losses "$work/zresumed2.log")
+fi
+# bf16: the f32 master weights are sharded too, and gathered into the checkpoint.
+for z in "" --zero1; do
+    timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 2 --precision bf16 $z \
+        --out "$work/bf16$z" > "$work/bf16$z.log" 2>&1 || fail "bf16 $z: $(tail -3 "$work/bf16$z.log")"
+done
+[ -n "$(losses "$work/bf16.log")" ] && [ "$(losses "$work/bf16.log")" = "$(losses "$work/bf16--zero1.log")" ] &&
+    cmp -s "$work/bf16/model.safetensors" "$work/bf16--zero1/model.safetensors" &&
+    cmp -s "$work/bf16/optimizer-2.safetensors" "$work/bf16--zero1/optimizer-2.safetensors" &&
+    pass "bf16: --zero1 prints the same losses and writes the same checkpoint" ||
+    fail "bf16 with --zero1 differs: $(tail -2 "$work/bf16--zero1.log")"
+out=$("$tern" train "${common[@]}" --batch 2 --steps 2 --zero1 2>&1)
+[ $? -eq 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && [[ "$out" == "tern: error: train: --zero1 shards the optimizer state across ranks"* ]] &&
+    pass "--zero1 on 1 rank: one line, status 1" || fail "--zero1 on 1 rank: $out"
+out=$(TERN_DIST_WORLD=2 TERN_DIST_RANK=1 timeout 60 "$tern" train "${common[@]}" --batch 2 --steps 2 --zero1 2>&1)
+[ $? -eq 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && [[ "$out" == "tern: error: rank 1 of 2: "*"MPI"* ]] &&
+    pass "--zero1 on cpu ranks without MPI: one line, status 1" || fail "--zero1 without MPI: $out"
 
 # ---- a rank killed mid-run: the job ends with an error, no rank is left waiting ----
 # Starts the job in the background, waits for its second step, kills one rank with SIGKILL,

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
 #include "check.h"
 #include "tern/dist.h"
+#include "tern/file.h"
 #include "tern/gpt2.h"
 
 #define GLOBAL_B 4
@@ -69,30 +72,47 @@ static float *read_params(tern_gpt2 *m, size_t *count) {
     return all;
 }
 
-/* STEPS optimizer steps of ACCUM micro-batches of `rows` rows from row0 of each global
- * batch; losses[s] receives step s's mean loss. Returns the parameters. */
-static float *train(tern_dist *comm, int row0, int rows, tern_precision precision, float *losses,
-                    size_t *count) {
+/* Steps [from, to) of ACCUM micro-batches of `rows` rows from row0 of each global batch;
+ * losses[s - from] receives step s's mean loss. */
+static void run_steps(tern_gpt2 *m, int from, int to, int row0, int rows, bool decay_all,
+                      float *losses) {
+    int vocab = tern_gpt2_get_config(m)->vocab_size;
+    int32_t x[GLOBAL_B * SEQ], y[GLOBAL_B * SEQ];
+    tern_gpt2_adamw h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                         .weight_decay = 0.1f, .clip = 1.0f, .decay_all = decay_all};
+    for (int s = from; s < to; s++) {
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        losses[s - from] = 0;
+        for (int a = 0; a < ACCUM; a++) {
+            float loss = 0;
+            batch((size_t)(s * ACCUM + a), row0, rows, vocab, x, y);
+            CHECK_OK(tern_gpt2_forward_backward(m, x, y, rows, SEQ, 1.0f / ACCUM, &loss));
+            losses[s - from] += loss / ACCUM;
+        }
+        CHECK_OK(tern_gpt2_update(m, &h, NULL));
+    }
+}
+
+/* GPT-2 "tiny" from seed 7 on the cpu handler, with the communicator (may be NULL) attached
+ * and, with zero1, its optimizer state sharded across the ranks. */
+static tern_gpt2 *open_tiny(tern_dist *comm, tern_precision precision, bool zero1) {
     tern_gpt2_config cfg;
     tern_gpt2 *m = NULL;
     CHECK_OK(tern_gpt2_config_named("tiny", &cfg));
     CHECK_OK(tern_gpt2_init("cpu", &cfg, 7, precision, &m));
     if (!m) return NULL;
     CHECK_OK(tern_gpt2_set_dist(m, comm));
-    int32_t x[GLOBAL_B * SEQ], y[GLOBAL_B * SEQ];
-    tern_gpt2_adamw h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
-                         .weight_decay = 0.1f, .clip = 1.0f, .decay_all = true};
-    for (int s = 0; s < STEPS; s++) {
-        CHECK_OK(tern_gpt2_zero_grad(m));
-        losses[s] = 0;
-        for (int a = 0; a < ACCUM; a++) {
-            float loss = 0;
-            batch((size_t)(s * ACCUM + a), row0, rows, cfg.vocab_size, x, y);
-            CHECK_OK(tern_gpt2_forward_backward(m, x, y, rows, SEQ, 1.0f / ACCUM, &loss));
-            losses[s] += loss / ACCUM;
-        }
-        CHECK_OK(tern_gpt2_update(m, &h, NULL));
-    }
+    if (zero1) CHECK_OK(tern_gpt2_shard_optimizer(m));
+    return m;
+}
+
+/* STEPS optimizer steps of ACCUM micro-batches of `rows` rows from row0 of each global
+ * batch; losses[s] receives step s's mean loss. Returns the parameters. */
+static float *train(tern_dist *comm, int row0, int rows, tern_precision precision, float *losses,
+                    size_t *count) {
+    tern_gpt2 *m = open_tiny(comm, precision, false);
+    if (!m) return NULL;
+    run_steps(m, 0, STEPS, row0, rows, true, losses);
     float *params = read_params(m, count);
     tern_gpt2_free(m);
     return params;
@@ -133,6 +153,178 @@ static void compare(tern_dist *comm, tern_precision precision, double loss_tol, 
     free(mine);
 }
 
+/* ---- ZeRO-1 ---- */
+
+#define MORE 2 /* steps after a checkpoint */
+
+/* A folder every rank knows: rank 0 makes it, and its name reaches rank 1 through a sum
+ * (rank 1 adds zeros; ASCII codes are exact in f32). */
+static void shared_dir(tern_dist *comm, char *path, size_t cap) {
+    char name[] = "/tmp/tern-zero1-XXXXXX";
+    float code[sizeof name] = {0};
+    if (tern_dist_rank(comm) == 0) {
+        CHECK(mkdtemp(name) != NULL);
+        for (size_t i = 0; i < sizeof name; i++) code[i] = (float)name[i];
+    }
+    CHECK_OK(tern_dist_allreduce_host(comm, code, sizeof name, TERN_F32));
+    for (size_t i = 0; i < sizeof name; i++) name[i] = (char)code[i];
+    snprintf(path, cap, "%s", name);
+}
+
+/* Waits until every rank got here. */
+static void barrier(tern_dist *comm) {
+    float one = 1;
+    CHECK_OK(tern_dist_allreduce_host(comm, &one, 1, TERN_F32));
+}
+
+/* Whether two files have the same bytes. */
+static bool same_file(const char *a, const char *b) {
+    char *x = NULL, *y = NULL;
+    size_t nx = 0, ny = 0;
+    CHECK_OK(tern_read_file(a, &x, &nx));
+    CHECK_OK(tern_read_file(b, &y, &ny));
+    bool same = x && y && nx == ny && !memcmp(x, y, nx);
+    free(x);
+    free(y);
+    return same;
+}
+
+/* The model and its optimizer state into dir (every rank calls; rank 0 writes). */
+static void save(tern_gpt2 *m, const char *dir, char *opt, size_t cap) {
+    snprintf(opt, cap, "%s/optimizer.safetensors", dir);
+    CHECK_OK(tern_gpt2_save(m, dir));
+    CHECK_OK(tern_gpt2_save_optimizer(m, opt, NULL));
+}
+
+static void remove_checkpoint(const char *dir) {
+    static const char *const files[] = {"config.json", "model.safetensors", "optimizer.safetensors"};
+    char path[512];
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+        unlink(path);
+    }
+    rmdir(dir);
+}
+
+/* Bitwise equality of two runs' losses and parameters. */
+static void check_same(const char *what, const float *la, const float *lb, int n_losses,
+                       tern_gpt2 *a, tern_gpt2 *b) {
+    size_t na = 0, nb = 0;
+    float *pa = read_params(a, &na), *pb = read_params(b, &nb);
+    CHECKF(!memcmp(la, lb, (size_t)n_losses * sizeof *la), "%s: the losses differ", what);
+    size_t differ = 0;
+    for (size_t i = 0; pa && pb && na == nb && i < na; i++) differ += memcmp(&pa[i], &pb[i], sizeof *pa) != 0;
+    CHECKF(pa && pb && na == nb && differ == 0, "%s: %zu of %zu parameters differ", what, differ, na);
+    free(pa);
+    free(pb);
+}
+
+/* A model opened from a checkpoint, with its optimizer state. */
+static tern_gpt2 *resume(tern_dist *comm, const char *dir, const char *opt, tern_precision p, bool zero1) {
+    tern_gpt2 *m = NULL;
+    CHECK_OK(tern_gpt2_load("cpu", dir, p, &m));
+    if (!m) return NULL;
+    CHECK_OK(tern_gpt2_set_dist(m, comm));
+    if (zero1) CHECK_OK(tern_gpt2_shard_optimizer(m));
+    CHECK_OK(tern_gpt2_load_optimizer(m, opt));
+    return m;
+}
+
+/* 2 ranks with ZeRO-1 against 2 ranks without it. The arithmetic is the same (the same
+ * gradient sum and norm, AdamW element by element on each rank's part, the parts gathered
+ * unchanged), so losses and parameters are bitwise equal, and so are the checkpoints both
+ * write. ZeRO-1's checkpoint resumed on 2 ranks with ZeRO-1 continues bitwise as the run
+ * itself; resumed on 1 rank of the whole global batch, within the tolerances of compare(). */
+static void compare_zero1(tern_dist *comm, tern_precision precision, bool decay_all,
+                          double loss_tol, double param_tol) {
+    int rank = tern_dist_rank(comm), world = tern_dist_world(comm), rows = GLOBAL_B / world;
+    char what[64], dir[64], plain_dir[96], zero_dir[96], plain_opt[128], zero_opt[128];
+    snprintf(what, sizeof what, "ZeRO-1, %s%s", tern_precision_name(precision),
+             decay_all ? "" : ", no decay on 1-d tensors");
+    tern_gpt2 *plain = open_tiny(comm, precision, false), *zero = open_tiny(comm, precision, true);
+    if (!plain || !zero) goto done;
+
+    /* m and v (and the bf16 run's f32 master) shrink to 1/world, less the padding. */
+    size_t pb = tern_gpt2_optimizer_bytes(plain), zb = tern_gpt2_optimizer_bytes(zero);
+    CHECKF(zb * (size_t)world >= pb && zb <= pb / (size_t)world + 3 * 64 * sizeof(float),
+           "%s: %zu bytes of optimizer state per rank, %zu without ZeRO-1", what, zb, pb);
+
+    float la[STEPS + MORE], lb[STEPS + MORE], lc[MORE];
+    run_steps(plain, 0, STEPS, rank * rows, rows, decay_all, la);
+    run_steps(zero, 0, STEPS, rank * rows, rows, decay_all, lb);
+    check_same(what, la, lb, STEPS, plain, zero);
+
+    shared_dir(comm, dir, sizeof dir);
+    snprintf(plain_dir, sizeof plain_dir, "%s/plain", dir);
+    snprintf(zero_dir, sizeof zero_dir, "%s/zero1", dir);
+    save(plain, plain_dir, plain_opt, sizeof plain_opt);
+    save(zero, zero_dir, zero_opt, sizeof zero_opt);
+    barrier(comm);
+    if (rank == 0) {
+        char plain_model[128], zero_model[128];
+        snprintf(plain_model, sizeof plain_model, "%s/model.safetensors", plain_dir);
+        snprintf(zero_model, sizeof zero_model, "%s/model.safetensors", zero_dir);
+        CHECKF(same_file(plain_opt, zero_opt), "%s: the optimizer files differ", what);
+        CHECKF(same_file(plain_model, zero_model), "%s: the model files differ", what);
+    }
+
+    /* Resumed on 2 ranks with ZeRO-1: bitwise the continued run. */
+    tern_gpt2 *again = resume(comm, zero_dir, zero_opt, precision, true);
+    run_steps(zero, STEPS, STEPS + MORE, rank * rows, rows, decay_all, lb);
+    if (again) {
+        run_steps(again, STEPS, STEPS + MORE, rank * rows, rows, decay_all, lc);
+        check_same(what, lb, lc, MORE, zero, again);
+        tern_gpt2_free(again);
+    }
+    /* Resumed on 1 rank with the global batch: the continued run, but for the order of sums.
+     * Every rank reads the sharded model's parameters (in bf16 a gather). */
+    tern_gpt2 *one = rank == 0 ? resume(NULL, zero_dir, zero_opt, precision, false) : NULL;
+    if (one) run_steps(one, STEPS, STEPS + MORE, 0, GLOBAL_B, decay_all, lc);
+    size_t n = 0, n_one = 0;
+    float *p_zero = read_params(zero, &n), *p_one = one ? read_params(one, &n_one) : NULL;
+    if (rank == 0) {
+        double worst = 0;
+        for (int s = 0; s < MORE; s++) worst = fmax(worst, fabs(lb[s] - lc[s]));
+        double e = p_zero && p_one && n == n_one ? check_rel_error(p_one, p_zero, n) : INFINITY;
+        CHECKF(worst <= loss_tol && e <= param_tol, "%s: resumed on 1 rank: losses %.3g apart, "
+               "parameters %.3g (tolerances %.1g, %.1g)", what, worst, e, loss_tol, param_tol);
+    }
+    free(p_zero);
+    free(p_one);
+    tern_gpt2_free(one);
+    barrier(comm);
+    if (rank == 0) {
+        remove_checkpoint(plain_dir);
+        remove_checkpoint(zero_dir);
+        rmdir(dir);
+        printf("%s: %d ranks with and without it: losses and parameters bitwise equal, "
+               "checkpoints identical; %zu bytes of optimizer state per rank instead of %zu\n",
+               what, world, zb, pb);
+    }
+done:
+    tern_gpt2_free(plain);
+    tern_gpt2_free(zero);
+}
+
+/* The model refuses ZeRO-1 once training started, and a new communicator after it. */
+static void check_zero1_errors(tern_dist *comm) {
+    tern_gpt2 *m = open_tiny(comm, TERN_PRECISION_FP32, false);
+    if (!m) return;
+    float losses[1];
+    run_steps(m, 0, 1, tern_dist_rank(comm) * 2, 2, true, losses);
+    CHECK_ERR(tern_gpt2_shard_optimizer(m), "ZeRO-1: the optimizer state must be sharded before training starts");
+    tern_gpt2_free(m);
+    m = open_tiny(comm, TERN_PRECISION_FP32, true);
+    if (m) CHECK_ERR(tern_gpt2_set_dist(m, NULL), "the communicator cannot change once ZeRO-1");
+    tern_gpt2_free(m);
+    /* One rank: nothing to shard. */
+    tern_gpt2 *alone = open_tiny(NULL, TERN_PRECISION_BF16, true);
+    m = open_tiny(NULL, TERN_PRECISION_BF16, false);
+    if (m && alone) CHECK(tern_gpt2_optimizer_bytes(alone) == tern_gpt2_optimizer_bytes(m));
+    tern_gpt2_free(alone);
+    tern_gpt2_free(m);
+}
+
 int main(void) {
     tern_dist *comm = NULL;
     CHECK_OK(tern_dist_open(&comm));
@@ -146,6 +338,10 @@ int main(void) {
      * 5e-3. */
     compare(comm, TERN_PRECISION_FP32, 1e-5, 1e-5);
     compare(comm, TERN_PRECISION_BF16, 2e-3, 5e-3);
+    compare_zero1(comm, TERN_PRECISION_FP32, true, 1e-5, 1e-5);
+    compare_zero1(comm, TERN_PRECISION_FP32, false, 1e-5, 1e-5);
+    compare_zero1(comm, TERN_PRECISION_BF16, false, 2e-3, 5e-3);
+    check_zero1_errors(comm);
     int status = check_summary(tern_dist_rank(comm) ? "test_dist_train (rank 1)" : "test_dist_train (rank 0)");
     tern_dist_close(comm);
     return status;

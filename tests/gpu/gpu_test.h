@@ -113,6 +113,9 @@ static tern_error *gtop_adamw(tern_dev *d, tern_buf p, tern_buf s, tern_buf g, t
 static tern_error *gtop_allreduce(tern_dev *d, tern_buf b, tern_dist *comm) {
     return gpu_allreduce_via_host(G(d), b, comm);
 }
+static tern_error *gtop_allgather(tern_dev *d, tern_buf b, tern_dist *comm) {
+    return gpu_allgather_via_host(G(d), b, comm);
+}
 static tern_error *gtop_build(tern_dev *d, tern_buf o, const tern_kernel *k) {
     return tern_rt_build(G(d)->rt, tern_arg_buf(o), k);
 }

@@ -127,6 +127,45 @@ static void t_shuffle_lane(tern_kb *kb, void *u) {
     (void)u;
     tern_simd_shuffle(tern_load(P_F32(kb, "x"), GID(kb)), tern_f32(1));
 }
+/* An MMA's fragments, 16 values per thread from buffer x. */
+static void mma_fragments(tern_kb *kb, tern_v x, tern_v a[8], tern_v b[4], tern_v c[4]) {
+    for (int j = 0; j < 8; j++) a[j] = tern_load(x, tern_add(tern_mul(GID(kb), tern_int(16)), tern_int(j)));
+    for (int j = 0; j < 4; j++) b[j] = tern_load(x, tern_add(tern_mul(GID(kb), tern_int(16)), tern_int(8 + j)));
+    for (int j = 0; j < 4; j++) c[j] = tern_load(x, tern_add(tern_mul(GID(kb), tern_int(16)), tern_int(12 + j)));
+}
+static void t_mma_int(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v a[8], b[4], c[4], d[4];
+    mma_fragments(kb, P_F32(kb, "x"), a, b, c);
+    b[2] = GID(kb);
+    tern_mma_bf16(kb, a, b, c, d);
+}
+static void t_mma_bool(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v a[8], b[4], c[4], d[4];
+    mma_fragments(kb, P_F32(kb, "x"), a, b, c);
+    c[3] = tern_lt(GID(kb), tern_int(3));
+    tern_mma_bf16(kb, a, b, c, d);
+}
+static void t_mma_null_a(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v a[8], b[4], c[4], d[4];
+    mma_fragments(kb, P_F32(kb, "x"), a, b, c);
+    tern_mma_bf16(kb, NULL, b, c, d);
+}
+static void t_mma_null_d(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v a[8], b[4], c[4];
+    mma_fragments(kb, P_F32(kb, "x"), a, b, c);
+    tern_mma_bf16(kb, a, b, c, NULL);
+}
+static void t_mma_unset(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v a[8], b[4], c[4], d[4];
+    mma_fragments(kb, P_F32(kb, "x"), a, b, c);
+    memset(&a[5], 0, sizeof a[5]);
+    tern_mma_bf16(kb, a, b, c, d);
+}
 static void t_print_holes(tern_kb *kb, void *u) {
     (void)u;
     tern_print(kb, "{} and {}", GID(kb));
@@ -213,6 +252,11 @@ static void test_trace_errors(void) {
     expect_trace_error("vec_width", t_vec_width, "widths are 2 or 4");
     expect_trace_error("simd_bool", t_simd_bool, "simd_sum of bool");
     expect_trace_error("shuffle_lane", t_shuffle_lane, "must be i32 or u32");
+    expect_trace_error("mma_int", t_mma_int, "mma_bf16's b[2] is i32, expected f32");
+    expect_trace_error("mma_bool", t_mma_bool, "mma_bf16's c[3] is bool, expected f32");
+    expect_trace_error("mma_null_a", t_mma_null_a, "mma_bf16: a is NULL");
+    expect_trace_error("mma_null_d", t_mma_null_d, "mma_bf16: d is NULL");
+    expect_trace_error("mma_unset", t_mma_unset, "mma_bf16's a[5] is not a value");
     expect_trace_error("print_holes", t_print_holes, "the format has 2 {} for 1 values");
     expect_trace_error("after_result", t_after_result, "after tern_result");
     expect_trace_error("result_in_block", t_result_in_block, "tern_result inside a block");
@@ -260,6 +304,13 @@ static void p_thread(tern_kb *kb, void *u) {
     (void)u;
     tern_result(kb, tern_cast(GID(kb), TERN_T_F32));
 }
+static void p_mma(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v x = tern_param_scalar(kb, "x", TERN_T_F32);
+    tern_v a[8] = {x, x, x, x, x, x, x, x}, b[4] = {x, x, x, x}, c[4] = {x, x, x, x}, d[4];
+    tern_mma_bf16(kb, a, b, c, d);
+    tern_result(kb, d[0]);
+}
 static void p_no_result(tern_kb *kb, void *u) {
     (void)u;
     tern_param_scalar(kb, "x", TERN_T_F32);
@@ -292,6 +343,7 @@ static void test_purity(void) {
     expect_impure("atomics_fn", p_atomic, "pure: it uses atomics");
     expect_impure("barriers", p_barrier, "pure: it uses a barrier");
     expect_impure("threads", p_thread, "pure: it reads the thread attribute global_id");
+    expect_impure("mma_fn", p_mma, "pure: it uses SIMD-group operations");
     expect_impure("no_result", p_no_result, "a function: it has no tern_result");
 }
 
@@ -317,6 +369,22 @@ static void k_divergent_simd(tern_kb *kb, void *u) {
     (void)u;
     tern_v x = P_F32(kb, "x");
     TERN_IF(kb, tern_lt(tern_simd_group(kb), tern_int(1))) { tern_store(x, GID(kb), tern_simd_sum(tern_load(x, GID(kb)))); }
+}
+static void k_mma(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v x = P_F32(kb, "x"), a[8], b[4], c[4];
+    mma_fragments(kb, x, a, b, c);
+    tern_mma_bf16(kb, a, b, c, c); /* d may be c */
+    tern_store(x, GID(kb), tern_add(c[0], c[3]));
+}
+static void k_divergent_mma(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v x = P_F32(kb, "x"), a[8], b[4], c[4], d[4];
+    TERN_IF(kb, tern_lt(tern_simd_group(kb), tern_int(1))) {
+        mma_fragments(kb, x, a, b, c);
+        tern_mma_bf16(kb, a, b, c, d);
+        tern_store(x, GID(kb), d[0]);
+    }
 }
 static void k_div_zero(tern_kb *kb, void *u) {
     (void)u;
@@ -375,6 +443,18 @@ static void test_launch_checks(tern_rt *rt) {
     tern_arg zs[] = {tern_arg_host(TERN_T_F32, z, 96)};
     CHECK_ERR(tern_launch(rt, k, tern_dims1(2), tern_dims1(48), zs, 1), "multiple of 32");
     tern_kernel_free(k);
+
+    /* an MMA needs whole SIMD groups too; its dump names the fragments */
+    CHECK_OK(tern_kernel_build("mma", k_mma, NULL, &k));
+    static float mx[96 * 16];
+    tern_arg ms[] = {tern_arg_host(TERN_T_F32, mx, 96 * 16)};
+    CHECK_ERR(tern_launch(rt, k, tern_dims1(2), tern_dims1(48), ms, 1), "multiple of 32");
+    CHECK_OK(tern_launch(rt, k, tern_dims1(3), tern_dims1(32), ms, 1));
+    char *dump = tern_kernel_dump(k);
+    CHECKF(dump && strstr(dump, "..+3: f32 = mma_bf16 a {") && strstr(dump, "}, b {") && strstr(dump, "}, c {"),
+           "dump:\n%s", dump ? dump : "(null)");
+    free(dump);
+    tern_kernel_free(k);
 }
 
 /* The interpreter's checks (host runtime only: GPUs do not check). */
@@ -400,6 +480,9 @@ static void test_interpreter_checks(tern_rt *rt) {
                      "barrier reached by 16 of the 32 threads");
     expect_run_error(rt, "divergent_simd", k_divergent_simd, tern_arg_host(TERN_T_F32, x, 128), tern_dims1(64),
                      "simd_sum reached by 32 of the 64 threads");
+    static float m[128 * 16];
+    expect_run_error(rt, "divergent_mma", k_divergent_mma, tern_arg_host(TERN_T_F32, m, 128 * 16), tern_dims1(64),
+                     "mma_bf16 reached by 32 of the 64 threads");
     expect_run_error(rt, "div_zero", k_div_zero, tern_arg_host(TERN_T_I32, zeros, 128), tern_dims1(32),
                      "integer division by zero");
     expect_run_error(rt, "misaligned", k_misaligned, tern_arg_host(TERN_T_F32, x, 128), tern_dims1(8),

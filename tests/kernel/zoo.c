@@ -706,6 +706,117 @@ done:
     return rc;
 }
 
+/* ---- mma_bf16: per SIMD group, D = A B + C for A 16 x 32, B 32 x 8 (two k-steps in a
+ * loop, accumulating in variables), and E = A[:, 0:16] B[0:16, :] with C = 0 constants ---- */
+
+#define MM_K 32
+#define MM_TILES 4 /* SIMD groups: two threadgroups of 64 threads */
+
+/* tern_mma_bf16's layout: register r of lane (g, t) is A[g + a_row][2t + a_col],
+ * B[2t + b_row][g], C[g + c_row][2t + c_col]. */
+static int mm_a_row(int r) { return r & 2 ? 8 : 0; }
+static int mm_a_col(int r) { return (r & 4 ? 8 : 0) + (r & 1); }
+static int mm_b_row(int r) { return (r & 2 ? 8 : 0) + (r & 1); }
+static int mm_c_row(int r) { return r & 2 ? 8 : 0; }
+static int mm_c_col(int r) { return r & 1; }
+
+/* base + (row + row_off) * ld + col + col_off, as DSL values */
+static tern_v mm_index(tern_v base, tern_v row, int row_off, int ld, tern_v col, int col_off) {
+    return tern_add(base, tern_add(tern_mul(tern_add(row, tern_int(row_off)), tern_int(ld)),
+                                   tern_add(col, tern_int(col_off))));
+}
+
+/* Lane (g, t)'s A and B fragments of k-step `step` (a DSL value: 0 or 1). */
+static void mm_load(tern_v A, tern_v B, tern_v tile, tern_v g, tern_v t, tern_v step, tern_v a[8], tern_v b[4]) {
+    tern_v k0 = tern_mul(step, tern_int(16)), t2 = tern_mul(t, tern_int(2));
+    tern_v abase = tern_mul(tile, tern_int(16 * MM_K)), bbase = tern_mul(tile, tern_int(MM_K * 8));
+    for (int r = 0; r < 8; r++)
+        a[r] = tern_load(A, mm_index(tern_add(abase, k0), g, mm_a_row(r), MM_K, t2, mm_a_col(r)));
+    for (int r = 0; r < 4; r++)
+        b[r] = tern_load(B, mm_index(tern_add(bbase, tern_mul(k0, tern_int(8))), t2, mm_b_row(r), 8, g, 0));
+}
+
+static void mma_trace(tern_kb *kb, void *user) {
+    (void)user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_F32, TERN_READ); /* [tiles][16][32] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_F32, TERN_READ); /* [tiles][32][8] */
+    tern_v C = tern_param_buf(kb, "C", TERN_T_F32, TERN_READ); /* [tiles][16][8] */
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);
+    tern_v E = tern_param_buf(kb, "E", TERN_T_F32, TERN_WRITE);
+    tern_v lane = tern_simd_lane(kb), tile = tern_div(tern_global_id(kb, 0), tern_int(32));
+    tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4)), t2 = tern_mul(t, tern_int(2));
+    tern_v cbase = tern_mul(tile, tern_int(16 * 8)), acc[4], a[8], b[4], d[4];
+    for (int r = 0; r < 4; r++) {
+        char name[8];
+        snprintf(name, sizeof name, "acc%d", r);
+        acc[r] = tern_var(kb, name, tern_load(C, mm_index(cbase, g, mm_c_row(r), 8, t2, mm_c_col(r))));
+    }
+    TERN_FOR(kb, step, tern_int(0), tern_int(2), tern_int(1)) {
+        mm_load(A, B, tile, g, t, step, a, b);
+        tern_mma_bf16(kb, a, b, acc, d);
+        for (int r = 0; r < 4; r++) tern_assign(acc[r], d[r]);
+    }
+    mm_load(A, B, tile, g, t, tern_int(0), a, b);
+    const tern_v zero[4] = {tern_f32(0.0f), tern_f32(0.0f), tern_f32(0.0f), tern_int(0)};
+    tern_mma_bf16(kb, a, b, zero, d);
+    for (int r = 0; r < 4; r++) {
+        tern_v at = mm_index(cbase, g, mm_c_row(r), 8, t2, mm_c_col(r));
+        tern_store(D, at, acc[r]);
+        tern_store(E, at, d[r]);
+    }
+}
+
+static float bf16_round(float x) { return tern_bf16_to_f32(tern_f32_to_bf16(x)); }
+
+/* want = C + sum over k < K of bf16(A) bf16(B) in double, and bound = the error an f32
+ * accumulation of those terms may make: (terms + 1) * 2^-23 * (|C| + sum |products|), the
+ * classic bound for a sum of n terms doubled so that accumulators that truncate pass too. */
+static void mm_reference(const float *A, const float *B, const float *C, int K, float *want, double *bound) {
+    for (int i = 0; i < 16; i++)
+        for (int j = 0; j < 8; j++) {
+            double sum = C ? C[i * 8 + j] : 0.0, mag = fabs(sum);
+            for (int k = 0; k < K; k++) {
+                double p = (double)bf16_round(A[i * MM_K + k]) * bf16_round(B[k * 8 + j]);
+                sum += p;
+                mag += fabs(p);
+            }
+            want[i * 8 + j] = (float)sum;
+            bound[i * 8 + j] = (K + 2) * ldexp(mag, -23);
+        }
+}
+
+static int mm_compare(const char *what, const float *got, const float *want, const double *bound, int n) {
+    int bad = 0;
+    for (int i = 0; i < n; i++)
+        if (!(fabs((double)got[i] - want[i]) <= bound[i] + 1e-6 * fabs((double)want[i])) && bad++ < 5)
+            fprintf(stderr, "  %s[%d]: got %.9g, want %.9g (tolerance %.3g)\n", what, i, got[i], want[i],
+                    bound[i]);
+    return bad;
+}
+
+static int mma_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
+    const int na = MM_TILES * 16 * MM_K, nb = MM_TILES * MM_K * 8, nc = MM_TILES * 16 * 8;
+    int rc = 0;
+    float *A = rand_f32(r, na, -2, 2), *B = rand_f32(r, nb, -2, 2), *C = rand_f32(r, nc, -4, 4);
+    float *D = poisoned(4 * nc), *E = poisoned(4 * nc), *wd = malloc(4 * nc), *we = malloc(4 * nc);
+    double *bd = malloc(sizeof(double) * nc), *be = malloc(sizeof(double) * nc);
+    /* exact ties between two bf16 values, so round-to-nearest-even shows: 1 + 2^-8 rounds
+     * down to 1, 1 + 3 * 2^-8 up to 1 + 2^-6 */
+    A[0] = 1.00390625f, A[1] = 1.01171875f, B[0] = -1.00390625f, B[9] = 1.01171875f;
+    for (int tile = 0; tile < MM_TILES; tile++) {
+        const float *a = A + tile * 16 * MM_K, *b = B + tile * MM_K * 8;
+        mm_reference(a, b, C + tile * 128, MM_K, wd + tile * 128, bd + tile * 128);
+        mm_reference(a, b, NULL, 16, we + tile * 128, be + tile * 128);
+    }
+    LAUNCH(rt, k, tern_dims1(2), tern_dims1(64), tern_arg_host_in(TERN_T_F32, A, na),
+           tern_arg_host_in(TERN_T_F32, B, nb), tern_arg_host_in(TERN_T_F32, C, nc),
+           tern_arg_host(TERN_T_F32, D, nc), tern_arg_host(TERN_T_F32, E, nc));
+    rc = mm_compare("mma_D", D, wd, bd, nc) + mm_compare("mma_E", E, we, be, nc);
+done:
+    free(A), free(B), free(C), free(D), free(E), free(wd), free(we), free(bd), free(be);
+    return rc;
+}
+
 /* ---- atomics: integer ops on global memory, a CAS loop, f32 add ---- */
 
 static void atomics_trace(tern_kb *kb, void *user) {
@@ -934,6 +1045,7 @@ const zoo_case zoo_cases[] = {
     {"vector", vector_trace, NULL, vector_run},
     {"shared", shared_trace, NULL, shared_run},
     {"simd", simd_trace, NULL, simd_run},
+    {"mma_bf16", mma_trace, NULL, mma_run},
     {"atomics", atomics_trace, NULL, atomics_run},
     {"grid3d", grid3d_trace, NULL, grid3d_run},
     {"call", call_trace, NULL, call_run},

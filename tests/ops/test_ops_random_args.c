@@ -106,6 +106,7 @@ static void call_random(ot_ctx *c, int op) {
         break;
     }
     case 22: err = o->allreduce(d, a, NULL); break; /* one rank: validation, then nothing */
+    case 23: err = o->allgather(d, a, NULL); break; /* likewise */
     default: break;
     }
     tern_error_free(err);
@@ -115,7 +116,7 @@ static void test_all(ot_ctx *c) {
     ot_seed(99);
     for (int round = 0; round < 60; round++) {
         make_pool(c);
-        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 23));
+        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 24));
         int ok = 1;
         for (int i = 0; i < POOL; i++) ok &= ot_guard_ok(c, pool[i]);
         CHECKF(ok, "%s: round %d: an operation wrote outside its views", c->handler, round);

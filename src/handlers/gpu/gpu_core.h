@@ -123,5 +123,7 @@ tern_error *gpu_adamw(gpu_core *g, tern_buf param, tern_buf shadow, tern_buf gra
 /* allreduce by way of host memory and MPI (download, sum, upload): for handlers without a
  * device-side collective engine. */
 tern_error *gpu_allreduce_via_host(gpu_core *g, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
+/* allgather the same way: this rank's segment down, MPI's gather, the whole buffer up. */
+tern_error *gpu_allgather_via_host(gpu_core *g, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
 
 #endif
