@@ -353,9 +353,10 @@ tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg);
  * (A is 16 x 16, B 16 x 8, C and D 16 x 8; this is PTX mma.m16n8k16 .row.col's fragment layout).
  * a and b are f32 values, rounded to bf16 (to nearest even) by the operation; c is f32.
  * All 16 operands must be f32. The products are exact in f32; the sums are f32, in an order
- * that differs between targets (the host and OpenCL add k = 0..15 in turn), so results
- * agree to f32 rounding, not bit for bit. CUDA runs the tensor-core instruction (sm_80 or
- * newer); OpenCL and Metal emulate it with SIMD shuffles (correct, slow). d may be the
+ * that differs between targets (the host, OpenCL and Metal add k = 0..15 in turn; tensor
+ * cores in their own order), so results agree to f32 rounding, not bit for bit. CUDA runs
+ * the tensor-core instruction (sm_80 or newer); OpenCL (over the SIMD scratch) and Metal
+ * (with shuffles) emulate it: correct, slow. d may be the
  * same array as c (it is written after every operand is read), so `tern_mma_bf16(kb, a, b,
  * acc, acc)` accumulates. */
 void tern_mma_bf16_at(tern_loc at, tern_kb *kb, const tern_v a[8], const tern_v b[4], const tern_v c[4],

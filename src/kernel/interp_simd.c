@@ -1,6 +1,7 @@
-/* SIMD-group operations (with the bf16 MMA), barriers and print in the interpreter. Reductions and scans use
- * the same combining order as the emitted code (butterfly for reductions, Hillis-Steele
- * for the scan), so float results match the GPU targets bit for bit. */
+/* SIMD-group operations (with the bf16 MMA), barriers and print in the interpreter.
+ * Reductions and scans use the same combining order as the emitted code (butterfly for
+ * reductions, Hillis-Steele for the scan), so float results match the GPU targets bit for
+ * bit. */
 #include <math.h>
 #include <stdio.h>
 
