@@ -44,6 +44,9 @@ struct tern_dev {
      * kind, and the scratch the score matrices live in */
     tern_kernel *att_kernels[2][8];
     tern_buf att_scratch;
+    /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
+    tern_kernel *flash[4];
+    int flash_hs;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
     int profile_len;
     /* allreduce and allgather (allreduce.c): NCCL's communicator (ncclComm_t), made on first

@@ -1,0 +1,458 @@
+/* Flash attention kernels (see flash_kernels.h), after the FlashAttention-2 scheme: the
+ * forward pass walks the key tiles up to the diagonal with an online softmax, keeping the
+ * running row maximum and sum; the backward pass recomputes the probabilities from the
+ * saved logsumexp, once per key tile for dK and dV and once per query tile for dQ, so that
+ * no two groups write the same gradient (deterministic, no atomics).
+ *
+ * Each SIMD group owns 16 rows of its tile and multiplies with tern_mma_bf16 (16 x 8 x 16
+ * tiles; the fragment layout is documented in tern/kernel.h: lane l holds rows g = l / 4
+ * and g + 8, columns 2t and 2t + 1 with t = l % 4, of each 16 x 8 result). The accumulator
+ * of one product is reused directly as the A operand of the next (columns 16kk .. 16kk+15
+ * are the result tiles 2kk and 2kk + 1), which is what keeps P and dS in registers. The
+ * operand tiles the four SIMD groups share (K and V, or Q and dO) are staged in threadgroup
+ * memory as bf16, rows padded by 16 bytes so that the eight rows one fragment load touches
+ * fall in different banks. */
+#include "flash_kernels.h"
+
+#include <math.h>
+#include <stdio.h>
+
+#define TILE CUDA_FLASH_TILE
+#define THREADS CUDA_FLASH_THREADS
+#define MAX_HS 128
+
+/* The lane's place in the fragments, and the group's head. */
+typedef struct fl_ctx {
+    tern_kb *kb;
+    int hs, KS, NT, LD; /* head size; k-steps and 8-wide tiles over it; shared row stride */
+    tern_v tid, lane, warp, g, t;
+    tern_v B, T, NH, C, b, h, bh;
+} fl_ctx;
+
+static fl_ctx fl_begin(tern_kb *kb, int hs, tern_v B, tern_v T, tern_v NH) {
+    fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8};
+    tern_max_threads(kb, THREADS);
+    f.tid = tern_local_id(kb, 0);
+    f.lane = tern_simd_lane(kb);
+    f.warp = tern_simd_group(kb);
+    f.g = tern_div(f.lane, tern_int(4));
+    f.t = tern_rem(f.lane, tern_int(4));
+    f.B = B, f.T = T, f.NH = NH;
+    f.C = tern_mul(NH, tern_int(hs));
+    f.bh = tern_group_id(kb, 1);
+    f.b = tern_div(f.bh, NH);
+    f.h = tern_rem(f.bh, NH);
+    return f;
+}
+
+/* The index of element (row, 0) of head h's matrix `part` (0 Q, 1 K, 2 V) in a [B, T, 3, NH,
+ * hs] buffer, or (parts = 1) of a [B, T, NH, hs] one; rows past T read row T - 1. */
+static tern_v row_index(const fl_ctx *f, int parts, int part, tern_v row) {
+    tern_v r = tern_min(row, tern_sub(f->T, tern_int(1)));
+    tern_v tok = tern_add(tern_mul(f->b, f->T), r);
+    tern_v base = parts == 3 ? tern_add(tern_mul(tok, tern_int(3)), tern_int(part)) : tok;
+    return tern_add(tern_mul(base, f->C), tern_mul(f->h, tern_int(f->hs)));
+}
+
+/* The A fragment of k-step kk from rows (index of element (row, 0)) r and r8 = row + 8 of a
+ * row-major matrix: columns 16kk + 2t (+1) and 16kk + 2t + 8 (+9). */
+static void a_frag(const fl_ctx *f, tern_v buf, tern_v r, tern_v r8, int kk, tern_v a[8]) {
+    tern_v c = tern_add(tern_mul(f->t, tern_int(2)), tern_int(16 * kk));
+    tern_v c8 = tern_add(c, tern_int(8));
+    tern_load_vec(buf, tern_add(r, c), 2, a);
+    tern_load_vec(buf, tern_add(r8, c), 2, a + 2);
+    tern_load_vec(buf, tern_add(r, c8), 2, a + 4);
+    tern_load_vec(buf, tern_add(r8, c8), 2, a + 6);
+}
+
+/* The B fragment (k-step kk, columns n0 .. n0 + 7) of B = M^T for a tile M in shared memory
+ * whose rows (ld elements apart) are the n: B[k][n] = M[n][k], two pairs of neighbours in
+ * row n0 + g. A product by a tile whose rows are the k instead uses the tile's transposed
+ * copy (stage_tile_t), so that every fragment load is a 4-byte pair. */
+static void b_frag(const fl_ctx *f, tern_v M, int ld, int n0, int kk, tern_v b[4]) {
+    tern_v row = tern_mul(tern_add(f->g, tern_int(n0)), tern_int(ld));
+    tern_v c = tern_add(tern_mul(f->t, tern_int(2)), tern_int(16 * kk));
+    tern_load_vec(M, tern_add(row, c), 2, b);
+    tern_load_vec(M, tern_add(row, tern_add(c, tern_int(8))), 2, b + 2);
+}
+
+/* The A fragment of k-step kk made from result tiles x[2kk] and x[2kk + 1] (16 x 8 each). */
+static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
+    for (int i = 0; i < 4; i++) {
+        a[i] = x[2 * kk][i];
+        a[4 + i] = x[2 * kk + 1][i];
+    }
+}
+
+/* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
+ * the shared tile dst [TILE, LD], 16 bytes per access, every thread of the group helping. */
+static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    int per_row = f->hs / 8, total = TILE * per_row;
+    for (int i = 0; i < total / THREADS; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * THREADS));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_v x[8];
+        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
+        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+    }
+}
+
+/* The same rows transposed: dst [hs, LDT] holds element (row, col) at col LDT + row. */
+#define LDT (TILE + 8)
+static void stage_tile_t(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    int per_row = f->hs / 8, total = TILE * per_row;
+    for (int i = 0; i < total / THREADS; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * THREADS));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_v x[8];
+        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
+        for (int j = 0; j < 8; j++)
+            tern_store(dst, tern_add(tern_mul(tern_add(col, tern_int(j)), tern_int(LDT)), row), x[j]);
+    }
+}
+
+/* Stages TILE floats of a [B, NH, T] row vector (lse or D) from position r0 (clamped),
+ * each times `mul`. */
+static void stage_rows(const fl_ctx *f, tern_v dst, tern_v src, tern_v r0, tern_v mul) {
+    TERN_IF(f->kb, tern_lt(f->tid, tern_int(TILE))) {
+        tern_v r = tern_min(tern_add(r0, f->tid), tern_sub(f->T, tern_int(1)));
+        tern_store(dst, f->tid, tern_mul(tern_load(src, tern_add(tern_mul(f->bh, f->T), r)), mul));
+    }
+}
+
+/* The softmax runs in base 2 (exp2 is one hardware instruction; exp is several): scores
+ * are scaled by scale log2(e), maxima and logsumexps kept in that unit. */
+static tern_v log2e(void) { return tern_f32(1.44269504088896341f); }
+
+/* The 16 x 8 results of a product of the group's 16 rows: s[j] = A B_j for j < n. */
+static void zero_tiles(tern_v x[][4], int n) {
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < 4; i++) x[j][i] = tern_f32(0.0f);
+}
+
+/* x[j] (j < 8) = A M^T over the head dimension, A in fragments a[kk], M [TILE, LD] rows of n. */
+static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M, tern_v x[][4]) {
+    zero_tiles(x, TILE / 8);
+    /* k-steps outside: consecutive products are independent, so the tensor cores' latency
+     * overlaps instead of chaining */
+    for (int kk = 0; kk < f->KS; kk++)
+        for (int j = 0; j < TILE / 8; j++) {
+            tern_v b[4], d[4];
+            b_frag(f, M, f->LD, 8 * j, kk, b);
+            tern_mma_bf16(kb, a[kk], b, x[j], d);
+            for (int i = 0; i < 4; i++) x[j][i] = d[i];
+        }
+}
+
+/* acc[n] += X M for X the 16 x TILE result tiles x (as A operands) and M [TILE, hs], given
+ * as its transpose Mt [hs, LDT]. */
+static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v Mt, tern_v acc[][4]) {
+    for (int kk = 0; kk < TILE / 16; kk++) {
+        tern_v a[8];
+        a_from_acc(x, kk, a);
+        for (int n = 0; n < f->NT; n++) {
+            tern_v b[4], c[4], d[4];
+            b_frag(f, Mt, LDT, 8 * n, kk, b);
+            for (int i = 0; i < 4; i++) c[i] = acc[n][i];
+            tern_mma_bf16(kb, a, b, c, d);
+            for (int i = 0; i < 4; i++) tern_assign(acc[n][i], d[i]);
+        }
+    }
+}
+
+/* Variables for 16 x hs accumulators, zeroed. */
+static void acc_vars(tern_kb *kb, int NT, const char *name, tern_v acc[][4]) {
+    char buf[32];
+    for (int n = 0; n < NT; n++)
+        for (int i = 0; i < 4; i++) {
+            snprintf(buf, sizeof buf, "%s%d_%d", name, n, i);
+            acc[n][i] = tern_var(kb, buf, tern_f32(0.0f));
+        }
+}
+
+/* Row r's 16 x hs accumulator tiles acc to buf (rows r and r + 8 of head matrix `part`,
+ * those below T), each value times scale_lo (row g) or scale_hi (row g + 8). */
+static void store_rows(const fl_ctx *f, tern_v buf, int parts, int part, tern_v r, tern_v acc[][4],
+                       tern_v scale_lo, tern_v scale_hi) {
+    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v base = row_index(f, parts, part, r), base8 = row_index(f, parts, part, r8);
+    for (int n = 0; n < f->NT; n++) {
+        tern_v col = tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * n));
+        tern_v lo[2] = {tern_mul(acc[n][0], scale_lo), tern_mul(acc[n][1], scale_lo)};
+        tern_v hi[2] = {tern_mul(acc[n][2], scale_hi), tern_mul(acc[n][3], scale_hi)};
+        TERN_IF(f->kb, tern_lt(r, f->T)) { tern_store_vec(buf, tern_add(base, col), 2, lo); }
+        TERN_IF(f->kb, tern_lt(r8, f->T)) { tern_store_vec(buf, tern_add(base8, col), 2, hi); }
+    }
+}
+
+/* Sum or max of a value over the four lanes that share a row. */
+static tern_v quad_max(tern_v x) {
+    x = tern_max(x, tern_simd_shuffle_xor(x, tern_int(1)));
+    return tern_max(x, tern_simd_shuffle_xor(x, tern_int(2)));
+}
+static tern_v quad_sum(tern_v x) {
+    x = tern_add(x, tern_simd_shuffle_xor(x, tern_int(1)));
+    return tern_add(x, tern_simd_shuffle_xor(x, tern_int(2)));
+}
+
+/* The column (key or query position) of element i of result tile j, for a tile at c0. */
+static tern_v col_of(const fl_ctx *f, tern_v c0, int j, int i) {
+    return tern_add(c0, tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * j + (i & 1))));
+}
+
+/* ---- forward ---- */
+
+static void trace_forward(tern_kb *kb, void *user) {
+    int hs = *(const int *)user;
+    tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
+    tern_v out = tern_param_buf(kb, "out", TERN_T_BF16, TERN_WRITE);
+    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    int LD = f.LD, KS = f.KS, NT = f.NT;
+    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
+    tern_v Vt = tern_shared(kb, "Vt", TERN_T_BF16, (size_t)hs * LDT);
+    tern_v scale2 = tern_mul(scale, log2e());
+
+    /* the last query tiles have the most key tiles: they go first */
+    tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
+    tern_v qt = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
+    tern_v r = tern_add(tern_add(tern_mul(qt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
+    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v qa[MAX_HS / 16][8];
+    for (int kk = 0; kk < KS; kk++) a_frag(&f, qkv, row_index(&f, 3, 0, r), row_index(&f, 3, 0, r8), kk, qa[kk]);
+
+    tern_v m[2] = {tern_var(kb, "m_lo", tern_f32(-INFINITY)), tern_var(kb, "m_hi", tern_f32(-INFINITY))};
+    tern_v l[2] = {tern_var(kb, "l_lo", tern_f32(0.0f)), tern_var(kb, "l_hi", tern_f32(0.0f))};
+    tern_v o[MAX_HS / 8][4];
+    acc_vars(kb, NT, "o", o);
+
+    TERN_FOR(kb, kt, tern_int(0), tern_add(qt, tern_int(1)), tern_int(1)) {
+        tern_v k0 = tern_mul(kt, tern_int(TILE));
+        tern_barrier(kb); /* everyone is done with the previous tiles */
+        stage_tile(&f, Ks, qkv, 3, 1, k0);
+        stage_tile_t(&f, Vt, qkv, 3, 2, k0);
+        tern_barrier(kb);
+        tern_v s[TILE / 8][4];
+        product_rows_n(kb, &f, qa, Ks, s);
+        /* scale, mask above the diagonal, and the new row maxima */
+        tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
+        for (int j = 0; j < TILE / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                tern_v row = i < 2 ? r : r8;
+                tern_v x = tern_mul(s[j][i], scale2);
+                s[j][i] = tern_select(tern_le(col_of(&f, k0, j, i), row), x, tern_f32(-INFINITY));
+                mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
+            }
+        tern_v alpha[2];
+        for (int h = 0; h < 2; h++) {
+            tern_v mnew = quad_max(tern_max(m[h], mx[h])); /* finite: key k0 <= row always */
+            alpha[h] = tern_exp2(tern_sub(m[h], mnew));
+            tern_assign(m[h], mnew);
+        }
+        tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
+        for (int j = 0; j < TILE / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                s[j][i] = tern_exp2(tern_sub(s[j][i], m[i / 2]));
+                sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
+            }
+        for (int h = 0; h < 2; h++) tern_assign(l[h], tern_fma(l[h], alpha[h], sum[h]));
+        for (int n = 0; n < NT; n++)
+            for (int i = 0; i < 4; i++) tern_assign(o[n][i], tern_mul(o[n][i], alpha[i / 2]));
+        accumulate_rows_k(kb, &f, s, Vt, o);
+    }
+    /* each lane summed its own columns: the row sums need the quad */
+    tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
+    tern_v inv[2] = {tern_div(tern_f32(1.0f), total[0]), tern_div(tern_f32(1.0f), total[1])};
+    store_rows(&f, out, 1, 0, r, o, inv[0], inv[1]);
+    TERN_IF(kb, tern_eq(f.t, tern_int(0))) {
+        TERN_IF(kb, tern_lt(r, T)) {
+            tern_store(lse, tern_add(tern_mul(f.bh, T), r),
+                       tern_mul(tern_add(m[0], tern_log2(total[0])), tern_f32(0.693147180559945309f)));
+        }
+        TERN_IF(kb, tern_lt(r8, T)) {
+            tern_store(lse, tern_add(tern_mul(f.bh, T), r8),
+                       tern_mul(tern_add(m[1], tern_log2(total[1])), tern_f32(0.693147180559945309f)));
+        }
+    }
+}
+
+/* ---- D = rowsum(dO * O): one thread per (b, t, h) row ---- */
+
+static void trace_delta(tern_kb *kb, void *user) {
+    int hs = *(const int *)user;
+    tern_v out = tern_param_buf(kb, "out", TERN_T_BF16, TERN_READ);
+    tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v i = tern_global_id(kb, 0); /* (b T + t) NH + h */
+    TERN_IF(kb, tern_lt(i, tern_mul(tern_mul(B, T), NH))) {
+        tern_v h = tern_rem(i, NH), bt = tern_div(i, NH);
+        tern_v b = tern_div(bt, T), t = tern_rem(bt, T);
+        tern_v base = tern_mul(i, tern_int(hs));
+        tern_v acc = tern_f32(0.0f);
+        for (int c = 0; c < hs; c += 8) {
+            tern_v x[8], y[8];
+            tern_load_vec(out, tern_add(base, tern_int(c)), 8, x);
+            tern_load_vec(dout, tern_add(base, tern_int(c)), 8, y);
+            for (int j = 0; j < 8; j++) acc = tern_fma(x[j], y[j], acc);
+        }
+        tern_store(D, tern_add(tern_mul(tern_add(tern_mul(b, NH), h), T), t), acc);
+    }
+}
+
+/* ---- backward: dK and dV, one key tile per group ---- */
+
+static void trace_backward_kv(tern_kb *kb, void *user) {
+    int hs = *(const int *)user;
+    tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
+    tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
+    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_READ);
+    tern_v dqkv = tern_param_buf(kb, "dqkv", TERN_T_BF16, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    int LD = f.LD, KS = f.KS, NT = f.NT;
+    tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, (size_t)TILE * LD);
+    tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, (size_t)TILE * LD);
+    tern_v Qt = tern_shared(kb, "Qt", TERN_T_BF16, (size_t)hs * LDT);
+    tern_v dOt = tern_shared(kb, "dOt", TERN_T_BF16, (size_t)hs * LDT);
+    tern_v scale2 = tern_mul(scale, log2e());
+    tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, TILE);
+    tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, TILE);
+
+    /* the first key tiles see the most query tiles: group 0 takes tile 0 */
+    tern_v kt = tern_group_id(kb, 0);
+    tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
+    tern_v r = tern_add(tern_add(tern_mul(kt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
+    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
+    for (int kk = 0; kk < KS; kk++) {
+        a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
+        a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
+    }
+    tern_v dk[MAX_HS / 8][4], dv[MAX_HS / 8][4];
+    acc_vars(kb, NT, "dk", dk);
+    acc_vars(kb, NT, "dv", dv);
+
+    TERN_FOR(kb, qt, kt, tiles, tern_int(1)) {
+        tern_v q0 = tern_mul(qt, tern_int(TILE));
+        tern_barrier(kb);
+        stage_tile(&f, Qs, qkv, 3, 0, q0);
+        stage_tile(&f, dOs, dout, 1, 0, q0);
+        stage_tile_t(&f, Qt, qkv, 3, 0, q0);
+        stage_tile_t(&f, dOt, dout, 1, 0, q0);
+        stage_rows(&f, Ls, lse, q0, log2e());
+        stage_rows(&f, Ds, D, q0, tern_f32(1.0f));
+        tern_barrier(kb);
+        /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
+        tern_v p[TILE / 8][4], dp[TILE / 8][4];
+        product_rows_n(kb, &f, ka, Qs, p);
+        product_rows_n(kb, &f, va, dOs, dp); /* dP^T = V dO^T */
+        for (int j = 0; j < TILE / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                tern_v q = col_of(&f, q0, j, i), key = i < 2 ? r : r8;
+                tern_v at = tern_sub(q, q0);
+                tern_v live = tern_land(tern_ge(q, key), tern_lt(q, T));
+                tern_v pe = tern_exp2(tern_fma(p[j][i], scale2, tern_neg(tern_load(Ls, at))));
+                p[j][i] = tern_select(live, pe, tern_f32(0.0f));
+                /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
+                dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(Ds, at))), scale);
+            }
+        accumulate_rows_k(kb, &f, p, dOt, dv);  /* dV += P^T dO */
+        accumulate_rows_k(kb, &f, dp, Qt, dk);  /* dK += dS^T Q */
+    }
+    tern_v one = tern_f32(1.0f);
+    store_rows(&f, dqkv, 3, 1, r, dk, one, one);
+    store_rows(&f, dqkv, 3, 2, r, dv, one, one);
+}
+
+/* ---- backward: dQ, one query tile per group ---- */
+
+static void trace_backward_q(tern_kb *kb, void *user) {
+    int hs = *(const int *)user;
+    tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
+    tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
+    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_READ);
+    tern_v dqkv = tern_param_buf(kb, "dqkv", TERN_T_BF16, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    int LD = f.LD, KS = f.KS, NT = f.NT;
+    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
+    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
+    tern_v Kt = tern_shared(kb, "Kt", TERN_T_BF16, (size_t)hs * LDT);
+
+    tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
+    tern_v qt = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
+    tern_v r = tern_add(tern_add(tern_mul(qt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
+    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v qa[MAX_HS / 16][8], da[MAX_HS / 16][8];
+    for (int kk = 0; kk < KS; kk++) {
+        a_frag(&f, qkv, row_index(&f, 3, 0, r), row_index(&f, 3, 0, r8), kk, qa[kk]);
+        a_frag(&f, dout, row_index(&f, 1, 0, r), row_index(&f, 1, 0, r8), kk, da[kk]);
+    }
+    tern_v last = tern_sub(T, tern_int(1));
+    tern_v rows = tern_mul(f.bh, T);
+    tern_v L[2] = {tern_mul(tern_load(lse, tern_add(rows, tern_min(r, last))), log2e()),
+                   tern_mul(tern_load(lse, tern_add(rows, tern_min(r8, last))), log2e())};
+    tern_v scale2 = tern_mul(scale, log2e());
+    tern_v Dr[2] = {tern_load(D, tern_add(rows, tern_min(r, last))), tern_load(D, tern_add(rows, tern_min(r8, last)))};
+    tern_v dq[MAX_HS / 8][4];
+    acc_vars(kb, NT, "dq", dq);
+
+    TERN_FOR(kb, kt, tern_int(0), tern_add(qt, tern_int(1)), tern_int(1)) {
+        tern_v k0 = tern_mul(kt, tern_int(TILE));
+        tern_barrier(kb);
+        stage_tile(&f, Ks, qkv, 3, 1, k0);
+        stage_tile(&f, Vs, qkv, 3, 2, k0);
+        stage_tile_t(&f, Kt, qkv, 3, 1, k0);
+        tern_barrier(kb);
+        tern_v p[TILE / 8][4], dp[TILE / 8][4];
+        product_rows_n(kb, &f, qa, Ks, p);  /* S = Q K^T */
+        product_rows_n(kb, &f, da, Vs, dp); /* dP = dO V^T */
+        for (int j = 0; j < TILE / 8; j++)
+            for (int i = 0; i < 4; i++) {
+                tern_v row = i < 2 ? r : r8;
+                tern_v pe = tern_exp2(tern_fma(p[j][i], scale2, tern_neg(L[i / 2])));
+                p[j][i] = tern_select(tern_le(col_of(&f, k0, j, i), row), pe, tern_f32(0.0f));
+                dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], Dr[i / 2])), scale);
+            }
+        accumulate_rows_k(kb, &f, dp, Kt, dq); /* dQ += dS K */
+    }
+    tern_v one = tern_f32(1.0f);
+    store_rows(&f, dqkv, 3, 0, r, dq, one, one);
+}
+
+bool cuda_flash_fits(int hs, const size_t *offsets, int count) {
+    if (hs <= 0 || hs % 16 || hs > MAX_HS) return false;
+    for (int i = 0; i < count; i++)
+        if (offsets[i] % 8) return false; /* 16 bytes of bf16 */
+    return true;
+}
+
+tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, tern_kernel **out) {
+    *out = NULL;
+    if (!cuda_flash_fits(hs, NULL, 0))
+        return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
+    switch (which) {
+    case CUDA_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &hs, out);
+    case CUDA_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &hs, out);
+    case CUDA_FLASH_BACKWARD_KV: return tern_kernel_build("flash_backward_kv", trace_backward_kv, &hs, out);
+    case CUDA_FLASH_BACKWARD_Q: return tern_kernel_build("flash_backward_q", trace_backward_q, &hs, out);
+    }
+    return tern_errorf("unknown flash attention kernel %d", (int)which);
+}
