@@ -21,7 +21,6 @@ static void layout_decode(tern_gpt2 *m, gpt2_pools *p, gpt2_decode *dc) {
     dc->ln = GPT2_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = GPT2_FN(take)(p, POOL_ACT, rows * 3 * C);
     dc->atty = GPT2_FN(take)(p, POOL_ACT, rows * C);
-    dc->proj = GPT2_FN(take)(p, POOL_ACT, rows * C);
     dc->fch = GPT2_FN(take)(p, POOL_ACT, rows * 4 * C);
     dc->logits = GPT2_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
 }
@@ -61,6 +60,15 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     return NULL;
 }
 
+/* x[rows, out] = x + in[rows, k] @ w[k, out] + b: a residual update as one product. beta = 1
+ * makes the product accumulate into x (the bias is still added once), which saves the
+ * projection's own output and an add kernel: two kernels a layer per decoded token. */
+static tern_error *residual_linear(tern_dev *d, tern_buf x, tern_buf in, tern_buf w, tern_buf b, int rows,
+                                   int k, int out) {
+    tern_matmul mm = {.m = rows, .n = out, .k = k, .alpha = 1.0f, .beta = 1.0f, .bias = b};
+    return OP(matmul)(d, x, in, w, &mm);
+}
+
 /* Runs T new positions of each of B sequences through the model, from the tokens in
  * `tokens` [B*T] at positions pos[0] .., extending the KV cache, and samples each
  * sequence's next token into dc->token. */
@@ -73,27 +81,27 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     size_t n = (size_t)rows * C;
     tern_buf x = tern_view(dc->x, 0, n), ln = tern_view(dc->ln, 0, n);
     tern_buf qkv = tern_view(dc->qkv, 0, 3 * n), atty = tern_view(dc->atty, 0, n);
-    tern_buf proj = tern_view(dc->proj, 0, n), fch = tern_view(dc->fch, 0, 4 * n);
+    tern_buf fch = tern_view(dc->fch, 0, 4 * n);
     tern_buf none = tern_none();
 
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
+        /* x = x + proj(attention(ln_1(x))) */
         TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l),
                                rows, C, eps));
         TERN_TRY(GPT2_FN(linear)(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows,
                                  C, 3 * C, TERN_EPILOGUE_NONE, none));
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, C,
                                       NH, dc->max_T));
-        TERN_TRY(GPT2_FN(linear)(d, proj, atty, gpt2_w(m, GPT2_ATTPROJW, l),
-                                 gpt2_w(m, GPT2_ATTPROJB, l), rows, C, C, TERN_EPILOGUE_NONE, none));
-        TERN_TRY(OP(add)(d, x, x, proj));
+        TERN_TRY(residual_linear(d, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
+                                 rows, C, C));
+        /* x = x + proj(gelu(fc(ln_2(x)))) */
         TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l),
                                rows, C, eps));
         TERN_TRY(GPT2_FN(linear)(d, fch, ln, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C,
                                  4 * C, TERN_EPILOGUE_GELU, none));
-        TERN_TRY(GPT2_FN(linear)(d, proj, fch, gpt2_w(m, GPT2_FCPROJW, l),
-                                 gpt2_w(m, GPT2_FCPROJB, l), rows, 4 * C, C, TERN_EPILOGUE_NONE, none));
-        TERN_TRY(OP(add)(d, x, x, proj));
+        TERN_TRY(residual_linear(d, x, fch, gpt2_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
+                                 rows, 4 * C, C));
     }
     TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LNFW, 0), gpt2_w(m, GPT2_LNFB, 0),
                            rows, C, eps));

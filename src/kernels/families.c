@@ -26,10 +26,13 @@ static const struct {
     [GK_ATTENTION_DKDV] = {"attention_dkdv", gk_trace_attention_dkdv},
     [GK_ATTENTION_DQ] = {"attention_dq", gk_trace_attention_dq},
     [GK_ATTENTION_CACHED] = {"attention_cached", gk_trace_attention_cached},
+    [GK_ATTENTION_COMBINE] = {"attention_cached_combine", gk_trace_attention_combine},
     [GK_CROSS_ENTROPY] = {"cross_entropy", gk_trace_cross_entropy},
     [GK_SAMPLE] = {"sample", gk_trace_sample},
     [GK_MATMUL] = {"matmul", gk_trace_matmul},
     [GK_EPILOGUE] = {"epilogue", gk_trace_epilogue},
+    [GK_GEMV] = {"gemv", gk_trace_gemv},
+    [GK_GEMV_T] = {"gemv_t", gk_trace_gemv_t},
 };
 
 const char *gk_family_name(gk_family f) {

@@ -38,11 +38,14 @@ typedef enum gk_family {
     GK_ATTENTION_DELTA,    /* delta[b, h, t] = dout . out (backward's row term) */
     GK_ATTENTION_DKDV,     /* dk, dv: one thread per key row */
     GK_ATTENTION_DQ,       /* dq: one thread per query row */
-    GK_ATTENTION_CACHED,   /* KV-cache store + attention of the new rows */
+    GK_ATTENTION_CACHED,   /* KV-cache store + attention of the new rows (or of a split) */
+    GK_ATTENTION_COMBINE,  /* attention_cached's splits merged into out */
     GK_CROSS_ENTROPY,
     GK_SAMPLE,
     GK_MATMUL,             /* tiled C = alpha op(A) op(B) + beta C + bias, GELU epilogue */
     GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
+    GK_GEMV,               /* small-m C = alpha A B + beta C + bias, B [k, n] */
+    GK_GEMV_T,             /* the same with B [n, k] (trans_b) */
     GK_FAMILY_COUNT
 } gk_family;
 
@@ -88,13 +91,17 @@ enum {
 #define GK_SS_GROUP 256
 #define GK_SS_MAX_GROUPS 1024
 
-/* LAYERNORM: one SIMD group per row, GK_LN_ROWS rows per group of 32 * GK_LN_ROWS.
+/* LAYERNORM: one SIMD group per row, GK_LN_ROWS rows per group of 32 * GK_LN_ROWS (fewer
+ * rows: one group of 32 * rows).
  * LAYERNORM_BACKWARD: the same groups; SIMD group s of the grid takes rows s, s + S, ...
  * and writes its partial dw, db to partial[s, 2, C]. */
 #define GK_LN_ROWS 8
 /* n[1] = C when the row fits in registers (C % 32 == 0, C / 32 <= GK_LN_MAX_PER_LANE):
  * the unrolled path; 0: C is a runtime scalar (generic path). */
 #define GK_LN_MAX_PER_LANE 64
+/* The forward's register path also loads w and b with x, before the statistics, when a
+ * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers. */
+#define GK_LN_EARLY_PER_LANE 32
 
 /* EMBED, EMBED_BACKWARD_WPE: one thread per W channels of a row; groups of GK_EW_GROUP.
  * EMBED_SORT: one thread per row, groups of GK_SORT_GROUP (a tile of tokens in shared).
@@ -125,8 +132,14 @@ static inline int gk_att_split(int hs, int backward) {
     return sp;
 }
 
-/* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t). */
+/* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t), or per (b, h, t, split)
+ * when its positions are split S ways (few rows: decoding); then ATTENTION_COMBINE merges the
+ * splits, one thread per output element in groups of GK_EW_GROUP. The splits' partial results
+ * take (hs + 2) floats each; the core keeps room for GK_AC_SPLIT_ROWS of them. */
 #define GK_AC_GROUP 512
+#define GK_AC_MAX_SPLITS 16
+#define GK_AC_SPLIT_ROWS 256
+#define GK_AC_SPLIT_MIN 32 /* positions per split at max_T, at least */
 
 /* CROSS_ENTROPY: one group of GK_CE_GROUP per row. */
 #define GK_CE_GROUP 512
@@ -142,6 +155,15 @@ static inline int gk_att_split(int hs, int backward) {
 #define GK_MM_KT 16
 #define GK_MM_THREADS 256
 #define GK_MM_BLOCK 16 /* k-slices per partial sum */
+
+/* GEMV, GEMV_T (gemv.c): products with m <= GK_GEMV_MAX_M rows of A (decoding), groups of
+ * GK_GEMV_GROUP threads. GEMV: a group per TC * W columns of C, grid ceil(n / (TC W)).
+ * GEMV_T: GK_GEMV_ROWS outputs per SIMD group, grid ceil(n / (GK_GEMV_ROWS * GROUP / 32)).
+ * A's rows are staged in threadgroup memory k-chunks of at most GK_GEMV_X_BYTES. */
+#define GK_GEMV_MAX_M 8
+#define GK_GEMV_GROUP 256
+#define GK_GEMV_ROWS 4
+#define GK_GEMV_X_BYTES 32768
 
 /* The trace functions. */
 void gk_trace_fill(tern_kb *kb, void *spec);
@@ -164,9 +186,12 @@ void gk_trace_attention_delta(tern_kb *kb, void *spec);
 void gk_trace_attention_dkdv(tern_kb *kb, void *spec);
 void gk_trace_attention_dq(tern_kb *kb, void *spec);
 void gk_trace_attention_cached(tern_kb *kb, void *spec);
+void gk_trace_attention_combine(tern_kb *kb, void *spec);
 void gk_trace_cross_entropy(tern_kb *kb, void *spec);
 void gk_trace_sample(tern_kb *kb, void *spec);
 void gk_trace_matmul(tern_kb *kb, void *spec);
 void gk_trace_epilogue(tern_kb *kb, void *spec);
+void gk_trace_gemv(tern_kb *kb, void *spec);
+void gk_trace_gemv_t(tern_kb *kb, void *spec);
 
 #endif

@@ -7,7 +7,9 @@
  * (C a runtime value, x re-read per pass); n[2] = forward: bit 0 store mean, bit 1 rstd.
  *
  * SIMD reductions need the whole threadgroup, so a SIMD group past the last row computes
- * on the last row and stores nothing. */
+ * on the last row and stores nothing. The forward may be launched with fewer SIMD groups
+ * than GK_LN_ROWS (one per row when there are fewer rows: decoding's single row is one SIMD
+ * group); nothing in it depends on the group's size. */
 #include "kernels/kutil.h"
 
 /* Forward. Parameters: out, x, w, b, [mean], [rstd], rows, C, eps. */
@@ -36,11 +38,19 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 
     if (Cc) {
         int chunks = Cc / 32 / W;
-        tern_v xs[GK_LN_MAX_PER_LANE];
+        tern_v xs[GK_LN_MAX_PER_LANE], wv[GK_LN_MAX_PER_LANE], bv[GK_LN_MAX_PER_LANE];
         tern_v sum = tern_f32(0.0f);
+        /* w and b are loaded with x, before the statistics, when they fit in registers too:
+         * their latency then overlaps x's instead of following the reductions (a one-row
+         * layernorm, as in decoding, is that latency and little else) */
+        bool early = chunks * W <= GK_LN_EARLY_PER_LANE;
         for (int k = 0; k < chunks; k++) {
             tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
             ku_load(x, tern_add(base, col), W, xs + k * W);
+            if (early) {
+                ku_load(w, col, W, wv + k * W);
+                ku_load(b, col, W, bv + k * W);
+            }
         }
         /* pairwise within the lane, then across lanes */
         for (int j = 0; j < chunks * W; j++) sum = j ? tern_add(sum, xs[j]) : xs[0];
@@ -55,11 +65,13 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
         TERN_IF(kb, valid) {
             for (int k = 0; k < chunks; k++) {
                 tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-                tern_v wv[8], bv[8], o[8];
-                ku_load(w, col, W, wv);
-                ku_load(b, col, W, bv);
+                if (!early) {
+                    ku_load(w, col, W, wv + k * W);
+                    ku_load(b, col, W, bv + k * W);
+                }
+                tern_v o[8];
                 for (int j = 0; j < W; j++)
-                    o[j] = tern_fma(tern_mul(tern_sub(xs[k * W + j], mu), rs), wv[j], bv[j]);
+                    o[j] = tern_fma(tern_mul(tern_sub(xs[k * W + j], mu), rs), wv[k * W + j], bv[k * W + j]);
                 ku_store(out, tern_add(base, col), W, o);
             }
         }

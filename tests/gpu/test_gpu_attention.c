@@ -58,9 +58,12 @@ static void test_attention(void) {
     CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &sv));
 }
 
+/* Few rows (every single-row step here, and the first shape's prefill) split their positions
+ * across groups (2, 10 and 16 ways for these max_T) and merge the parts; the third shape's
+ * prefill (1120 rows) is not split and runs past one group's 512 positions. */
 static void test_attention_cached(void) {
-    int shapes[2][4] = {{2, 16, 2, 40}, {1, 64, 1, 300}}; /* B, C, NH, max_T */
-    for (int s = 0; s < 2; s++) {
+    int shapes[3][5] = {{2, 16, 2, 40, 7}, {1, 64, 1, 300, 260}, {1, 32, 2, 600, 560}}; /* B, C, NH, max_T, T0 */
+    for (int s = 0; s < 3; s++) {
         int B = shapes[s][0], C = shapes[s][1], NH = shapes[s][2], maxT = shapes[s][3];
         size_t cache = (size_t)B * maxT * C;
         for (int i = 0; i < 2; i++) {
@@ -68,7 +71,7 @@ static void test_attention_cached(void) {
             tern_dtype dt = floats[i];
             gt_pair kc = gt_make(dt, cache, 0, NULL), vc = gt_make(dt, cache, 1, NULL), pp = gt_make(TERN_I32, 1, 0, NULL);
             /* a prefill of T0 rows, then single rows, up past one group of positions */
-            int p = 0, T0 = s ? 260 : 7;
+            int p = 0, T0 = shapes[s][4];
             while (p < maxT) {
                 int T = p == 0 ? T0 : 1;
                 if (p + T > maxT) break;

@@ -3,6 +3,7 @@
  * row's base-2 logsumexp, so validation here checks that length (the shared validator
  * checks the cpu handler's B * NH * T * T). */
 #include <math.h>
+#include <stdlib.h>
 
 #include "handlers/gpu/gpu_internal.h"
 
@@ -122,6 +123,31 @@ tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, te
                    9);
 }
 
+/* How many ways attention_cached splits each row's positions: one group per row fills a GPU
+ * when there are many rows (prefill); decoding one token has B NH rows (12 for GPT-2 124M),
+ * so there each row's positions are split into up to GK_AC_MAX_SPLITS parts, each a group
+ * (12 x 16 = 192 groups): while the split partials fit the core's GK_AC_SPLIT_ROWS, and no
+ * more parts than max_T has runs of GK_AC_SPLIT_MIN positions. The choice depends only on
+ * the shape, never on the position, so a captured graph replays it at every position.
+ * TERN_GPU_AC_SPLITS=<n> lowers the most parts to n (1: no split), for measurements. */
+static int cached_splits(size_t rows, int max_T) {
+    size_t s = GK_AC_MAX_SPLITS;
+    const char *env = getenv("TERN_GPU_AC_SPLITS");
+    int want = env && *env ? atoi(env) : 0;
+    if (want >= 1 && (size_t)want < s) s = (size_t)want;
+    if (s > GK_AC_SPLIT_ROWS / rows) s = GK_AC_SPLIT_ROWS / rows;
+    size_t by_len = ((size_t)max_T + GK_AC_SPLIT_MIN - 1) / GK_AC_SPLIT_MIN;
+    if (s > by_len) s = by_len;
+    return s > 1 ? (int)s : 1;
+}
+
+/* The split partials' buffer, allocated once at its full size (GK_AC_SPLIT_ROWS rows of
+ * hs + 2 floats) and never moved: a captured graph keeps its address. */
+static tern_error *split_partials(gpu_core *g) {
+    if (g->att_partial.mem) return NULL;
+    return tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial);
+}
+
 tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache,
                                  tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
                                  int max_T) {
@@ -140,9 +166,26 @@ tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, te
     s.t[3] = gpu_t(qkv);
     s.n[0] = hs;
     s.n[1] = gpu_width(all, 4, (size_t)hs);
-    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv),
-                       tern_arg_buf(pos), gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH),
-                       tern_arg_i32(max_T), tern_arg_f32(head_scale(C, NH))};
-    size_t groups = (size_t)B * (size_t)NH * (size_t)T;
-    return gpu_run(g, op, GK_ATTENTION_CACHED, &s, tern_dims1((uint32_t)groups), tern_dims1(GK_AC_GROUP), args, 11);
+    size_t rows = (size_t)B * (size_t)NH * (size_t)T;
+    int splits = cached_splits(rows, max_T);
+    tern_arg dst = tern_arg_buf(out);
+    if (splits > 1) {
+        TERN_TRY(tern_error_wrap(split_partials(g), "%s", op));
+        dst = tern_arg_dev(g->att_partial);
+        s.n[2] = splits;
+    }
+    tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),
+                       gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T),
+                       tern_arg_f32(head_scale(C, NH))};
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, tern_dims1((uint32_t)(rows * (size_t)splits)),
+                     tern_dims1(GK_AC_GROUP), args, 11));
+    if (splits == 1) return NULL;
+    gk_spec sc = {0};
+    sc.t[0] = gpu_t(out);
+    sc.n[0] = hs;
+    sc.n[1] = splits;
+    tern_arg cargs[] = {tern_arg_buf(out), tern_arg_dev(g->att_partial), tern_arg_buf(pos), tern_arg_i32(T),
+                        tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T), tern_arg_i32((int32_t)rows)};
+    return gpu_run(g, op, GK_ATTENTION_COMBINE, &sc, tern_dims1(gpu_groups(rows * (size_t)hs, GK_EW_GROUP)),
+                   tern_dims1(GK_EW_GROUP), cargs, 8);
 }

@@ -153,6 +153,7 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->fault);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
+        tern_rt_free(g->rt, &g->att_partial);
     }
     free(g->allocs);
     memset(g, 0, sizeof *g);

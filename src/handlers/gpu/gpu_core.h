@@ -48,6 +48,8 @@ typedef struct gpu_core {
     size_t scratch_len;
     tern_dbuf scratch_i;     /* i32, grown on demand */
     size_t scratch_i_len;
+    tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
+                              * moved (the decode step's graphs hold its address) */
 } gpu_core;
 
 /* Sets up a core over rt (which stays the caller's: close it after gpu_core_free). */
@@ -85,9 +87,18 @@ tern_error *gpu_scratch_buf(gpu_core *g, size_t len, tern_buf *out) TERN_MUST_US
 tern_error *gpu_matmul_epilogue(gpu_core *g, tern_buf c, tern_buf src, size_t src_ld, size_t src_stride,
                                 const tern_matmul *mm, const tern_matmul_dims *d) TERN_MUST_USE;
 
-/* The DSL matmul (a tiled kernel; a handler may prefer a vendor library). */
+/* The DSL matmul (a tiled kernel; a handler may prefer a vendor library). Products that
+ * gpu_gemv_applies to go to the GEMV kernels. */
 tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b,
                        const tern_matmul *mm) TERN_MUST_USE;
+
+/* The small-m products (src/kernels/gemv.c, gemv.c here): m <= GK_GEMV_MAX_M, batch 1, A not
+ * transposed; the rest of the contract (B either way, strides, alpha, beta, bias, GELU, aux)
+ * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
+ * the arguments of a validated product (d as tern_validate_matmul filled it). */
+bool gpu_gemv_applies(const tern_matmul_dims *d);
+tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                     const tern_matmul_dims *d) TERN_MUST_USE;
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols,
                          float beta) TERN_MUST_USE;
 tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) TERN_MUST_USE;

@@ -37,8 +37,11 @@ tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rst
     args[c++] = tern_arg_i32(rows);
     args[c++] = tern_arg_i32(C);
     args[c++] = tern_arg_f32(eps);
+    /* a SIMD group per row, GK_LN_ROWS per group; fewer rows (decoding's one) get a group of
+     * just their SIMD groups rather than idle ones computing on a clamped row */
+    uint32_t simd_groups = rows < GK_LN_ROWS ? (uint32_t)rows : GK_LN_ROWS;
     return gpu_run(g, "layernorm", GK_LAYERNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
-                   tern_dims1(32 * GK_LN_ROWS), args, c);
+                   tern_dims1(32 * simd_groups), args, c);
 }
 
 tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db,

@@ -1,4 +1,5 @@
-/* The DSL matmul (src/kernels/matmul.c) behind the full tern_matmul contract. */
+/* The DSL matmul (src/kernels/matmul.c) behind the full tern_matmul contract; products with
+ * few rows of A go to the GEMV kernels (gemv.c). */
 #include "handlers/gpu/gpu_internal.h"
 
 tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
@@ -7,6 +8,7 @@ tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const te
     TERN_TRY(gpu_check_index("matmul", "a", a.len));
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
     TERN_TRY(gpu_check_index("matmul", "c", c.len));
+    if (gpu_gemv_applies(&d)) return gpu_gemv(g, c, a, b, mm, &d); /* few rows of A: gemv.c */
     if (d.batch > 65535) return tern_errorf("matmul: batch = %d exceeds the GPU grid's limit of 65535", d.batch);
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
     gk_spec s = {0};

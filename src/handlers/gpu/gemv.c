@@ -1,0 +1,98 @@
+/* The small-m products (src/kernels/gemv.c) behind tern_matmul: which products they take,
+ * and their launch geometry.
+ *
+ * The rule (gpu_gemv_applies): m <= GK_GEMV_MAX_M rows of A, a single product (batch 1),
+ * A not transposed. Anything else in the contract is taken: any lda and ldc, B either way
+ * round and any ldb (odd strides and offsets only narrow the vector width), alpha, beta,
+ * bias, GELU and aux, any k (A's rows are staged in k-chunks). m = 8 covers decoding up to
+ * eight sequences: there B is read once for all rows, as for one. */
+#include <stdlib.h>
+
+#include "handlers/gpu/gpu_internal.h"
+
+/* Groups wanted at least, where the columns allow, before a GEMV group widens its column
+ * tile: two per multiprocessor of a 132-SM H200, so every SM streams its share of B. */
+#define GEMV_MIN_GROUPS 264
+
+bool gpu_gemv_applies(const tern_matmul_dims *d) {
+    return d->m >= 1 && d->m <= GK_GEMV_MAX_M && d->batch == 1 && !d->trans_a;
+}
+
+/* B's vector width: 16 bytes, narrowed until B's offset, its row stride and `row` (n for
+ * B [k, n], whose threads read W columns; k for B [n, k], read in W-element words) are all
+ * multiples of it. */
+static int b_width(tern_buf b, size_t ldb, size_t row) {
+    int w = gpu_width(&b, 1, row);
+    while (w > 1 && ldb % (size_t)w != 0) w /= 2;
+    return w;
+}
+
+/* Threads per group across the columns of B [k, n] (TC): at least a 32-byte sector of each
+ * row per group (TC W esize >= 32), widened up to 8 while that still leaves GEMV_MIN_GROUPS
+ * groups (wider rows per SIMD group read more contiguously). TERN_GPU_GEMV_TC (a power of
+ * two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
+ * which bounds the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
+static int columns_threads(int n, int w, size_t esize) {
+    int tc = (int)(32 / ((size_t)w * esize));
+    if (tc < 1) tc = 1;
+    while (tc < 8 && ((size_t)n + 2 * (size_t)tc * (size_t)w - 1) / (2 * (size_t)tc * (size_t)w) >= GEMV_MIN_GROUPS)
+        tc *= 2;
+    const char *env = getenv("TERN_GPU_GEMV_TC");
+    int want = env && *env ? atoi(env) : 0;
+    if (want >= 1 && want <= 32 && (want & (want - 1)) == 0) tc = want;
+    while (tc > 1 && tc * w > 64) tc /= 2;
+    return tc;
+}
+
+tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                     const tern_matmul_dims *d) {
+    if (!gpu_gemv_applies(d))
+        return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
+                           d->k, d->batch, d->trans_a ? ", A transposed" : "");
+    bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
+    TERN_TRY(gpu_check_index("matmul", "a", a.len));
+    TERN_TRY(gpu_check_index("matmul", "b", b.len));
+    TERN_TRY(gpu_check_index("matmul", "c", c.len));
+    if (has_aux) TERN_TRY(gpu_check_index("matmul", "aux", mm->aux.len));
+    size_t a_size = tern_dtype_size(a.dtype);
+    /* A's k-chunk: all of k (rounded up to 256) when m rows of it fit in GK_GEMV_X_BYTES */
+    size_t kc = ((size_t)d->k + 255) / 256 * 256;
+    size_t cap = GK_GEMV_X_BYTES / ((size_t)d->m * a_size) / 256 * 256;
+    if (kc > cap) kc = cap;
+
+    gk_spec s = {0};
+    s.t[0] = gpu_t(c);
+    s.t[1] = gpu_t(a);
+    s.t[2] = gpu_t(b);
+    s.t[3] = has_bias ? gpu_t(mm->bias) : 0;
+    s.t[4] = has_aux ? gpu_t(mm->aux) : 0;
+    s.n[0] = d->m;
+    s.n[1] = b_width(b, d->ldb, d->trans_b ? (size_t)d->k : (size_t)d->n);
+    s.n[2] = mm->epilogue == TERN_EPILOGUE_GELU;
+    s.n[3] = has_bias;
+    s.n[4] = has_aux;
+    s.n[6] = (int32_t)kc;
+    uint32_t groups;
+    if (d->trans_b) {
+        groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
+    } else {
+        s.n[5] = columns_threads(d->n, s.n[1], tern_dtype_size(b.dtype));
+        groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
+    }
+    tern_arg args[12];
+    size_t n = 0;
+    args[n++] = tern_arg_buf(c);
+    args[n++] = tern_arg_buf(a);
+    args[n++] = tern_arg_buf(b);
+    if (has_bias) args[n++] = tern_arg_buf(mm->bias);
+    if (has_aux) args[n++] = tern_arg_buf(mm->aux);
+    args[n++] = tern_arg_i32(d->n);
+    args[n++] = tern_arg_i32(d->k);
+    args[n++] = tern_arg_i32((int32_t)d->lda);
+    args[n++] = tern_arg_i32((int32_t)d->ldb);
+    args[n++] = tern_arg_i32((int32_t)d->ldc);
+    args[n++] = tern_arg_f32(mm->alpha);
+    args[n++] = tern_arg_f32(mm->beta);
+    return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(GK_GEMV_GROUP),
+                   args, n);
+}

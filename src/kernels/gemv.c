@@ -1,0 +1,285 @@
+/* Matrix products with few rows of A (decoding: one row per sequence), as matrix-vector
+ * products that stream B once at memory speed:
+ *
+ *   C[m, n] = epilogue(alpha * A[m, k] op(B) + beta * C + bias[n]), aux = the value before GELU,
+ *
+ * for m <= GK_GEMV_MAX_M, one batch entry, A not transposed; A, C, bias, aux f32 or bf16, B
+ * f32, bf16 or f16; f32 accumulation in a fixed order (no atomics): the same inputs give
+ * the same bits on every run.
+ *
+ * Both families stage the m rows of A (x) in threadgroup memory, in A's own dtype, once per
+ * group and k-chunk of up to KC columns (KC chosen on the host so that m * KC elements fit
+ * in GK_GEMV_X_BYTES). Before the staging barrier each thread already issues the loads of
+ * its first rows of B, so their memory latency overlaps x's.
+ *
+ * GK_GEMV, B [k, n] (Hugging Face's Conv1D layout: GPT-2's qkv, projections, fc): a group of
+ * GK_GEMV_GROUP threads owns CT = TC * W consecutive columns of C. Thread t reads the W
+ * columns cl = t % TC (one 16-byte load per row of B) of rows kl, kl + TK, ... (kl = t / TC,
+ * TK = GK_GEMV_GROUP / TC threads along k): the TC threads of a row read TC * 16 contiguous
+ * bytes, and a SIMD group reads 32 / TC rows at once. Each thread keeps m * W partial sums;
+ * the SIMD group adds its k-lanes by a shuffle butterfly (lanes TC, 2 TC, ... apart), the
+ * SIMD groups' sums meet in threadgroup memory and are added in group order.
+ *
+ * GK_GEMV_T, B [n, k] (trans_b: the logits against the tied embedding wte [Vp, C]): each
+ * SIMD group owns GK_GEMV_ROWS rows of B (outputs), each a dot product with x over k: lane l
+ * reads 16-byte words l, l + 32, ... of each row (512 contiguous bytes per row and step),
+ * keeps m partial sums per row, and a SIMD sum gives each output.
+ *
+ * Spec: t[0] C, t[1] A, t[2] B, t[3] bias, t[4] aux (absent ones 0); n[0] = m (1 ..
+ * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
+ * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
+ * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256).
+ * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
+ * Grid: GK_GEMV ceil(n / (TC W)) groups; GK_GEMV_T ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). */
+#include "kernels/kutil.h"
+
+#define G GK_GEMV_GROUP
+#define NW (GK_GEMV_GROUP / 32) /* SIMD groups per threadgroup */
+#define R GK_GEMV_ROWS
+
+typedef struct gemv_params {
+    tern_v c, a, b, bias, aux;
+    tern_v N, K, lda, ldb, ldc, alpha, beta;
+    bool gelu, has_bias, has_aux;
+    int M, W, KC;
+    int a_size; /* bytes per element of A (and of x in threadgroup memory) */
+} gemv_params;
+
+static gemv_params params(tern_kb *kb, const gk_spec *s) {
+    gemv_params p;
+    p.M = s->n[0], p.W = s->n[1], p.KC = s->n[6];
+    p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4];
+    p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
+    p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
+    p.a = ku_buf(kb, "a", s->t[1], TERN_READ);
+    p.b = ku_buf(kb, "b", s->t[2], TERN_READ);
+    p.bias = p.has_bias ? ku_buf(kb, "bias", s->t[3], TERN_READ) : tern_int(0);
+    p.aux = p.has_aux ? ku_buf(kb, "aux", s->t[4], TERN_WRITE) : tern_int(0);
+    p.N = tern_param_scalar(kb, "n", TERN_T_I32);
+    p.K = tern_param_scalar(kb, "k", TERN_T_I32);
+    p.lda = tern_param_scalar(kb, "lda", TERN_T_I32);
+    p.ldb = tern_param_scalar(kb, "ldb", TERN_T_I32);
+    p.ldc = tern_param_scalar(kb, "ldc", TERN_T_I32);
+    p.alpha = tern_param_scalar(kb, "alpha", TERN_T_F32);
+    p.beta = tern_param_scalar(kb, "beta", TERN_T_F32);
+    return p;
+}
+
+/* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly).
+ * Consecutive threads read consecutive elements of a row. */
+static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
+    for (int r = 0; r < p->M; r++) {
+        tern_v arow = tern_add(tern_mul(tern_int(r), p->lda), k0);
+        TERN_FOR(kb, e, tid, kc, tern_int(G)) {
+            tern_store(xs, tern_add(tern_int(r * p->KC), e), tern_load(p->a, tern_add(arow, e)));
+        }
+    }
+}
+
+/* C[r, j] from the finished sum: alpha acc (+ beta C, read only when beta != 0) + bias[j],
+ * aux[r, j] = that, then GELU; the same order as the tiled matmul (matmul.c). */
+static void finish(tern_kb *kb, const gemv_params *p, tern_v r, tern_v j, tern_v acc) {
+    tern_v at = tern_add(tern_mul(r, p->ldc), j);
+    tern_v v = tern_var(kb, "out", tern_mul(p->alpha, acc));
+    TERN_IF(kb, tern_ne(p->beta, tern_f32(0.0f))) {
+        tern_assign(v, tern_fma(p->alpha, acc, tern_mul(p->beta, tern_load(p->c, at))));
+    }
+    tern_v x = v;
+    if (p->has_bias) x = tern_add(x, tern_load(p->bias, j));
+    if (p->has_aux) tern_store(p->aux, tern_add(tern_mul(r, p->N), j), x); /* aux is dense [m, n] */
+    if (p->gelu) x = ku_gelu(x);
+    tern_store(p->c, at, x);
+}
+
+/* W consecutive elements from index i of a buffer of `size`-byte elements, in accesses of
+ * at most 16 bytes. */
+static void load_wide(tern_v buf, tern_v i, int w, int size, tern_v *out) {
+    int step = w > 16 / size ? 16 / size : w;
+    for (int j = 0; j < w; j += step) ku_load(buf, tern_add(i, tern_int(j)), step, out + j);
+}
+
+/* ---- B [k, n] ---- */
+
+/* Rows per unrolled step (loads issued together, before the products that use them): 8, or
+ * 4 for m > 2 (m W accumulators take registers too), and no more than a thread's rows of a
+ * chunk (KC / TK; 6 for GPT-2's k = 768 at TK = 128). */
+static int gemv_unroll(int M, int KC, int TK) {
+    int u = M <= 2 ? 8 : 4, rows = (KC + TK - 1) / TK;
+    return rows < u ? rows : u;
+}
+
+/* acc[r][w] += x[r, p] * b[w] for one row p of this chunk (b: the row's W values). `valid`,
+ * when not NULL, leaves acc unchanged where false (an inf or NaN in a row outside the chunk
+ * must not reach the sums, so the product is discarded rather than zeroed). */
+static void row_fma(const gemv_params *p, tern_v xs, tern_v row, const tern_v *b, tern_v acc[][8],
+                    const tern_v *valid) {
+    for (int r = 0; r < p->M; r++) {
+        tern_v x = tern_load(xs, tern_add(tern_int(r * p->KC), row));
+        for (int w = 0; w < p->W; w++) {
+            tern_v f = tern_fma(x, b[w], acc[r][w]);
+            tern_assign(acc[r][w], valid ? tern_select(*valid, f, acc[r][w]) : f);
+        }
+    }
+}
+
+void gk_trace_gemv(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    gemv_params p = params(kb, s);
+    int M = p.M, W = p.W, TC = s->n[5], TK = G / TC, CT = TC * W, U = gemv_unroll(M, p.KC, TK);
+    tern_max_threads(kb, G);
+    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
+    tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
+
+    tern_v tid = tern_local_id(kb, 0);
+    tern_v cl = tern_rem(tid, tern_int(TC)), kl = tern_div(tid, tern_int(TC));
+    tern_v col0 = tern_mul(tern_group_id(kb, 0), tern_int(CT));
+    /* this thread's W columns; past n (the last group), the last W columns are read instead
+     * and the results dropped (W divides n, so N - W is a whole vector) */
+    tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p.N, tern_int(W)));
+
+    tern_v acc[GK_GEMV_MAX_M][8];
+    for (int r = 0; r < M; r++)
+        for (int w = 0; w < W; w++) acc[r][w] = tern_var(kb, "acc", tern_f32(0.0f));
+
+    TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
+        tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
+        tern_v last = tern_sub(kc, tern_int(1));
+        /* the first U rows, clamped into the chunk, loaded before x is staged */
+        tern_v pre_row[8], pre[8][8];
+        for (int u = 0; u < U; u++) {
+            pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
+            ku_load(p.b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p.ldb), jc), W, pre[u]);
+        }
+        tern_barrier(kb); /* the previous chunk's x is no longer read */
+        stage_x(kb, &p, xs, k0, kc, tid);
+        tern_barrier(kb);
+        for (int u = 0; u < U; u++) {
+            tern_v valid = tern_lt(tern_add(kl, tern_int(u * TK)), kc);
+            row_fma(&p, xs, pre_row[u], pre[u], acc, &valid);
+        }
+        /* the rest in steps of U rows (all loads first), then one row at a time */
+        tern_v row = tern_var(kb, "row", tern_add(kl, tern_int(U * TK)));
+        TERN_WHILE(kb, tern_lt(tern_add(row, tern_int((U - 1) * TK)), kc)) {
+            tern_v bv[8][8];
+            for (int u = 0; u < U; u++) {
+                tern_v pr = tern_add(k0, tern_add(row, tern_int(u * TK)));
+                ku_load(p.b, tern_add(tern_mul(pr, p.ldb), jc), W, bv[u]);
+            }
+            for (int u = 0; u < U; u++) row_fma(&p, xs, tern_add(row, tern_int(u * TK)), bv[u], acc, NULL);
+            tern_assign(row, tern_add(row, tern_int(U * TK)));
+        }
+        TERN_WHILE(kb, tern_lt(row, kc)) {
+            tern_v bv[8];
+            ku_load(p.b, tern_add(tern_mul(tern_add(k0, row), p.ldb), jc), W, bv);
+            row_fma(&p, xs, row, bv, acc, NULL);
+            tern_assign(row, tern_add(row, tern_int(TK)));
+        }
+    }
+
+    /* the SIMD group's k-lanes (lanes with the same cl) by a butterfly; then lanes 0 .. TC-1
+     * hold the group's sums of their columns */
+    tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v sum[GK_GEMV_MAX_M][8];
+    for (int r = 0; r < M; r++)
+        for (int w = 0; w < W; w++) {
+            tern_v v = acc[r][w];
+            for (int mask = TC; mask < 32; mask *= 2) v = tern_add(v, tern_simd_shuffle_xor(v, tern_int(mask)));
+            sum[r][w] = v;
+        }
+    TERN_IF(kb, tern_lt(lane, tern_int(TC))) {
+        for (int r = 0; r < M; r++) {
+            tern_v at = tern_add(tern_mul(tern_add(tern_mul(sg, tern_int(M)), tern_int(r)), tern_int(CT)),
+                                 tern_mul(cl, tern_int(W)));
+            ku_store_f32(red, at, W, sum[r]);
+        }
+    }
+    tern_barrier(kb);
+    /* one thread per output of the group: the SIMD groups' sums in group order */
+    TERN_FOR(kb, o, tid, tern_int(M * CT), tern_int(G)) {
+        tern_v r = tern_div(o, tern_int(CT)), c = tern_rem(o, tern_int(CT));
+        tern_v j = tern_add(col0, c);
+        TERN_IF(kb, tern_lt(j, p.N)) {
+            tern_v total = tern_load(red, o); /* SIMD group 0: [0, r, c] is element o */
+            for (int g = 1; g < NW; g++) total = tern_add(total, tern_load(red, tern_add(o, tern_int(g * M * CT))));
+            finish(kb, &p, r, j, total);
+        }
+    }
+}
+
+/* ---- B [n, k] ---- */
+
+/* acc[i][r] += x[r, q W ..] . B[row i, k0 + q W ..] for one 16-byte word q of R rows. */
+static void word_fma(const gemv_params *p, tern_v xs, tern_v q, tern_v b[][8], tern_v acc[][GK_GEMV_MAX_M],
+                     const tern_v *valid) {
+    for (int r = 0; r < p->M; r++) {
+        tern_v x[8];
+        load_wide(xs, tern_add(tern_int(r * p->KC), tern_mul(q, tern_int(p->W))), p->W, p->a_size, x);
+        for (int i = 0; i < R; i++) {
+            tern_v f = acc[i][r];
+            for (int w = 0; w < p->W; w++) f = tern_fma(x[w], b[i][w], f);
+            tern_assign(acc[i][r], valid ? tern_select(*valid, f, acc[i][r]) : f);
+        }
+    }
+}
+
+void gk_trace_gemv_t(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    gemv_params p = params(kb, s);
+    int M = p.M, W = p.W;
+    tern_max_threads(kb, G);
+    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
+
+    tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb);
+    tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(NW * R)), tern_mul(tern_simd_group(kb), tern_int(R)));
+    tern_v brow[R]; /* where this SIMD group's rows start in B; past n, row n - 1 (dropped) */
+    for (int i = 0; i < R; i++)
+        brow[i] = tern_mul(tern_min(tern_add(j0, tern_int(i)), tern_sub(p.N, tern_int(1))), p.ldb);
+
+    tern_v acc[R][GK_GEMV_MAX_M];
+    for (int i = 0; i < R; i++)
+        for (int r = 0; r < M; r++) acc[i][r] = tern_var(kb, "acc", tern_f32(0.0f));
+
+    TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
+        tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
+        tern_v words = tern_div(kc, tern_int(W)); /* W divides k and KC */
+        /* word `lane` of each row (clamped into the chunk), loaded before x is staged */
+        tern_v q0 = tern_min(lane, tern_sub(words, tern_int(1)));
+        tern_v pre[R][8];
+        for (int i = 0; i < R; i++)
+            ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q0, tern_int(W)))), W, pre[i]);
+        tern_barrier(kb); /* the previous chunk's x is no longer read */
+        stage_x(kb, &p, xs, k0, kc, tid);
+        tern_barrier(kb);
+        tern_v valid = tern_lt(lane, words);
+        word_fma(&p, xs, q0, pre, acc, &valid);
+        /* the rest two words per row at a time (2 R loads in flight), then one */
+        tern_v q = tern_var(kb, "q", tern_add(lane, tern_int(32)));
+        TERN_WHILE(kb, tern_lt(tern_add(q, tern_int(32)), words)) {
+            tern_v b0[R][8], b1[R][8];
+            tern_v q1 = tern_add(q, tern_int(32));
+            for (int i = 0; i < R; i++) {
+                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q, tern_int(W)))), W, b0[i]);
+                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q1, tern_int(W)))), W, b1[i]);
+            }
+            word_fma(&p, xs, q, b0, acc, NULL);
+            word_fma(&p, xs, q1, b1, acc, NULL);
+            tern_assign(q, tern_add(q, tern_int(64)));
+        }
+        TERN_IF(kb, tern_lt(q, words)) {
+            tern_v b0[R][8];
+            for (int i = 0; i < R; i++)
+                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q, tern_int(W)))), W, b0[i]);
+            word_fma(&p, xs, q, b0, acc, NULL);
+        }
+    }
+
+    /* each output's sum over the lanes; output (i, r) is finished by lane i M + r */
+    for (int i = 0; i < R; i++)
+        for (int r = 0; r < M; r++) {
+            tern_v total = tern_simd_sum(acc[i][r]);
+            tern_v j = tern_add(j0, tern_int(i));
+            TERN_IF(kb, tern_land(tern_eq(lane, tern_int(i * M + r)), tern_lt(j, p.N))) {
+                finish(kb, &p, tern_int(r), j, total);
+            }
+        }
+}

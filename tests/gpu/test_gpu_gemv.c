@@ -1,0 +1,242 @@
+/* The GEMV kernels (src/kernels/gemv.c: matmul with m <= 8 rows of A, batch 1) against the
+ * cpu handler, on each runtime: m = 1 .. 8, B [k, n] and [n, k], every epilogue (none,
+ * GELU, GELU with aux), bias with beta 0 and beta != 0, alpha != 1, dtype mixes (f32, bf16,
+ * f16 B), odd sizes (k and n not multiples of the vector width or of a group's columns),
+ * row strides and odd offsets (the scalar paths), k longer than one staged chunk, and
+ * GPT-2's decode shapes. Then: the same call twice gives the same bits, C is not read when
+ * beta == 0 (it holds NaN), and every variant compiles with NVRTC for sm_90.
+ *
+ * Tolerances: f32 results 2e-5 norm-wise (sums of up to 3072 products in different orders:
+ * the cpu handler's per-thread blocks against the kernel's lanes and butterflies); results
+ * stored in bf16 1e-2 (8 significant bits; the two sides may round an f32 tie-near value
+ * to neighbouring bf16 values). */
+#include "gpu_test.h"
+#include "handlers/gpu/gpu_internal.h"
+
+typedef struct gv_case {
+    int m, n, k;
+    bool trans_b;
+    tern_dtype ta, tb, tc, tbias; /* tbias also aux's dtype */
+    int epilogue;                 /* 0 none, 1 GELU, 2 GELU with aux */
+    bool bias;
+    float alpha, beta;
+    int pad;    /* added to lda, ldb and ldc (0: dense) */
+    size_t off; /* view offsets of A, B, C, bias (odd: the vector width drops) */
+} gv_case;
+
+/* Runs one product on both sides and compares C (and aux); returns C of the GPU side as
+ * raw bytes when `bits` is not NULL (for the determinism check). */
+static void run_case(const gv_case *t, unsigned char **bits) {
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->trans_b, .alpha = t->alpha, .beta = t->beta,
+                      .epilogue = t->epilogue ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
+    size_t b_rows = t->trans_b ? (size_t)t->n : (size_t)t->k, b_cols = t->trans_b ? (size_t)t->k : (size_t)t->n;
+    if (t->pad) {
+        mm.lda = t->k + t->pad;
+        mm.ldb = (int)b_cols + t->pad;
+        mm.ldc = t->n + t->pad;
+    }
+    size_t lda = mm.lda ? (size_t)mm.lda : (size_t)t->k, ldb = mm.ldb ? (size_t)mm.ldb : b_cols;
+    size_t ldc = mm.ldc ? (size_t)mm.ldc : (size_t)t->n;
+    size_t a_len = (size_t)t->m * lda, b_len = b_rows * ldb, c_len = (size_t)t->m * ldc;
+    float *a = gt_random(a_len, -1, 1), *b = gt_random(b_len, -1, 1), *c0 = gt_random(c_len, -2, 2);
+    float *bias = gt_random((size_t)t->n, -1, 1);
+    gt_pair pa = gt_make(t->ta, a_len, t->off, a), pb = gt_make(t->tb, b_len, t->off * 3, b);
+    /* C [m, ldc]: poisoned (NaN) when beta == 0, so a kernel that reads it shows */
+    gt_pair pc = gt_make(t->tc, c_len, t->off, t->beta != 0 ? c0 : NULL);
+    gt_pair pbias = gt_make(t->tbias, (size_t)t->n, t->off * 5, bias);
+    gt_pair paux = gt_make(t->tbias, (size_t)t->m * t->n, 0, NULL); /* aux [m, n] */
+    if (t->beta == 0 && t->pad) { /* C's padding columns stay NaN on both sides: compare the rest */
+        float *z = calloc(c_len, sizeof *z);
+        gt_free(&pc);
+        pc = gt_make(t->tc, c_len, t->off, z);
+        free(z);
+    }
+    for (int gt_s_ = 0; gt_s_ < 2; gt_s_++) {
+        gt_side *sd = gt_s_ ? &gt_gpu : &gt_cpu;
+        tern_matmul x = mm;
+        if (t->bias) x.bias = V(pbias);
+        if (t->epilogue == 2) x.aux = V(paux);
+        CHECK_OK(sd->ops->matmul(sd->d, V(pc), V(pa), V(pb), &x));
+    }
+    double tol = gt_tol(t->tc, 2e-5);
+    GT_EXPECT(pc, tol, "gemv m %d n %d k %d%s %s/%s/%s epi %d bias %d beta %g pad %d off %zu", t->m, t->n, t->k,
+              t->trans_b ? " Bt" : "", tern_dtype_name(t->ta), tern_dtype_name(t->tb), tern_dtype_name(t->tc),
+              t->epilogue, t->bias, (double)t->beta, t->pad, t->off);
+    if (t->epilogue == 2) GT_EXPECT(paux, gt_tol(t->tbias, 2e-5), "gemv aux m %d n %d k %d", t->m, t->n, t->k);
+    if (bits) {
+        size_t bytes = c_len * tern_dtype_size(t->tc);
+        *bits = malloc(bytes);
+        CHECK_OK(gt_gpu.ops->download(gt_gpu.d, *bits, pc.view[1]));
+    }
+    gt_free(&pa), gt_free(&pb), gt_free(&pc), gt_free(&pbias), gt_free(&paux);
+    free(a), free(b), free(c0), free(bias);
+}
+
+/* The dtype mixes: the model's two precisions, then mixed operands. */
+static const tern_dtype mixes[4][4] = {
+    /* A, B, C, bias and aux */
+    {TERN_F32, TERN_F32, TERN_F32, TERN_F32},
+    {TERN_BF16, TERN_BF16, TERN_BF16, TERN_BF16},
+    {TERN_BF16, TERN_F16, TERN_F32, TERN_F32},
+    {TERN_F32, TERN_BF16, TERN_BF16, TERN_F32},
+};
+
+/* On compiled runtimes each variant is a driver compile (seconds on PoCL): these few cover
+ * the decode step's products (bf16: projection into the residual, fc with GELU, logits),
+ * f32, f16 B, aux, every epilogue, both layouts, and the scalar paths of odd offsets. */
+static bool compiled_pick(int m, int tb, int mix, int epi, int bb) {
+    static const int picks[][5] = {
+        /* m, trans_b, mix, epilogue, beta != 0 */
+        {1, 0, 1, 0, 1}, {1, 0, 1, 1, 0}, {1, 1, 1, 0, 0}, {3, 0, 0, 2, 1},
+        {8, 1, 2, 2, 1}, {6, 0, 3, 0, 1}, {5, 1, 3, 1, 0},
+    };
+    for (size_t i = 0; i < sizeof picks / sizeof picks[0]; i++)
+        if (picks[i][0] == m && picks[i][1] == tb && picks[i][2] == mix && picks[i][3] == epi && picks[i][4] == bb)
+            return true;
+    return false;
+}
+
+static void test_combinations(void) {
+    /* n = 37: neither a multiple of the vector width nor of a group's columns (and narrows
+     * W to 1 for B [k, n]); k = 45: the same along k (W = 1 for B [n, k]); n = 72, k = 40:
+     * multiples of 8, the vector paths, with a last group of B [k, n] only partly used */
+    int shapes[2][2] = {{37, 45}, {72, 40}};
+    int count = 0;
+    for (int m = 1; m <= GK_GEMV_MAX_M; m++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int mix = 0; mix < 4; mix++)
+                for (int epi = 0; epi < 3; epi++)
+                    for (int bb = 0; bb < 2; bb++) { /* bias with beta 0, and bias with beta != 0 */
+                        int sh = (m + mix + epi) % 2;
+                        if (!gt_full() && !compiled_pick(m, tb, mix, epi, bb)) continue;
+                        gv_case t = {.m = m, .n = shapes[sh][0], .k = shapes[sh][1], .trans_b = tb,
+                                     .ta = mixes[mix][0], .tb = mixes[mix][1], .tc = mixes[mix][2],
+                                     .tbias = mixes[mix][3], .epilogue = epi, .bias = true,
+                                     .alpha = (m % 2) ? 1.0f : 0.75f, .beta = bb ? 0.5f : 0.0f,
+                                     .pad = (m + epi) % 3 == 0 ? 3 : 0, .off = (size_t)(mix == 3 && m > 4)};
+                        run_case(&t, NULL);
+                        count++;
+                    }
+    /* no bias, beta 1: the residual update x = x + A B of the decode step, without bias */
+    for (int tb = 0; tb < 2; tb++) {
+        gv_case t = {.m = 2, .n = 64, .k = 48, .trans_b = tb, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16,
+                     .tbias = TERN_BF16, .alpha = 1, .beta = 1};
+        run_case(&t, NULL);
+        count++;
+    }
+    printf("  %d small cases\n", count);
+}
+
+/* k longer than the staged chunk of A (m = 8 rows of f32 take 1024 columns per chunk), and
+ * GPT-2 124M's decode shapes at one sequence and at eight (bf16, bias, beta 1 where the step
+ * writes the residual). */
+static void test_shapes(void) {
+    gv_case chunked[2] = {
+        {.m = 8, .n = 40, .k = 2100, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32, .tbias = TERN_F32,
+         .bias = true, .alpha = 1, .beta = 0.25f},
+        {.m = 7, .n = 33, .k = 2100, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .epilogue = 2, .bias = true, .alpha = 1, .beta = 0},
+    };
+    for (int i = 0; i < 2; i++) run_case(&chunked[i], NULL);
+    if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
+    int C = 768;
+    gv_case gpt2[] = {
+        {.m = 1, .n = 3 * C, .k = C, .epilogue = 0, .beta = 0},     /* qkv */
+        {.m = 1, .n = C, .k = C, .epilogue = 0, .beta = 1},         /* attention projection into x */
+        {.m = 1, .n = 4 * C, .k = C, .epilogue = 1, .beta = 0},     /* fc with GELU */
+        {.m = 1, .n = C, .k = 4 * C, .epilogue = 0, .beta = 1},     /* fc projection into x */
+        {.m = 1, .n = 2053, .k = C, .trans_b = true, .beta = 0},    /* logits against wte (a slice) */
+        {.m = 8, .n = C, .k = 4 * C, .epilogue = 0, .beta = 1},     /* eight sequences */
+        {.m = 8, .n = 1031, .k = C, .trans_b = true, .beta = 0},
+    };
+    for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
+        gv_case t = gpt2[i];
+        t.ta = t.tb = t.tc = t.tbias = TERN_BF16;
+        t.alpha = 1;
+        t.bias = !t.trans_b;
+        run_case(&t, NULL);
+    }
+}
+
+/* The same product twice on one runtime: identical bits (a fixed order, no atomics). */
+static void test_deterministic(void) {
+    for (int tb = 0; tb < 2; tb++) {
+        if (!gt_full() && tb == 0) continue; /* one variant on compiled runtimes */
+        gv_case t = {.m = 3, .n = 300, .k = 520, .trans_b = tb, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
+                     .tbias = TERN_F32, .bias = true, .alpha = 1, .beta = 0};
+        unsigned char *first = NULL, *second = NULL;
+        gt_state = 77;
+        run_case(&t, &first);
+        gt_state = 77;
+        run_case(&t, &second);
+        CHECKF(first && second && !memcmp(first, second, (size_t)t.m * t.n * 4), "[%s] gemv%s: two runs differ",
+               gt_runtime, tb ? " Bt" : "");
+        free(first), free(second);
+    }
+}
+
+/* Which products take the GEMV kernels. */
+static void test_rule(void) {
+    tern_matmul_dims d = {.m = 8, .n = 5, .k = 3, .batch = 1};
+    CHECK(gpu_gemv_applies(&d));
+    d.trans_b = true;
+    CHECK(gpu_gemv_applies(&d));
+    d.m = 9;
+    CHECK(!gpu_gemv_applies(&d));
+    d.m = 1, d.batch = 2;
+    CHECK(!gpu_gemv_applies(&d));
+    d.batch = 1, d.trans_a = true;
+    CHECK(!gpu_gemv_applies(&d));
+}
+
+/* The kernels compile for the H200 (sm_90) where NVRTC is built in: each m and both layouts,
+ * with the dtype mixes, epilogues, vector widths (the 16-byte and the scalar paths) and
+ * column splits spread over them. */
+static void test_nvrtc(void) {
+    int compiled = 0;
+    for (int m = 1; m <= GK_GEMV_MAX_M; m++)
+        for (int tb = 0; tb < 2; tb++)
+            for (int v = 0; v < 2; v++) {
+                int mix = (m + tb + v) % 4, epi = (m + v) % 3;
+                gk_spec s = {0};
+                s.t[0] = (uint8_t)tern_type_of_dtype(mixes[mix][2]);
+                s.t[1] = (uint8_t)tern_type_of_dtype(mixes[mix][0]);
+                s.t[2] = (uint8_t)tern_type_of_dtype(mixes[mix][1]);
+                s.t[3] = (uint8_t)tern_type_of_dtype(mixes[mix][3]);
+                s.t[4] = epi == 2 ? s.t[3] : 0;
+                s.n[0] = m;
+                int w = mixes[mix][1] == TERN_F32 ? 4 : 8;
+                s.n[1] = v ? w : 1;
+                s.n[2] = epi > 0;
+                s.n[3] = (m + v) % 2;
+                s.n[4] = epi == 2;
+                s.n[5] = tb ? 0 : (v ? 1 << (m % 4) : 16);
+                s.n[6] = 256 * (1 + m % 3);
+                tern_kernel *k = NULL;
+                CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
+                if (!k) continue;
+                tern_error *err = tern_nvrtc_compile(k, "sm_90", NULL, NULL);
+                tern_kernel_free(k);
+                if (err && strstr(tern_error_message(err), "NVRTC is not built in")) {
+                    printf("  nvrtc: skipped (%s)\n", tern_error_message(err));
+                    tern_error_free(err);
+                    return;
+                }
+                CHECK_OK(err);
+                compiled++;
+            }
+    printf("  nvrtc: %d gemv kernels compiled for sm_90\n", compiled);
+}
+
+static void all(void) {
+    test_combinations();
+    test_shapes();
+    test_deterministic();
+}
+
+int main(void) {
+    test_rule();
+    gt_run(all);
+    test_nvrtc();
+    return check_summary("test_gpu_gemv");
+}
