@@ -23,18 +23,21 @@ TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests
 step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 # causal blocks of 128 positions: T = 512 (four whole blocks), T = 300 (a short last block;
 # bf16 rows take the looping softmax there)
-for bt in 2x512 3x300; do
+for bt in ${CROSS_SHAPES-2x512 3x300}; do
     TERN_CROSS_CONFIG=gpt2 TERN_CROSS_B=${bt%x*} TERN_CROSS_T=${bt#*x} \
         step "cuda against cpu, GPT-2 124M, B x T = $bt" 240 cross-$bt.log $b/tests/gpt2/test_cross_handler
 done
 
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024)
-TERN_CUDA_GEMM_TUNE=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3
-step "train step, timed algorithms (first run: tunes)" 120 train-tune1.log "${train[@]}" --steps 10 --warmup 3
-step "train step, timed algorithms (from the cache)" 90 train-tune2.log "${train[@]}" --steps 10 --warmup 3
-TERN_CUDA_PROFILE=1 step "profile of the train step" 90 profile-train.log "${train[@]}" --steps 3 --warmup 1
+if [ -z "${SKIP_TRAIN:-}" ]; then
+    TERN_CUDA_GEMM_TUNE=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3
+    step "train step, timed algorithms (first run: tunes)" 120 train-tune1.log "${train[@]}" --steps 10 --warmup 3
+    step "train step, timed algorithms (from the cache)" 90 train-tune2.log "${train[@]}" --steps 10 --warmup 3
+    TERN_CUDA_PROFILE=1 step "profile of the train step" 90 profile-train.log "${train[@]}" --steps 3 --warmup 1
+fi
 gen=($b/tern bench generate --backend cuda --precision bf16)
 step "generate bf16, graphs" 60 gen.log "${gen[@]}" --tokens 512 --warmup 1
+TERN_CUDA_GEMV=0 step "generate bf16, graphs, cuBLASLt for the small products" 60 gen-nogemv.log "${gen[@]}" --tokens 512 --warmup 1
 TERN_CUDA_NO_GRAPHS=1 step "generate bf16, no graphs" 60 gen-nographs.log "${gen[@]}" --tokens 512 --warmup 1
 TERN_CUDA_NO_GRAPHS=1 TERN_CUDA_PROFILE=1 step "profile of decoding (no graphs)" 60 profile-gen.log \
     "${gen[@]}" --tokens 64 --warmup 1
