@@ -13,10 +13,11 @@
  * its first rows of B, so their memory latency overlaps x's.
  *
  * GK_GEMV, B [k, n] (Hugging Face's Conv1D layout: GPT-2's qkv, projections, fc): a group of
- * GK_GEMV_GROUP threads owns CT = TC * W consecutive columns of C. Thread t reads the W
- * columns cl = t % TC (one 16-byte load per row of B) of rows kl, kl + TK, ... (kl = t / TC,
- * TK = GK_GEMV_GROUP / TC threads along k): the TC threads of a row read TC * 16 contiguous
- * bytes, and a SIMD group reads 32 / TC rows at once. Each thread keeps m * W partial sums;
+ * G threads (GK_GEMV_GROUP, or up to 1024 for a long k) owns CT = TC * W consecutive columns
+ * of C. Thread t reads the W columns cl = t % TC (one 16-byte load per row of B) of rows kl,
+ * kl + TK, ... (kl = t / TC, TK = G / TC threads along k): the TC threads of a row read
+ * TC * 16 contiguous bytes, and a SIMD group reads 32 / TC rows at once. Each thread keeps
+ * m * W partial sums;
  * the SIMD group adds its k-lanes by a shuffle butterfly (lanes TC, 2 TC, ... apart), the
  * SIMD groups' sums meet in threadgroup memory and are added in group order.
  *
@@ -28,13 +29,13 @@
  * Spec: t[0] C, t[1] A, t[2] B, t[3] bias, t[4] aux (absent ones 0); n[0] = m (1 ..
  * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
- * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256).
+ * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256); n[7] = G
+ * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size).
  * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
- * Grid: GK_GEMV ceil(n / (TC W)) groups; GK_GEMV_T ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). */
+ * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
+ * GK_GEMV_GROUP / 32)) groups of GK_GEMV_GROUP. */
 #include "kernels/kutil.h"
 
-#define G GK_GEMV_GROUP
-#define NW (GK_GEMV_GROUP / 32) /* SIMD groups per threadgroup */
 #define R GK_GEMV_ROWS
 
 typedef struct gemv_params {
@@ -42,12 +43,14 @@ typedef struct gemv_params {
     tern_v N, K, lda, ldb, ldc, alpha, beta;
     bool gelu, has_bias, has_aux;
     int M, W, KC;
+    int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
 } gemv_params;
 
 static gemv_params params(tern_kb *kb, const gk_spec *s) {
     gemv_params p;
     p.M = s->n[0], p.W = s->n[1], p.KC = s->n[6];
+    p.G = s->n[7] ? s->n[7] : GK_GEMV_GROUP;
     p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4];
     p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
     p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
@@ -70,7 +73,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
     for (int r = 0; r < p->M; r++) {
         tern_v arow = tern_add(tern_mul(tern_int(r), p->lda), k0);
-        TERN_FOR(kb, e, tid, kc, tern_int(G)) {
+        TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
             tern_store(xs, tern_add(tern_int(r * p->KC), e), tern_load(p->a, tern_add(arow, e)));
         }
     }
@@ -125,7 +128,8 @@ static void row_fma(const gemv_params *p, tern_v xs, tern_v row, const tern_v *b
 void gk_trace_gemv(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     gemv_params p = params(kb, s);
-    int M = p.M, W = p.W, TC = s->n[5], TK = G / TC, CT = TC * W, U = gemv_unroll(M, p.KC, TK);
+    int M = p.M, W = p.W, G = p.G, NW = G / 32, TC = s->n[5], TK = G / TC, CT = TC * W;
+    int U = gemv_unroll(M, p.KC, TK);
     tern_max_threads(kb, G);
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
@@ -225,8 +229,8 @@ static void word_fma(const gemv_params *p, tern_v xs, tern_v q, tern_v b[][8], t
 void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     gemv_params p = params(kb, s);
-    int M = p.M, W = p.W;
-    tern_max_threads(kb, G);
+    int M = p.M, W = p.W, NW = p.G / 32;
+    tern_max_threads(kb, p.G);
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
 
     tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb);

@@ -156,10 +156,11 @@ static inline int gk_att_split(int hs, int backward) {
 #define GK_MM_THREADS 256
 #define GK_MM_BLOCK 16 /* k-slices per partial sum */
 
-/* GEMV, GEMV_T (gemv.c): products with m <= GK_GEMV_MAX_M rows of A (decoding), groups of
- * GK_GEMV_GROUP threads. GEMV: a group per TC * W columns of C, grid ceil(n / (TC W)).
- * GEMV_T: GK_GEMV_ROWS outputs per SIMD group, grid ceil(n / (GK_GEMV_ROWS * GROUP / 32)).
- * A's rows are staged in threadgroup memory k-chunks of at most GK_GEMV_X_BYTES. */
+/* GEMV, GEMV_T (gemv.c): products with m <= GK_GEMV_MAX_M rows of A (decoding). GEMV: a
+ * group of n[7] threads (GK_GEMV_GROUP, 512 or 1024) per TC * W columns of C, grid
+ * ceil(n / (TC W)). GEMV_T: groups of GK_GEMV_GROUP, GK_GEMV_ROWS outputs per SIMD group,
+ * grid ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). A's rows are staged in threadgroup
+ * memory in k-chunks of at most GK_GEMV_X_BYTES. */
 #define GK_GEMV_MAX_M 8
 #define GK_GEMV_GROUP 256
 #define GK_GEMV_ROWS 4

@@ -127,17 +127,22 @@ static void test_combinations(void) {
     printf("  %d small cases\n", count);
 }
 
-/* k longer than the staged chunk of A (m = 8 rows of f32 take 1024 columns per chunk), and
- * GPT-2 124M's decode shapes at one sequence and at eight (bf16, bias, beta 1 where the step
- * writes the residual). */
+/* k longer than the staged chunk of A (m = 8 rows of f32 take 1024 columns per chunk); long
+ * k with m = 1 and 2 (groups of 1024 and 512 threads for B [k, n]); GPT-2 124M's decode
+ * shapes at one sequence and at eight (bf16, bias, beta 1 where the step writes the
+ * residual). */
 static void test_shapes(void) {
-    gv_case chunked[2] = {
+    gv_case longer[4] = {
         {.m = 8, .n = 40, .k = 2100, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32, .tbias = TERN_F32,
          .bias = true, .alpha = 1, .beta = 0.25f},
         {.m = 7, .n = 33, .k = 2100, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
          .tbias = TERN_F32, .epilogue = 2, .bias = true, .alpha = 1, .beta = 0},
+        {.m = 2, .n = 40, .k = 1100, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16, .tbias = TERN_BF16,
+         .bias = true, .alpha = 1, .beta = 1},
+        {.m = 1, .n = 37, .k = 3001, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32, .tbias = TERN_F32,
+         .epilogue = 2, .bias = true, .alpha = 0.5f, .beta = 0},
     };
-    for (int i = 0; i < 2; i++) run_case(&chunked[i], NULL);
+    for (int i = 0; i < 4; i++) run_case(&longer[i], NULL);
     if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
     int C = 768;
     gv_case gpt2[] = {
@@ -212,6 +217,7 @@ static void test_nvrtc(void) {
                 s.n[4] = epi == 2;
                 s.n[5] = tb ? 0 : (v ? 1 << (m % 4) : 16);
                 s.n[6] = 256 * (1 + m % 3);
+                s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;

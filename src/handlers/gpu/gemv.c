@@ -44,6 +44,17 @@ static int columns_threads(int n, int w, size_t esize) {
     return tc;
 }
 
+/* Threads per group for B [k, n]: GK_GEMV_GROUP, doubled (up to 1024) while a thread would
+ * still have more than 8 rows of a k-chunk, so that each thread loads all its rows at once
+ * (GPT-2's 3072 x 768 projection: 1024 threads, 6 rows each, instead of 24 rows in steps of
+ * 8). Only for m = 1 (m = 2 up to 512): the registers per thread that a 1024-thread group
+ * allows (64; 128 at 512) hold m W accumulators and the rows in flight. */
+static int group_threads(int m, int tc, size_t kc) {
+    int g = GK_GEMV_GROUP, most = m == 1 ? 1024 : m == 2 ? 512 : GK_GEMV_GROUP;
+    while (g < most && (kc + (size_t)(g / tc) - 1) / (size_t)(g / tc) > 8) g *= 2;
+    return g;
+}
+
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) {
     if (!gpu_gemv_applies(d))
@@ -72,12 +83,14 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
-    uint32_t groups;
+    uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
     } else {
         s.n[5] = columns_threads(d->n, s.n[1], tern_dtype_size(b.dtype));
+        s.n[7] = group_threads(d->m, s.n[5], (size_t)d->k < kc ? (size_t)d->k : kc);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
+        threads = (uint32_t)s.n[7];
     }
     tern_arg args[12];
     size_t n = 0;
@@ -93,6 +106,6 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     args[n++] = tern_arg_i32((int32_t)d->ldc);
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
-    return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(GK_GEMV_GROUP),
-                   args, n);
+    return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
+                   n);
 }
