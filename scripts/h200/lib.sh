@@ -18,6 +18,7 @@ finish() {
     cat "$summary"
 }
 trap finish EXIT
+trap 'exit 143' TERM INT
 export NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
 b=build-h200
 build_tern() { # the Release build with the cuda handler, without OpenCL (no CLBlast there)
