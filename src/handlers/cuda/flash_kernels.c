@@ -308,20 +308,36 @@ static void trace_delta(tern_kb *kb, void *user) {
     }
 }
 
-/* ---- backward: dK and dV, one key tile per group ---- */
+/* ---- backward ---- */
+
+/* The backward kernels' parameters (in launch order) and context. */
+typedef struct fl_bwd {
+    tern_v qkv, dout, lse, D, dqkv, T, scale;
+    fl_ctx f;
+} fl_bwd;
+
+static fl_bwd bwd_begin(tern_kb *kb, int hs) {
+    fl_bwd p;
+    p.qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
+    p.dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
+    p.lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
+    p.D = tern_param_buf(kb, "D", TERN_T_F32, TERN_READ);
+    p.dqkv = tern_param_buf(kb, "dqkv", TERN_T_BF16, TERN_WRITE);
+    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
+    p.T = tern_param_scalar(kb, "T", TERN_T_I32);
+    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    p.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    p.f = fl_begin(kb, hs, B, p.T, NH);
+    return p;
+}
+
+/* dK and dV, one key tile per group */
 
 static void trace_backward_kv(tern_kb *kb, void *user) {
     int hs = *(const int *)user;
-    tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
-    tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
-    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
-    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_READ);
-    tern_v dqkv = tern_param_buf(kb, "dqkv", TERN_T_BF16, TERN_WRITE);
-    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
-    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
-    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
-    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    fl_bwd in = bwd_begin(kb, hs);
+    tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
+    fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, (size_t)TILE * LD);
     tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, (size_t)TILE * LD);
@@ -377,20 +393,13 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     store_rows(&f, dqkv, 3, 2, r, dv, one, one);
 }
 
-/* ---- backward: dQ, one query tile per group ---- */
+/* dQ, one query tile per group */
 
 static void trace_backward_q(tern_kb *kb, void *user) {
     int hs = *(const int *)user;
-    tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
-    tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
-    tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
-    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_READ);
-    tern_v dqkv = tern_param_buf(kb, "dqkv", TERN_T_BF16, TERN_WRITE);
-    tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
-    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
-    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
-    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    fl_bwd in = bwd_begin(kb, hs);
+    tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
+    fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
     tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
