@@ -681,9 +681,11 @@ void emit_common_prelude(emitter *e, strbuf *out) {
         sb_puts(out,
                 "TERN_FN float tern_bf16_to_f32(unsigned short h) { return TERN_AS_FLOAT((unsigned int)h << 16); }\n"
                 "/* round to nearest even; NaN stays NaN */\n"
-                "TERN_FN unsigned short tern_f32_to_bf16(float f) {\n");
-        /* CUDA on sm_80+: the same rounding in one instruction (a NaN comes out as the
-         * canonical one, 0x7fff, rather than with its payload) */
+                "TERN_FN unsigned short tern_f32_to_bf16(float f) {\n"
+                "    unsigned int b = TERN_AS_UINT(f);\n"
+                "    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x40u);\n");
+        /* CUDA on sm_80+: the same rounding of numbers in one instruction (its NaN would be
+         * the canonical one, so NaN keeps the portable path above) */
         bool cuda = e->d->target == TERN_TARGET_CUDA;
         if (cuda)
             sb_puts(out, "#if __CUDA_ARCH__ >= 800\n"
@@ -691,9 +693,7 @@ void emit_common_prelude(emitter *e, strbuf *out) {
                          "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n"
                          "    return r;\n"
                          "#else\n");
-        sb_puts(out, "    unsigned int b = TERN_AS_UINT(f);\n"
-                     "    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x40u);\n"
-                     "    b += 0x7fffu + ((b >> 16) & 1u);\n"
+        sb_puts(out, "    b += 0x7fffu + ((b >> 16) & 1u);\n"
                      "    return (unsigned short)(b >> 16);\n");
         if (cuda) sb_puts(out, "#endif\n");
         sb_puts(out, "}\n");

@@ -302,6 +302,7 @@ tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_
     double t0 = cuda_profile_begin(d);
     size_t offsets[] = {out.offset, qkv.offset};
     att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 2) : ATT_GEMM;
+    if (qkv.dtype != out.dtype) kind = ATT_CORE; /* mixed dtypes: the GPU core takes any mix */
     tern_error *err = NULL;
     if (kind == ATT_CORE) err = gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
     else if (kind == ATT_GEMM) err = attention_gemm(d, out, saved, qkv, B, T, C, NH);
@@ -317,6 +318,7 @@ tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf do
     double t0 = cuda_profile_begin(d);
     size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
     att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 4) : ATT_GEMM;
+    if (qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype) kind = ATT_CORE;
     tern_error *err = NULL;
     if (kind == ATT_CORE) err = gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
     else if (kind == ATT_GEMM) err = attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH);

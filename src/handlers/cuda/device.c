@@ -12,6 +12,7 @@
 #define CUDA_WORKSPACE_BYTES (32u << 20)
 
 tern_error *cuda_make_current(tern_dev *d) {
+    if (!d) return tern_errorf("the device is NULL");
     return CU(cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
 }
 
@@ -93,6 +94,7 @@ tern_error *tern_cuda_open(tern_dev **out) {
 }
 
 tern_error *tern_cuda_device_name(tern_dev *d, const char **out) {
+    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
     *out = d->name;
     return NULL;
 }
@@ -127,6 +129,7 @@ static int claim_graph(tern_dev *d, uint64_t key) {
 }
 
 tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
+    if (!d || !replay) return tern_errorf("capture_begin: %s is NULL", d ? "replay" : "the device");
     *replay = false;
     if (d->capturing >= 0) return tern_errorf("capture_begin: a section is already being captured");
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL; /* for measuring what graphs save */
@@ -150,6 +153,7 @@ tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
 }
 
 tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
+    if (!d) return tern_errorf("capture_end: the device is NULL");
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL;
     int i = find_graph(d, key);
     if (d->capturing >= 0) {

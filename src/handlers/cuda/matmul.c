@@ -36,6 +36,13 @@ static tern_error *lt_check(cublasStatus_t s, const char *what) {
     return tern_errorf("cuBLASLt %s: %s", what, cublasLtGetStatusString(s));
 }
 
+/* Whether a plan's error says cuBLASLt cannot do this product at all (as opposed to a
+ * failure such as running out of memory). */
+static bool lt_refused(const tern_error *err) {
+    const char *m = tern_error_message(err);
+    return strstr(m, cublasLtGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED)) || strstr(m, "has no algorithm");
+}
+
 /* Everything that selects a plan. */
 typedef struct plan_key {
     int m, n, k, lda, ldb, ldc, batch;
@@ -282,13 +289,21 @@ static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
     return err;
 }
 
+/* Products cuBLASLt does not take (A and B of different dtypes, an aux not in C's dtype, a
+ * combination its heuristic refuses, such as f32 operands into a bf16 C) run on the GPU
+ * core's DSL matmul, which has the whole tern_matmul contract. The model never asks for
+ * them; the op-level tests do. */
+static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err = gpu_matmul(&d->core, c, a, b, mm);
+    cuda_profile_end(d, "matmul (GPU core)", t0);
+    return err;
+}
+
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
-    /* cuBLASLt wants A and B of one type; the model always passes them so. */
-    if (a.dtype != b.dtype)
-        return tern_errorf("matmul: the cuda handler needs A and B of one dtype (got %s and %s)",
-                           tern_dtype_name(a.dtype), tern_dtype_name(b.dtype));
     if (mm->m == 0 || mm->n == 0) return NULL;
     plan_key key;
     memset(&key, 0, sizeof key); /* padding bytes too: keys are compared with memcmp */
@@ -311,14 +326,18 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     else if (has_bias) epi = CUBLASLT_EPILOGUE_BIAS;
     key.epilogue = (int)epi;
     key.beta_zero = mm->beta == 0.0f;
-    if (has_aux && mm->aux.dtype != c.dtype)
-        return tern_errorf("matmul: the cuda handler needs aux in C's dtype (%s)", tern_dtype_name(c.dtype));
+    if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return core_matmul(d, c, a, b, mm);
     if (gemv_wanted(&dims)) return gemv(d, c, a, b, mm, &dims);
 
     TERN_TRY(cuda_make_current(d));
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = has_bias ? address(mm->bias) : 0;
-    TERN_TRY(find_plan(d, &key, pbias, address(a), address(b), &p));
+    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p);
+    if (err && lt_refused(err)) {
+        tern_error_free(err);
+        return core_matmul(d, c, a, b, mm);
+    }
+    TERN_TRY(err);
     if (has_bias)
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
                                                          sizeof pbias), "bias pointer"));
