@@ -41,7 +41,7 @@ static const tern_type types[] = {TERN_T_BOOL, TERN_T_I32, TERN_T_U32, TERN_T_I6
 static void step(state *s, reader *r) {
     tern_kb *kb = s->kb;
     tern_loc at = {"fuzz", (int)r->n};
-    unsigned op = take(r) % 20;
+    unsigned op = take(r) % 21;
     switch (op) {
     case 0: {
         unsigned t = take(r) % 5;
@@ -144,6 +144,16 @@ static void step(state *s, reader *r) {
         break;
     }
     case 19: push(s, tern_fma_at(at, pick(s, r), pick(s, r), pick(s, r))); break;
+    case 20: { /* the warp-matrix product: operands of any type from the pool, so wrong ones
+                * must come back as trace errors; a divergent one as a run-time fault */
+        tern_v a[8], b[4], c[4], d[4];
+        for (int j = 0; j < 8; j++) a[j] = pick(s, r);
+        for (int j = 0; j < 4; j++) b[j] = pick(s, r);
+        for (int j = 0; j < 4; j++) c[j] = pick(s, r);
+        tern_mma_bf16_at(at, kb, a, b, c, d);
+        for (int j = 0; j < 4; j++) push(s, d[j]);
+        break;
+    }
     }
 }
 
