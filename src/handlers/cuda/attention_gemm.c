@@ -11,18 +11,17 @@
  * traffic for running every product on the tensor cores. Causality halves the work: the
  * rows are cut into blocks of ATT_BLOCK query positions, and each product covers only the
  * key blocks at or below the diagonal (block row i of S: keys [0, (i + 1) ATT_BLOCK)), which
- * with blocks of 128 at T = 1024 is 36 of the 64 blocks; the softmax kernels read and write the same region. `saved` holds only the logsumexps
- * (B * NH * T floats, as the GPU core's own attention). The default; TERN_CUDA_ATTENTION=flash
- * selects the GPU core's flash-style kernels instead (one thread per query row on the f32
- * units): a training step of GPT-2 124M at B=16, T=1024 took 244 ms with them and 62 ms with
- * this (bench/h200/NOTES.md). */
+ * with blocks of 128 at T = 1024 is 36 of the 64 blocks; the softmax kernels read and write
+ * the same region. `saved` holds only the logsumexps (B * NH * T floats, as the GPU core's
+ * own attention). The default path (attention.c picks it); a training step of GPT-2 124M at
+ * B=16, T=1024 took 244 ms with the GPU core's flash-style f32 kernels and 62 ms with this
+ * before the causal blocks (bench/h200/NOTES.md). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "attention_kernels.h"
 #include "cuda_handler.h"
-#include "flash_kernels.h"
 #include "handlers/validate.h"
 
 /* Query positions per causal block of the products: 256 (measured best of 128, 256, 512 and
@@ -174,90 +173,8 @@ static tern_error *views(tern_dev *d, tern_dtype dtype, int B, int T, int C, int
     return NULL;
 }
 
-/* Which attention: TERN_CUDA_ATTENTION=gemm (the products through cuBLASLt: the default),
- * mma (flash attention on the tensor cores, flash_kernels.c; bf16, where it fits), flash
- * (the GPU core's f32 kernels). On the H200 at GPT-2 124M, B=16, T=1024, the step took
- * 40.7 ms with gemm and 42.9 ms with mma (bench/h200/NOTES.md): the flash kernels do far
- * less memory traffic but run their products at a fraction of the tensor cores' rate yet. */
-typedef enum att_kind { ATT_MMA, ATT_GEMM, ATT_CORE } att_kind;
-
-static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, int count) {
-    const char *v = getenv("TERN_CUDA_ATTENTION");
-    if (v && !strcmp(v, "flash")) return ATT_CORE;
-    if (v && !strcmp(v, "mma") && act == TERN_BF16 && cuda_flash_fits(hs, offsets, count)) return ATT_MMA;
-    return ATT_GEMM;
-}
-
-static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, int hs, const tern_kernel **out) {
-    if (d->flash_hs != hs) {
-        for (int i = 0; i < 4; i++) {
-            tern_kernel_free(d->flash[i]);
-            d->flash[i] = NULL;
-        }
-        d->flash_hs = hs;
-    }
-    if (!d->flash[which]) TERN_TRY(cuda_flash_kernel_build(which, hs, &d->flash[which]));
-    *out = d->flash[which];
-    return NULL;
-}
-
-static tern_dims flash_grid(int B, int T, int NH) {
-    return tern_dims2((uint32_t)((T + CUDA_FLASH_TILE - 1) / CUDA_FLASH_TILE), (uint32_t)(B * NH));
-}
-
-static tern_error *attention_mma(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                                 int C, int NH) {
-    int hs = C / NH;
-    const tern_kernel *k;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_FORWARD, hs, &k));
-    tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(out), tern_arg_buf(saved), tern_arg_i32(B),
-                       tern_arg_i32(T), tern_arg_i32(NH), tern_arg_f32(1.0f / sqrtf((float)hs))};
-    return tern_launch(d->rt, k, flash_grid(B, T, NH), tern_dims1(CUDA_FLASH_THREADS), args, 7);
-}
-
-static tern_error *attention_backward_mma(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                          tern_buf saved, int B, int T, int C, int NH) {
-    int hs = C / NH;
-    size_t rows = (size_t)B * T * NH;
-    tern_buf D;
-    TERN_TRY(gpu_scratch_buf(&d->core, rows, &D)); /* f32 [B, NH, T] */
-    const tern_kernel *delta, *kv, *q;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_DELTA, hs, &delta));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_KV, hs, &kv));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_Q, hs, &q));
-    tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
-                     tern_arg_i32(NH)};
-    TERN_TRY(tern_launch(d->rt, delta, tern_dims1((uint32_t)((rows + 127) / 128)), tern_dims1(128), da, 6));
-    tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
-                       tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),
-                       tern_arg_f32(1.0f / sqrtf((float)hs))};
-    TERN_TRY(tern_launch(d->rt, kv, flash_grid(B, T, NH), tern_dims1(CUDA_FLASH_THREADS), args, 9));
-    return tern_launch(d->rt, q, flash_grid(B, T, NH), tern_dims1(CUDA_FLASH_THREADS), args, 9);
-}
-
-/* The contract's checks, and the one dtype the tensor-core paths need. */
-static tern_error *validate_forward(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                                    int NH) {
-    size_t saved_len = 0;
-    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
-    TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len));
-    if (qkv.dtype != out.dtype) return tern_errorf("attention: qkv and out must share a dtype on cuda");
-    return NULL;
-}
-
-static tern_error *validate_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                     tern_buf saved, int B, int T, int C, int NH) {
-    size_t saved_len = 0;
-    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
-    TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len));
-    if (qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype || qkv.dtype != out.dtype)
-        return tern_errorf("attention_backward: qkv, out, dout and dqkv must share a dtype on cuda");
-    return NULL;
-}
-
-static tern_error *attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
-                                  int T, int C, int NH) {
-    TERN_TRY(validate_forward(d, out, saved, qkv, B, T, C, NH));
+tern_error *cuda_attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                                int NH) {
     int hs = C / NH, heads = B * NH;
     att_views w;
     TERN_TRY(views(d, qkv.dtype, B, T, C, NH, false, &w));
@@ -270,10 +187,9 @@ static tern_error *attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, ter
     return permute(d, w.y, out, false, B, T, 1, NH, hs);
 }
 
-static tern_error *attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                           tern_buf out, tern_buf saved, int B, int T, int C,
-                                           int NH) {
-    TERN_TRY(validate_backward(d, dqkv, dout, qkv, out, saved, B, T, C, NH));
+tern_error *cuda_attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                         tern_buf saved, int B, int T, int C, int NH) {
+    (void)out; /* the probabilities are recomputed from the scores and the logsumexp */
     int hs = C / NH, heads = B * NH;
     att_views w;
     TERN_TRY(views(d, qkv.dtype, B, T, C, NH, true, &w));
@@ -294,36 +210,4 @@ static tern_error *attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf 
         TERN_TRY(cols_times(d, &g, w.dk, w.dp, w.q, r0, n));
     }
     return permute(d, w.dqkv_h, dqkv, false, B, T, 3, NH, hs);
-}
-
-tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
-                                int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    size_t offsets[] = {out.offset, qkv.offset};
-    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 2) : ATT_GEMM;
-    if (qkv.dtype != out.dtype) kind = ATT_CORE; /* mixed dtypes: the GPU core takes any mix */
-    tern_error *err = NULL;
-    if (kind == ATT_CORE) err = gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
-    else if (kind == ATT_GEMM) err = attention_gemm(d, out, saved, qkv, B, T, C, NH);
-    else if (!(err = validate_forward(d, out, saved, qkv, B, T, C, NH)))
-        err = attention_mma(d, out, saved, qkv, B, T, C, NH);
-    cuda_profile_end(d, "attention", t0);
-    return err;
-}
-
-tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
-    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 4) : ATT_GEMM;
-    if (qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype) kind = ATT_CORE;
-    tern_error *err = NULL;
-    if (kind == ATT_CORE) err = gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    else if (kind == ATT_GEMM) err = attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    else if (!(err = validate_backward(d, dqkv, dout, qkv, out, saved, B, T, C, NH)))
-        err = attention_backward_mma(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    cuda_profile_end(d, "attention_backward", t0);
-    return err;
 }

@@ -69,6 +69,18 @@ double cuda_profile_begin(tern_dev *d);
 void cuda_profile_end(tern_dev *d, const char *name, double t0);
 void cuda_profile_report(tern_dev *d);
 
+/* The attention implementations (attention.c picks one and checks the arguments first):
+ * cuBLASLt products on causal blocks (attention_gemm.c) and the flash kernels on the
+ * tensor cores (attention_flash.c, bf16). */
+tern_error *cuda_attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                                int NH) TERN_MUST_USE;
+tern_error *cuda_attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                         tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                                 int NH) TERN_MUST_USE;
+tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                          tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+
 /* Makes the device's context current on this thread. */
 tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;
 void cuda_matmul_plans_free(tern_dev *d);

@@ -1,0 +1,75 @@
+/* The cuda handler's attention: which implementation answers each call.
+ *   gemm   cuBLASLt's batched products on causal blocks with DSL softmax kernels
+ *          (attention_gemm.c): the default
+ *   mma    flash attention on the tensor cores, written in the DSL (attention_flash.c);
+ *          bf16 only, TERN_CUDA_ATTENTION=mma
+ *   core   the GPU core's flash-style f32 kernels (src/handlers/gpu/attention.c):
+ *          TERN_CUDA_ATTENTION=flash, and any call whose buffers mix dtypes, which the
+ *          other two do not take. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_handler.h"
+#include "flash_kernels.h"
+#include "handlers/validate.h"
+
+/* Which attention: TERN_CUDA_ATTENTION=gemm (the products through cuBLASLt: the default),
+ * mma (flash attention on the tensor cores, flash_kernels.c; bf16, where it fits), flash
+ * (the GPU core's f32 kernels). On the H200 at GPT-2 124M, B=16, T=1024, the step took
+ * 40.7 ms with gemm and 42.9 ms with mma (bench/h200/NOTES.md): the flash kernels do far
+ * less memory traffic but run their products at a fraction of the tensor cores' rate yet. */
+typedef enum att_kind { ATT_MMA, ATT_GEMM, ATT_CORE } att_kind;
+
+static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, int count) {
+    const char *v = getenv("TERN_CUDA_ATTENTION");
+    if (v && !strcmp(v, "flash")) return ATT_CORE;
+    if (v && !strcmp(v, "mma") && act == TERN_BF16 && cuda_flash_fits(hs, offsets, count)) return ATT_MMA;
+    return ATT_GEMM;
+}
+
+/* The contract's checks (mixed dtypes never get here: they go to the GPU core). */
+static tern_error *validate_forward(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                                    int NH) {
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    return tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len);
+}
+
+static tern_error *validate_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                     tern_buf saved, int B, int T, int C, int NH) {
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    return tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len);
+}
+
+tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
+                                int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    size_t offsets[] = {out.offset, qkv.offset};
+    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 2) : ATT_GEMM;
+    if (qkv.dtype != out.dtype) kind = ATT_CORE;
+    tern_error *err = NULL;
+    if (kind == ATT_CORE) err = gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
+    else if (!(err = validate_forward(d, out, saved, qkv, B, T, C, NH)))
+        err = kind == ATT_GEMM ? cuda_attention_gemm(d, out, saved, qkv, B, T, C, NH)
+                               : cuda_attention_flash(d, out, saved, qkv, B, T, C, NH);
+    cuda_profile_end(d, "attention", t0);
+    return err;
+}
+
+tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
+    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 4) : ATT_GEMM;
+    if (qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype) kind = ATT_CORE;
+    tern_error *err = NULL;
+    if (kind == ATT_CORE) err = gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    else if (!(err = validate_backward(d, dqkv, dout, qkv, out, saved, B, T, C, NH)))
+        err = kind == ATT_GEMM ? cuda_attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH)
+                               : cuda_attention_backward_flash(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    cuda_profile_end(d, "attention_backward", t0);
+    return err;
+}
