@@ -32,3 +32,11 @@ build_tern() { # the Release build with the cuda handler, without OpenCL (no CLB
     note "ok   build ($((SECONDS - start)) s)"
     export TERN_CACHE_DIR=$PWD/$b/kernel-cache
 }
+check_errors() { # the two fault checks of issue 8: an out-of-bounds kernel, out of memory
+    TERN_GPU=cuda step "out-of-bounds DSL kernel returns an error" 60 fault.log $b/tests/kernel/test_kernel_fault
+    if $b/tern bench train --backend cuda --batch 4096 --seq 1024 --steps 1 > "$logs/oom.log" 2>&1; then
+        note "FAIL out of memory: a batch of 4096 x 1024 ran?"
+    else
+        note "ok   out of memory: exit $?: $(grep -c . "$logs/oom.log") lines, last: $(tail -1 "$logs/oom.log" | cut -c1-200)"
+    fi
+}

@@ -13,12 +13,7 @@ note "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=c
 build_tern
 export TERN_TEST_HANDLER=cuda
 
-TERN_GPU=cuda step "out-of-bounds DSL kernel on cuda" 60 fault.log $b/tests/kernel/test_kernel_fault
-if $b/tern bench train --backend cuda --batch 4096 --seq 1024 --steps 1 > "$logs/oom.log" 2>&1; then
-    note "FAIL out of memory: a batch of 4096 x 1024 ran?"
-else
-    note "ok   out of memory: exit $?, $(wc -l < "$logs/oom.log") line(s): $(tail -1 "$logs/oom.log" | cut -c1-240)"
-fi
+check_errors
 TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 # causal blocks of 128 positions: T = 512 (four whole blocks), T = 300 (a short last block;

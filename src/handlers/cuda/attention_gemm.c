@@ -38,14 +38,13 @@ static int att_block(void) {
 }
 #define ATT_BLOCK att_block()
 
-/* The kernel `which` for activations of `act`; `resident` (softmax kernels) picks the
- * register-resident form. */
-/* `form`: for the permutes, whether they move 16-byte runs; for the softmax kernels,
- * whether rows are held in registers. */
+/* The kernel `which` for activations of `act`. `form`: for the permutes, whether they move
+ * 16-byte runs; for the softmax kernels, whether rows are held in registers. Built on first
+ * use, one slot per (which, to_heads, form). */
 static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads, bool form,
                           const tern_kernel **out) {
     int t = act == TERN_BF16;
-    int slot = which == CUDA_ATT_PERMUTE ? (to_heads ? 0 : 1) + (form ? 6 : 0) : (int)which + 1 + (form ? 2 : 0);
+    int slot = ((int)which * 2 + to_heads) * 2 + form;
     if (!d->att_kernels[t][slot]) {
         cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads,
                               .vec = which == CUDA_ATT_PERMUTE && form,

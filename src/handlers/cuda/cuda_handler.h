@@ -23,6 +23,8 @@ typedef struct cuda_graph {
 } cuda_graph;
 
 #define CUDA_GRAPH_SLOTS 8
+/* attention_gemm.c's kernels per dtype: (kind, direction, form) */
+#define CUDA_ATT_KERNEL_SLOTS 12
 
 struct tern_dev {
     const tern_cuda_api *cu;
@@ -42,7 +44,7 @@ struct tern_dev {
     unsigned long uses;
     /* attention on the tensor cores (attention_gemm.c): kernels per dtype (f32, bf16) and
      * kind, and the scratch the score matrices live in */
-    tern_kernel *att_kernels[2][8];
+    tern_kernel *att_kernels[2][CUDA_ATT_KERNEL_SLOTS];
     tern_buf att_scratch;
     /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
     tern_kernel *flash[4];

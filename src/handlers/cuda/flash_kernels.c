@@ -85,22 +85,11 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
 }
 
 /* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
- * the shared tile dst [TILE, LD], 16 bytes per access, every thread of the group helping. */
-static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    int per_row = f->hs / 8, total = TILE * per_row;
-    for (int i = 0; i < total / THREADS; i++) {
-        tern_v v = tern_add(f->tid, tern_int(i * THREADS));
-        tern_v row = tern_div(v, tern_int(per_row));
-        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
-        tern_v x[8];
-        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
-        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
-    }
-}
-
-/* The same rows transposed: dst [hs, LDT] holds element (row, col) at col LDT + row. */
+ * shared memory, 16 bytes per global read, every thread of the group helping: as dst [TILE,
+ * LD] (element (row, col) at row LD + col), or transposed (dst [hs, LDT], at col LDT + row)
+ * for the products that take the tile's rows as their k. */
 #define LDT (TILE + 8)
-static void stage_tile_t(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+static void stage(const fl_ctx *f, tern_v dst, bool transposed, tern_v src, int parts, int part, tern_v r0) {
     int per_row = f->hs / 8, total = TILE * per_row;
     for (int i = 0; i < total / THREADS; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * THREADS));
@@ -108,9 +97,19 @@ static void stage_tile_t(const fl_ctx *f, tern_v dst, tern_v src, int parts, int
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v x[8];
         tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
+        if (!transposed) {
+            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+            continue;
+        }
         for (int j = 0; j < 8; j++)
             tern_store(dst, tern_add(tern_mul(tern_add(col, tern_int(j)), tern_int(LDT)), row), x[j]);
     }
+}
+static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    stage(f, dst, false, src, parts, part, r0);
+}
+static void stage_tile_t(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    stage(f, dst, true, src, parts, part, r0);
 }
 
 /* Stages TILE floats of a [B, NH, T] row vector (lse or D) from position r0 (clamped),

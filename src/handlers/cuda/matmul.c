@@ -36,12 +36,6 @@ static tern_error *lt_check(cublasStatus_t s, const char *what) {
     return tern_errorf("cuBLASLt %s: %s", what, cublasLtGetStatusString(s));
 }
 
-/* Whether a plan's error says cuBLASLt cannot do this product at all (as opposed to a
- * failure such as running out of memory). */
-static bool lt_refused(const tern_error *err) {
-    const char *m = tern_error_message(err);
-    return strstr(m, cublasLtGetStatusString(CUBLAS_STATUS_NOT_SUPPORTED)) || strstr(m, "has no algorithm");
-}
 
 /* Everything that selects a plan. */
 typedef struct plan_key {
@@ -183,8 +177,10 @@ done:
     d->cu->cuMemFree(scratch);
 }
 
+/* *refused is set when cuBLASLt cannot do this product at all (its heuristic says not
+ * supported or offers nothing), as opposed to failing (out of memory, ...). */
 static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a,
-                               CUdeviceptr b, cuda_matmul_plan **out) {
+                               CUdeviceptr b, cuda_matmul_plan **out, bool *refused) {
     cuda_matmul_plan *p = calloc(1, sizeof *p);
     if (!p) return tern_errorf("out of memory");
     p->key = *k;
@@ -235,6 +231,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
         s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, GEMM_CANDIDATES,
                                            results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
+    *refused = s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && !found);
     if ((err = lt_check(s, "heuristic"))) goto fail;
     if (!found) {
         err = tern_errorf("cuBLASLt has no algorithm for a %dx%dx%d product (%s, %s -> %s)", k->m, k->n,
@@ -251,14 +248,15 @@ fail:
 }
 
 static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b,
-                             cuda_matmul_plan **out) {
+                             cuda_matmul_plan **out, bool *refused) {
+    *refused = false;
     for (cuda_matmul_plan *p = d->plans; p; p = p->next) {
         if (!memcmp(&p->key, k, sizeof *k)) {
             *out = p;
             return NULL;
         }
     }
-    TERN_TRY(plan_create(d, k, bias, a, b, out));
+    TERN_TRY(plan_create(d, k, bias, a, b, out, refused));
     (*out)->next = d->plans;
     d->plans = *out;
     return NULL;
@@ -332,8 +330,9 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     TERN_TRY(cuda_make_current(d));
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = has_bias ? address(mm->bias) : 0;
-    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p);
-    if (err && lt_refused(err)) {
+    bool refused = false;
+    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
+    if (err && refused) {
         tern_error_free(err);
         return core_matmul(d, c, a, b, mm);
     }
