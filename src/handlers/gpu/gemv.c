@@ -93,12 +93,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         threads = (uint32_t)s.n[7];
     }
     tern_arg args[12];
-    size_t n = 0;
-    args[n++] = tern_arg_buf(c);
-    args[n++] = tern_arg_buf(a);
-    args[n++] = tern_arg_buf(b);
-    if (has_bias) args[n++] = tern_arg_buf(mm->bias);
-    if (has_aux) args[n++] = tern_arg_buf(mm->aux);
+    size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
     args[n++] = tern_arg_i32((int32_t)d->lda);

@@ -74,4 +74,17 @@ static inline uint32_t gpu_groups(size_t threads, size_t group) {
     return (uint32_t)((threads + group - 1) / group);
 }
 
+/* The buffer arguments every matmul kernel (matmul.c, gemv.c) takes first: c, a, b, then
+ * bias and aux when present. Returns how many it wrote into args. */
+static inline size_t gpu_matmul_buffer_args(tern_arg *args, tern_buf c, tern_buf a, tern_buf b,
+                                            const tern_matmul *mm) {
+    size_t n = 0;
+    args[n++] = tern_arg_buf(c);
+    args[n++] = tern_arg_buf(a);
+    args[n++] = tern_arg_buf(b);
+    if (tern_present(mm->bias)) args[n++] = tern_arg_buf(mm->bias);
+    if (tern_present(mm->aux)) args[n++] = tern_arg_buf(mm->aux);
+    return n;
+}
+
 #endif

@@ -23,12 +23,7 @@ tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const te
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     tern_arg args[16];
-    size_t n = 0;
-    args[n++] = tern_arg_buf(c);
-    args[n++] = tern_arg_buf(a);
-    args[n++] = tern_arg_buf(b);
-    if (has_bias) args[n++] = tern_arg_buf(mm->bias);
-    if (has_aux) args[n++] = tern_arg_buf(mm->aux);
+    size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     args[n++] = tern_arg_i32(d.m);
     args[n++] = tern_arg_i32(d.n);
     args[n++] = tern_arg_i32(d.k);
