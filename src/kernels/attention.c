@@ -1,8 +1,9 @@
 /* Causal multi-head attention, forward and backward, in the style of FlashAttention:
  * tiles of K and V (or Q and dO) in threadgroup memory, an online softmax, f32
  * accumulation, tiles above the diagonal skipped. The score matrix is never stored: the
- * forward pass saves one number per (b, h, t), the base-2 logsumexp of that row's scaled
- * scores, from which the backward pass recomputes the probabilities.
+ * forward pass saves one number per (b, h, t), the (natural) logsumexp of that row's scaled
+ * scores, from which the backward pass recomputes the probabilities. The cuda handler's own
+ * attention paths save the same record, so any path's backward can read any path's forward.
  *
  * Layout: qkv [B, T, 3C], head h's q, k, v in channels h hs, C + h hs, 2C + h hs; out and
  * dout [B, T, C]; saved and delta f32 [B, NH, T].
@@ -21,6 +22,7 @@
 #include "kernels/kutil.h"
 
 #define LOG2E 1.4426950408889634f
+#define LN2 0.6931471805599453f
 
 /* Key tile rows of the forward and dq kernels (two tiles of tile * hs floats in shared). */
 static int key_tile(int hs) { return hs <= 128 ? 32 : 16; }
@@ -187,7 +189,8 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
             ku_store(out, tern_add(at, tern_int(d)), W, v);
         }
         TERN_IF(kb, tern_eq(part, tern_int(0))) {
-            tern_store(saved, tern_add(tern_mul(bh, T), i), tern_add(m, tern_log2(l)));
+            /* m and log2 l are in base 2 */
+            tern_store(saved, tern_add(tern_mul(bh, T), i), tern_mul(tern_add(m, tern_log2(l)), tern_f32(LN2)));
         }
     }
 }
@@ -276,7 +279,7 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
         load_tile(kb, gs, lt, dout, row_base, i0, last, C, hoff, BQ, hs, W, tid, G);
         TERN_IF(kb, tern_lt(tid, tern_int(BQ))) {
             tern_v qi = tern_min(tern_add(i0, tid), last);
-            tern_store(ls, tid, tern_load(saved, tern_add(stat0, qi)));
+            tern_store(ls, tid, tern_mul(tern_load(saved, tern_add(stat0, qi)), tern_f32(LOG2E)));
             tern_store(ds, tid, tern_load(delta, tern_add(stat0, qi)));
         }
         tern_barrier(kb);
@@ -352,7 +355,7 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec) {
         q[d] = tern_mul(q[d], c);
         dq[d] = tern_var(kb, "dq", tern_f32(0.0f));
     }
-    tern_v lse = tern_load(saved, tern_add(tern_mul(bh, T), ic));
+    tern_v lse = tern_mul(tern_load(saved, tern_add(tern_mul(bh, T), ic)), tern_f32(LOG2E)); /* base 2 */
     tern_v dlt = delta_only ? tern_f32(0.0f) : tern_load(delta, tern_add(tern_mul(bh, T), ic));
     tern_v dsum = tern_var(kb, "dsum", tern_f32(0.0f));
 

@@ -5,7 +5,11 @@
  *          bf16 only, TERN_CUDA_ATTENTION=mma
  *   core   the GPU core's flash-style f32 kernels (src/handlers/gpu/attention.c):
  *          TERN_CUDA_ATTENTION=flash, and any call whose buffers mix dtypes, which the
- *          other two do not take. */
+ *          other two do not take.
+ * All three save the same record (each query row's natural logsumexp of its scaled scores,
+ * f32 [B, NH, T]), so a backward pass may take another path than its forward did: a
+ * forward with qkv and out alike runs on the tensor cores even when the backward's
+ * gradients then come in another dtype and go to the GPU core. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,14 +35,26 @@ static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, in
 static tern_error *validate_forward(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
                                     int NH) {
     size_t saved_len = 0;
-    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    tern_error *err = gpu_attention_saved_len(&d->core, B, T, NH, &saved_len);
+    if (err) { /* a bad shape: reported under this operation's name */
+        tern_error *named = tern_validate_attention(out, saved, qkv, B, T, C, NH, 0);
+        if (!named) return err;
+        tern_error_free(err);
+        return named;
+    }
     return tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len);
 }
 
 static tern_error *validate_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                      tern_buf saved, int B, int T, int C, int NH) {
     size_t saved_len = 0;
-    TERN_TRY(gpu_attention_saved_len(&d->core, B, T, NH, &saved_len));
+    tern_error *err = gpu_attention_saved_len(&d->core, B, T, NH, &saved_len);
+    if (err) {
+        tern_error *named = tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, 0);
+        if (!named) return err;
+        tern_error_free(err);
+        return named;
+    }
     return tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len);
 }
 

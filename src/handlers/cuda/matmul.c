@@ -45,6 +45,7 @@ typedef struct plan_key {
     tern_dtype ta, tb, tc, tbias;
     int epilogue; /* cublasLtEpilogue_t */
     bool beta_zero;
+    int align_a, align_b, align_c; /* bytes (a power of two up to 256): see pointer_alignment */
 } plan_key;
 
 struct cuda_matmul_plan {
@@ -90,13 +91,28 @@ static CUdeviceptr address(tern_buf b) {
     return (CUdeviceptr)(uintptr_t)b.mem + b.offset * tern_dtype_size(b.dtype);
 }
 
+/* The largest power of two up to 256 that divides a device address. cuBLASLt assumes 256-byte
+ * aligned operands unless told otherwise (the MIN_ALIGNMENT preferences), and an algorithm
+ * chosen under that assumption gives wrong results on views at odd offsets: the op tests'
+ * views at offsets 1-5 elements found it on the H200. */
+static int pointer_alignment(CUdeviceptr p) {
+    int a = 1;
+    while (a < 256 && !(p & (CUdeviceptr)a)) a *= 2;
+    return a;
+}
+
+/* The bias and aux vectors have no alignment preference: the epilogues read them in 16-byte
+ * runs, so views less aligned than that go to the GPU core. */
+#define EPILOGUE_ALIGNMENT 16
+
 /* The disk cache's key for a plan's algorithm: everything the choice depends on. */
 static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t size) {
     snprintf(buf, size,
-             "gemm 1 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d", d->name,
+             "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d",
+             d->name,
              cublasLtGetVersion(), d->workspace_size, k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->batch,
              k->stride_a, k->stride_b, k->stride_c, k->trans_a, k->trans_b, (int)k->ta, (int)k->tb, (int)k->tc,
-             (int)k->tbias, k->epilogue, k->beta_zero);
+             (int)k->tbias, k->epilogue, k->beta_zero, k->align_a, k->align_b, k->align_c);
 }
 
 /* Runs plan p with algorithm `algo` `reps` times into scratch c (and aux); the mean time in
@@ -227,6 +243,15 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     int found = 0;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &ws, sizeof ws);
+    /* cuBLASLt's A is our B, its B our A; C and D are both our C */
+    const struct { cublasLtMatmulPreferenceAttributes_t attr; uint32_t bytes; } aligns[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, (uint32_t)k->align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, (uint32_t)k->align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, (uint32_t)k->align_c},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, (uint32_t)k->align_c},
+    };
+    for (size_t i = 0; i < sizeof aligns / sizeof aligns[0] && s == CUBLAS_STATUS_SUCCESS; i++)
+        s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].bytes, sizeof aligns[i].bytes);
     if (s == CUBLAS_STATUS_SUCCESS)
         s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, GEMM_CANDIDATES,
                                            results, &found);
@@ -288,7 +313,8 @@ static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
 }
 
 /* Products cuBLASLt does not take (A and B of different dtypes, an aux not in C's dtype, a
- * combination its heuristic refuses, such as f32 operands into a bf16 C) run on the GPU
+ * bias or aux view not 16-byte aligned, a combination its heuristic refuses, such as f32
+ * operands into a bf16 C) run on the GPU
  * core's DSL matmul, which has the whole tern_matmul contract. The model never asks for
  * them; the op-level tests do. */
 static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
@@ -324,8 +350,14 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     else if (has_bias) epi = CUBLASLT_EPILOGUE_BIAS;
     key.epilogue = (int)epi;
     key.beta_zero = mm->beta == 0.0f;
+    key.align_a = pointer_alignment(address(a));
+    key.align_b = pointer_alignment(address(b));
+    key.align_c = pointer_alignment(address(c));
+    bool odd_epilogue = (has_bias && pointer_alignment(address(mm->bias)) < EPILOGUE_ALIGNMENT) ||
+                        (has_aux && pointer_alignment(address(mm->aux)) < EPILOGUE_ALIGNMENT);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return core_matmul(d, c, a, b, mm);
     if (gemv_wanted(&dims)) return gemv(d, c, a, b, mm, &dims);
+    if (odd_epilogue) return core_matmul(d, c, a, b, mm);
 
     TERN_TRY(cuda_make_current(d));
     cuda_matmul_plan *p = NULL;
@@ -359,5 +391,6 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
                  key.batch, tern_dtype_name(c.dtype));
         cuda_profile_end(d, name, t0);
     }
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return core_matmul(d, c, a, b, mm); /* a late refusal */
     return lt_check(s, "matmul");
 }

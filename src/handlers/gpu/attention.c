@@ -1,6 +1,6 @@
 /* attention, attention_backward and attention_cached (see src/kernels/attention.c and
  * attention_cached.c). `saved` is this core's own record: f32 [B, NH, T], each query
- * row's base-2 logsumexp, so validation here checks that length (the shared validator
+ * row's logsumexp, so validation here checks that length (the shared validator
  * checks the cpu handler's B * NH * T * T). */
 #include <math.h>
 #include <stdlib.h>
