@@ -41,7 +41,7 @@ static const tern_type types[] = {TERN_T_BOOL, TERN_T_I32, TERN_T_U32, TERN_T_I6
 static void step(state *s, reader *r) {
     tern_kb *kb = s->kb;
     tern_loc at = {"fuzz", (int)r->n};
-    unsigned op = take(r) % 21;
+    unsigned op = take(r) % 23;
     switch (op) {
     case 0: {
         unsigned t = take(r) % 5;
@@ -154,6 +154,12 @@ static void step(state *s, reader *r) {
         for (int j = 0; j < 4; j++) push(s, d[j]);
         break;
     }
+    case 21: { /* the shared buffer is refused, and an unmasked index may fault on the host */
+        tern_v b = s->bufs[take(r) % 4], i = tern_binary_at(at, TERN_AND, pick(s, r), tern_int(63));
+        tern_prefetch_at(at, b, take(r) & 1 ? i : pick(s, r));
+        break;
+    }
+    case 22: tern_wait_previous_at(at, kb); break; /* in a block, or after a store: an error */
     }
 }
 

@@ -407,6 +407,28 @@ int tern_once_at(tern_loc at, tern_kb *kb);
     for (tern_while_at(TERN_HERE, kb), tern_while_test_at(TERN_HERE, kb, cond);            \
          tern_once_at(TERN_HERE, kb);)
 
+/* ---- overlapping a kernel with the previous one ----
+ * tern_wait_previous marks the point from which the results of the kernels launched before
+ * this one (on the same stream or queue) are visible. What is traced before it may only read
+ * memory that no earlier kernel writes (weights, scalar parameters) and may not write device
+ * memory at all (an earlier kernel may still be reading it); threadgroup memory is fine. The
+ * cuda runtime launches a kernel that has the wait so that it may start while the previous
+ * kernel still runs (programmatic dependent launch, sm_90 and newer; TERN_CUDA_PDL=0 turns it
+ * off), and the wait is PTX griddepcontrol.wait. Kernels run one after the other on the other
+ * runtimes, so there it does nothing. It must be traced at top level (every thread reaches
+ * it), after no store, atomic or exit to device memory; later waits do nothing. A function
+ * (tern_result) may contain it, but tern_call leaves it out: the caller's own statements come
+ * before it, so only the caller can place its kernel's wait. */
+void tern_wait_previous_at(tern_loc at, tern_kb *kb);
+#define tern_wait_previous(kb) tern_wait_previous_at(TERN_HERE, kb)
+
+/* A hint to fetch element `index` of buffer parameter `buf` (declared readable) into the
+ * device's L2 cache: CUDA prefetch.global.L2, OpenCL prefetch(); nothing on Metal and the
+ * host. It changes nothing a kernel can observe, so it may come before tern_wait_previous even
+ * for memory an earlier kernel writes. index must be in bounds (the host checks). */
+void tern_prefetch_at(tern_loc at, tern_v buf, tern_v index);
+#define tern_prefetch(buf, index) tern_prefetch_at(TERN_HERE, buf, index)
+
 /* ---- debugging ---- */
 
 /* Prints from every thread that runs it: fmt with one `{}` per value, e.g.

@@ -83,6 +83,7 @@ tern_v tern_call_at(tern_loc at, tern_kb *kb, const tern_kernel *fn, int count, 
         case IR_BREAK: tern_break_at(here, kb); break;
         case IR_CONTINUE: tern_continue_at(here, kb); break;
         case IR_RESULT: result = vals[a[0]]; break;
+        case IR_WAIT_PREVIOUS: break; /* the caller's statements precede it: its own wait decides */
         default:
             kb_fail(kb, here, "tern_call: '%s' has a %s, which cannot be inlined", fn->name,
                     ir_op_name((ir_op)in->op));

@@ -33,6 +33,13 @@ static void load(void) {
     }
     TERN_CUDA_FUNCTIONS(TERN_CUDA_LOAD_)
 #undef TERN_CUDA_LOAD_
+#define TERN_CUDA_LOAD_OPTIONAL_(name)                                                     \
+    {                                                                                      \
+        union { void *p; __typeof__(api.name) f; } u = {dlsym(lib, TERN_CUDA_STR(name))};  \
+        api.name = u.f; /* NULL when the driver lacks it */                               \
+    }
+    TERN_CUDA_OPTIONAL_FUNCTIONS(TERN_CUDA_LOAD_OPTIONAL_)
+#undef TERN_CUDA_LOAD_OPTIONAL_
     CUresult r = api.cuInit(0);
     if (r != CUDA_SUCCESS) {
         const char *name = "?";

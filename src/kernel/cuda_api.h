@@ -69,9 +69,19 @@
     X(cuGetErrorName) \
     X(cuGetErrorString)
 
+/* Functions that older drivers lack: NULL in the table when missing, and their callers fall
+ * back (cuLaunchKernelEx: to cuLaunchKernel, without launch attributes). */
+#if CUDA_VERSION >= 11080
+#define TERN_CUDA_OPTIONAL_FUNCTIONS(X) \
+    X(cuLaunchKernelEx)
+#else
+#define TERN_CUDA_OPTIONAL_FUNCTIONS(X)
+#endif
+
 #define TERN_CUDA_FIELD_(name) __typeof__(name) *name;
 typedef struct tern_cuda_api {
     TERN_CUDA_FUNCTIONS(TERN_CUDA_FIELD_)
+    TERN_CUDA_OPTIONAL_FUNCTIONS(TERN_CUDA_FIELD_)
 } tern_cuda_api;
 #undef TERN_CUDA_FIELD_
 

@@ -186,3 +186,19 @@ tern_v tern_atomic_cas_at(tern_loc at, tern_v buf, tern_v index, tern_v expected
     ir_ins in = {.op = IR_ATOMIC_CAS, .a = {b, i, e, d}};
     return kb_value(kb, kb_emit(kb, at, &in, elem));
 }
+
+void tern_prefetch_at(tern_loc at, tern_v buf, tern_v index) {
+    tern_kb *kb = buf.kb;
+    if (!kb_ok(kb)) return;
+    int32_t b = access_buf(kb, at, buf, "prefetch", TERN_READ);
+    if (b < 0) return;
+    if (kb->k->bufs[b].shared) {
+        kb_fail(kb, at, "prefetch of threadgroup array '%s': it fetches device memory (a buffer "
+                "parameter)", ir_string(kb->k, kb->k->bufs[b].name));
+        return;
+    }
+    int32_t i = access_index(kb, at, index, "prefetch");
+    if (i < 0) return;
+    ir_ins in = {.op = IR_PREFETCH, .a = {b, i, -1, -1}};
+    kb_emit(kb, at, &in, TERN_T_VOID);
+}

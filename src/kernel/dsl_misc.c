@@ -1,5 +1,5 @@
-/* Thread attributes, barriers, SIMD-group operations (with the bf16 MMA), print, function
- * results and inlined calls. */
+/* Thread attributes, barriers, the wait for the previous kernel, SIMD-group operations (with
+ * the bf16 MMA), print, function results and inlined calls. */
 #include <stdio.h>
 #include <string.h>
 
@@ -39,6 +39,47 @@ void tern_barrier_at(tern_loc at, tern_kb *kb) {
     if (!kb_ok(kb)) return;
     ir_ins in = {.op = IR_BARRIER, .a = {-1, -1, -1, -1}};
     if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_BARRIER;
+}
+
+/* The first statement traced so far that a kernel may not do before its wait: a store or
+ * atomic to device memory (an earlier kernel may still read it), or an exit (a thread that
+ * ends without waiting would let the kernel finish before the one it overlaps). -1: none. */
+static int32_t before_wait_violation(const tern_kernel *k) {
+    for (int32_t i = 0; i < k->nins; i++) {
+        const ir_ins *in = &k->ins[i];
+        switch ((ir_op)in->op) {
+        case IR_STORE:
+        case IR_VSTORE:
+        case IR_ATOMIC:
+        case IR_ATOMIC_CAS:
+            if (!k->bufs[in->a[0]].shared) return i;
+            break;
+        case IR_EXIT: return i;
+        default: break;
+        }
+    }
+    return -1;
+}
+
+void tern_wait_previous_at(tern_loc at, tern_kb *kb) {
+    if (!kb_ok(kb)) return;
+    if (kb->depth) {
+        kb_fail(kb, at, "wait_previous inside a block: it belongs at top level, where every "
+                "thread reaches it");
+        return;
+    }
+    if (!(kb->k->uses & IR_USES_WAIT_PREVIOUS)) {
+        int32_t bad = before_wait_violation(kb->k);
+        if (bad >= 0) {
+            char what[160], where[128];
+            kb_fail(kb, at, "wait_previous after '%s' (%s): nothing may write device memory or "
+                    "exit before the wait", ir_describe(kb->k, bad, what, sizeof what),
+                    ir_where(kb->k, bad, where, sizeof where));
+            return;
+        }
+    }
+    ir_ins in = {.op = IR_WAIT_PREVIOUS, .a = {-1, -1, -1, -1}};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_WAIT_PREVIOUS;
 }
 
 tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg) {

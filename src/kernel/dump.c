@@ -134,6 +134,11 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
             put_val(sb, k, a[3]);
         }
         break;
+    case IR_PREFETCH:
+        sb_printf(sb, "prefetch %s[", a[0] >= 0 && a[0] < k->nbufs ? ir_string(k, k->bufs[a[0]].name) : "?");
+        put_val(sb, k, a[1]);
+        sb_puts(sb, "]");
+        break;
     case IR_SIMD:
         sb_printf(sb, "simd_%s ", ir_simd_name((tern_simd_op)in->aux));
         put_val(sb, k, a[0]);

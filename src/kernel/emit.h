@@ -25,6 +25,8 @@ enum {
     NEED_ATOMIC_F32 = 1 << 5,
     NEED_ATOMIC_CAS = 1 << 6,
     NEED_MMA = 1 << 7,
+    NEED_WAIT_PREVIOUS = 1 << 8,
+    NEED_PREFETCH = 1 << 9,
 };
 
 /* One SIMD helper a kernel needs: operation and operand type (emitter.simd_need). */
@@ -60,6 +62,10 @@ typedef struct dialect {
     void (*shared)(emitter *e, strbuf *out, int32_t buf);
     /* the helpers named in e->need / e->simd_need */
     void (*prelude)(emitter *e, strbuf *out);
+    /* tern_wait_previous and tern_prefetch statements; NULL where the target has nothing for
+     * them (launches run in order; no prefetch): the statement becomes a comment */
+    void (*wait_previous)(emitter *e, int32_t ins);
+    void (*prefetch)(emitter *e, int32_t ins);
 } dialect;
 
 struct emitter {
@@ -133,6 +139,10 @@ void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u6
 /* An MMA statement: "const float4 v<dst> = tern_mma_bf16(a0, .., c3[, extra_arg]);", its
  * four results named as the vector's fields; sets NEED_MMA (the dialect writes the helper). */
 void emit_mma_call(emitter *e, int32_t i, const char *extra_arg);
+/* A statement that does nothing on this target, as the comment "/<star> what: why <star>/". */
+void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why);
+/* "&buf[index]" of a prefetch statement, into out. */
+void emit_prefetch_address(emitter *e, strbuf *out, int32_t i);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */
 bool emit_reserved(const char *name);
 /* Whether a kernel name clashes with a keyword, builtin or tern's own helpers. */

@@ -557,6 +557,23 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         sb_printf(b, "%s;", e->d->barrier);
         emit_line_end(e);
         return;
+    case IR_WAIT_PREVIOUS:
+        if (e->d->wait_previous) e->d->wait_previous(e, i);
+        else emit_comment_statement(e, i, "wait_previous", "launches run one after the other");
+        return;
+    case IR_PREFETCH:
+        if (e->d->prefetch) {
+            e->d->prefetch(e, i);
+        } else {
+            strbuf x;
+            sb_init(&x);
+            sb_puts(&x, "prefetch ");
+            emit_prefetch_address(e, &x, i);
+            char *s = sb_take(&x);
+            emit_comment_statement(e, i, s ? s : "prefetch", "no prefetch on this target");
+            free(s);
+        }
+        return;
     case IR_IF:
         emit_line_start(e, i);
         sb_puts(b, "if (");
@@ -642,6 +659,18 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         emit_line_end(e);
         return;
     }
+}
+
+void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why) {
+    emit_line_start(e, i);
+    sb_printf(&e->body, "/* %s: %s */", what, why);
+    emit_line_end(e);
+}
+
+void emit_prefetch_address(emitter *e, strbuf *out, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    sb_putc(out, '&');
+    emit_elem(e, out, in->a[0], in->a[1]);
 }
 
 void emit_mma_call(emitter *e, int32_t i, const char *extra_arg) {

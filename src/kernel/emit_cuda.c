@@ -330,6 +330,44 @@ static void cuda_head(emitter *e, strbuf *out) {
             sb_printf(out, "%s %s", cuda_type(pa->type), e->val_name[pa->id]);
     }
     sb_puts(out, ") {\n");
+    /* every kernel lets the next one launch at once: one launched to overlap it (see
+     * tern_wait_previous) still waits for all of this one at its griddepcontrol.wait */
+    if (k->result < 0)
+        sb_puts(out, "#if __CUDA_ARCH__ >= 900\n"
+                     "    asm volatile(\"griddepcontrol.launch_dependents;\");\n"
+                     "#endif\n");
+}
+
+static void cuda_wait_previous(emitter *e, int32_t i) {
+    emit_line_start(e, i);
+    sb_puts(&e->body, "tern_wait_previous();");
+    emit_line_end(e);
+    e->need |= NEED_WAIT_PREVIOUS;
+}
+
+static void cuda_prefetch(emitter *e, int32_t i) {
+    emit_line_start(e, i);
+    sb_puts(&e->body, "tern_prefetch_l2(");
+    emit_prefetch_address(e, &e->body, i);
+    sb_puts(&e->body, ");");
+    emit_line_end(e);
+    e->need |= NEED_PREFETCH;
+}
+
+/* The helpers of tern_wait_previous and tern_prefetch. The wait is an instruction of sm_90
+ * and newer (programmatic dependent launch), which older targets never launch overlapped:
+ * there it is nothing. The "memory" clobber keeps the compiler from moving loads above it. */
+static void pdl_helpers(const emitter *e, strbuf *out) {
+    if (e->need & NEED_WAIT_PREVIOUS)
+        sb_puts(out, "__device__ __forceinline__ void tern_wait_previous() {\n"
+                     "#if __CUDA_ARCH__ >= 900\n"
+                     "    asm volatile(\"griddepcontrol.wait;\" ::: \"memory\");\n"
+                     "#endif\n"
+                     "}\n");
+    if (e->need & NEED_PREFETCH)
+        sb_puts(out, "__device__ __forceinline__ void tern_prefetch_l2(const void *p) {\n"
+                     "    asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(__cvta_generic_to_global(p)));\n"
+                     "}\n");
 }
 
 static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
@@ -418,6 +456,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
     if (e->need & NEED_MMA) mma_helper(out);
+    pdl_helpers(e, out);
 }
 
 const dialect emit_cuda_dialect = {
@@ -444,4 +483,6 @@ const dialect emit_cuda_dialect = {
     .head = cuda_head,
     .shared = cuda_shared,
     .prelude = cuda_prelude,
+    .wait_previous = cuda_wait_previous,
+    .prefetch = cuda_prefetch,
 };

@@ -189,6 +189,15 @@ static void cl_mma(emitter *e, int32_t i) {
 
 static void cl_print(emitter *e, int32_t i) { emit_print_call(e, i, "%ld", "%lu", false); }
 
+/* OpenCL's own prefetch builtin: a hint, like CUDA's L2 prefetch (PoCL ignores it). */
+static void cl_prefetch(emitter *e, int32_t i) {
+    emit_line_start(e, i);
+    sb_puts(&e->body, "prefetch(");
+    emit_prefetch_address(e, &e->body, i);
+    sb_puts(&e->body, ", 1);");
+    emit_line_end(e);
+}
+
 static void cl_head(emitter *e, strbuf *out) {
     const tern_kernel *k = e->k;
     if (k->result >= 0)
@@ -371,4 +380,5 @@ const dialect emit_opencl_dialect = {
     .head = cl_head,
     .shared = cl_shared,
     .prelude = cl_prelude,
+    .prefetch = cl_prefetch,
 };

@@ -281,6 +281,8 @@ static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n
         case IR_SIMD: interp_simd(c, i, lanes, n); break;
         case IR_MMA: interp_mma(c, i, n); break;
         case IR_PRINT: interp_print(c, i, lanes, n); break;
+        case IR_WAIT_PREVIOUS: break; /* launches run one after the other here */
+        case IR_PREFETCH: interp_prefetch(c, i, lanes, n); break;
         case IR_BREAK:
         case IR_CONTINUE:
         case IR_EXIT: {

@@ -213,3 +213,12 @@ void interp_atomic(ictx *c, int32_t ins, const int32_t *lanes, int n) {
         d[l] = atomic_rmw(b->elem, in->aux, (uint32_t *)(void *)(b->base + i * 4), x[l], y[l], cas);
     });
 }
+
+void interp_prefetch(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *b = &c->bufs[in->a[0]];
+    FOR_LANES(c, lanes, n, {
+        size_t i;
+        if (!index_of_lane(c, ins, l, "prefetch of", in->a[1], b, 1, &i)) return;
+    });
+}

@@ -60,6 +60,8 @@ typedef enum ir_op {
     IR_CONTINUE,
     IR_EXIT,       /* the thread ends */
     IR_RESULT,     /* a function's result: a0 */
+    IR_WAIT_PREVIOUS, /* earlier kernels' results visible from here (tern_wait_previous) */
+    IR_PREFETCH,   /* hint: buffer a0 [a1] into L2 */
     IR_OP_COUNT
 } ir_op;
 
@@ -123,6 +125,7 @@ enum {
     IR_USES_EXIT = 1 << 9,
     IR_USES_F32_ATOMIC = 1 << 10,
     IR_USES_I64 = 1 << 11,
+    IR_USES_WAIT_PREVIOUS = 1 << 12, /* the cuda runtime launches it to overlap the previous kernel */
 };
 
 /* IR_MMA: its operands (a, b, c) in extra, its results (the f32 fragment d). */

@@ -2,7 +2,9 @@
  * architecture, the driver API (loaded at run time, cuda_api.c) loads and launches it.
  * Cubins are cached in memory by source and on disk (disk_cache.c) by source, arch and
  * NVRTC version. Every call makes the runtime's context current and restores the
- * caller's, so a runtime may wrap a context that other code also uses. */
+ * caller's, so a runtime may wrap a context that other code also uses. Kernels with
+ * tern_wait_previous launch with programmatic dependent launch on sm_90+ (TERN_CUDA_PDL=0:
+ * plainly). */
 #include "kernel/runtime.h"
 
 #ifdef TERN_HAVE_CUDA
@@ -41,6 +43,7 @@ typedef struct cu_rt {
     bool owned; /* we retained the primary context and made the stream */
     char arch[16];
     int shared_optin; /* most shared memory per block, opted in */
+    bool pdl;         /* kernels with tern_wait_previous launch overlapping the previous one */
     pthread_mutex_t lock;
     cu_entry *entries;
     int nentries, cap;
@@ -220,6 +223,30 @@ static tern_error *cu_fit(cu_rt *c, const tern_kernel *k, int threads, cu_entry 
                        "capped at %d per thread (at most %d threads fit)", k->name, threads, cap, (*out)->max_threads);
 }
 
+/* Launches fn on the stream. A kernel with tern_wait_previous may start while the previous
+ * kernel still runs (programmatic stream serialization; in a captured graph, a programmatic
+ * edge): its griddepcontrol.wait holds it until that kernel is done and its memory visible.
+ * Any other kernel launches plainly: started early, it would race. *what names the call. */
+static CUresult launch_fn(cu_rt *c, const tern_kernel *k, CUfunction fn, tern_dims grid, tern_dims group,
+                          unsigned int shared, void **params, const char **what) {
+#if CUDA_VERSION >= 11080
+    if (c->pdl && (k->uses & IR_USES_WAIT_PREVIOUS)) {
+        CUlaunchAttribute attr;
+        memset(&attr, 0, sizeof attr);
+        attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+        attr.value.programmaticStreamSerializationAllowed = 1;
+        CUlaunchConfig cfg = {grid.x, grid.y, grid.z, group.x, group.y, group.z, shared, c->stream, &attr, 1};
+        *what = "cuda runtime: cuLaunchKernelEx with programmatic dependent launch (TERN_CUDA_PDL=0 turns it off)";
+        return c->cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
+    }
+#else
+    (void)k;
+#endif
+    *what = "cuda runtime: cuLaunchKernel";
+    return c->cu->cuLaunchKernel(fn, grid.x, grid.y, grid.z, group.x, group.y, group.z, shared, c->stream,
+                                 params, NULL);
+}
+
 static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, tern_dims group,
                              const tern_arg *args) {
     cu_rt *c = rt->impl;
@@ -262,10 +289,9 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
             if (!err) e->dynamic_shared = (int)shared;
         }
         if (!err) {
-            CUresult r = c->cu->cuLaunchKernel(e->fn, grid.x, grid.y, grid.z, group.x, group.y, group.z,
-                                               (unsigned int)shared, c->stream, params, NULL);
-            if (r != CUDA_SUCCESS)
-                err = tern_cuda_check(c->cu, r, "cuda runtime: cuLaunchKernel");
+            const char *what;
+            CUresult r = launch_fn(c, k, e->fn, grid, group, (unsigned int)shared, params, &what);
+            if (r != CUDA_SUCCESS) err = tern_cuda_check(c->cu, r, what);
             snprintf(c->last_kernel, sizeof c->last_kernel, "%s", k->name);
         }
         pthread_mutex_unlock(&c->lock);
@@ -299,6 +325,18 @@ static const rt_ops cu_ops = {
     .set_stream = cu_set_stream,
 };
 
+/* Whether kernels with tern_wait_previous launch overlapped: compute capability 9.0 or newer
+ * (griddepcontrol), a driver with cuLaunchKernelEx, and TERN_CUDA_PDL not "0". */
+static bool pdl_wanted(const cu_rt *c, int major) {
+#if CUDA_VERSION >= 11080
+    const char *env = getenv("TERN_CUDA_PDL");
+    return major >= 9 && c->cu->cuLaunchKernelEx && !(env && !strcmp(env, "0"));
+#else
+    (void)c, (void)major;
+    return false;
+#endif
+}
+
 /* Device facts (name, arch, shared memory), with the context current. */
 static tern_error *device_facts(cu_rt *c, tern_rt *rt) {
     int major = 0, minor = 0;
@@ -309,6 +347,7 @@ static tern_error *device_facts(cu_rt *c, tern_rt *rt) {
     TERN_TRY(CHECK(c, cuDeviceGetAttribute(&c->shared_optin, CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
                                            c->dev), "cuda runtime: cuDeviceGetAttribute"));
     snprintf(c->arch, sizeof c->arch, "sm_%d%d", major, minor);
+    c->pdl = pdl_wanted(c, major);
     char name[128] = "";
     c->cu->cuDeviceGetName(name, (int)sizeof name - 1, c->dev);
     snprintf(rt->device, sizeof rt->device, "%s", name);

@@ -214,6 +214,12 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     case IR_WHILE_TEST: want(v, val(v, a[0]) == TERN_T_BOOL, "while condition"); break;
     case IR_RESULT: want(v, ir_type_is_value(val(v, a[0])) && i == k->nins - 1, "result"); break;
+    case IR_WAIT_PREVIOUS: want(v, v->depth == 0, "wait_previous inside a block"); break;
+    case IR_PREFETCH: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && !b->shared && (b->intent & TERN_READ) && ir_type_is_int(val(v, a[1])), "prefetch operands");
+        break;
+    }
     case IR_ELSE:
     case IR_END:
     case IR_BARRIER:

@@ -59,6 +59,7 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
     tern_v scratch = tern_shared(kb, "scratch", TERN_T_F32, AC_SIMD);
     tern_v ps = tern_shared(kb, "ps", TERN_T_F32, GK_AC_GROUP);
     tern_v qsh = tern_shared(kb, "q", TERN_T_F32, (size_t)hs);
+    tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
 
     tern_v tid = tern_local_id(kb, 0);
     tern_v g = tern_group_id(kb, 0);
@@ -200,6 +201,7 @@ void gk_trace_attention_combine(tern_kb *kb, void *spec) {
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
     tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
+    tern_wait_previous(kb);
     tern_v gid = tern_global_id(kb, 0);
     tern_v row = tern_div(gid, tern_int(hs)), d = tern_rem(gid, tern_int(hs));
     tern_v p0 = tern_load(pos, tern_int(0));

@@ -29,6 +29,7 @@ void gk_trace_embed(tern_kb *kb, void *spec) {
     tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v V = tern_param_scalar(kb, "V", TERN_T_I32);
     tern_v maxT = tern_param_scalar(kb, "maxT", TERN_T_I32);
+    tern_wait_previous(kb); /* the tokens come from the previous kernel (sampling) */
 
     tern_v gid = tern_global_id(kb, 0);
     tern_v cpr = tern_div(C, tern_int(W)); /* chunks per row */

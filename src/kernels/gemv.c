@@ -10,7 +10,9 @@
  * Both families stage the m rows of A (x) in threadgroup memory, in A's own dtype, once per
  * group and k-chunk of up to KC columns (KC chosen on the host so that m * KC elements fit
  * in GK_GEMV_X_BYTES). Before the staging barrier each thread already issues the loads of
- * its first rows of B, so their memory latency overlaps x's.
+ * its first rows of B, so their memory latency overlaps x's. Before all that, and before
+ * tern_wait_previous, each thread prefetches the parts of B and the bias it will read into
+ * L2: on CUDA the kernel starts while the previous one (which writes A) still runs.
  *
  * GK_GEMV, B [k, n] (Hugging Face's Conv1D layout: GPT-2's qkv, projections, fc): a group of
  * G threads (GK_GEMV_GROUP, or up to 1024 for a long k) owns CT = TC * W consecutive columns
@@ -103,6 +105,15 @@ static void load_wide(tern_v buf, tern_v i, int w, int size, tern_v *out) {
 
 /* ---- B [k, n] ---- */
 
+/* Before the wait: this thread's W columns of every row of B it will read, and of the bias,
+ * into L2, while the kernel that writes A still runs (CUDA launches this one early). Only a
+ * hint: a B that the previous kernel writes (training's updated weights) is still read
+ * after the wait, and sees the new values. */
+static void prefetch_b(tern_kb *kb, const gemv_params *p, tern_v kl, int TK, tern_v jc) {
+    TERN_FOR(kb, row, kl, p->K, tern_int(TK)) { tern_prefetch(p->b, tern_add(tern_mul(row, p->ldb), jc)); }
+    if (p->has_bias) tern_prefetch(p->bias, jc);
+}
+
 /* Rows per unrolled step (loads issued together, before the products that use them): 8, or
  * 4 for m > 2 (m W accumulators take registers too), and no more than a thread's rows of a
  * chunk (KC / TK; 6 for GPT-2's k = 768 at TK = 128). */
@@ -140,6 +151,9 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     /* this thread's W columns; past n (the last group), the last W columns are read instead
      * and the results dropped (W divides n, so N - W is a whole vector) */
     tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p.N, tern_int(W)));
+
+    prefetch_b(kb, &p, kl, TK, jc);
+    tern_wait_previous(kb);
 
     tern_v acc[GK_GEMV_MAX_M][8];
     for (int r = 0; r < M; r++)
@@ -212,6 +226,15 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
 
 /* ---- B [n, k] ---- */
 
+/* As prefetch_b: the 16-byte words lane, lane + 32, ... of this SIMD group's R rows of B
+ * (brow: where they start), and their bias, into L2 before the wait. */
+static void prefetch_bt(tern_kb *kb, const gemv_params *p, tern_v lane, const tern_v *brow, tern_v j0) {
+    TERN_FOR(kb, q, lane, tern_div(p->K, tern_int(p->W)), tern_int(32)) {
+        for (int i = 0; i < R; i++) tern_prefetch(p->b, tern_add(brow[i], tern_mul(q, tern_int(p->W))));
+    }
+    if (p->has_bias) tern_prefetch(p->bias, tern_min(j0, tern_sub(p->N, tern_int(1))));
+}
+
 /* acc[i][r] += x[r, q W ..] . B[row i, k0 + q W ..] for one 16-byte word q of R rows. */
 static void word_fma(const gemv_params *p, tern_v xs, tern_v q, tern_v b[][8], tern_v acc[][GK_GEMV_MAX_M],
                      const tern_v *valid) {
@@ -238,6 +261,9 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     tern_v brow[R]; /* where this SIMD group's rows start in B; past n, row n - 1 (dropped) */
     for (int i = 0; i < R; i++)
         brow[i] = tern_mul(tern_min(tern_add(j0, tern_int(i)), tern_sub(p.N, tern_int(1))), p.ldb);
+
+    prefetch_bt(kb, &p, lane, brow, j0);
+    tern_wait_previous(kb);
 
     tern_v acc[R][GK_GEMV_MAX_M];
     for (int i = 0; i < R; i++)

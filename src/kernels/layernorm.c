@@ -35,6 +35,14 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     tern_v base = tern_mul(rowc, C);
     tern_v Cf = tern_cast(C, TERN_T_F32);
     tern_v mu, rs;
+    /* launched early (CUDA), it fetches the weights w and b into L2 while the kernel that
+     * writes x finishes; x only after the wait */
+    for (int k = 0; Cc && k < Cc / 32 / W; k++) {
+        tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+        tern_prefetch(w, col);
+        tern_prefetch(b, col);
+    }
+    tern_wait_previous(kb);
 
     if (Cc) {
         int chunks = Cc / 32 / W;

@@ -268,6 +268,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     tern_v sort_v = tern_shared(kb, "sort_v", TERN_T_F32, GK_SAMPLE_CAP);
     tern_v sort_i = tern_shared(kb, "sort_i", TERN_T_I32, GK_SAMPLE_CAP);
     tern_v ncand = tern_shared(kb, "ncand", TERN_T_I32, 1);
+    tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
 
     tern_v row = tern_group_id(kb, 0);
     c.tid = tern_local_id(kb, 0);

@@ -1032,6 +1032,56 @@ static int print_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
     return rc;
 }
 
+/* ---- wait_previous and prefetch: a chain of launches, each reading the one before ----
+ * out[i] = in[i] * w[i] + 1, w prefetched before the wait, launched CHAIN times on device
+ * buffers (a -> b -> a ...) without synchronising: on CUDA each launch may start while the
+ * previous one runs, so a wrong wait shows as stale values. Small integers: exact in f32. */
+#define CHAIN 8
+#define CHAIN_N 4096
+
+static void chain_trace(tern_kb *kb, void *user) {
+    (void)user;
+    tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
+    tern_v in = tern_param_buf(kb, "in", TERN_T_F32, TERN_READ);
+    tern_v w = tern_param_buf(kb, "w", TERN_T_F32, TERN_READ);
+    tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
+    tern_v i = tern_global_id(kb, 0);
+    TERN_IF(kb, tern_lt(i, n)) { tern_prefetch(w, i); }
+    tern_wait_previous(kb);
+    TERN_IF(kb, tern_lt(i, n)) { tern_store(out, i, tern_fma(tern_load(in, i), tern_load(w, i), tern_f32(1.0f))); }
+}
+
+static int chain_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
+    float *x = malloc(CHAIN_N * sizeof *x), *w = malloc(CHAIN_N * sizeof *w), *got = poisoned(CHAIN_N * sizeof *got);
+    tern_dbuf buf[3] = {{0}};
+    tern_error *err = x && w && got ? NULL : tern_errorf("out of memory");
+    for (int j = 0; j < 3 && !err; j++) err = tern_rt_alloc(rt, TERN_T_F32, CHAIN_N, &buf[j]);
+    int rc = 0;
+    if (!err) {
+        for (int i = 0; i < CHAIN_N; i++) x[i] = (float)(next(r) % 3), w[i] = (float)(next(r) % 2) + 1.0f;
+        err = tern_rt_upload(rt, buf[0], x);
+        if (!err) err = tern_rt_upload(rt, buf[2], w);
+    }
+    for (int s = 0; s < CHAIN && !err; s++) {
+        tern_arg args[] = {tern_arg_dev(buf[(s + 1) % 2]), tern_arg_dev(buf[s % 2]), tern_arg_dev(buf[2]),
+                           tern_arg_i32(CHAIN_N)};
+        err = tern_launch(rt, k, tern_dims1(CHAIN_N / 128), tern_dims1(128), args, 4);
+    }
+    if (!err) err = tern_rt_download(rt, got, buf[CHAIN % 2]);
+    if (err) {
+        rc = fail_call("chain", err);
+    } else {
+        for (int s = 0; s < CHAIN; s++)
+            for (int i = 0; i < CHAIN_N; i++) x[i] = x[i] * w[i] + 1.0f; /* at most 3 * 2^8 + 2^8 */
+        rc = cmp_f32("chain", got, x, CHAIN_N, 0, 1);
+    }
+    for (int j = 0; j < 3; j++) tern_rt_free(rt, &buf[j]);
+    free(x);
+    free(w);
+    free(got);
+    return rc;
+}
+
 /* ---- the table ---- */
 
 const zoo_case zoo_cases[] = {
@@ -1050,5 +1100,6 @@ const zoo_case zoo_cases[] = {
     {"grid3d", grid3d_trace, NULL, grid3d_run},
     {"call", call_trace, NULL, call_run},
     {"print", print_trace, NULL, print_run},
+    {"wait_previous", chain_trace, NULL, chain_run},
 };
 const int zoo_count = sizeof zoo_cases / sizeof *zoo_cases;

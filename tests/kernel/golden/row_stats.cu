@@ -11,6 +11,9 @@ __device__ __forceinline__ float tern_simd_sum_f32(float v) {
     return v;
 }
 extern "C" __global__ void __launch_bounds__(64) row_stats(const unsigned short *x, float *out, int *negatives, float scale) {
+#if __CUDA_ARCH__ >= 900
+    asm volatile("griddepcontrol.launch_dependents;");
+#endif
     __shared__ float partial[2];
     const int group_x = (int)blockIdx.x;
     const int local_x = (int)threadIdx.x;
