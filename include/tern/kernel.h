@@ -53,7 +53,9 @@ extern "C" {
 
 /* Value types, and the element types of buffers. f16, bf16 and u16 are storage types: a
  * load from such a buffer gives an f32 (u32 for u16), a store takes one and rounds to
- * nearest even (u16: keeps the low 16 bits). */
+ * nearest even (u16: keeps the low 16 bits). A NaN stored stays a NaN, but its payload is
+ * not kept the same on every target (CUDA writes the canonical NaN; a bf16 value stored as
+ * it was loaded may keep its bits). */
 typedef enum tern_type {
     TERN_T_VOID = 0,
     TERN_T_BOOL,
@@ -362,6 +364,21 @@ tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg);
 void tern_mma_bf16_at(tern_loc at, tern_kb *kb, const tern_v a[8], const tern_v b[4], const tern_v c[4],
                       tern_v d[4]);
 #define tern_mma_bf16(kb, a, b, c, d) tern_mma_bf16_at(TERN_HERE, kb, a, b, c, d)
+
+/* Four 8 x 8 matrices of a threadgroup bf16 buffer, loaded by the SIMD group together (a
+ * collective, like tern_mma_bf16): lane l gives in row_index the element index of row l % 8
+ * of matrix l / 8 (eight contiguous elements, row_index a multiple of 8), and receives two
+ * elements of each matrix M_i as f32 values:
+ *   out[2i], out[2i + 1] = M_i[l / 4][2 (l % 4)], M_i[l / 4][2 (l % 4) + 1], or transposed
+ *                          M_i[2 (l % 4)][l / 4], M_i[2 (l % 4) + 1][l / 4].
+ * That is tern_mma_bf16's B fragment layout: b[0..1] from one matrix and b[2..3] from the
+ * next are the 16 x 8 tile B whose rows k are the matrices' columns (B = M^T, rows of M are
+ * the n), or with `transposed` their rows (B = M, rows of M are the k). CUDA runs PTX
+ * ldmatrix (four 16-byte rows per lane in one instruction, sm_75 or newer); the host,
+ * OpenCL and Metal gather the same elements with shuffles and loads. */
+void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transposed, tern_v out[8]);
+#define tern_load_matrix(buf, row_index, transposed, out) \
+    tern_load_matrix_at(TERN_HERE, buf, row_index, transposed, out)
 
 /* ---- control flow ----
  * Structured blocks: tern_if / tern_else / tern_for / tern_while ... tern_end, or the

@@ -202,3 +202,39 @@ void tern_prefetch_at(tern_loc at, tern_v buf, tern_v index) {
     ir_ins in = {.op = IR_PREFETCH, .a = {b, i, -1, -1}};
     kb_emit(kb, at, &in, TERN_T_VOID);
 }
+
+void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transposed, tern_v out[8]) {
+    tern_kb *kb = buf.kb;
+    if (out)
+        for (int j = 0; j < 8; j++) out[j] = kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
+    if (!kb_ok(kb)) return;
+    if (!out) {
+        kb_fail(kb, at, "load_matrix: out is NULL");
+        return;
+    }
+    int32_t b = access_buf(kb, at, buf, "load_matrix", TERN_READ);
+    if (b < 0) return;
+    const ir_buf *B = &kb->k->bufs[b];
+    if (!B->shared || B->elem != TERN_T_BF16) {
+        kb_fail(kb, at, "load_matrix: '%s' is %s %s memory; it reads threadgroup bf16 buffers",
+                ir_string(kb->k, B->name), tern_type_name(B->elem), B->shared ? "threadgroup" : "device");
+        return;
+    }
+    int32_t i = access_index(kb, at, row_index, "load_matrix");
+    if (i < 0) return;
+    kb->k->bufs[b].used |= IR_BUF_LOADED;
+    ir_ins in = {.op = IR_LOAD_MATRIX, .aux = transposed ? 1 : 0, .a = {b, i, -1, -1}};
+    int32_t first = kb_emit(kb, at, &in, TERN_T_F32);
+    if (first < 0) return;
+    kb->k->uses |= IR_USES_SIMD;
+    int32_t def = kb->k->vals[first].def;
+    out[0] = kb_value(kb, first);
+    for (int j = 1; j < 8; j++) {
+        int32_t v = ir_add_value(kb->k, TERN_T_F32, def, kb->k->vals[first].block);
+        if (v != first + j) {
+            kb_fail(kb, at, "out of memory");
+            return;
+        }
+        out[j] = kb_value(kb, v);
+    }
+}

@@ -56,10 +56,12 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
     if (in->dst >= 0 && in->op != IR_FOR) {
         put_val(sb, k, in->dst);
         if (in->op == IR_VLOAD) sb_printf(sb, "..+%d", in->aux - 1);
+        if (in->op == IR_LOAD_MATRIX) sb_puts(sb, "..+7");
         if (in->op == IR_MMA) sb_printf(sb, "..+%d", IR_MMA_RESULTS - 1);
         sb_printf(sb, ": %s = ", tern_type_name(in->type));
     }
-    const char *bname = (in->op >= IR_LOAD && in->op <= IR_ATOMIC_CAS && a[0] >= 0 && a[0] < k->nbufs)
+    const char *bname = ((in->op >= IR_LOAD && in->op <= IR_ATOMIC_CAS) || in->op == IR_LOAD_MATRIX) &&
+                                a[0] >= 0 && a[0] < k->nbufs
                             ? ir_string(k, k->bufs[a[0]].name)
                             : "";
     switch ((ir_op)in->op) {
@@ -105,6 +107,10 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
         sb_printf(sb, "%s %s[", ir_op_name((ir_op)in->op), bname);
         put_val(sb, k, a[1]);
         sb_puts(sb, "]");
+        break;
+    case IR_LOAD_MATRIX:
+        sb_printf(sb, "load_matrix%s %s, row ", in->aux ? " transposed" : "", bname);
+        put_val(sb, k, a[1]);
         break;
     case IR_STORE:
         sb_printf(sb, "store %s[", bname);

@@ -54,6 +54,7 @@ typedef struct dialect {
     void (*atomic)(emitter *e, int32_t ins);
     void (*simd)(emitter *e, int32_t ins);
     void (*mma)(emitter *e, int32_t ins);
+    void (*load_matrix)(emitter *e, int32_t ins);
     void (*print)(emitter *e, int32_t ins);
     const char *barrier;
     /* the kernel's head (through the opening brace), its prologue and its threadgroup
@@ -89,6 +90,17 @@ struct emitter {
     uint32_t need;
     uint32_t simd_need[TERN_SIMD_ALL + 1]; /* bit t: helper for type t */
     tern_error *err;
+    /* CUDA: for a value read as one half of a 32-bit word of a bf16 vector load, that word's
+     * expression (NULL for other values) and the half (0 low, 1 high). A pair of such values
+     * stored to bf16 or multiplied on the tensor cores moves as bits instead of through f32
+     * and back (emit_cuda.c). */
+    char **bf16_word;
+    unsigned char *bf16_half;
+    /* CUDA: f32 pairs rounded to bf16 for the tensor cores, declared once and reused by the
+     * products that follow in the same block: indexed by the pair's first value, the name
+     * (NULL: none), the second value and the block. */
+    const char **bf16_pack;
+    int32_t *bf16_pack_hi, *bf16_pack_block;
 };
 
 /* Emits k for dialect d: the whole source in *out; *line_ins / *nlines (may be NULL) map
@@ -137,8 +149,13 @@ const char *emit_type_suffix(int t);
 void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
                      bool promote_float);
 /* An MMA statement: "const float4 v<dst> = tern_mma_bf16(a0, .., c3[, extra_arg]);", its
- * four results named as the vector's fields; sets NEED_MMA (the dialect writes the helper). */
-void emit_mma_call(emitter *e, int32_t i, const char *extra_arg);
+ * four results named as the vector's fields; sets NEED_MMA (the dialect writes the helper).
+ * With `pair`, the twelve multiplicands are written as six pairs (a0 a1, .., b2 b3) by it. */
+typedef void (*emit_pair_fn)(emitter *e, strbuf *out, int32_t lo, int32_t hi);
+void emit_mma_call(emitter *e, int32_t i, const char *extra_arg, emit_pair_fn pair);
+/* tern_load_matrix as shuffles and loads (OpenCL, Metal): lane is the lane's expression,
+ * shuffle a printf format of the value and the lane (ints) giving that lane's value. */
+void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char *shuffle);
 /* A statement that does nothing on this target, as the comment "/<star> what: why <star>/". */
 void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why);
 /* "&buf[index]" of a prefetch statement, into out. */

@@ -551,6 +551,7 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
     case IR_ATOMIC_CAS: e->d->atomic(e, i); return;
     case IR_SIMD: e->d->simd(e, i); return;
     case IR_MMA: e->d->mma(e, i); return;
+    case IR_LOAD_MATRIX: e->d->load_matrix(e, i); return;
     case IR_PRINT: e->d->print(e, i); return;
     case IR_BARRIER:
         emit_line_start(e, i);
@@ -673,7 +674,7 @@ void emit_prefetch_address(emitter *e, strbuf *out, int32_t i) {
     emit_elem(e, out, in->a[0], in->a[1]);
 }
 
-void emit_mma_call(emitter *e, int32_t i, const char *extra_arg) {
+void emit_mma_call(emitter *e, int32_t i, const char *extra_arg, emit_pair_fn pair) {
     const ir_ins *in = &e->k->ins[i];
     const int32_t *ops = &e->k->extra[in->a[0]];
     strbuf *b = &e->body;
@@ -683,6 +684,11 @@ void emit_mma_call(emitter *e, int32_t i, const char *extra_arg) {
     sb_printf(b, "const float4 %s = tern_mma_bf16(", vname);
     for (int j = 0; j < IR_MMA_OPERANDS; j++) {
         if (j) sb_puts(b, ", ");
+        if (pair && j < 12) { /* a and b: 8 + 4 multiplicands */
+            pair(e, b, ops[j], ops[j + 1]);
+            j++;
+            continue;
+        }
         emit_expr(e, b, ops[j]);
     }
     if (extra_arg) sb_printf(b, ", %s", extra_arg);
@@ -695,6 +701,41 @@ void emit_mma_call(emitter *e, int32_t i, const char *extra_arg) {
         if (!e->val_name[in->dst + j]) b->failed = true;
     }
     e->need |= NEED_MMA;
+}
+
+/* tern_load_matrix without the instruction: each lane fetches from the group's lanes the
+ * row starts its elements lie in (`shuffle`: a format taking the value and the lane, both
+ * int expressions) and loads them, in the layout of tern/kernel.h. */
+void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char *shuffle) {
+    const ir_ins *in = &e->k->ins[i];
+    strbuf *b = &e->body;
+    const char *row = emit_unique(e, "lm_row"), *ln = emit_unique(e, "lm_lane");
+    emit_line_start(e, i);
+    sb_printf(b, "const int %s = (int)(", row);
+    emit_expr(e, b, in->a[1]);
+    sb_puts(b, ");");
+    emit_line_end(e);
+    emit_line_start(e, i);
+    sb_printf(b, "const int %s = %s;", ln, lane);
+    emit_line_end(e);
+    for (int m = 0; m < 4; m++)
+        for (int j = 0; j < 2; j++) {
+            char src[96], col[64], start[256], elem[400];
+            if (in->aux) { /* transposed: rows 2 (lane % 4) + j, column lane / 4 */
+                snprintf(src, sizeof src, "%d + 2 * (%s %% 4)", 8 * m + j, ln);
+                snprintf(col, sizeof col, "%s / 4", ln);
+            } else {
+                snprintf(src, sizeof src, "%d + %s / 4", 8 * m, ln);
+                snprintf(col, sizeof col, "2 * (%s %% 4) + %d", ln, j);
+            }
+            snprintf(start, sizeof start, shuffle, row, src);
+            snprintf(elem, sizeof elem, "%s[%s + %s]", e->buf_name[in->a[0]], start, col);
+            emit_line_start(e, i);
+            emit_decl(e, in->dst + 2 * m + j);
+            emit_from_storage(e, b, TERN_T_BF16, elem);
+            sb_putc(b, ';');
+            emit_line_end(e);
+        }
 }
 
 /* ---- shared prelude ---- */
@@ -710,11 +751,9 @@ void emit_common_prelude(emitter *e, strbuf *out) {
         sb_puts(out,
                 "TERN_FN float tern_bf16_to_f32(unsigned short h) { return TERN_AS_FLOAT((unsigned int)h << 16); }\n"
                 "/* round to nearest even; NaN stays NaN */\n"
-                "TERN_FN unsigned short tern_f32_to_bf16(float f) {\n"
-                "    unsigned int b = TERN_AS_UINT(f);\n"
-                "    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x40u);\n");
-        /* CUDA on sm_80+: the same rounding of numbers in one instruction (its NaN would be
-         * the canonical one, so NaN keeps the portable path above) */
+                "TERN_FN unsigned short tern_f32_to_bf16(float f) {\n");
+        /* CUDA on sm_80+: the same rounding in one instruction (a NaN becomes the canonical
+         * one: payloads are not kept, see tern/kernel.h) */
         bool cuda = e->d->target == TERN_TARGET_CUDA;
         if (cuda)
             sb_puts(out, "#if __CUDA_ARCH__ >= 800\n"
@@ -722,7 +761,9 @@ void emit_common_prelude(emitter *e, strbuf *out) {
                          "    asm(\"cvt.rn.bf16.f32 %0, %1;\" : \"=h\"(r) : \"f\"(f));\n"
                          "    return r;\n"
                          "#else\n");
-        sb_puts(out, "    b += 0x7fffu + ((b >> 16) & 1u);\n"
+        sb_puts(out, "    unsigned int b = TERN_AS_UINT(f);\n"
+                     "    if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x40u);\n"
+                     "    b += 0x7fffu + ((b >> 16) & 1u);\n"
                      "    return (unsigned short)(b >> 16);\n");
         if (cuda) sb_puts(out, "#endif\n");
         sb_puts(out, "}\n");
@@ -777,6 +818,13 @@ static void emitter_free(emitter *e) {
     free(e->block_of);
     free(e->fold);
     free(e->reads_state);
+    if (e->bf16_word)
+        for (int32_t i = 0; i < k->nvals; i++) free(e->bf16_word[i]);
+    free(e->bf16_word);
+    free(e->bf16_half);
+    free(e->bf16_pack);
+    free(e->bf16_pack_hi);
+    free(e->bf16_pack_block);
     for (int32_t i = 0; i < e->nnames; i++) free(e->names[i]);
     free(e->names);
 }
@@ -806,9 +854,15 @@ tern_error *emit_source(const tern_kernel *k, const dialect *d, char **out, int3
     e.block_of = calloc(ni, sizeof *e.block_of);
     e.fold = calloc(nv, sizeof *e.fold);
     e.reads_state = calloc(nv, sizeof *e.reads_state);
+    e.bf16_word = calloc(nv, sizeof *e.bf16_word);
+    e.bf16_half = calloc(nv, sizeof *e.bf16_half);
+    e.bf16_pack = calloc(nv, sizeof *e.bf16_pack);
+    e.bf16_pack_hi = calloc(nv, sizeof *e.bf16_pack_hi);
+    e.bf16_pack_block = calloc(nv, sizeof *e.bf16_pack_block);
     bool *simple_while = calloc(ni, sizeof *simple_while);
     if (!e.val_name || !e.var_name || !e.buf_name || !e.use_count || !e.use_ins || !e.block_of ||
-        !e.fold || !e.reads_state || !simple_while) {
+        !e.fold || !e.reads_state || !e.bf16_word || !e.bf16_half || !e.bf16_pack ||
+        !e.bf16_pack_hi || !e.bf16_pack_block || !simple_while) {
         free(simple_while);
         emitter_free(&e);
         return tern_errorf("kernel '%s': out of memory", k->name);

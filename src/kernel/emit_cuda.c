@@ -100,22 +100,13 @@ static void word(strbuf *out, const char *v, int words, int w) {
         sb_printf(out, "%s.%c", v, "xyzw"[w]);
 }
 
-static void cuda_vload(emitter *e, int32_t i) {
-    const tern_kernel *k = e->k;
-    const ir_ins *in = &k->ins[i];
-    int elem = k->bufs[in->a[0]].elem, w = in->aux;
-    const char *vt = vec_type(elem, w);
-    char vname[32];
-    snprintf(vname, sizeof vname, "v%d", (int)in->dst);
-    emit_line_start(e, i);
-    sb_printf(&e->body, "const %s %s = *(const %s *)(%s + ", vt, vname, vt, e->buf_name[in->a[0]]);
-    emit_expr(e, &e->body, in->a[1]);
-    sb_puts(&e->body, ");");
-    emit_line_end(e);
+/* Names values dst .. dst+w-1 of instruction i, the elements of type elem held in vector
+ * variable vname (w elements; 16-bit ones two to a 32-bit word). */
+static void name_vector_values(emitter *e, int32_t i, int32_t dst, const char *vname, int elem, int w) {
     bool halves = ir_type_bits(elem) == 16;
     int words = halves ? w / 2 : w;
     for (int j = 0; j < w; j++) {
-        int32_t v = in->dst + j;
+        int32_t v = dst + j;
         strbuf x;
         sb_init(&x);
         if (!halves) {
@@ -130,13 +121,16 @@ static void cuda_vload(emitter *e, int32_t i) {
                 sb_free(&x);
                 return;
             }
-            if (elem == TERN_T_BF16)
+            if (elem == TERN_T_BF16) {
                 sb_printf(&x, j % 2 ? "__uint_as_float(%s & 0xffff0000u)" : "__uint_as_float(%s << 16)", ws);
-            else if (elem == TERN_T_F16)
+                e->bf16_word[v] = strdup(ws); /* NULL (no bits shortcut) when out of memory */
+                e->bf16_half[v] = (unsigned char)(j % 2);
+            } else if (elem == TERN_T_F16) {
                 sb_printf(&x, j % 2 ? "tern_f16_to_f32((unsigned short)(%s >> 16))"
                                     : "tern_f16_to_f32((unsigned short)(%s & 0xffffu))", ws);
-            else
+            } else {
                 sb_printf(&x, j % 2 ? "(%s >> 16)" : "(%s & 0xffffu)", ws);
+            }
             if (elem == TERN_T_F16) e->need |= NEED_F16;
             free(ws);
         }
@@ -157,6 +151,83 @@ static void cuda_vload(emitter *e, int32_t i) {
     }
 }
 
+static void cuda_vload(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    int elem = k->bufs[in->a[0]].elem, w = in->aux;
+    const char *vt = vec_type(elem, w);
+    char vname[32];
+    snprintf(vname, sizeof vname, "v%d", (int)in->dst);
+    emit_line_start(e, i);
+    sb_printf(&e->body, "const %s %s = *(const %s *)(%s + ", vt, vname, vt, e->buf_name[in->a[0]]);
+    emit_expr(e, &e->body, in->a[1]);
+    sb_puts(&e->body, ");");
+    emit_line_end(e);
+    name_vector_values(e, i, in->dst, vname, elem, w);
+}
+
+/* tern_load_matrix: PTX ldmatrix, four 32-bit registers of bf16 pairs per lane, named as a
+ * vector load's halves (so that the products take them as bits). Volatile with a memory
+ * clobber: it reads threadgroup memory, which barriers order. */
+static void cuda_load_matrix(emitter *e, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    char v[32];
+    snprintf(v, sizeof v, "v%d", (int)in->dst);
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    sb_printf(b, "uint4 %s;", v);
+    emit_line_end(e);
+    emit_line_start(e, i);
+    sb_printf(b, "asm volatile(\"ldmatrix.sync.aligned.m8n8.x4%s.shared.b16 {%%0, %%1, %%2, %%3}, [%%4];\" "
+                 ": \"=r\"(%s.x), \"=r\"(%s.y), \"=r\"(%s.z), \"=r\"(%s.w) "
+                 ": \"r\"((unsigned int)__cvta_generic_to_shared(%s + ",
+              in->aux ? ".trans" : "", v, v, v, v, e->buf_name[in->a[0]]);
+    emit_expr(e, b, in->a[1]);
+    sb_puts(b, ")) : \"memory\");");
+    emit_line_end(e);
+    name_vector_values(e, i, in->dst, v, TERN_T_BF16, 8);
+}
+
+/* ---- bf16 values moved as bits ----
+ * A bf16 value loaded by a vector load is one half of a 32-bit word (e->bf16_word). When two
+ * such values go to the tensor cores, or to a bf16 store as a pair, the word is built from
+ * the loaded words with one byte permutation, instead of widening each half to f32 and
+ * rounding it back (some ten instructions a pair, which dominated the flash attention
+ * kernels' tile staging and fragment loads). This is exact: a bf16 value survives the round
+ * trip unchanged (a NaN stays a NaN; payloads are not promised, tern/kernel.h). */
+
+static bool bf16_bits(const emitter *e, int32_t v) { return v >= 0 && e->bf16_word[v] != NULL; }
+
+/* The word (lo in the low half) of two values that both have bf16 bits. */
+static void bf16_pair_bits(emitter *e, strbuf *out, int32_t lo, int32_t hi) {
+    const char *wl = e->bf16_word[lo], *wh = e->bf16_word[hi];
+    if (!strcmp(wl, wh) && !e->bf16_half[lo] && e->bf16_half[hi]) {
+        sb_puts(out, wl); /* the loaded word as it is */
+        return;
+    }
+    /* __byte_perm(x, y, s): bytes 0-3 are x's, 4-7 y's; s lists the result's from byte 0 */
+    unsigned sel = (e->bf16_half[lo] ? 0x32u : 0x10u) | (e->bf16_half[hi] ? 0x7600u : 0x5400u);
+    sb_printf(out, "__byte_perm(%s, %s, 0x%04xu)", wl, wh, sel);
+}
+
+/* A multiplicand pair of tern_mma_bf16: the bits, the pair declared by cuda_mma, or the two
+ * f32 values rounded to bf16. */
+static void mma_pair(emitter *e, strbuf *out, int32_t lo, int32_t hi) {
+    if (bf16_bits(e, lo) && bf16_bits(e, hi)) {
+        bf16_pair_bits(e, out, lo, hi);
+        return;
+    }
+    if (e->bf16_pack[lo] && e->bf16_pack_hi[lo] == hi) {
+        sb_puts(out, e->bf16_pack[lo]);
+        return;
+    }
+    sb_puts(out, "tern_bf16x2(");
+    emit_expr(e, out, lo);
+    sb_puts(out, ", ");
+    emit_expr(e, out, hi);
+    sb_putc(out, ')');
+}
+
 static void cuda_vstore(emitter *e, int32_t i) {
     const tern_kernel *k = e->k;
     const ir_ins *in = &k->ins[i];
@@ -175,6 +246,10 @@ static void cuda_vstore(emitter *e, int32_t i) {
         if (j) sb_puts(b, ", ");
         if (!halves) {
             emit_expr(e, b, vals[j]);
+            continue;
+        }
+        if (elem == TERN_T_BF16 && bf16_bits(e, vals[2 * j]) && bf16_bits(e, vals[2 * j + 1])) {
+            bf16_pair_bits(e, b, vals[2 * j], vals[2 * j + 1]);
             continue;
         }
         for (int h = 0; h < 2; h++) {
@@ -275,7 +350,34 @@ static void cuda_simd(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
-static void cuda_mma(emitter *e, int32_t i) { emit_mma_call(e, i, NULL); }
+/* Whether v is written out where it is used, as an expression reading memory or a variable:
+ * then a copy of it made earlier could differ. */
+static bool folds_state(const emitter *e, int32_t v) { return e->fold[v] && e->reads_state[v]; }
+
+/* Products that share a multiplicand (a flash attention's P times each tile of V) would each
+ * round the same f32 pair (the compiler does not merge the conversions): pairs of values
+ * are declared once per block and reused, unless one is an expression reading state. */
+static void cuda_mma(emitter *e, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    const int32_t *ops = &e->k->extra[in->a[0]];
+    int32_t block = e->block_of[i];
+    for (int p = 0; p < 6; p++) {
+        int32_t lo = ops[2 * p], hi = ops[2 * p + 1];
+        if ((bf16_bits(e, lo) && bf16_bits(e, hi)) || folds_state(e, lo) || folds_state(e, hi)) continue;
+        if (e->bf16_pack[lo] && e->bf16_pack_hi[lo] == hi && e->bf16_pack_block[lo] == block) continue;
+        const char *name = emit_unique(e, "pk");
+        emit_line_start(e, i);
+        sb_printf(&e->body, "const unsigned int %s = tern_bf16x2(", name);
+        emit_expr(e, &e->body, lo);
+        sb_puts(&e->body, ", ");
+        emit_expr(e, &e->body, hi);
+        sb_puts(&e->body, ");");
+        emit_line_end(e);
+        e->bf16_pack[lo] = name, e->bf16_pack_hi[lo] = hi, e->bf16_pack_block[lo] = block;
+    }
+    emit_mma_call(e, i, NULL, mma_pair);
+    e->need |= NEED_MMA;
+}
 
 void emit_print_call(emitter *e, int32_t i, const char *i64_conv, const char *u64_conv,
                      bool promote_float) {
@@ -416,10 +518,10 @@ static void simd_helper(strbuf *out, tern_simd_op op, int t) {
               "}\n", ty, ir_simd_name(op), sfx, ty, ty, combine);
 }
 
-/* tern_mma_bf16 on the tensor cores (sm_80 or newer): a and b packed into bf16 pairs, the
- * first element of each pair in the low half, then PTX mma.sync m16n8k16. Not volatile: the
- * product has no effect beyond its outputs, so the compiler may schedule and interleave
- * the products and the loads that feed them. */
+/* tern_mma_bf16 on the tensor cores (sm_80 or newer): a and b as bf16 pairs, the first
+ * element of each pair in the low half (tern_bf16x2 or the loaded bits: mma_pair), then PTX
+ * mma.sync m16n8k16. Not volatile: the product has no effect beyond its outputs, so the
+ * compiler may schedule and interleave the products and the loads that feed them. */
 static void mma_helper(strbuf *out) {
     sb_puts(out,
             "__device__ __forceinline__ unsigned int tern_bf16x2(float lo, float hi) {\n"
@@ -427,16 +529,14 @@ static void mma_helper(strbuf *out) {
             "    asm(\"cvt.rn.bf16x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
             "    return r;\n"
             "}\n"
-            "__device__ __forceinline__ float4 tern_mma_bf16(float a0, float a1, float a2, float a3, float a4, "
-            "float a5, float a6, float a7,\n"
-            "                                                float b0, float b1, float b2, float b3,\n"
+            "__device__ __forceinline__ float4 tern_mma_bf16(unsigned int a01, unsigned int a23, unsigned int a45,\n"
+            "                                                unsigned int a67, unsigned int b01, unsigned int b23,\n"
             "                                                float c0, float c1, float c2, float c3) {\n"
             "    float4 d;\n"
             "    asm(\"mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 \"\n"
             "                 \"{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\"\n"
             "                 : \"=f\"(d.x), \"=f\"(d.y), \"=f\"(d.z), \"=f\"(d.w)\n"
-            "                 : \"r\"(tern_bf16x2(a0, a1)), \"r\"(tern_bf16x2(a2, a3)), \"r\"(tern_bf16x2(a4, a5)),\n"
-            "                   \"r\"(tern_bf16x2(a6, a7)), \"r\"(tern_bf16x2(b0, b1)), \"r\"(tern_bf16x2(b2, b3)),\n"
+            "                 : \"r\"(a01), \"r\"(a23), \"r\"(a45), \"r\"(a67), \"r\"(b01), \"r\"(b23),\n"
             "                   \"f\"(c0), \"f\"(c1), \"f\"(c2), \"f\"(c3));\n"
             "    return d;\n"
             "}\n");
@@ -456,6 +556,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
     if (e->need & NEED_MMA) mma_helper(out);
+
     pdl_helpers(e, out);
 }
 
@@ -478,6 +579,7 @@ const dialect emit_cuda_dialect = {
     .atomic = cuda_atomic,
     .simd = cuda_simd,
     .mma = cuda_mma,
+    .load_matrix = cuda_load_matrix,
     .print = cuda_print,
     .barrier = "__syncthreads()",
     .head = cuda_head,

@@ -83,7 +83,7 @@ static uint32_t attrs_needed(const emitter *e) {
         const ir_ins *in = &e->k->ins[i];
         if (in->op == IR_THREAD && e->use_count[in->dst]) need |= 1u << in->aux;
         if (in->op == IR_SIMD && in->aux == TERN_SIMD_PREFIX_SUM) need |= 1u << TERN_SIMD_LANE;
-        if (in->op == IR_MMA) need |= 1u << TERN_SIMD_LANE;
+        if (in->op == IR_MMA || in->op == IR_LOAD_MATRIX) need |= 1u << TERN_SIMD_LANE;
     }
     return need;
 }
@@ -286,9 +286,13 @@ static void mtl_simd(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
+static void mtl_load_matrix(emitter *e, int32_t i) {
+    emit_load_matrix_gather(e, i, "(int)tern_tiisg", "simd_shuffle(%s, (ushort)((%s) & 31))");
+}
+
 static void mtl_mma(emitter *e, int32_t i) {
     e->need |= NEED_BF16;
-    emit_mma_call(e, i, "tern_tiisg");
+    emit_mma_call(e, i, "tern_tiisg", NULL);
 }
 
 static void mtl_print(emitter *e, int32_t i) {
@@ -453,6 +457,7 @@ const dialect emit_metal_dialect = {
     .atomic = mtl_atomic,
     .simd = mtl_simd,
     .mma = mtl_mma,
+    .load_matrix = mtl_load_matrix,
     .print = mtl_print,
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
     .head = mtl_head,

@@ -184,7 +184,13 @@ static void cl_simd(emitter *e, int32_t i) {
 
 static void cl_mma(emitter *e, int32_t i) {
     e->need |= NEED_LOCAL_INDEX | NEED_BF16;
-    emit_mma_call(e, i, "tern_simd_scratch");
+    emit_mma_call(e, i, "tern_simd_scratch", NULL);
+}
+
+static void cl_load_matrix(emitter *e, int32_t i) {
+    e->need |= NEED_LOCAL_INDEX;
+    e->simd_need[TERN_SIMD_SHUFFLE] |= 1u << TERN_T_I32;
+    emit_load_matrix_gather(e, i, "(tern_local_index() & 31)", "tern_simd_shuffle_i32(%s, %s, tern_simd_scratch)");
 }
 
 static void cl_print(emitter *e, int32_t i) { emit_print_call(e, i, "%ld", "%lu", false); }
@@ -375,6 +381,7 @@ const dialect emit_opencl_dialect = {
     .atomic = cl_atomic,
     .simd = cl_simd,
     .mma = cl_mma,
+    .load_matrix = cl_load_matrix,
     .print = cl_print,
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
     .head = cl_head,

@@ -67,6 +67,7 @@ void interp_prefetch(ictx *c, int32_t ins, const int32_t *lanes, int n);
 /* SIMD groups, barriers and print (interp_simd.c). */
 void interp_simd(ictx *c, int32_t ins, const int32_t *lanes, int n);
 void interp_mma(ictx *c, int32_t ins, int n);
+void interp_load_matrix(ictx *c, int32_t ins, int n);
 void interp_barrier(ictx *c, int32_t ins, int n);
 void interp_print(ictx *c, int32_t ins, const int32_t *lanes, int n);
 

@@ -1,6 +1,8 @@
 /* The interpreter's memory statements: bounds-checked loads and stores with the storage
  * conversions (f16/bf16 round to nearest even), vector accesses with their alignment rule,
  * and atomics (real ones: threadgroups run in parallel). */
+#include <stdlib.h>
+
 #include "kernel/interp_ctx.h"
 #include "tern/half.h"
 
@@ -221,4 +223,39 @@ void interp_prefetch(ictx *c, int32_t ins, const int32_t *lanes, int n) {
         size_t i;
         if (!index_of_lane(c, ins, l, "prefetch of", in->a[1], b, 1, &i)) return;
     });
+}
+
+/* tern_load_matrix: each lane's row start is checked (eight elements in bounds, aligned as
+ * a 16-byte row); then lane l of each SIMD group takes its elements from the rows the
+ * group's lanes gave (the layout in tern/kernel.h). */
+void interp_load_matrix(ictx *c, int32_t ins, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    if (n != c->T) {
+        ictx_fail(c, ins, -1, "load_matrix reached by %d of the %d threads; SIMD-group operations "
+                  "need threadgroup-uniform control flow", n, c->T);
+        return;
+    }
+    const ibuf *b = &c->bufs[in->a[0]];
+    size_t size = tern_type_size((tern_type)b->elem);
+    size_t *row = malloc((size_t)c->T * sizeof *row);
+    if (!row) {
+        ictx_fail(c, ins, -1, "out of memory");
+        return;
+    }
+    for (int l = 0; l < c->T; l++)
+        if (!index_of_lane(c, ins, l, "matrix load from", in->a[1], b, 8, &row[l])) goto done;
+    for (int l = 0; l < c->T; l++) {
+        int base = l - l % TERN_SIMD_WIDTH, lane = l % TERN_SIMD_WIDTH;
+        for (int m = 0; m < 4; m++)
+            for (int j = 0; j < 2; j++) {
+                /* non-transposed: row lane / 4, columns 2 (lane % 4) + j; transposed: rows
+                 * 2 (lane % 4) + j, column lane / 4 */
+                int r = in->aux ? 2 * (lane % 4) + j : lane / 4;
+                int col = in->aux ? lane / 4 : 2 * (lane % 4) + j;
+                size_t at = row[base + 8 * m + r] + (size_t)col;
+                IREG(c, in->dst + 2 * m + j)[l] = read_elem(b->base + at * size, b->elem);
+            }
+    }
+done:
+    free(row);
 }

@@ -121,6 +121,7 @@ const char *ir_op_name(ir_op op) {
         [IR_BREAK] = "break",       [IR_CONTINUE] = "continue", [IR_EXIT] = "exit",
         [IR_RESULT] = "result",     [IR_MMA] = "mma_bf16",
         [IR_WAIT_PREVIOUS] = "wait_previous", [IR_PREFETCH] = "prefetch",
+        [IR_LOAD_MATRIX] = "load_matrix",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -253,7 +254,8 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
     case IR_ASSIGN:
     case IR_LOAD:
     case IR_VLOAD:
-    case IR_PREFETCH: out[n++] = a[1]; break;
+    case IR_PREFETCH:
+    case IR_LOAD_MATRIX: out[n++] = a[1]; break;
     case IR_STORE:
     case IR_ATOMIC:
         out[n++] = a[1];

@@ -62,6 +62,8 @@ typedef enum ir_op {
     IR_RESULT,     /* a function's result: a0 */
     IR_WAIT_PREVIOUS, /* earlier kernels' results visible from here (tern_wait_previous) */
     IR_PREFETCH,   /* hint: buffer a0 [a1] into L2 */
+    IR_LOAD_MATRIX, /* dst .. dst+7 = tern_load_matrix of threadgroup buffer a0, this lane's row
+                     * at a1; aux 1: transposed */
     IR_OP_COUNT
 } ir_op;
 

@@ -21,7 +21,8 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
     case IR_ATOMIC_CAS: return "uses atomics";
     case IR_BARRIER: return "uses a barrier";
     case IR_SIMD:
-    case IR_MMA: return "uses SIMD-group operations";
+    case IR_MMA:
+    case IR_LOAD_MATRIX: return "uses SIMD-group operations";
     case IR_EXIT: return "exits the thread";
     case IR_THREAD:
         snprintf(buf, size, "reads the thread attribute %s", ir_thread_name((tern_thread_attr)in->aux));

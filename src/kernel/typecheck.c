@@ -214,6 +214,13 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     case IR_WHILE_TEST: want(v, val(v, a[0]) == TERN_T_BOOL, "while condition"); break;
     case IR_RESULT: want(v, ir_type_is_value(val(v, a[0])) && i == k->nins - 1, "result"); break;
+    case IR_LOAD_MATRIX: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && b->shared && b->elem == TERN_T_BF16 && (b->intent & TERN_READ) &&
+                    ir_type_is_int(val(v, a[1])) && t == TERN_T_F32 && in->dst + 8 <= k->nvals,
+             "load_matrix types");
+        break;
+    }
     case IR_WAIT_PREVIOUS: want(v, v->depth == 0, "wait_previous inside a block"); break;
     case IR_PREFETCH: {
         const ir_buf *b = buf(v, a[0]);

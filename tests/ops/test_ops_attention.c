@@ -117,8 +117,12 @@ static void test_attention(ot_ctx *c) {
             OT_EXPECT(c, bo, want, ot_tol(d_out, 1e-5), "attention B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
             ot_buf bg = ot_make(c, d_g, n, 4, g), bd = ot_make(c, d_dqkv, n3, 5, NULL);
             CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, C, NH));
-            /* the gradient subtracts sum P dP from dP: f32 cancellation, 5e-5 norm-wise */
-            OT_EXPECT(c, bd, want_d, ot_tol(d_dqkv, 5e-5), "attention_backward B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
+            /* the gradient subtracts sum P dP from dP: f32 cancellation, 5e-5 norm-wise. It is
+             * no more precise than the forward's record it reads: a bf16 forward (out bf16) may
+             * round its scores to bf16 (the cuda handler's tensor-core path does), so then the
+             * tolerance is bf16's whatever dqkv's dtype. */
+            tern_dtype coarser = d_out == TERN_BF16 ? TERN_BF16 : d_dqkv;
+            OT_EXPECT(c, bd, want_d, ot_tol(coarser, 5e-5), "attention_backward B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
             ot_free(c, &bq), ot_free(c, &bo), ot_free(c, &bs), ot_free(c, &bg), ot_free(c, &bd);
             free(qkv), free(g), free(out), free(dqkv), free(want), free(want_d);
         }

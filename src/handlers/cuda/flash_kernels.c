@@ -9,9 +9,11 @@
  * and g + 8, columns 2t and 2t + 1 with t = l % 4, of each 16 x 8 result). The accumulator
  * of one product is reused directly as the A operand of the next (columns 16kk .. 16kk+15
  * are the result tiles 2kk and 2kk + 1), which is what keeps P and dS in registers. The
- * operand tiles the four SIMD groups share (K and V, or Q and dO) are staged in threadgroup
- * memory as bf16, rows padded by 16 bytes so that the eight rows one fragment load touches
- * fall in different banks. */
+ * operand tiles the four SIMD groups share (K and V, or Q and dO) are copied into
+ * threadgroup memory as bf16 rows, padded by 16 bytes so that the eight rows one matrix load
+ * touches fall in different banks; tern_load_matrix reads the B fragments from them, as
+ * they are for products by a tile's transpose (Q K^T) and transposed for products by the
+ * tile (P V), so no tile is stored twice. */
 #include "flash_kernels.h"
 
 #include <math.h>
@@ -27,6 +29,9 @@ typedef struct fl_ctx {
     int hs, KS, NT, LD; /* head size; k-steps and 8-wide tiles over it; shared row stride */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
+    /* the offset in a [TILE, LD] tile of the row start this lane gives tern_load_matrix: for
+     * B fragments of M^T (rows of M the n) and of M (rows the k); see the two products */
+    tern_v lm_rows_n, lm_rows_k;
 } fl_ctx;
 
 static fl_ctx fl_begin(tern_kb *kb, int hs, tern_v B, tern_v T, tern_v NH) {
@@ -42,6 +47,11 @@ static fl_ctx fl_begin(tern_kb *kb, int hs, tern_v B, tern_v T, tern_v NH) {
     f.bh = tern_group_id(kb, 1);
     f.b = tern_div(f.bh, NH);
     f.h = tern_rem(f.bh, NH);
+    /* lane l names row l % 8 of matrix q = l / 8; u = l % 8, q = 2 hi + lo */
+    tern_v u = tern_rem(f.lane, tern_int(8)), lo = tern_rem(tern_div(f.lane, tern_int(8)), tern_int(2));
+    tern_v hi = tern_div(f.lane, tern_int(16));
+    f.lm_rows_n = tern_add(tern_mul(tern_add(tern_mul(hi, tern_int(8)), u), tern_int(f.LD)), tern_mul(lo, tern_int(8)));
+    f.lm_rows_k = tern_add(tern_mul(tern_add(tern_mul(lo, tern_int(8)), u), tern_int(f.LD)), tern_mul(hi, tern_int(8)));
     return f;
 }
 
@@ -65,17 +75,6 @@ static void a_frag(const fl_ctx *f, tern_v buf, tern_v r, tern_v r8, int kk, ter
     tern_load_vec(buf, tern_add(r8, c8), 2, a + 6);
 }
 
-/* The B fragment (k-step kk, columns n0 .. n0 + 7) of B = M^T for a tile M in shared memory
- * whose rows (ld elements apart) are the n: B[k][n] = M[n][k], two pairs of neighbours in
- * row n0 + g. A product by a tile whose rows are the k instead uses the tile's transposed
- * copy (stage_tile_t), so that every fragment load is a 4-byte pair. */
-static void b_frag(const fl_ctx *f, tern_v M, int ld, int n0, int kk, tern_v b[4]) {
-    tern_v row = tern_mul(tern_add(f->g, tern_int(n0)), tern_int(ld));
-    tern_v c = tern_add(tern_mul(f->t, tern_int(2)), tern_int(16 * kk));
-    tern_load_vec(M, tern_add(row, c), 2, b);
-    tern_load_vec(M, tern_add(row, tern_add(c, tern_int(8))), 2, b + 2);
-}
-
 /* The A fragment of k-step kk made from result tiles x[2kk] and x[2kk + 1] (16 x 8 each). */
 static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
     for (int i = 0; i < 4; i++) {
@@ -85,31 +84,22 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
 }
 
 /* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
- * shared memory, 16 bytes per global read, every thread of the group helping: as dst [TILE,
- * LD] (element (row, col) at row LD + col), or transposed (dst [hs, LDT], at col LDT + row)
- * for the products that take the tile's rows as their k. */
-#define LDT (TILE + 8)
-static void stage(const fl_ctx *f, tern_v dst, bool transposed, tern_v src, int parts, int part, tern_v r0) {
+ * shared memory, every thread of the group helping, as dst [TILE, LD] (element (row, col) at
+ * row LD + col): 16 bytes per global read and per shared write, the eight lanes of a
+ * quarter-warp on one row. A bf16 value stored as it was loaded moves as bits (the CUDA
+ * emitter's bf16 pairs), so this is a copy. */
+static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
     int per_row = f->hs / 8, total = TILE * per_row;
-    for (int i = 0; i < total / THREADS; i++) {
+    for (int i = 0; i < (total + THREADS - 1) / THREADS; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * THREADS));
+        if ((i + 1) * THREADS > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
         tern_v row = tern_div(v, tern_int(per_row));
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v x[8];
         tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
-        if (!transposed) {
-            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
-            continue;
-        }
-        for (int j = 0; j < 8; j++)
-            tern_store(dst, tern_add(tern_mul(tern_add(col, tern_int(j)), tern_int(LDT)), row), x[j]);
+        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+        if ((i + 1) * THREADS > total) tern_end(f->kb);
     }
-}
-static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    stage(f, dst, false, src, parts, part, r0);
-}
-static void stage_tile_t(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    stage(f, dst, true, src, parts, part, r0);
 }
 
 /* Stages TILE floats of a [B, NH, T] row vector (lse or D) from position r0 (clamped),
@@ -131,32 +121,42 @@ static void zero_tiles(tern_v x[][4], int n) {
         for (int i = 0; i < 4; i++) x[j][i] = tern_f32(0.0f);
 }
 
-/* x[j] (j < 8) = A M^T over the head dimension, A in fragments a[kk], M [TILE, LD] rows of n. */
+/* x[j] (j < TILE / 8) = A M^T over the head dimension, A in fragments a[kk], M [TILE, LD]
+ * in shared memory with rows the n: B[k][n] = M[n][k]. One tern_load_matrix gives the B
+ * fragments of n-tiles j and j + 1 at k-step kk: matrices (rows 8j, columns 16kk), (8j,
+ * 16kk + 8), (8j + 8, 16kk), (8j + 8, 16kk + 8), read as they are (lm_rows_n). */
 static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M, tern_v x[][4]) {
     zero_tiles(x, TILE / 8);
     /* k-steps outside: consecutive products are independent, so the tensor cores' latency
      * overlaps instead of chaining */
     for (int kk = 0; kk < f->KS; kk++)
-        for (int j = 0; j < TILE / 8; j++) {
-            tern_v b[4], d[4];
-            b_frag(f, M, f->LD, 8 * j, kk, b);
-            tern_mma_bf16(kb, a[kk], b, x[j], d);
-            for (int i = 0; i < 4; i++) x[j][i] = d[i];
+        for (int j = 0; j < TILE / 8; j += 2) {
+            tern_v b[8], d[4];
+            tern_load_matrix(M, tern_add(f->lm_rows_n, tern_int(8 * j * f->LD + 16 * kk)), false, b);
+            for (int h = 0; h < 2; h++) {
+                tern_mma_bf16(kb, a[kk], b + 4 * h, x[j + h], d);
+                for (int i = 0; i < 4; i++) x[j + h][i] = d[i];
+            }
         }
 }
 
-/* acc[n] += X M for X the 16 x TILE result tiles x (as A operands) and M [TILE, hs], given
- * as its transpose Mt [hs, LDT]. */
-static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v Mt, tern_v acc[][4]) {
+/* acc[n] += X M for X the 16 x TILE result tiles x (as A operands) and M [TILE, LD] in
+ * shared memory with rows the k. One tern_load_matrix, transposed, gives the B fragments of
+ * n-tiles n and n + 1 at k-step kk: matrices (rows 16kk, columns 8n), (16kk + 8, 8n), (16kk,
+ * 8n + 8), (16kk + 8, 8n + 8) (lm_rows_k). */
+static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, tern_v acc[][4]) {
     for (int kk = 0; kk < TILE / 16; kk++) {
         tern_v a[8];
         a_from_acc(x, kk, a);
-        for (int n = 0; n < f->NT; n++) {
-            tern_v b[4], c[4], d[4];
-            b_frag(f, Mt, LDT, 8 * n, kk, b);
-            for (int i = 0; i < 4; i++) c[i] = acc[n][i];
-            tern_mma_bf16(kb, a, b, c, d);
-            for (int i = 0; i < 4; i++) tern_assign(acc[n][i], d[i]);
+        for (int n = 0; n < f->NT; n += 2) {
+            tern_v b[8];
+            tern_load_matrix(M, tern_add(f->lm_rows_k, tern_int(16 * kk * f->LD + 8 * n)), true, b);
+            for (int h = 0; h < 2; h++) {
+                tern_v c[4], d[4];
+                for (int i = 0; i < 4; i++) c[i] = acc[n + h][i];
+                tern_mma_bf16(kb, a, b + 4 * h, c, d);
+                for (int i = 0; i < 4; i++) tern_assign(acc[n + h][i], d[i]);
+            }
         }
     }
 }
@@ -215,7 +215,7 @@ static void trace_forward(tern_kb *kb, void *user) {
     fl_ctx f = fl_begin(kb, hs, B, T, NH);
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v Vt = tern_shared(kb, "Vt", TERN_T_BF16, (size_t)hs * LDT);
+    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
     tern_v scale2 = tern_mul(scale, log2e());
 
     /* the last query tiles have the most key tiles: they go first */
@@ -235,7 +235,7 @@ static void trace_forward(tern_kb *kb, void *user) {
         tern_v k0 = tern_mul(kt, tern_int(TILE));
         tern_barrier(kb); /* everyone is done with the previous tiles */
         stage_tile(&f, Ks, qkv, 3, 1, k0);
-        stage_tile_t(&f, Vt, qkv, 3, 2, k0);
+        stage_tile(&f, Vs, qkv, 3, 2, k0);
         tern_barrier(kb);
         tern_v s[TILE / 8][4];
         product_rows_n(kb, &f, qa, Ks, s);
@@ -263,7 +263,7 @@ static void trace_forward(tern_kb *kb, void *user) {
         for (int h = 0; h < 2; h++) tern_assign(l[h], tern_fma(l[h], alpha[h], sum[h]));
         for (int n = 0; n < NT; n++)
             for (int i = 0; i < 4; i++) tern_assign(o[n][i], tern_mul(o[n][i], alpha[i / 2]));
-        accumulate_rows_k(kb, &f, s, Vt, o);
+        accumulate_rows_k(kb, &f, s, Vs, o);
     }
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
@@ -340,8 +340,6 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, (size_t)TILE * LD);
     tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v Qt = tern_shared(kb, "Qt", TERN_T_BF16, (size_t)hs * LDT);
-    tern_v dOt = tern_shared(kb, "dOt", TERN_T_BF16, (size_t)hs * LDT);
     tern_v scale2 = tern_mul(scale, log2e());
     tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, TILE);
     tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, TILE);
@@ -365,8 +363,6 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
         tern_barrier(kb);
         stage_tile(&f, Qs, qkv, 3, 0, q0);
         stage_tile(&f, dOs, dout, 1, 0, q0);
-        stage_tile_t(&f, Qt, qkv, 3, 0, q0);
-        stage_tile_t(&f, dOt, dout, 1, 0, q0);
         stage_rows(&f, Ls, lse, q0, log2e());
         stage_rows(&f, Ds, D, q0, tern_f32(1.0f));
         tern_barrier(kb);
@@ -384,8 +380,8 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
                 /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
                 dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(Ds, at))), scale);
             }
-        accumulate_rows_k(kb, &f, p, dOt, dv);  /* dV += P^T dO */
-        accumulate_rows_k(kb, &f, dp, Qt, dk);  /* dK += dS^T Q */
+        accumulate_rows_k(kb, &f, p, dOs, dv);  /* dV += P^T dO */
+        accumulate_rows_k(kb, &f, dp, Qs, dk);  /* dK += dS^T Q */
     }
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 1, r, dk, one, one);
@@ -402,7 +398,6 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
     tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v Kt = tern_shared(kb, "Kt", TERN_T_BF16, (size_t)hs * LDT);
 
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v qt = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
@@ -427,7 +422,6 @@ static void trace_backward_q(tern_kb *kb, void *user) {
         tern_barrier(kb);
         stage_tile(&f, Ks, qkv, 3, 1, k0);
         stage_tile(&f, Vs, qkv, 3, 2, k0);
-        stage_tile_t(&f, Kt, qkv, 3, 1, k0);
         tern_barrier(kb);
         tern_v p[TILE / 8][4], dp[TILE / 8][4];
         product_rows_n(kb, &f, qa, Ks, p);  /* S = Q K^T */
@@ -439,7 +433,7 @@ static void trace_backward_q(tern_kb *kb, void *user) {
                 p[j][i] = tern_select(tern_le(col_of(&f, k0, j, i), row), pe, tern_f32(0.0f));
                 dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], Dr[i / 2])), scale);
             }
-        accumulate_rows_k(kb, &f, dp, Kt, dq); /* dQ += dS K */
+        accumulate_rows_k(kb, &f, dp, Ks, dq); /* dQ += dS K */
     }
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 0, r, dq, one, one);
