@@ -10,6 +10,7 @@ OUT=${OUT:-out}
 source scripts/h200/lib.sh
 build_tern
 export TERN_TEST_HANDLER=cuda
+TERN_GPU=cuda step "dsl: kernel zoo on cuda (load_matrix, wait_previous)" 200 dsl-ops.log $b/tests/kernel/test_kernel_ops
 step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 TERN_CUDA_ATTENTION=mma TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16, mma" 120 fixture-bf16-mma.log \

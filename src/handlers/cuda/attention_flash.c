@@ -1,7 +1,7 @@
 /* Attention through the flash kernels on the tensor cores (flash_kernels.c, bf16 only):
  * the kernels built once per head size, then one launch forward and three backward (D =
  * rowsum(dO O), then dK and dV per key tile, then dQ per query tile). attention.c picks this
- * path for TERN_CUDA_ATTENTION=mma and checks the arguments first. */
+ * path (the default for bf16) and checks the arguments first. */
 #include <math.h>
 
 #include "cuda_handler.h"

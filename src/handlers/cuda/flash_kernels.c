@@ -203,6 +203,51 @@ static tern_v col_of(const fl_ctx *f, tern_v c0, int j, int i) {
 
 /* ---- forward ---- */
 
+/* What one key tile of the forward pass reads and updates. */
+typedef struct fwd_state {
+    tern_v qkv, Ks, Vs, scale2, r, r8;
+    tern_v (*qa)[8];       /* the group's Q fragments */
+    tern_v *m, *l;         /* running row maxima and sums (rows r and r8) */
+    tern_v (*o)[4];        /* the output accumulators */
+} fwd_state;
+
+/* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tile needs the
+ * causal mask (`masked`): the kernel walks the others without it, and the diagonal last. */
+static void forward_tile(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v k0, bool masked) {
+    tern_barrier(kb); /* everyone is done with the previous tiles */
+    stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
+    stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
+    tern_barrier(kb);
+    tern_v s[TILE / 8][4];
+    product_rows_n(kb, f, st->qa, st->Ks, s);
+    /* scale, mask above the diagonal, and the new row maxima */
+    tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            tern_v row = i < 2 ? st->r : st->r8;
+            s[j][i] = tern_mul(s[j][i], st->scale2);
+            if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
+            mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
+        }
+    tern_v alpha[2];
+    for (int h = 0; h < 2; h++) {
+        /* finite: every tile has a key at or before the row (tile 0 comes first) */
+        tern_v mnew = quad_max(tern_max(st->m[h], mx[h]));
+        alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
+        tern_assign(st->m[h], mnew);
+    }
+    tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            s[j][i] = tern_exp2(tern_sub(s[j][i], st->m[i / 2]));
+            sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
+        }
+    for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
+    for (int n = 0; n < f->NT; n++)
+        for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
+    accumulate_rows_k(kb, f, s, st->Vs, st->o);
+}
+
 static void trace_forward(tern_kb *kb, void *user) {
     int hs = *(const int *)user;
     tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
@@ -231,40 +276,9 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v o[MAX_HS / 8][4];
     acc_vars(kb, NT, "o", o);
 
-    TERN_FOR(kb, kt, tern_int(0), tern_add(qt, tern_int(1)), tern_int(1)) {
-        tern_v k0 = tern_mul(kt, tern_int(TILE));
-        tern_barrier(kb); /* everyone is done with the previous tiles */
-        stage_tile(&f, Ks, qkv, 3, 1, k0);
-        stage_tile(&f, Vs, qkv, 3, 2, k0);
-        tern_barrier(kb);
-        tern_v s[TILE / 8][4];
-        product_rows_n(kb, &f, qa, Ks, s);
-        /* scale, mask above the diagonal, and the new row maxima */
-        tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
-        for (int j = 0; j < TILE / 8; j++)
-            for (int i = 0; i < 4; i++) {
-                tern_v row = i < 2 ? r : r8;
-                tern_v x = tern_mul(s[j][i], scale2);
-                s[j][i] = tern_select(tern_le(col_of(&f, k0, j, i), row), x, tern_f32(-INFINITY));
-                mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
-            }
-        tern_v alpha[2];
-        for (int h = 0; h < 2; h++) {
-            tern_v mnew = quad_max(tern_max(m[h], mx[h])); /* finite: key k0 <= row always */
-            alpha[h] = tern_exp2(tern_sub(m[h], mnew));
-            tern_assign(m[h], mnew);
-        }
-        tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
-        for (int j = 0; j < TILE / 8; j++)
-            for (int i = 0; i < 4; i++) {
-                s[j][i] = tern_exp2(tern_sub(s[j][i], m[i / 2]));
-                sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
-            }
-        for (int h = 0; h < 2; h++) tern_assign(l[h], tern_fma(l[h], alpha[h], sum[h]));
-        for (int n = 0; n < NT; n++)
-            for (int i = 0; i < 4; i++) tern_assign(o[n][i], tern_mul(o[n][i], alpha[i / 2]));
-        accumulate_rows_k(kb, &f, s, Vs, o);
-    }
+    fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = qa, .m = m, .l = l, .o = o};
+    TERN_FOR(kb, kt, tern_int(0), qt, tern_int(1)) { forward_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), false); }
+    forward_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), true);
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
     tern_v inv[2] = {tern_div(tern_f32(1.0f), total[0]), tern_div(tern_f32(1.0f), total[1])};
@@ -332,6 +346,42 @@ static fl_bwd bwd_begin(tern_kb *kb, int hs) {
 
 /* dK and dV, one key tile per group */
 
+/* What one query tile of the dK, dV pass reads and updates. */
+typedef struct bkv_state {
+    tern_v qkv, dout, lse, D, Qs, dOs, Ls, Ds, T, scale, scale2, r, r8;
+    tern_v (*ka)[8], (*va)[8]; /* the group's K and V fragments */
+    tern_v (*dk)[4], (*dv)[4]; /* the accumulators */
+} bkv_state;
+
+/* The query tile at q0. Queries before the key (the causal mask) occur only in the diagonal
+ * tile, the group's first; queries past T only in the last. */
+static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal) {
+    tern_barrier(kb);
+    stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
+    stage_tile(f, st->dOs, st->dout, 1, 0, q0);
+    stage_rows(f, st->Ls, st->lse, q0, log2e());
+    stage_rows(f, st->Ds, st->D, q0, tern_f32(1.0f));
+    tern_barrier(kb);
+    /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
+    tern_v p[TILE / 8][4], dp[TILE / 8][4];
+    product_rows_n(kb, f, st->ka, st->Qs, p);
+    product_rows_n(kb, f, st->va, st->dOs, dp); /* dP^T = V dO^T */
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            tern_v q = col_of(f, q0, j, i), key = i < 2 ? st->r : st->r8;
+            tern_v at = tern_sub(q, q0);
+            tern_v live = tern_lt(q, st->T);
+            if (diagonal) live = tern_land(tern_ge(q, key), live);
+            tern_v pe = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(tern_load(st->Ls, at))));
+            p[j][i] = tern_select(live, pe, tern_f32(0.0f));
+            /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
+            dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at))), st->scale);
+        }
+    accumulate_rows_k(kb, f, p, st->dOs, st->dv); /* dV += P^T dO */
+    accumulate_rows_k(kb, f, dp, st->Qs, st->dk); /* dK += dS^T Q */
+}
+
+
 static void trace_backward_kv(tern_kb *kb, void *user) {
     int hs = *(const int *)user;
     fl_bwd in = bwd_begin(kb, hs);
@@ -358,30 +408,11 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     acc_vars(kb, NT, "dk", dk);
     acc_vars(kb, NT, "dv", dv);
 
-    TERN_FOR(kb, qt, kt, tiles, tern_int(1)) {
-        tern_v q0 = tern_mul(qt, tern_int(TILE));
-        tern_barrier(kb);
-        stage_tile(&f, Qs, qkv, 3, 0, q0);
-        stage_tile(&f, dOs, dout, 1, 0, q0);
-        stage_rows(&f, Ls, lse, q0, log2e());
-        stage_rows(&f, Ds, D, q0, tern_f32(1.0f));
-        tern_barrier(kb);
-        /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
-        tern_v p[TILE / 8][4], dp[TILE / 8][4];
-        product_rows_n(kb, &f, ka, Qs, p);
-        product_rows_n(kb, &f, va, dOs, dp); /* dP^T = V dO^T */
-        for (int j = 0; j < TILE / 8; j++)
-            for (int i = 0; i < 4; i++) {
-                tern_v q = col_of(&f, q0, j, i), key = i < 2 ? r : r8;
-                tern_v at = tern_sub(q, q0);
-                tern_v live = tern_land(tern_ge(q, key), tern_lt(q, T));
-                tern_v pe = tern_exp2(tern_fma(p[j][i], scale2, tern_neg(tern_load(Ls, at))));
-                p[j][i] = tern_select(live, pe, tern_f32(0.0f));
-                /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
-                dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(Ds, at))), scale);
-            }
-        accumulate_rows_k(kb, &f, p, dOs, dv);  /* dV += P^T dO */
-        accumulate_rows_k(kb, &f, dp, Qs, dk);  /* dK += dS^T Q */
+    bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
+                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .ka = ka, .va = va, .dk = dk, .dv = dv};
+    backward_kv_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), true);
+    TERN_FOR(kb, qt, tern_add(kt, tern_int(1)), tiles, tern_int(1)) {
+        backward_kv_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), false);
     }
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 1, r, dk, one, one);
@@ -389,6 +420,34 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
 }
 
 /* dQ, one query tile per group */
+
+/* What one key tile of the dQ pass reads and updates. */
+typedef struct bq_state {
+    tern_v qkv, Ks, Vs, scale, scale2, r, r8;
+    tern_v *L, *Dr;            /* rows r and r8: logsumexp (base 2) and D */
+    tern_v (*qa)[8], (*da)[8]; /* the group's Q and dO fragments */
+    tern_v (*dq)[4];
+} bq_state;
+
+/* The key tile at k0; only the diagonal one, walked last, needs the causal mask. */
+static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const bq_state *st, tern_v k0, bool masked) {
+    tern_barrier(kb);
+    stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
+    stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
+    tern_barrier(kb);
+    tern_v p[TILE / 8][4], dp[TILE / 8][4];
+    product_rows_n(kb, f, st->qa, st->Ks, p);  /* S = Q K^T */
+    product_rows_n(kb, f, st->da, st->Vs, dp); /* dP = dO V^T */
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            tern_v row = i < 2 ? st->r : st->r8;
+            p[j][i] = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(st->L[i / 2])));
+            if (masked) p[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), p[j][i], tern_f32(0.0f));
+            dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], st->Dr[i / 2])), st->scale);
+        }
+    accumulate_rows_k(kb, f, dp, st->Ks, st->dq); /* dQ += dS K */
+}
+
 
 static void trace_backward_q(tern_kb *kb, void *user) {
     int hs = *(const int *)user;
@@ -417,24 +476,10 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     tern_v dq[MAX_HS / 8][4];
     acc_vars(kb, NT, "dq", dq);
 
-    TERN_FOR(kb, kt, tern_int(0), tern_add(qt, tern_int(1)), tern_int(1)) {
-        tern_v k0 = tern_mul(kt, tern_int(TILE));
-        tern_barrier(kb);
-        stage_tile(&f, Ks, qkv, 3, 1, k0);
-        stage_tile(&f, Vs, qkv, 3, 2, k0);
-        tern_barrier(kb);
-        tern_v p[TILE / 8][4], dp[TILE / 8][4];
-        product_rows_n(kb, &f, qa, Ks, p);  /* S = Q K^T */
-        product_rows_n(kb, &f, da, Vs, dp); /* dP = dO V^T */
-        for (int j = 0; j < TILE / 8; j++)
-            for (int i = 0; i < 4; i++) {
-                tern_v row = i < 2 ? r : r8;
-                tern_v pe = tern_exp2(tern_fma(p[j][i], scale2, tern_neg(L[i / 2])));
-                p[j][i] = tern_select(tern_le(col_of(&f, k0, j, i), row), pe, tern_f32(0.0f));
-                dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], Dr[i / 2])), scale);
-            }
-        accumulate_rows_k(kb, &f, dp, Ks, dq); /* dQ += dS K */
-    }
+    bq_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8,
+                   .L = L, .Dr = Dr, .qa = qa, .da = da, .dq = dq};
+    TERN_FOR(kb, kt, tern_int(0), qt, tern_int(1)) { backward_q_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), false); }
+    backward_q_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), true);
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 0, r, dq, one, one);
 }
