@@ -10,10 +10,6 @@
 
 #include "handlers/gpu/gpu_internal.h"
 
-/* Groups wanted at least, where the columns allow, before a GEMV group widens its column
- * tile: two per multiprocessor of a 132-SM H200, so every SM streams its share of B. */
-#define GEMV_MIN_GROUPS 264
-
 bool gpu_gemv_applies(const tern_matmul_dims *d) {
     return d->m >= 1 && d->m <= GK_GEMV_MAX_M && d->batch == 1 && !d->trans_a;
 }
@@ -27,16 +23,17 @@ static int b_width(tern_buf b, size_t ldb, size_t row) {
     return w;
 }
 
-/* Threads per group across the columns of B [k, n] (TC): at least a 32-byte sector of each
- * row per group (TC W esize >= 32), widened up to 8 while that still leaves GEMV_MIN_GROUPS
- * groups (wider rows per SIMD group read more contiguously). TERN_GPU_GEMV_TC (a power of
+/* Threads per group across the columns of B [k, n] (TC): 8, so that the threads of a row
+ * read 128 contiguous bytes of a 16-byte-wide B, at least a 32-byte sector of each row
+ * otherwise. Until the decode kernels overlapped (programmatic dependent launch), groups
+ * stayed narrower while that left two per SM of an H200; with the overlap the widest tile
+ * won on the H200: GPT-2 124M bf16 decoding at 2,627 tokens/s with TC = 8 against 2,467 with
+ * that rule's TC = 2 for n = 768 (bench/h200/NOTES.md, run 18). TERN_GPU_GEMV_TC (a power of
  * two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
  * which bounds the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
-static int columns_threads(int n, int w, size_t esize) {
+static int columns_threads(int w, size_t esize) {
     int tc = (int)(32 / ((size_t)w * esize));
-    if (tc < 1) tc = 1;
-    while (tc < 8 && ((size_t)n + 2 * (size_t)tc * (size_t)w - 1) / (2 * (size_t)tc * (size_t)w) >= GEMV_MIN_GROUPS)
-        tc *= 2;
+    if (tc < 8) tc = 8;
     const char *env = getenv("TERN_GPU_GEMV_TC");
     int want = env && *env ? atoi(env) : 0;
     if (want >= 1 && want <= 32 && (want & (want - 1)) == 0) tc = want;
@@ -87,7 +84,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     if (d->trans_b) {
         groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
     } else {
-        s.n[5] = columns_threads(d->n, s.n[1], tern_dtype_size(b.dtype));
+        s.n[5] = columns_threads(s.n[1], tern_dtype_size(b.dtype));
         s.n[7] = group_threads(d->m, s.n[5], (size_t)d->k < kc ? (size_t)d->k : kc);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
