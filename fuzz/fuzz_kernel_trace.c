@@ -28,6 +28,7 @@ typedef struct state {
     tern_v pool[POOL];
     int count;
     tern_v bufs[4];
+    tern_v tile; /* threadgroup bf16, for load_matrix */
     tern_v vars[4];
     int nvars;
     int depth, loops;
@@ -41,7 +42,7 @@ static const tern_type types[] = {TERN_T_BOOL, TERN_T_I32, TERN_T_U32, TERN_T_I6
 static void step(state *s, reader *r) {
     tern_kb *kb = s->kb;
     tern_loc at = {"fuzz", (int)r->n};
-    unsigned op = take(r) % 23;
+    unsigned op = take(r) % 24;
     switch (op) {
     case 0: {
         unsigned t = take(r) % 5;
@@ -160,6 +161,14 @@ static void step(state *s, reader *r) {
         break;
     }
     case 22: tern_wait_previous_at(at, kb); break; /* in a block, or after a store: an error */
+    case 23: { /* rows masked into the tile and aligned most of the time; else a run-time
+                * fault (out of bounds, misaligned) or, on another buffer, a trace error */
+        tern_v out[8], b = take(r) % 3 ? s->tile : s->bufs[take(r) % 4];
+        tern_v row = tern_binary_at(at, TERN_MUL, tern_binary_at(at, TERN_AND, pick(s, r), tern_int(31)), tern_int(8));
+        tern_load_matrix_at(at, b, take(r) & 1 ? row : pick(s, r), take(r) & 1, out);
+        for (int j = 0; j < 8; j++) push(s, out[j]);
+        break;
+    }
     }
 }
 
@@ -172,6 +181,7 @@ static void trace(tern_kb *kb, void *user) {
     s.bufs[1] = tern_param_buf(kb, "ib", TERN_T_I32, TERN_READ_WRITE);
     s.bufs[2] = tern_param_buf(kb, "hc", TERN_T_BF16, TERN_READ_WRITE);
     s.bufs[3] = tern_shared(kb, "sd", TERN_T_U32, 64);
+    s.tile = tern_shared(kb, "tile", TERN_T_BF16, 256);
     push(&s, tern_param_scalar(kb, "n", TERN_T_I32));
     push(&s, tern_global_id(kb, 0));
     push(&s, tern_simd_lane(kb));
