@@ -162,6 +162,10 @@ typedef struct tern_adamw {
  *   layernorm       per row of x [rows, C]: mu, var (biased), rstd = 1 / sqrt(var + eps);
  *                   out = (x - mu) * rstd * w + b. mean, rstd: f32 [rows], stored when present.
  *   layernorm_backward  accumulates: dx += dL/dx, dw += sum dout * xhat, db += sum dout.
+ *   layernorm_linear  layernorm(ln, -, -, x, ln_w, ln_b, mm->m, mm->k, eps), then
+ *                   matmul(y, ln, w, mm): the same results, ln stored too. ln is the
+ *                   product's A: not transposed, dense (lda 0 or k), one batch. A handler
+ *                   may do both in one kernel (decoding: one launch fewer per layer norm).
  *   gelu            out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may be x.
  *   gelu_backward   dx = dout * gelu'(x); dx may be dout.
  *   attention       qkv [B, T, 3C] holds q, k, v in channels [0, C), [C, 2C), [2C, 3C); head h
@@ -242,6 +246,8 @@ typedef struct tern_adamw {
     X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,           \
                            tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,          \
                            tern_buf rstd, int rows, int C))                               \
+    X(layernorm_linear, (tern_dev * d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, \
+                         tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm))    \
     X(gelu, (tern_dev * d, tern_buf out, tern_buf x))                                     \
     X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x))              \
     X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out))             \

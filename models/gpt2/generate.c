@@ -69,6 +69,15 @@ static tern_error *residual_linear(tern_dev *d, tern_buf x, tern_buf in, tern_bu
     return OP(matmul)(d, x, in, w, &mm);
 }
 
+/* y[rows, out] = epilogue(layernorm(x) @ w + b), the normalised rows kept in ln: one
+ * operation, which a GPU handler runs as one kernel when decoding (a decoded token is bound
+ * by the latency of its kernels, not by their work). */
+static tern_error *norm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
+                               float eps, tern_buf w, tern_buf b, int rows, int k, int out, tern_epilogue epilogue) {
+    tern_matmul mm = {.m = rows, .n = out, .k = k, .alpha = 1.0f, .beta = 0.0f, .bias = b, .epilogue = epilogue};
+    return OP(layernorm_linear)(d, y, ln, x, ln_w, ln_b, eps, w, &mm);
+}
+
 /* Runs T new positions of each of B sequences through the model, from the tokens in
  * `tokens` [B*T] at positions pos[0] .., extending the KV cache, and samples each
  * sequence's next token into dc->token. */
@@ -87,19 +96,15 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
         /* x = x + proj(attention(ln_1(x))) */
-        TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l),
-                               rows, C, eps));
-        TERN_TRY(GPT2_FN(linear)(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows,
-                                 C, 3 * C, TERN_EPILOGUE_NONE, none));
+        TERN_TRY(norm_linear(d, qkv, ln, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
+                             gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C, TERN_EPILOGUE_NONE));
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, C,
                                       NH, dc->max_T));
         TERN_TRY(residual_linear(d, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
                                  rows, C, C));
         /* x = x + proj(gelu(fc(ln_2(x)))) */
-        TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l),
-                               rows, C, eps));
-        TERN_TRY(GPT2_FN(linear)(d, fch, ln, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C,
-                                 4 * C, TERN_EPILOGUE_GELU, none));
+        TERN_TRY(norm_linear(d, fch, ln, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
+                             gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C, TERN_EPILOGUE_GELU));
         TERN_TRY(residual_linear(d, x, fch, gpt2_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
                                  rows, 4 * C, C));
     }

@@ -28,12 +28,20 @@
  * reads 16-byte words l, l + 32, ... of each row (512 contiguous bytes per row and step),
  * keeps m partial sums per row, and a SIMD sum gives each output.
  *
+ * GK_GEMV with a layer norm first (layernorm_linear, decoding's ln_1 + QKV and ln_2 + fc):
+ * A is x, whose m rows are normalised into threadgroup memory (in ln's dtype) by the same
+ * loads, sums and rounding as gk_trace_layernorm's register-resident path, so the products
+ * are bit for bit those of layernorm then GEMV; group 0 also stores the rows to ln. One
+ * kernel instead of two per layer norm: a decoded token is latency-bound on its kernels.
+ *
  * Spec: t[0] C, t[1] A, t[2] B, t[3] bias, t[4] aux (absent ones 0); n[0] = m (1 ..
  * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
  * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256); n[7] = G
- * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size).
- * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
+ * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size). Layer norm first:
+ * n[8] = C (= k, register-resident: C % (32 n[9]) == 0, C / 32 <= GK_LN_MAX_PER_LANE, and
+ * one k-chunk), n[9] = its vector width, t[5] ln_w, t[6] ln_b, t[7] ln.
+ * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta, [ln, ln_w, ln_b, eps].
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
  * GK_GEMV_GROUP / 32)) groups of GK_GEMV_GROUP. */
 #include "kernels/kutil.h"
@@ -47,6 +55,8 @@ typedef struct gemv_params {
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
+    int ln_C, ln_W;                /* layer norm first: C and its vector width (0: none) */
+    tern_v ln, ln_w, ln_b, eps;
 } gemv_params;
 
 static gemv_params params(tern_kb *kb, const gk_spec *s) {
@@ -67,7 +77,61 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.ldc = tern_param_scalar(kb, "ldc", TERN_T_I32);
     p.alpha = tern_param_scalar(kb, "alpha", TERN_T_F32);
     p.beta = tern_param_scalar(kb, "beta", TERN_T_F32);
+    p.ln_C = s->n[8], p.ln_W = s->n[9];
+    if (p.ln_C) {
+        p.ln = ku_buf(kb, "ln", s->t[7], TERN_WRITE);
+        p.ln_w = ku_buf(kb, "ln_w", s->t[5], TERN_READ);
+        p.ln_b = ku_buf(kb, "ln_b", s->t[6], TERN_READ);
+        p.eps = tern_param_scalar(kb, "eps", TERN_T_F32);
+    }
     return p;
+}
+
+/* x's M rows normalised into xs [M, KC] (layernorm_linear), exactly as gk_trace_layernorm's
+ * register-resident path normalises a row: SIMD group r takes row r (x is dense, C = k);
+ * groups past the last row compute on it and store nothing, since SIMD sums need every
+ * group. Threadgroup 0 also stores the rows to ln. */
+static void stage_layernorm(tern_kb *kb, const gemv_params *p, tern_v xs) {
+    int W = p->ln_W, chunks = p->ln_C / 32 / W;
+    bool early = chunks * W <= GK_LN_EARLY_PER_LANE;
+    tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v valid = tern_lt(sg, tern_int(p->M));
+    tern_v r = tern_min(sg, tern_int(p->M - 1));
+    tern_v base = tern_mul(r, tern_int(p->ln_C));
+    tern_v Cf = tern_cast(tern_i32(p->ln_C), TERN_T_F32);
+    tern_v xv[GK_LN_MAX_PER_LANE], wv[GK_LN_MAX_PER_LANE], bv[GK_LN_MAX_PER_LANE];
+    for (int k = 0; k < chunks; k++) {
+        tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+        ku_load(p->a, tern_add(base, col), W, xv + k * W);
+        if (early) {
+            ku_load(p->ln_w, col, W, wv + k * W);
+            ku_load(p->ln_b, col, W, bv + k * W);
+        }
+    }
+    tern_v sum = tern_f32(0.0f);
+    for (int j = 0; j < chunks * W; j++) sum = j ? tern_add(sum, xv[j]) : xv[0];
+    tern_v mu = tern_div(tern_simd_sum(sum), Cf);
+    tern_v ss = tern_f32(0.0f);
+    for (int j = 0; j < chunks * W; j++) {
+        tern_v d = tern_sub(xv[j], mu);
+        ss = j ? tern_fma(d, d, ss) : tern_mul(d, d);
+    }
+    tern_v var = tern_div(tern_simd_sum(ss), Cf);
+    tern_v rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, p->eps)));
+    TERN_IF(kb, valid) {
+        for (int k = 0; k < chunks; k++) {
+            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+            if (!early) {
+                ku_load(p->ln_w, col, W, wv + k * W);
+                ku_load(p->ln_b, col, W, bv + k * W);
+            }
+            tern_v o[8];
+            for (int j = 0; j < W; j++)
+                o[j] = tern_fma(tern_mul(tern_sub(xv[k * W + j], mu), rs), wv[k * W + j], bv[k * W + j]);
+            ku_store(xs, tern_add(tern_mul(r, tern_int(p->KC)), col), W, o);
+            TERN_IF(kb, tern_eq(tern_group_id(kb, 0), tern_int(0))) { ku_store(p->ln, tern_add(base, col), W, o); }
+        }
+    }
 }
 
 /* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly).
@@ -142,7 +206,8 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     int M = p.M, W = p.W, G = p.G, NW = G / 32, TC = s->n[5], TK = G / TC, CT = TC * W;
     int U = gemv_unroll(M, p.KC, TK);
     tern_max_threads(kb, G);
-    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
+    /* x in A's dtype, or normalised in ln's */
+    tern_v xs = tern_shared(kb, "xs", (tern_type)(p.ln_C ? s->t[7] : s->t[1]), (size_t)M * p.KC);
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
 
     tern_v tid = tern_local_id(kb, 0);
@@ -153,6 +218,13 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p.N, tern_int(W)));
 
     prefetch_b(kb, &p, kl, TK, jc);
+    if (p.ln_C) {
+        tern_v lane_col = tern_mul(tern_simd_lane(kb), tern_int(p.ln_W));
+        for (int k = 0; k < p.ln_C / 32 / p.ln_W; k++) {
+            tern_prefetch(p.ln_w, tern_add(lane_col, tern_int(k * 32 * p.ln_W)));
+            tern_prefetch(p.ln_b, tern_add(lane_col, tern_int(k * 32 * p.ln_W)));
+        }
+    }
     tern_wait_previous(kb);
 
     tern_v acc[GK_GEMV_MAX_M][8];
@@ -169,7 +241,10 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
             ku_load(p.b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p.ldb), jc), W, pre[u]);
         }
         tern_barrier(kb); /* the previous chunk's x is no longer read */
-        stage_x(kb, &p, xs, k0, kc, tid);
+        if (p.ln_C)
+            stage_layernorm(kb, &p, xs); /* one chunk: k0 = 0, kc = k */
+        else
+            stage_x(kb, &p, xs, k0, kc, tid);
         tern_barrier(kb);
         for (int u = 0; u < U; u++) {
             tern_v valid = tern_lt(tern_add(kl, tern_int(u * TK)), kc);

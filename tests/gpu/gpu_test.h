@@ -76,6 +76,16 @@ static tern_error *gtop_layernorm(tern_dev *d, tern_buf o, tern_buf m, tern_buf 
                                 int rows, int C, float eps) {
     return gpu_layernorm(G(d), o, m, r, x, w, b, rows, C, eps);
 }
+/* the GPU core's fused kernel where it applies, else its layer norm then its matmul */
+static tern_error *gtop_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
+                                         tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
+    tern_matmul_dims dims;
+    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
+    if (gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b))
+        return gpu_layernorm_gemv(G(d), y, ln, x, ln_w, ln_b, eps, w, mm, &dims);
+    TERN_TRY(gpu_layernorm(G(d), ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
+    return gpu_matmul(G(d), y, ln, w, mm);
+}
 static tern_error *gtop_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf g, tern_buf x,
                                          tern_buf w, tern_buf m, tern_buf r, int rows, int C) {
     return gpu_layernorm_backward(G(d), dx, dw, db, g, x, w, m, r, rows, C);

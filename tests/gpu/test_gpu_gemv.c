@@ -234,10 +234,56 @@ static void test_nvrtc(void) {
     printf("  nvrtc: %d gemv kernels compiled for sm_90\n", compiled);
 }
 
+/* The raw bytes of the GPU side's view. */
+static unsigned char *raw(gt_pair p) {
+    size_t bytes = p.view[1].len * tern_dtype_size(p.view[1].dtype);
+    unsigned char *host = malloc(bytes);
+    CHECK_OK(gt_gpu.ops->download(gt_gpu.d, host, p.view[1]));
+    return host;
+}
+
+/* layernorm_linear's fused kernel against the layer norm then the GEMV on the same runtime:
+ * the same bits in ln and in y (the fused kernel normalises a row exactly as layernorm's
+ * register-resident path does). */
+static void test_layernorm_fused(void) {
+    const int shapes[][3] = {{1, 768, 96}, {3, 64, 40}, {8, 256, 24}}; /* m, C (= k), n */
+    for (int s = 0; s < 3; s++)
+        for (int mix = 0; mix < 2; mix++) {
+            int m = shapes[s][0], C = shapes[s][1], n = shapes[s][2];
+            tern_dtype dx = mix ? TERN_BF16 : TERN_F32, dln = mix ? TERN_BF16 : TERN_F32;
+            float *x = gt_random((size_t)m * C, -3, 3), *lw = gt_random(C, 0.5f, 1.5f), *lb = gt_random(C, -1, 1);
+            float *w = gt_random((size_t)C * n, -0.2f, 0.2f), *bias = gt_random(n, -1, 1);
+            gt_pair px = gt_make(dx, (size_t)m * C, 0, x), plw = gt_make(TERN_BF16, C, 0, lw),
+                    plb = gt_make(TERN_BF16, C, 0, lb), pw = gt_make(TERN_BF16, (size_t)C * n, 0, w),
+                    pb = gt_make(TERN_F32, n, 0, bias);
+            gt_pair ln1 = gt_make(dln, (size_t)m * C, 0, NULL), ln2 = gt_make(dln, (size_t)m * C, 0, NULL);
+            gt_pair y1 = gt_make(TERN_F32, (size_t)m * n, 0, NULL), y2 = gt_make(TERN_F32, (size_t)m * n, 0, NULL);
+            tern_matmul mm = {.m = m, .n = n, .k = C, .alpha = 1, .bias = pb.view[1], .epilogue = TERN_EPILOGUE_GELU};
+            tern_matmul_dims dims = {.m = m, .n = n, .k = C, .batch = 1, .lda = C, .ldb = n, .ldc = n};
+            CHECKF(gpu_layernorm_gemv_applies(&dims, ln1.view[1], px.view[1], plw.view[1], plb.view[1]),
+                   "[%s] layernorm_linear %dx%dx%d: the fused kernel applies", gt_runtime, m, C, n);
+            CHECK_OK(gpu_layernorm_gemv(&gt_gpu.d->core, y1.view[1], ln1.view[1], px.view[1], plw.view[1], plb.view[1],
+                                        1e-5f, pw.view[1], &mm, &dims));
+            CHECK_OK(gpu_layernorm(&gt_gpu.d->core, ln2.view[1], tern_none(), tern_none(), px.view[1], plw.view[1],
+                                   plb.view[1], m, C, 1e-5f));
+            CHECK_OK(gpu_gemv(&gt_gpu.d->core, y2.view[1], ln2.view[1], pw.view[1], &mm, &dims));
+            unsigned char *a = raw(ln1), *b = raw(ln2), *c = raw(y1), *d = raw(y2);
+            CHECKF(!memcmp(a, b, (size_t)m * C * tern_dtype_size(dln)),
+                   "[%s] layernorm_linear %dx%dx%d mix %d: ln differs from layernorm's", gt_runtime, m, C, n, mix);
+            CHECKF(!memcmp(c, d, (size_t)m * n * 4),
+                   "[%s] layernorm_linear %dx%dx%d mix %d: y differs from layernorm then gemv", gt_runtime, m, C, n, mix);
+            free(a), free(b), free(c), free(d);
+            gt_pair all[] = {px, plw, plb, pw, pb, ln1, ln2, y1, y2};
+            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);
+            free(x), free(lw), free(lb), free(w), free(bias);
+        }
+}
+
 static void all(void) {
     test_combinations();
     test_shapes();
     test_deterministic();
+    test_layernorm_fused();
 }
 
 int main(void) {

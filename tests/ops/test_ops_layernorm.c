@@ -1,7 +1,9 @@
 /* layernorm and layernorm_backward against double-precision references, over shapes
  * (C = 1, odd C, GPT-2's 768), mixed f32/bf16 buffers, views at offsets, present and absent
  * mean/rstd; the reference backward against finite differences of the reference forward,
- * and the handler's backward against finite differences of its own forward; then errors. */
+ * and the handler's backward against finite differences of its own forward; then
+ * layernorm_linear (the layer norm, then a product) over the shapes that take a GPU's fused
+ * kernel (few rows, C a multiple of 32) and those that do not; then errors. */
 #include "ops_test.h"
 
 typedef struct ln_ref {
@@ -203,6 +205,81 @@ static void test_finite_differences(ot_ctx *c) {
     free(x), free(w), free(b), free(g), free(X), free(W), free(Bv), free(G), free(dX), free(dW), free(dB);
 }
 
+/* 0.5 x (1 + tanh u) as x / (1 + exp(-2u)) */
+static double gelu_ref(double x) { return x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x))); }
+
+static void test_layernorm_linear(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(33);
+    /* rows, C, n: decoding's shapes (fused on a GPU handler: rows <= 8, C % 32 == 0), GPT-2's
+     * 768, a row the fused kernel does not take (C = 40), more rows than it takes (12) */
+    const int shapes[][3] = {{1, 64, 16}, {3, 256, 72}, {8, 96, 40}, {1, 768, 128}, {2, 40, 24}, {12, 64, 32}};
+    const float eps = 1e-5f;
+    for (int s = 0; s < 6; s++)
+        for (int combo = 0; combo < 8; combo++) {
+            int rows = shapes[s][0], C = shapes[s][1], N = shapes[s][2];
+            tern_dtype d_x = ot_float2[combo & 1], d_ln = ot_float2[(combo >> 1) & 1], d_y = ot_float2[(combo >> 2) & 1];
+            tern_dtype d_w = ot_float2[ot_randint(0, 2)], d_lw = ot_float2[ot_randint(0, 2)];
+            bool bias = combo % 3 != 0, gelu = combo % 2 == 1;
+            float beta = combo == 5 ? 1.0f : 0.0f;
+            size_t n = (size_t)rows * C, ny = (size_t)rows * N;
+            float *x = ot_random(n, -3, 3), *lw = ot_random(C, 0.5f, 1.5f), *lb = ot_random(C, -0.5f, 0.5f);
+            float *w = ot_random((size_t)C * N, -0.1f, 0.1f), *bv = ot_random(N, -1, 1), *y0 = ot_random(ny, -1, 1);
+            ot_round(x, n, d_x), ot_round(lw, C, d_lw), ot_round(lb, C, d_lw), ot_round(w, (size_t)C * N, d_w);
+            ot_round(bv, N, d_y), ot_round(y0, ny, d_y);
+            /* the reference: the layer norm in double, stored in ln's dtype, then the product */
+            double *lnd = malloc(n * sizeof(double));
+            ln_forward(x, lw, lb, rows, C, eps, lnd, NULL, NULL);
+            float *want_ln = to_float(lnd, n), *lnr = to_float(lnd, n), *want_y = malloc(ny * sizeof(float));
+            ot_round(lnr, n, d_ln);
+            for (int r = 0; r < rows; r++)
+                for (int j = 0; j < N; j++) {
+                    double acc = 0;
+                    for (int k = 0; k < C; k++) acc += (double)lnr[(size_t)r * C + k] * w[(size_t)k * N + j];
+                    double v = acc + beta * (double)y0[(size_t)r * N + j] + (bias ? bv[j] : 0.0);
+                    want_y[(size_t)r * N + j] = (float)(gelu ? gelu_ref(v) : v);
+                }
+            ot_buf bx = ot_make(c, d_x, n, 1, x), blw = ot_make(c, d_lw, C, 2, lw), blb = ot_make(c, d_lw, C, 3, lb);
+            ot_buf bw = ot_make(c, d_w, (size_t)C * N, 4, w), bb = ot_make(c, d_y, N, 5, bv);
+            ot_buf bln = ot_make(c, d_ln, n, 6, NULL), by = ot_make(c, d_y, ny, 8, y0);
+            tern_matmul mm = {.m = rows, .n = N, .k = C, .alpha = 1.0f, .beta = beta,
+                              .bias = bias ? bb.view : tern_none(),
+                              .epilogue = gelu ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
+            CHECK_OK(o->layernorm_linear(c->d, by.view, bln.view, bx.view, blw.view, blb.view, eps, bw.view, &mm));
+            OT_EXPECT(c, bln, want_ln, ot_tol(d_ln, 1e-5), "layernorm_linear ln %dx%dx%d combo %d", rows, C, N, combo);
+            /* sums of C products of size <= 1 in f32 (~1e-6); a bf16 ln may round an element
+             * to the other neighbour than the double reference does (2^-8 of it): 1e-3 */
+            double tol = d_y == TERN_BF16 ? ot_tol(d_y, 5e-5) : d_ln == TERN_BF16 ? 1e-3 : 5e-5;
+            OT_EXPECT(c, by, want_y, tol, "layernorm_linear y %dx%dx%d combo %d", rows, C, N, combo);
+            ot_free(c, &bx), ot_free(c, &blw), ot_free(c, &blb), ot_free(c, &bw), ot_free(c, &bb);
+            ot_free(c, &bln), ot_free(c, &by);
+            free(x), free(lw), free(lb), free(w), free(bv), free(y0), free(lnd), free(want_ln), free(lnr), free(want_y);
+        }
+    /* errors: ln must be the product's plain A, and the layer norm's and the product's own */
+    ot_buf x = ot_make(c, TERN_F32, 64, 0, NULL), ln = ot_make(c, TERN_F32, 64, 0, NULL);
+    ot_buf lw = ot_make(c, TERN_F32, 32, 0, NULL), lb = ot_make(c, TERN_F32, 32, 0, NULL);
+    ot_buf w = ot_make(c, TERN_F32, 32 * 8, 0, NULL), y = ot_make(c, TERN_F32, 16, 0, NULL);
+    tern_matmul mm = {.m = 2, .n = 8, .k = 32, .alpha = 1.0f};
+    tern_matmul bad = mm;
+    bad.trans_a = true;
+    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &bad),
+              "layernorm_linear: ln is the product's A");
+    bad = mm;
+    bad.lda = 40;
+    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &bad),
+              "layernorm_linear: ln is the product's A");
+    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, NULL),
+              "layernorm_linear: mm is NULL");
+    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, -1.0f, w.view, &mm),
+              "layernorm_linear: layernorm: eps must be finite and >= 0");
+    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, tern_view(w.view, 0, 100), &mm),
+              "layernorm_linear: matmul:");
+    CHECK_ERR(o->layernorm_linear(c->d, tern_view(x.view, 0, 16), ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &mm),
+              "layernorm_linear: y and x overlap");
+    CHECK_OK(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &mm));
+    ot_free(c, &x), ot_free(c, &ln), ot_free(c, &lw), ot_free(c, &lb), ot_free(c, &w), ot_free(c, &y);
+}
+
 static void test_errors(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_buf x = ot_make(c, TERN_F32, 100, 0, NULL), out = ot_make(c, TERN_F32, 128, 0, NULL);
@@ -248,6 +325,7 @@ static void test_errors(ot_ctx *c) {
 static void test_all(ot_ctx *c) {
     test_forward_backward(c);
     test_finite_differences(c);
+    test_layernorm_linear(c);
     test_errors(c);
 }
 

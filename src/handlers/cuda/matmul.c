@@ -394,3 +394,28 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) return core_matmul(d, c, a, b, mm); /* a late refusal */
     return lt_check(s, "matmul");
 }
+
+/* layernorm_linear: the layer norm, then the product. TERN_CUDA_FUSE_LN=1 runs the decode
+ * step's products (those that go to the GEMV kernels) as one kernel that normalises x
+ * itself, bit for bit as the two; on the H200 that decoded GPT-2 124M at 1,853 tokens/s
+ * against 2,616 with the two kernels (bench/h200/NOTES.md, run 20): every group normalises
+ * the rows again, in series before its product, which costs more than the launch it saves
+ * now that launches overlap. */
+tern_error *tern_cuda_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
+                                       tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
+    tern_matmul_dims dims;
+    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
+    const char *env = getenv("TERN_CUDA_FUSE_LN");
+    bool fuse = env && !strcmp(env, "1") && gemv_wanted(&dims) &&
+                gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b);
+    if (!fuse) {
+        TERN_TRY(tern_cuda_layernorm(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
+        return tern_cuda_matmul(d, y, ln, w, mm);
+    }
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err = gpu_layernorm_gemv(&d->core, y, ln, x, ln_w, ln_b, eps, w, mm, &dims);
+    cuda_profile_end(d, "layernorm_linear (GEMV)", t0);
+    return err;
+}
+

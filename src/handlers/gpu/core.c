@@ -34,7 +34,7 @@ static void kernel_name(gk_family family, const gk_spec *spec, char *out, size_t
         if (spec->t[i] && spec->t[i] < TERN_TYPE_COUNT) types[nt++] = letters[spec->t[i]];
     types[nt] = 0;
     if (nt && n < cap) n += (size_t)snprintf(out + n, cap - n, "_%s", types);
-    int last = 7;
+    int last = (int)(sizeof spec->n / sizeof spec->n[0]) - 1;
     while (last >= 0 && spec->n[last] == 0) last--;
     for (int i = 0; i <= last && n < cap; i++)
         n += (size_t)snprintf(out + n, cap - n, "_%ld", (long)(spec->n[i] < 0 ? -spec->n[i] : spec->n[i]));

@@ -52,8 +52,23 @@ static int group_threads(int m, int tc, size_t kc) {
     return g;
 }
 
-tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                     const tern_matmul_dims *d) {
+/* A's k-chunk: all of k (rounded up to 256) when m rows of it, of `size`-byte elements, fit
+ * in GK_GEMV_X_BYTES. */
+static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
+    size_t kc = ((size_t)d->k + 255) / 256 * 256;
+    size_t cap = GK_GEMV_X_BYTES / ((size_t)d->m * size) / 256 * 256;
+    return kc > cap ? cap : kc;
+}
+
+/* layernorm_linear's part of a GEMV launch (NULL: a plain product). */
+typedef struct ln_first {
+    tern_buf ln, w, b;
+    float eps;
+    int C, width; /* gpu_layernorm_row_path's */
+} ln_first;
+
+static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                            const tern_matmul_dims *d, const ln_first *ln) {
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
@@ -62,11 +77,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
     TERN_TRY(gpu_check_index("matmul", "c", c.len));
     if (has_aux) TERN_TRY(gpu_check_index("matmul", "aux", mm->aux.len));
-    size_t a_size = tern_dtype_size(a.dtype);
-    /* A's k-chunk: all of k (rounded up to 256) when m rows of it fit in GK_GEMV_X_BYTES */
-    size_t kc = ((size_t)d->k + 255) / 256 * 256;
-    size_t cap = GK_GEMV_X_BYTES / ((size_t)d->m * a_size) / 256 * 256;
-    if (kc > cap) kc = cap;
+    size_t kc = k_chunk(d, tern_dtype_size(ln ? ln->ln.dtype : a.dtype)); /* x is staged as A, or as ln */
 
     gk_spec s = {0};
     s.t[0] = gpu_t(c);
@@ -80,6 +91,10 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
+    if (ln) {
+        s.n[8] = ln->C, s.n[9] = ln->width;
+        s.t[5] = gpu_t(ln->w), s.t[6] = gpu_t(ln->b), s.t[7] = gpu_t(ln->ln);
+    }
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
@@ -89,7 +104,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    tern_arg args[12];
+    tern_arg args[16];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
@@ -98,6 +113,40 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     args[n++] = tern_arg_i32((int32_t)d->ldc);
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
+    if (ln) {
+        args[n++] = tern_arg_buf(ln->ln);
+        args[n++] = tern_arg_buf(ln->w);
+        args[n++] = tern_arg_buf(ln->b);
+        args[n++] = tern_arg_f32(ln->eps);
+    }
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
+}
+
+tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                     const tern_matmul_dims *d) {
+    return gemv_run(g, c, a, b, mm, d, NULL);
+}
+
+/* The layer norm's row path (register-resident, the width layernorm would take), or 0. */
+static int ln_path(tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b, int C, int *width) {
+    const tern_buf all[4] = {ln, x, ln_w, ln_b};
+    return gpu_layernorm_row_path(all, 4, C, width);
+}
+
+bool gpu_layernorm_gemv_applies(const tern_matmul_dims *d, tern_buf ln, tern_buf x, tern_buf ln_w,
+                                tern_buf ln_b) {
+    int width;
+    return gpu_gemv_applies(d) && !d->trans_b && ln_path(ln, x, ln_w, ln_b, d->k, &width) &&
+           k_chunk(d, tern_dtype_size(ln.dtype)) >= (size_t)d->k && 32 * d->m <= GK_GEMV_GROUP;
+}
+
+tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
+                               float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d) {
+    if (!gpu_layernorm_gemv_applies(d, ln, x, ln_w, ln_b))
+        return tern_errorf("layernorm_linear: a %dx%dx%d product is not one for the fused GEMV kernel", d->m, d->n, d->k);
+    ln_first first = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps};
+    first.C = ln_path(ln, x, ln_w, ln_b, d->k, &first.width);
+    TERN_TRY(gpu_check_index("layernorm_linear", "x", x.len));
+    return gemv_run(g, y, x, w, mm, d, &first);
 }

@@ -97,6 +97,14 @@ tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b,
  * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
  * the arguments of a validated product (d as tern_validate_matmul filled it). */
 bool gpu_gemv_applies(const tern_matmul_dims *d);
+/* layernorm_linear as one GEMV kernel that normalises x's rows itself (bit for bit as
+ * gpu_layernorm then gpu_gemv would): when gpu_gemv_applies, B is [k, n], and the row is
+ * register-resident for layernorm with all of it in one of the GEMV's k-chunks. The caller
+ * has validated the operation (tern_validate_layernorm_linear). */
+bool gpu_layernorm_gemv_applies(const tern_matmul_dims *d, tern_buf ln, tern_buf x, tern_buf ln_w,
+                                tern_buf ln_b);
+tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
+                               float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols,
