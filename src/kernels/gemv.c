@@ -92,44 +92,18 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
  * groups past the last row compute on it and store nothing, since SIMD sums need every
  * group. Threadgroup 0 also stores the rows to ln. */
 static void stage_layernorm(tern_kb *kb, const gemv_params *p, tern_v xs) {
-    int W = p->ln_W, chunks = p->ln_C / 32 / W;
-    bool early = chunks * W <= GK_LN_EARLY_PER_LANE;
-    tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v sg = tern_simd_group(kb);
     tern_v valid = tern_lt(sg, tern_int(p->M));
     tern_v r = tern_min(sg, tern_int(p->M - 1));
     tern_v base = tern_mul(r, tern_int(p->ln_C));
-    tern_v Cf = tern_cast(tern_i32(p->ln_C), TERN_T_F32);
-    tern_v xv[GK_LN_MAX_PER_LANE], wv[GK_LN_MAX_PER_LANE], bv[GK_LN_MAX_PER_LANE];
-    for (int k = 0; k < chunks; k++) {
-        tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-        ku_load(p->a, tern_add(base, col), W, xv + k * W);
-        if (early) {
-            ku_load(p->ln_w, col, W, wv + k * W);
-            ku_load(p->ln_b, col, W, bv + k * W);
-        }
-    }
-    tern_v sum = tern_f32(0.0f);
-    for (int j = 0; j < chunks * W; j++) sum = j ? tern_add(sum, xv[j]) : xv[0];
-    tern_v mu = tern_div(tern_simd_sum(sum), Cf);
-    tern_v ss = tern_f32(0.0f);
-    for (int j = 0; j < chunks * W; j++) {
-        tern_v d = tern_sub(xv[j], mu);
-        ss = j ? tern_fma(d, d, ss) : tern_mul(d, d);
-    }
-    tern_v var = tern_div(tern_simd_sum(ss), Cf);
-    tern_v rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, p->eps)));
+    gk_ln_row lr;
+    gk_ln_row_stats(kb, &lr, p->a, base, p->ln_w, p->ln_b, p->ln_C, p->ln_W, p->eps);
     TERN_IF(kb, valid) {
-        for (int k = 0; k < chunks; k++) {
-            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-            if (!early) {
-                ku_load(p->ln_w, col, W, wv + k * W);
-                ku_load(p->ln_b, col, W, bv + k * W);
-            }
-            tern_v o[8];
-            for (int j = 0; j < W; j++)
-                o[j] = tern_fma(tern_mul(tern_sub(xv[k * W + j], mu), rs), wv[k * W + j], bv[k * W + j]);
-            ku_store(xs, tern_add(tern_mul(r, tern_int(p->KC)), col), W, o);
-            TERN_IF(kb, tern_eq(tern_group_id(kb, 0), tern_int(0))) { ku_store(p->ln, tern_add(base, col), W, o); }
+        for (int k = 0; k < lr.chunks; k++) {
+            tern_v col = gk_ln_row_col(&lr, k), o[8];
+            gk_ln_row_out(&lr, p->ln_w, p->ln_b, k, o);
+            ku_store(xs, tern_add(tern_mul(r, tern_int(p->KC)), col), p->ln_W, o);
+            TERN_IF(kb, tern_eq(tern_group_id(kb, 0), tern_int(0))) { ku_store(p->ln, tern_add(base, col), p->ln_W, o); }
         }
     }
 }

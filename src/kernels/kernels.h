@@ -103,6 +103,25 @@ enum {
  * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers. */
 #define GK_LN_EARLY_PER_LANE 32
 
+/* One row of a layer norm held in registers by a SIMD group (C % (32 W) == 0, C / 32 <=
+ * GK_LN_MAX_PER_LANE): lane l holds columns (32 k + l) W .. + W - 1 of each chunk k. The
+ * layernorm kernel and the GEMV with a layer norm first (gemv.c) both normalise through it,
+ * so their rows agree bit for bit. */
+typedef struct gk_ln_row {
+    int W, chunks;
+    bool early; /* w and b loaded with x (GK_LN_EARLY_PER_LANE) */
+    tern_v lane, x[GK_LN_MAX_PER_LANE], w[GK_LN_MAX_PER_LANE], b[GK_LN_MAX_PER_LANE];
+    tern_v mu, rs;
+} gk_ln_row;
+/* Loads the row at `base` of x (and w, b when early) and computes mu and rs = 1 / sqrt(var
+ * + eps): pairwise within the lane, then a SIMD sum, two passes. */
+void gk_ln_row_stats(tern_kb *kb, gk_ln_row *r, tern_v x, tern_v base, tern_v w, tern_v b, int C, int W,
+                     tern_v eps);
+/* The first column of chunk k, and its W normalised values (x - mu) rs w + b, loading w and
+ * b now if they were not loaded early. */
+tern_v gk_ln_row_col(const gk_ln_row *r, int k);
+void gk_ln_row_out(gk_ln_row *r, tern_v w, tern_v b, int k, tern_v out[8]);
+
 /* EMBED, EMBED_BACKWARD_WPE: one thread per W channels of a row; groups of GK_EW_GROUP.
  * EMBED_SORT: one thread per row, groups of GK_SORT_GROUP (a tile of tokens in shared).
  * EMBED_BACKWARD_WTE: one SIMD group per sorted row, GK_LN_ROWS per group; grid.y over

@@ -12,6 +12,51 @@
  * group); nothing in it depends on the group's size. */
 #include "kernels/kutil.h"
 
+void gk_ln_row_stats(tern_kb *kb, gk_ln_row *r, tern_v x, tern_v base, tern_v w, tern_v b, int C, int W,
+                     tern_v eps) {
+    r->W = W, r->chunks = C / 32 / W;
+    r->early = r->chunks * W <= GK_LN_EARLY_PER_LANE;
+    r->lane = tern_simd_lane(kb);
+    /* w and b are loaded with x, before the statistics, when they fit in registers too:
+     * their latency then overlaps x's instead of following the reductions (a one-row
+     * layernorm, as in decoding, is that latency and little else) */
+    for (int k = 0; k < r->chunks; k++) {
+        tern_v col = gk_ln_row_col(r, k);
+        ku_load(x, tern_add(base, col), W, r->x + k * W);
+        if (r->early) {
+            ku_load(w, col, W, r->w + k * W);
+            ku_load(b, col, W, r->b + k * W);
+        }
+    }
+    tern_v Cf = tern_cast(tern_i32(C), TERN_T_F32);
+    /* pairwise within the lane, then across lanes */
+    tern_v sum = tern_f32(0.0f);
+    for (int j = 0; j < r->chunks * W; j++) sum = j ? tern_add(sum, r->x[j]) : r->x[0];
+    r->mu = tern_div(tern_simd_sum(sum), Cf);
+    tern_v ss = tern_f32(0.0f);
+    for (int j = 0; j < r->chunks * W; j++) {
+        tern_v d = tern_sub(r->x[j], r->mu);
+        ss = j ? tern_fma(d, d, ss) : tern_mul(d, d);
+    }
+    tern_v var = tern_div(tern_simd_sum(ss), Cf);
+    r->rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, eps)));
+}
+
+tern_v gk_ln_row_col(const gk_ln_row *r, int k) {
+    return tern_mul(tern_add(tern_int(k * 32), r->lane), tern_int(r->W));
+}
+
+void gk_ln_row_out(gk_ln_row *r, tern_v w, tern_v b, int k, tern_v out[8]) {
+    int W = r->W;
+    if (!r->early) {
+        tern_v col = gk_ln_row_col(r, k);
+        ku_load(w, col, W, r->w + k * W);
+        ku_load(b, col, W, r->b + k * W);
+    }
+    for (int j = 0; j < W; j++)
+        out[j] = tern_fma(tern_mul(tern_sub(r->x[k * W + j], r->mu), r->rs), r->w[k * W + j], r->b[k * W + j]);
+}
+
 /* Forward. Parameters: out, x, w, b, [mean], [rstd], rows, C, eps. */
 void gk_trace_layernorm(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
@@ -45,42 +90,14 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     tern_wait_previous(kb);
 
     if (Cc) {
-        int chunks = Cc / 32 / W;
-        tern_v xs[GK_LN_MAX_PER_LANE], wv[GK_LN_MAX_PER_LANE], bv[GK_LN_MAX_PER_LANE];
-        tern_v sum = tern_f32(0.0f);
-        /* w and b are loaded with x, before the statistics, when they fit in registers too:
-         * their latency then overlaps x's instead of following the reductions (a one-row
-         * layernorm, as in decoding, is that latency and little else) */
-        bool early = chunks * W <= GK_LN_EARLY_PER_LANE;
-        for (int k = 0; k < chunks; k++) {
-            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-            ku_load(x, tern_add(base, col), W, xs + k * W);
-            if (early) {
-                ku_load(w, col, W, wv + k * W);
-                ku_load(b, col, W, bv + k * W);
-            }
-        }
-        /* pairwise within the lane, then across lanes */
-        for (int j = 0; j < chunks * W; j++) sum = j ? tern_add(sum, xs[j]) : xs[0];
-        mu = tern_div(tern_simd_sum(sum), Cf);
-        tern_v ss = tern_f32(0.0f);
-        for (int j = 0; j < chunks * W; j++) {
-            tern_v d = tern_sub(xs[j], mu);
-            ss = j ? tern_fma(d, d, ss) : tern_mul(d, d);
-        }
-        tern_v var = tern_div(tern_simd_sum(ss), Cf);
-        rs = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(var, eps)));
+        gk_ln_row lr;
+        gk_ln_row_stats(kb, &lr, x, base, w, b, Cc, W, eps);
+        mu = lr.mu, rs = lr.rs;
         TERN_IF(kb, valid) {
-            for (int k = 0; k < chunks; k++) {
-                tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-                if (!early) {
-                    ku_load(w, col, W, wv + k * W);
-                    ku_load(b, col, W, bv + k * W);
-                }
+            for (int k = 0; k < lr.chunks; k++) {
                 tern_v o[8];
-                for (int j = 0; j < W; j++)
-                    o[j] = tern_fma(tern_mul(tern_sub(xs[k * W + j], mu), rs), wv[k * W + j], bv[k * W + j]);
-                ku_store(out, tern_add(base, col), W, o);
+                gk_ln_row_out(&lr, w, b, k, o);
+                ku_store(out, tern_add(base, gk_ln_row_col(&lr, k)), W, o);
             }
         }
     } else {
