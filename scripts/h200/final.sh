@@ -44,29 +44,12 @@ step "hf: generate" 240 pt-gen.log python3 bench/h200/pytorch_gpt2.py generate -
 grep -h -E '^(bench|baseline):|checks (passed|failed)|: loss|as expected' "$logs"/*.log >> "$summary" 2>/dev/null
 
 # ---- where the time goes ----
-ncu_sum() { # log, steps the durations are averaged over
-    python3 - "$1" "$2" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value")
-tot = collections.defaultdict(float); cnt = collections.Counter()
-for r in rows[1:]:
-    try: v = float(r[vi].replace(",", ""))
-    except ValueError: continue
-    k = "cuBLASLt GEMMs" if ("nvjet" in r[ki] or "cublas" in r[ki].lower()) else r[ki][:48]
-    tot[k] += v; cnt[k] += 1
-n = float(sys.argv[2]); total = sum(tot.values()) / n
-print(f"  ncu total {total/1e3:9.1f} us per unit")
-for k, v in sorted(tot.items(), key=lambda x: -x[1])[:16]:
-    print(f"  ncu {v/n/1e3:9.1f} us {cnt[k]/n:6.1f} x {k}")
-PY
-}
 if command -v ncu > /dev/null; then
     step "ncu: one train step (+1 warm-up)" 120 ncu-train.log \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv "${train[@]}" --steps 1 --warmup 1
-    note "ncu, train step (per step):"; ncu_sum "$logs/ncu-train.log" 2 >> "$summary"
+    note "ncu, train step (per step):"; python3 scripts/h200/ncu_sum.py "$logs/ncu-train.log" 2 >> "$summary"
     step "ncu: decoding 8 tokens, no graphs" 120 ncu-gen.log env TERN_CUDA_NO_GRAPHS=1 \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv \
         $b/tern bench generate --backend cuda --precision bf16 --tokens 8 --warmup 0
-    note "ncu, decoding (per token, prefill included):"; ncu_sum "$logs/ncu-gen.log" 8 >> "$summary"
+    note "ncu, decoding (per token, prefill included):"; python3 scripts/h200/ncu_sum.py "$logs/ncu-gen.log" 8 >> "$summary"
 fi

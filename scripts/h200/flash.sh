@@ -34,17 +34,7 @@ if command -v ncu > /dev/null; then
     step "ncu: kernel durations of one train step (mma)" 240 ncu-train.log \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv \
         env TERN_CUDA_ATTENTION=mma "${train[@]}" --steps 1 --warmup 1
-    python3 - "$logs/ncu-train.log" >> "$summary" <<'PY'
-import csv, sys, collections
-rows = [r for r in csv.reader(open(sys.argv[1])) if len(r) > 10]
-hdr = rows[0]; ki = hdr.index("Kernel Name"); vi = hdr.index("Metric Value")
-tot = collections.defaultdict(float); cnt = collections.Counter()
-for r in rows[1:]:
-    try: v = float(r[vi].replace(",", ""))
-    except ValueError: continue
-    tot[r[ki][:60]] += v; cnt[r[ki][:60]] += 1
-for k, v in sorted(tot.items(), key=lambda x: -x[1])[:14]:
-    print(f"  ncu {v/1e6:8.3f} ms {cnt[k]:5d} x {k}")
-PY
+    note "ncu, train step (per step):"
+    python3 scripts/h200/ncu_sum.py "$logs/ncu-train.log" 2 >> "$summary"
 fi
 grep -h -E "checks (passed|failed)" "$logs"/*.log >> "$summary"
