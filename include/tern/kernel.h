@@ -167,6 +167,13 @@ tern_v tern_int(int64_t x);
 void tern_max_threads_at(tern_loc at, tern_kb *kb, int threads);
 #define tern_max_threads(kb, threads) tern_max_threads_at(TERN_HERE, kb, threads)
 
+/* A hint, after tern_max_threads: at least `groups` threadgroups of that size should be
+ * resident on one compute unit at once (1..32). The CUDA compiler then caps each thread's
+ * registers to fit them (the second __launch_bounds__ argument), trading spills for
+ * occupancy; the other targets have no such control and ignore it. */
+void tern_min_groups_at(tern_loc at, tern_kb *kb, int groups);
+#define tern_min_groups(kb, groups) tern_min_groups_at(TERN_HERE, kb, groups)
+
 /* ---- thread attributes (all i32) ----
  * A launch is `grid` threadgroups of `group` threads in up to three dimensions. dim is 0
  * (x), 1 (y) or 2 (z). SIMD groups are formed from the linear thread index in the

@@ -35,6 +35,19 @@ void tern_max_threads_at(tern_loc at, tern_kb *kb, int threads) {
     kb->k->max_threads = threads;
 }
 
+void tern_min_groups_at(tern_loc at, tern_kb *kb, int groups) {
+    if (!kb_ok(kb)) return;
+    if (!kb->k->max_threads) {
+        kb_fail(kb, at, "min_groups needs tern_max_threads first");
+        return;
+    }
+    if (groups < 1 || groups > 32) {
+        kb_fail(kb, at, "min_groups: %d is not in 1..32", groups);
+        return;
+    }
+    kb->k->min_groups = groups;
+}
+
 void tern_barrier_at(tern_loc at, tern_kb *kb) {
     if (!kb_ok(kb)) return;
     ir_ins in = {.op = IR_BARRIER, .a = {-1, -1, -1, -1}};

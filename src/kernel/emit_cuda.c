@@ -418,6 +418,9 @@ static void cuda_head(emitter *e, strbuf *out) {
     const tern_kernel *k = e->k;
     if (k->result >= 0)
         sb_printf(out, "__device__ %s %s(", cuda_type(k->vals[k->result].type), k->name);
+    else if (k->max_threads && k->min_groups)
+        sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d, %d) %s(", (int)k->max_threads,
+                  (int)k->min_groups, k->name);
     else if (k->max_threads)
         sb_printf(out, "extern \"C\" __global__ void __launch_bounds__(%d) %s(", (int)k->max_threads, k->name);
     else

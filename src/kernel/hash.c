@@ -30,6 +30,7 @@ uint64_t hash_finish(uint64_t h) {
 
 uint64_t ir_hash_kernel(const tern_kernel *k) {
     uint64_t h = hash_u64(hash_str(HASH_SEED, k->name), (uint64_t)k->max_threads);
+    if (k->min_groups) h = hash_u64(h, (uint64_t)k->min_groups);
     for (int32_t i = 0; i < k->nins; i++) {
         const ir_ins *in = &k->ins[i];
         unsigned char head[3] = {in->op, in->type, in->aux};

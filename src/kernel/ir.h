@@ -155,6 +155,7 @@ struct tern_kernel {
     size_t shared_bytes;
     int32_t result; /* value id of tern_result, or -1 */
     int32_t max_threads; /* tern_max_threads, 0 when not given */
+    int32_t min_groups;  /* tern_min_groups, 0 when not given */
     uint64_t hash;
     struct interp_prog *prog; /* the interpreter's form, made at build */
 };

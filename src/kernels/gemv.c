@@ -97,7 +97,7 @@ static void stage_layernorm(tern_kb *kb, const gemv_params *p, tern_v xs) {
     tern_v r = tern_min(sg, tern_int(p->M - 1));
     tern_v base = tern_mul(r, tern_int(p->ln_C));
     gk_ln_row lr;
-    gk_ln_row_stats(kb, &lr, p->a, base, p->ln_w, p->ln_b, p->ln_C, p->ln_W, p->eps);
+    gk_ln_row_stats(kb, &lr, p->a, base, p->ln_w, p->ln_b, p->ln_C, p->ln_W, p->eps, true);
     TERN_IF(kb, valid) {
         for (int k = 0; k < lr.chunks; k++) {
             tern_v col = gk_ln_row_col(&lr, k), o[8];

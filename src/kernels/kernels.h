@@ -100,8 +100,14 @@ enum {
  * the unrolled path; 0: C is a runtime scalar (generic path). */
 #define GK_LN_MAX_PER_LANE 64
 /* The forward's register path also loads w and b with x, before the statistics, when a
- * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers. */
+ * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers; and
+ * only for at most GK_LN_EARLY_ROWS rows (spec n[2] bit 2), about one wave of an H200's
+ * SIMD groups, where each row's latency is the kernel's time. With more rows the registers
+ * cost more than they save: on the H200 a training step's layer norm (16,384 rows of 768)
+ * ran at 24 SIMD groups per SM, limited by registers, and 0.7 TB/s (bench/h200/NOTES.md,
+ * run 21). */
 #define GK_LN_EARLY_PER_LANE 32
+#define GK_LN_EARLY_ROWS 1024
 
 /* One row of a layer norm held in registers by a SIMD group (C % (32 W) == 0, C / 32 <=
  * GK_LN_MAX_PER_LANE): lane l holds columns (32 k + l) W .. + W - 1 of each chunk k. The
@@ -113,10 +119,10 @@ typedef struct gk_ln_row {
     tern_v lane, x[GK_LN_MAX_PER_LANE], w[GK_LN_MAX_PER_LANE], b[GK_LN_MAX_PER_LANE];
     tern_v mu, rs;
 } gk_ln_row;
-/* Loads the row at `base` of x (and w, b when early) and computes mu and rs = 1 / sqrt(var
- * + eps): pairwise within the lane, then a SIMD sum, two passes. */
+/* Loads the row at `base` of x (and w, b when `early` and they fit) and computes mu and rs
+ * = 1 / sqrt(var + eps): pairwise within the lane, then a SIMD sum, two passes. */
 void gk_ln_row_stats(tern_kb *kb, gk_ln_row *r, tern_v x, tern_v base, tern_v w, tern_v b, int C, int W,
-                     tern_v eps);
+                     tern_v eps, bool early);
 /* The first column of chunk k, and its W normalised values (x - mu) rs w + b, loading w and
  * b now if they were not loaded early. */
 tern_v gk_ln_row_col(const gk_ln_row *r, int k);

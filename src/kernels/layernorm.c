@@ -4,7 +4,8 @@
  * Spec: t[0] out (dx), t[1] x (dout), t[2] w (x), t[3] b (w) as listed below; n[0] = W, the
  * vector width; n[1] = C when the row is register-resident (C % (32 W) == 0 and
  * C / 32 <= GK_LN_MAX_PER_LANE: loops unroll and x is read once), 0 for the generic path
- * (C a runtime value, x re-read per pass); n[2] = forward: bit 0 store mean, bit 1 rstd.
+ * (C a runtime value, x re-read per pass); n[2] = forward: bit 0 store mean, bit 1 rstd,
+ * bit 2 few rows (GK_LN_EARLY_ROWS: w and b loaded early, and prefetched before the wait).
  *
  * SIMD reductions need the whole threadgroup, so a SIMD group past the last row computes
  * on the last row and stores nothing. The forward may be launched with fewer SIMD groups
@@ -13,9 +14,9 @@
 #include "kernels/kutil.h"
 
 void gk_ln_row_stats(tern_kb *kb, gk_ln_row *r, tern_v x, tern_v base, tern_v w, tern_v b, int C, int W,
-                     tern_v eps) {
+                     tern_v eps, bool early) {
     r->W = W, r->chunks = C / 32 / W;
-    r->early = r->chunks * W <= GK_LN_EARLY_PER_LANE;
+    r->early = early && r->chunks * W <= GK_LN_EARLY_PER_LANE;
     r->lane = tern_simd_lane(kb);
     /* w and b are loaded with x, before the statistics, when they fit in registers too:
      * their latency then overlaps x's instead of following the reductions (a one-row
@@ -61,7 +62,7 @@ void gk_ln_row_out(gk_ln_row *r, tern_v w, tern_v b, int k, tern_v out[8]) {
 void gk_trace_layernorm(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int W = s->n[0], Cc = s->n[1];
-    bool with_mean = s->n[2] & 1, with_rstd = s->n[2] & 2;
+    bool with_mean = s->n[2] & 1, with_rstd = s->n[2] & 2, few_rows = s->n[2] & 4;
     tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
     tern_v x = ku_buf(kb, "x", s->t[1], TERN_READ);
     tern_v w = ku_buf(kb, "w", s->t[2], TERN_READ);
@@ -82,7 +83,7 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     tern_v mu, rs;
     /* launched early (CUDA), it fetches the weights w and b into L2 while the kernel that
      * writes x finishes; x only after the wait */
-    for (int k = 0; Cc && k < Cc / 32 / W; k++) {
+    for (int k = 0; few_rows && Cc && k < Cc / 32 / W; k++) {
         tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
         tern_prefetch(w, col);
         tern_prefetch(b, col);
@@ -91,7 +92,7 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 
     if (Cc) {
         gk_ln_row lr;
-        gk_ln_row_stats(kb, &lr, x, base, w, b, Cc, W, eps);
+        gk_ln_row_stats(kb, &lr, x, base, w, b, Cc, W, eps, few_rows);
         mu = lr.mu, rs = lr.rs;
         TERN_IF(kb, valid) {
             for (int k = 0; k < lr.chunks; k++) {

@@ -43,9 +43,9 @@ static double rel_error(const uint16_t *got, const double *want, size_t n) {
     return worst / scale;
 }
 
-static tern_kernel *build(cuda_flash_kernel which, int hs) {
+static tern_kernel *build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts) {
     tern_kernel *k = NULL;
-    CHECK_OK(cuda_flash_kernel_build(which, hs, &k));
+    CHECK_OK(cuda_flash_kernel_build(which, hs, opts, &k));
     return k;
 }
 
@@ -111,7 +111,7 @@ static void reference(const shape *s, const float *qkv, const float *dout, doubl
     free(P), free(dP);
 }
 
-static void test_shape(shape s) {
+static void test_shape(shape s, const cuda_flash_opts *opts) {
     uint32_t seed = 11 + (uint32_t)(s.T * 7 + s.hs);
     size_t n3 = (size_t)s.B * s.T * 3 * s.NH * s.hs, n1 = n3 / 3, rows = (size_t)s.B * s.NH * s.T;
     float *qkv_f, *dout_f;
@@ -121,8 +121,8 @@ static void test_shape(shape s) {
     double *out_r = malloc(n1 * sizeof *out_r), *lse_r = malloc(rows * sizeof *lse_r), *dqkv_r = malloc(n3 * sizeof *dqkv_r);
     reference(&s, qkv_f, dout_f, out_r, lse_r, dqkv_r);
 
-    tern_kernel *fwd = build(CUDA_FLASH_FORWARD, s.hs), *delta = build(CUDA_FLASH_DELTA, s.hs);
-    tern_kernel *kv = build(CUDA_FLASH_BACKWARD_KV, s.hs), *q = build(CUDA_FLASH_BACKWARD_Q, s.hs);
+    tern_kernel *fwd = build(CUDA_FLASH_FORWARD, s.hs, opts), *delta = build(CUDA_FLASH_DELTA, s.hs, opts);
+    tern_kernel *kv = build(CUDA_FLASH_BACKWARD_KV, s.hs, opts), *q = build(CUDA_FLASH_BACKWARD_Q, s.hs, opts);
     tern_dims grid = tern_dims2((uint32_t)((s.T + CUDA_FLASH_TILE - 1) / CUDA_FLASH_TILE), (uint32_t)(s.B * s.NH));
     float scale = 1.0f / sqrtf((float)s.hs);
     tern_arg af[] = {tern_arg_host_in(TERN_T_BF16, qkv, n3), tern_arg_host(TERN_T_BF16, out, n1),
@@ -164,18 +164,20 @@ static void test_shape(shape s) {
         CHECKF(e_part[part] <= 3e-2, "backward: d%c off by %.3g of its largest value", "QKV"[part], e_part[part]);
         free(got), free(want);
     }
-    printf("  B=%d T=%d NH=%d hs=%d: out %.2g, lse %.2g, dQ %.2g, dK %.2g, dV %.2g\n", s.B, s.T, s.NH, s.hs, e_out,
+    printf("  B=%d T=%d NH=%d hs=%d%s: out %.2g, lse %.2g, dQ %.2g, dK %.2g, dV %.2g\n", s.B, s.T, s.NH, s.hs,
+           opts && opts->kv_halves ? " (dK, dV in halves)" : "", e_out,
            worst_lse, e_part[0], e_part[1], e_part[2]);
     tern_kernel_free(fwd), tern_kernel_free(delta), tern_kernel_free(kv), tern_kernel_free(q);
     free(qkv), free(dout), free(out), free(dqkv), free(lse), free(D), free(qkv_f), free(dout_f);
     free(out_r), free(lse_r), free(dqkv_r);
 }
 
-/* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in. */
-static void test_nvrtc(void) {
+/* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in, with
+ * and without the options. */
+static void test_nvrtc(const cuda_flash_opts *opts) {
     int compiled = 0;
     for (int w = 0; w < 4; w++) {
-        tern_kernel *k = build((cuda_flash_kernel)w, 64);
+        tern_kernel *k = build((cuda_flash_kernel)w, 64, opts);
         int r = nvrtc_check_compile(k);
         tern_kernel_free(k);
         if (r < 0) return;
@@ -187,10 +189,15 @@ static void test_nvrtc(void) {
 int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("flash kernels");
-    test_shape((shape){1, 70, 2, 16});  /* two tiles, the second short */
-    test_shape((shape){2, 64, 1, 32});  /* one whole tile, two sequences */
-    test_shape((shape){1, 130, 1, 64}); /* GPT-2's head size, three tiles */
-    test_nvrtc();
+    test_shape((shape){1, 70, 2, 16}, NULL);  /* two tiles, the second short */
+    test_shape((shape){2, 64, 1, 32}, NULL);  /* one whole tile, two sequences */
+    test_shape((shape){1, 130, 1, 64}, NULL); /* GPT-2's head size, three tiles */
+    /* the options: the register hint changes nothing here, the halves change the order */
+    cuda_flash_opts tuned = {.min_groups = 3, .kv_halves = true};
+    test_shape((shape){1, 70, 2, 16}, &tuned);
+    test_shape((shape){1, 130, 1, 64}, &tuned);
+    test_nvrtc(NULL);
+    test_nvrtc(&tuned);
     tern_rt_close(rt);
     return check_summary("flash kernels");
 }

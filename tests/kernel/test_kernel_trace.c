@@ -206,9 +206,19 @@ static void t_max_threads(tern_kb *kb, void *u) {
     (void)u;
     tern_max_threads(kb, 2000);
 }
+static void t_min_groups_alone(tern_kb *kb, void *u) {
+    (void)u;
+    tern_min_groups(kb, 2);
+}
+static void t_min_groups_range(tern_kb *kb, void *u) {
+    (void)u;
+    tern_max_threads(kb, 64);
+    tern_min_groups(kb, 33);
+}
 static void k_bounded(tern_kb *kb, void *u) {
     (void)u;
     tern_max_threads(kb, 64);
+    if (u) tern_min_groups(kb, *(const int *)u);
     tern_store(P_F32(kb, "x"), GID(kb), tern_f32(1));
 }
 static void t_zero_value(tern_kb *kb, void *u) {
@@ -267,6 +277,8 @@ static void test_trace_errors(void) {
     expect_trace_error("bitcast_size", t_bitcast_size, "the types must have the same size");
     expect_trace_error("zero_value", t_zero_value, "not a value");
     expect_trace_error("max_threads", t_max_threads, "max_threads: 2000 is not in 1..1024");
+    expect_trace_error("min_groups_alone", t_min_groups_alone, "min_groups needs tern_max_threads");
+    expect_trace_error("min_groups", t_min_groups_range, "min_groups: 33 is not in 1..32");
     CHECK_OK(tern_kernel_build("prints", f_prints, NULL, &g_impure));
     expect_trace_error("call_impure", t_call_impure, "kernel 'prints' is not pure: it calls print");
     tern_kernel_free(g_impure);
@@ -436,6 +448,23 @@ static void test_launch_checks(tern_rt *rt) {
     tern_arg bs[] = {tern_arg_host(TERN_T_F32, b, 256)};
     CHECK_OK(tern_launch(rt, k, tern_dims1(4), tern_dims1(64), bs, 1));
     CHECK_ERR(tern_launch(rt, k, tern_dims1(2), tern_dims1(128), bs, 1), "the kernel declares at most 64");
+    tern_kernel_free(k);
+    /* the occupancy hint reaches CUDA's launch bounds and changes the kernel's identity */
+    int groups = 3;
+    tern_kernel *hinted = NULL;
+    CHECK_OK(tern_kernel_build("bounded", k_bounded, NULL, &k));
+    CHECK_OK(tern_kernel_build("bounded", k_bounded, &groups, &hinted));
+    if (k && hinted) {
+        char *plain = NULL, *cu = NULL;
+        CHECK_OK(tern_kernel_emit(k, TERN_TARGET_CUDA, &plain));
+        CHECK_OK(tern_kernel_emit(hinted, TERN_TARGET_CUDA, &cu));
+        CHECK(plain && strstr(plain, "__launch_bounds__(64) bounded("));
+        CHECK(cu && strstr(cu, "__launch_bounds__(64, 3) bounded("));
+        CHECK(tern_kernel_hash(k) != tern_kernel_hash(hinted));
+        free(plain);
+        free(cu);
+    }
+    tern_kernel_free(hinted);
     tern_kernel_free(k);
 
     CHECK_OK(tern_kernel_build("divergent_simd", k_divergent_simd, NULL, &k));

@@ -3,9 +3,35 @@
  * rowsum(dO O), then dK and dV per key tile, then dQ per query tile). attention.c picks this
  * path (the default for bf16) and checks the arguments first. */
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cuda_handler.h"
 #include "flash_kernels.h"
+
+#define CUDA_FLASH_GROUPS_FORWARD 4
+#define CUDA_FLASH_GROUPS_KV 3
+#define CUDA_FLASH_GROUPS_Q 4
+#define CUDA_FLASH_KV_HALVES true
+
+/* Compile options per kernel. The defaults were measured on the H200 (bench/h200/NOTES.md,
+ * run 22); TERN_CUDA_FLASH_GROUPS=f,kv,q (threadgroups per SM the compiler budgets registers
+ * for, 0 for no hint) and TERN_CUDA_FLASH_KV_HALVES=0|1 override them for measurements. */
+static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
+    int groups[3] = {CUDA_FLASH_GROUPS_FORWARD, CUDA_FLASH_GROUPS_KV, CUDA_FLASH_GROUPS_Q};
+    const char *env = getenv("TERN_CUDA_FLASH_GROUPS");
+    int f, kv, q;
+    if (env && sscanf(env, "%d,%d,%d", &f, &kv, &q) == 3 && f >= 0 && f <= 32 && kv >= 0 && kv <= 32 && q >= 0 &&
+        q <= 32)
+        groups[0] = f, groups[1] = kv, groups[2] = q;
+    const char *halves = getenv("TERN_CUDA_FLASH_KV_HALVES");
+    cuda_flash_opts o = {.kv_halves = halves ? !strcmp(halves, "1") : CUDA_FLASH_KV_HALVES};
+    if (which == CUDA_FLASH_FORWARD) o.min_groups = groups[0];
+    if (which == CUDA_FLASH_BACKWARD_KV) o.min_groups = groups[1];
+    if (which == CUDA_FLASH_BACKWARD_Q) o.min_groups = groups[2];
+    return o;
+}
 
 static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, int hs, const tern_kernel **out) {
     if (d->flash_hs != hs) {
@@ -15,7 +41,10 @@ static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, int hs, co
         }
         d->flash_hs = hs;
     }
-    if (!d->flash[which]) TERN_TRY(cuda_flash_kernel_build(which, hs, &d->flash[which]));
+    if (!d->flash[which]) {
+        cuda_flash_opts o = flash_opts(which);
+        TERN_TRY(cuda_flash_kernel_build(which, hs, &o, &d->flash[which]));
+    }
     *out = d->flash[which];
     return NULL;
 }

@@ -23,6 +23,12 @@
 #define THREADS CUDA_FLASH_THREADS
 #define MAX_HS 128
 
+/* What a kernel is built for: the head size and the tuning options. */
+typedef struct fl_build {
+    int hs;
+    cuda_flash_opts opts;
+} fl_build;
+
 /* The lane's place in the fragments, and the group's head. */
 typedef struct fl_ctx {
     tern_kb *kb;
@@ -34,9 +40,11 @@ typedef struct fl_ctx {
     tern_v lm_rows_n, lm_rows_k;
 } fl_ctx;
 
-static fl_ctx fl_begin(tern_kb *kb, int hs, tern_v B, tern_v T, tern_v NH) {
+static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, tern_v NH) {
+    int hs = build->hs;
     fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8};
     tern_max_threads(kb, THREADS);
+    if (build->opts.min_groups) tern_min_groups(kb, build->opts.min_groups);
     f.tid = tern_local_id(kb, 0);
     f.lane = tern_simd_lane(kb);
     f.warp = tern_simd_group(kb);
@@ -121,18 +129,19 @@ static void zero_tiles(tern_v x[][4], int n) {
         for (int i = 0; i < 4; i++) x[j][i] = tern_f32(0.0f);
 }
 
-/* x[j] (j < TILE / 8) = A M^T over the head dimension, A in fragments a[kk], M [TILE, LD]
- * in shared memory with rows the n: B[k][n] = M[n][k]. One tern_load_matrix gives the B
- * fragments of n-tiles j and j + 1 at k-step kk: matrices (rows 8j, columns 16kk), (8j,
- * 16kk + 8), (8j + 8, 16kk), (8j + 8, 16kk + 8), read as they are (lm_rows_n). */
-static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M, tern_v x[][4]) {
-    zero_tiles(x, TILE / 8);
+/* x[j] (j < nj) = A M^T over the head dimension for rows 8 (j0 + j) .. of M: A in
+ * fragments a[kk], M [TILE, LD] in shared memory with rows the n: B[k][n] = M[n][k]. One
+ * tern_load_matrix gives the B fragments of n-tiles j and j + 1 at k-step kk: matrices
+ * (rows 8j, columns 16kk), (8j, 16kk + 8), (8j + 8, 16kk), (8j + 8, 16kk + 8), read as they
+ * are (lm_rows_n). */
+static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M, int j0, int nj, tern_v x[][4]) {
+    zero_tiles(x, nj);
     /* k-steps outside: consecutive products are independent, so the tensor cores' latency
      * overlaps instead of chaining */
     for (int kk = 0; kk < f->KS; kk++)
-        for (int j = 0; j < TILE / 8; j += 2) {
+        for (int j = 0; j < nj; j += 2) {
             tern_v b[8], d[4];
-            tern_load_matrix(M, tern_add(f->lm_rows_n, tern_int(8 * j * f->LD + 16 * kk)), false, b);
+            tern_load_matrix(M, tern_add(f->lm_rows_n, tern_int(8 * (j0 + j) * f->LD + 16 * kk)), false, b);
             for (int h = 0; h < 2; h++) {
                 tern_mma_bf16(kb, a[kk], b + 4 * h, x[j + h], d);
                 for (int i = 0; i < 4; i++) x[j + h][i] = d[i];
@@ -140,17 +149,17 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M
         }
 }
 
-/* acc[n] += X M for X the 16 x TILE result tiles x (as A operands) and M [TILE, LD] in
- * shared memory with rows the k. One tern_load_matrix, transposed, gives the B fragments of
- * n-tiles n and n + 1 at k-step kk: matrices (rows 16kk, columns 8n), (16kk + 8, 8n), (16kk,
- * 8n + 8), (16kk + 8, 8n + 8) (lm_rows_k). */
-static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, tern_v acc[][4]) {
-    for (int kk = 0; kk < TILE / 16; kk++) {
+/* acc[n] += X M for X the 16 x 16 nk result tiles x (as A operands) and rows 16 kk0 ..
+ * 16 (kk0 + nk) - 1 of M [TILE, LD] in shared memory, rows the k. One tern_load_matrix,
+ * transposed, gives the B fragments of n-tiles n and n + 1 at k-step kk: matrices (rows
+ * 16kk, columns 8n), (16kk + 8, 8n), (16kk, 8n + 8), (16kk + 8, 8n + 8) (lm_rows_k). */
+static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, int kk0, int nk, tern_v acc[][4]) {
+    for (int kk = 0; kk < nk; kk++) {
         tern_v a[8];
         a_from_acc(x, kk, a);
         for (int n = 0; n < f->NT; n += 2) {
             tern_v b[8];
-            tern_load_matrix(M, tern_add(f->lm_rows_k, tern_int(16 * kk * f->LD + 8 * n)), true, b);
+            tern_load_matrix(M, tern_add(f->lm_rows_k, tern_int(16 * (kk0 + kk) * f->LD + 8 * n)), true, b);
             for (int h = 0; h < 2; h++) {
                 tern_v c[4], d[4];
                 for (int i = 0; i < 4; i++) c[i] = acc[n + h][i];
@@ -219,7 +228,7 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
     tern_v s[TILE / 8][4];
-    product_rows_n(kb, f, st->qa, st->Ks, s);
+    product_rows_n(kb, f, st->qa, st->Ks, 0, TILE / 8, s);
     /* scale, mask above the diagonal, and the new row maxima */
     tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
     for (int j = 0; j < TILE / 8; j++)
@@ -245,11 +254,11 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern
     for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
     for (int n = 0; n < f->NT; n++)
         for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
-    accumulate_rows_k(kb, f, s, st->Vs, st->o);
+    accumulate_rows_k(kb, f, s, st->Vs, 0, TILE / 16, st->o);
 }
 
 static void trace_forward(tern_kb *kb, void *user) {
-    int hs = *(const int *)user;
+    const fl_build *u = user;
     tern_v qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
     tern_v out = tern_param_buf(kb, "out", TERN_T_BF16, TERN_WRITE);
     tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_WRITE);
@@ -257,7 +266,7 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    fl_ctx f = fl_begin(kb, hs, B, T, NH);
+    fl_ctx f = fl_begin(kb, u, B, T, NH);
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
     tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
@@ -298,7 +307,7 @@ static void trace_forward(tern_kb *kb, void *user) {
 /* ---- D = rowsum(dO * O): one thread per (b, t, h) row ---- */
 
 static void trace_delta(tern_kb *kb, void *user) {
-    int hs = *(const int *)user;
+    int hs = ((const fl_build *)user)->hs;
     tern_v out = tern_param_buf(kb, "out", TERN_T_BF16, TERN_READ);
     tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
     tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);
@@ -329,7 +338,7 @@ typedef struct fl_bwd {
     fl_ctx f;
 } fl_bwd;
 
-static fl_bwd bwd_begin(tern_kb *kb, int hs) {
+static fl_bwd bwd_begin(tern_kb *kb, const fl_build *u) {
     fl_bwd p;
     p.qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
     p.dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
@@ -340,7 +349,7 @@ static fl_bwd bwd_begin(tern_kb *kb, int hs) {
     p.T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     p.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    p.f = fl_begin(kb, hs, B, p.T, NH);
+    p.f = fl_begin(kb, u, B, p.T, NH);
     return p;
 }
 
@@ -351,24 +360,20 @@ typedef struct bkv_state {
     tern_v qkv, dout, lse, D, Qs, dOs, Ls, Ds, T, scale, scale2, r, r8;
     tern_v (*ka)[8], (*va)[8]; /* the group's K and V fragments */
     tern_v (*dk)[4], (*dv)[4]; /* the accumulators */
+    bool kv_halves;
 } bkv_state;
 
-/* The query tile at q0. Queries before the key (the causal mask) occur only in the diagonal
- * tile, the group's first; queries past T only in the last. */
-static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal) {
-    tern_barrier(kb);
-    stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
-    stage_tile(f, st->dOs, st->dout, 1, 0, q0);
-    stage_rows(f, st->Ls, st->lse, q0, log2e());
-    stage_rows(f, st->Ds, st->D, q0, tern_f32(1.0f));
-    tern_barrier(kb);
+/* Queries 8 j0 .. 8 (j0 + nj) - 1 of the staged tile at q0: P^T and dS^T for the group's keys,
+ * then dV += P^T dO and dK += dS^T Q. */
+static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal, int j0,
+                              int nj) {
     /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, st->ka, st->Qs, p);
-    product_rows_n(kb, f, st->va, st->dOs, dp); /* dP^T = V dO^T */
-    for (int j = 0; j < TILE / 8; j++)
+    product_rows_n(kb, f, st->ka, st->Qs, j0, nj, p);
+    product_rows_n(kb, f, st->va, st->dOs, j0, nj, dp); /* dP^T = V dO^T */
+    for (int j = 0; j < nj; j++)
         for (int i = 0; i < 4; i++) {
-            tern_v q = col_of(f, q0, j, i), key = i < 2 ? st->r : st->r8;
+            tern_v q = col_of(f, q0, j0 + j, i), key = i < 2 ? st->r : st->r8;
             tern_v at = tern_sub(q, q0);
             tern_v live = tern_lt(q, st->T);
             if (diagonal) live = tern_land(tern_ge(q, key), live);
@@ -377,14 +382,28 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
             /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
             dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at))), st->scale);
         }
-    accumulate_rows_k(kb, f, p, st->dOs, st->dv); /* dV += P^T dO */
-    accumulate_rows_k(kb, f, dp, st->Qs, st->dk); /* dK += dS^T Q */
+    accumulate_rows_k(kb, f, p, st->dOs, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
+    accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q */
 }
 
+/* The query tile at q0. Queries before the key (the causal mask) occur only in the diagonal
+ * tile, the group's first; queries past T only in the last. With kv_halves the tile is
+ * walked in two slices of TILE / 2 queries, so that half as many scores are live at once
+ * (this kernel holds K, V, dK and dV fragments besides: registers limit its occupancy). */
+static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal) {
+    tern_barrier(kb);
+    stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
+    stage_tile(f, st->dOs, st->dout, 1, 0, q0);
+    stage_rows(f, st->Ls, st->lse, q0, log2e());
+    stage_rows(f, st->Ds, st->D, q0, tern_f32(1.0f));
+    tern_barrier(kb);
+    int slices = st->kv_halves ? 2 : 1, nj = TILE / 8 / slices;
+    for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, st, q0, diagonal, i * nj, nj);
+}
 
 static void trace_backward_kv(tern_kb *kb, void *user) {
-    int hs = *(const int *)user;
-    fl_bwd in = bwd_begin(kb, hs);
+    const fl_build *u = user;
+    fl_bwd in = bwd_begin(kb, u);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;
@@ -409,7 +428,8 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     acc_vars(kb, NT, "dv", dv);
 
     bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
-                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .ka = ka, .va = va, .dk = dk, .dv = dv};
+                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .ka = ka, .va = va, .dk = dk, .dv = dv,
+                    .kv_halves = u->opts.kv_halves};
     backward_kv_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), true);
     TERN_FOR(kb, qt, tern_add(kt, tern_int(1)), tiles, tern_int(1)) {
         backward_kv_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), false);
@@ -436,8 +456,8 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const bq_state *st, te
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, st->qa, st->Ks, p);  /* S = Q K^T */
-    product_rows_n(kb, f, st->da, st->Vs, dp); /* dP = dO V^T */
+    product_rows_n(kb, f, st->qa, st->Ks, 0, TILE / 8, p);  /* S = Q K^T */
+    product_rows_n(kb, f, st->da, st->Vs, 0, TILE / 8, dp); /* dP = dO V^T */
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
             tern_v row = i < 2 ? st->r : st->r8;
@@ -445,13 +465,13 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const bq_state *st, te
             if (masked) p[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), p[j][i], tern_f32(0.0f));
             dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], st->Dr[i / 2])), st->scale);
         }
-    accumulate_rows_k(kb, f, dp, st->Ks, st->dq); /* dQ += dS K */
+    accumulate_rows_k(kb, f, dp, st->Ks, 0, TILE / 16, st->dq); /* dQ += dS K */
 }
 
 
 static void trace_backward_q(tern_kb *kb, void *user) {
-    int hs = *(const int *)user;
-    fl_bwd in = bwd_begin(kb, hs);
+    const fl_build *u = user;
+    fl_bwd in = bwd_begin(kb, u);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;
@@ -491,15 +511,17 @@ bool cuda_flash_fits(int hs, const size_t *offsets, int count) {
     return true;
 }
 
-tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, tern_kernel **out) {
+tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts,
+                                    tern_kernel **out) {
     *out = NULL;
+    fl_build u = {.hs = hs, .opts = opts ? *opts : (cuda_flash_opts){0}};
     if (!cuda_flash_fits(hs, NULL, 0))
         return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
     switch (which) {
-    case CUDA_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &hs, out);
-    case CUDA_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &hs, out);
-    case CUDA_FLASH_BACKWARD_KV: return tern_kernel_build("flash_backward_kv", trace_backward_kv, &hs, out);
-    case CUDA_FLASH_BACKWARD_Q: return tern_kernel_build("flash_backward_q", trace_backward_q, &hs, out);
+    case CUDA_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &u, out);
+    case CUDA_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &u, out);
+    case CUDA_FLASH_BACKWARD_KV: return tern_kernel_build("flash_backward_kv", trace_backward_kv, &u, out);
+    case CUDA_FLASH_BACKWARD_Q: return tern_kernel_build("flash_backward_q", trace_backward_q, &u, out);
     }
     return tern_errorf("unknown flash attention kernel %d", (int)which);
 }

@@ -28,10 +28,18 @@ typedef enum cuda_flash_kernel {
     CUDA_FLASH_BACKWARD_Q,  /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dQ into dqkv */
 } cuda_flash_kernel;
 
+/* How a kernel is compiled (zero: no hints). Chosen on the H200 (bench/h200/NOTES.md). */
+typedef struct cuda_flash_opts {
+    int min_groups; /* threadgroups per SM the compiler budgets registers for (tern_min_groups) */
+    bool kv_halves; /* BACKWARD_KV walks each query tile in two halves: fewer live registers */
+} cuda_flash_opts;
+
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */
 bool cuda_flash_fits(int hs, const size_t *offsets, int count);
 
-tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, tern_kernel **out) TERN_MUST_USE;
+/* opts may be NULL (no hints). */
+tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts,
+                                    tern_kernel **out) TERN_MUST_USE;
 
 #endif

@@ -26,7 +26,7 @@ tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rst
     s.t[2] = gpu_t(w);
     s.t[3] = gpu_t(b);
     s.n[1] = gpu_layernorm_row_path(all, 4, C, &s.n[0]);
-    s.n[2] = (tern_present(mean) ? 1 : 0) | (tern_present(rstd) ? 2 : 0);
+    s.n[2] = (tern_present(mean) ? 1 : 0) | (tern_present(rstd) ? 2 : 0) | (rows <= GK_LN_EARLY_ROWS ? 4 : 0);
     tern_arg args[9];
     size_t c = 0;
     args[c++] = tern_arg_buf(out);
