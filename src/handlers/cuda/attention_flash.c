@@ -11,7 +11,7 @@
 #include "flash_kernels.h"
 
 #define CUDA_FLASH_GROUPS_FORWARD 4
-#define CUDA_FLASH_GROUPS_KV 3
+#define CUDA_FLASH_GROUPS_KV 2
 #define CUDA_FLASH_GROUPS_Q 4
 #define CUDA_FLASH_KV_HALVES true
 
