@@ -121,6 +121,44 @@ static void test_forward_backward(ot_ctx *c) {
         }
 }
 
+/* dw and db adjacent in one buffer, as a model's flat gradients hold a layer norm's gain and
+ * bias (a GPU handler adds both partial sums in one pass then): the same results, and
+ * nothing written outside the pair. */
+static void test_backward_adjacent_grads(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(37);
+    const int shapes[][2] = {{3, 7}, {64, 768}};
+    for (int s = 0; s < 2; s++)
+        for (int t = 0; t < 2; t++) {
+            int rows = shapes[s][0], C = shapes[s][1];
+            size_t n = (size_t)rows * C;
+            tern_dtype dt = ot_float2[t];
+            float *x = ot_random(n, -2, 2), *w = ot_random((size_t)C, 0.5f, 1.5f), *g = ot_random(n, -1, 1);
+            float *dwb0 = ot_random(2 * (size_t)C, -1, 1);
+            ot_round(x, n, dt), ot_round(w, (size_t)C, dt), ot_round(g, n, dt), ot_round(dwb0, 2 * (size_t)C, dt);
+            double *gx = malloc(n * sizeof(double)), *gw = malloc(C * sizeof(double)), *gb = malloc(C * sizeof(double));
+            double *out = malloc(n * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+                   *rstd = malloc(rows * sizeof(double));
+            ln_forward(x, w, w, rows, C, 1e-5, out, mean, rstd);
+            ln_backward(g, x, w, rows, C, 1e-5, gx, gw, gb);
+            float *want = malloc(2 * (size_t)C * sizeof(float));
+            for (int j = 0; j < C; j++) want[j] = (float)(gw[j] + dwb0[j]), want[C + j] = (float)(gb[j] + dwb0[C + j]);
+            float *fm = to_float(mean, rows), *fr = to_float(rstd, rows);
+            ot_buf bx = ot_make(c, dt, n, 1, x), bw = ot_make(c, dt, C, 2, w), bg = ot_make(c, dt, n, 3, g);
+            ot_buf bdx = ot_make(c, dt, n, 4, NULL), bwb = ot_make(c, dt, 2 * (size_t)C, 5, dwb0);
+            ot_buf bm = ot_make(c, TERN_F32, rows, 6, fm), br = ot_make(c, TERN_F32, rows, 7, fr);
+            CHECK_OK(o->fill(c->d, bdx.view, 0.0));
+            CHECK_OK(o->layernorm_backward(c->d, bdx.view, tern_view(bwb.view, 0, C), tern_view(bwb.view, C, C),
+                                           bg.view, bx.view, bw.view, bm.view, br.view, rows, C));
+            OT_EXPECT(c, bwb, want, ot_tol(dt, 2e-5), "layernorm_backward dw|db adjacent %dx%d %s", rows, C,
+                      tern_dtype_name(dt));
+            ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bwb);
+            ot_free(c, &bm), ot_free(c, &br);
+            free(x), free(w), free(g), free(dwb0), free(gx), free(gw), free(gb), free(out), free(mean), free(rstd);
+            free(want), free(fm), free(fr);
+        }
+}
+
 /* sum(g * layernorm(x, w, b)) with the reference forward. */
 static double ln_loss(const float *g, const float *x, const float *w, const float *b, int rows, int C) {
     double *out = malloc((size_t)rows * C * sizeof(double)), l = 0;
@@ -324,6 +362,7 @@ static void test_errors(ot_ctx *c) {
 
 static void test_all(ot_ctx *c) {
     test_forward_backward(c);
+    test_backward_adjacent_grads(c);
     test_finite_differences(c);
     test_layernorm_linear(c);
     test_errors(c);

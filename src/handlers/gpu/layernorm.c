@@ -73,6 +73,13 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
                        tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
     TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
                      tern_dims1(32 * GK_LN_ROWS), args, 11));
+    /* the partial rows hold dw's C sums, then db's: when db follows dw in one buffer (as a
+     * model's flat gradients lay out a layer norm's gain and bias), one pass adds both */
+    if (db.mem == dw.mem && db.dtype == dw.dtype && db.offset == dw.offset + (size_t)C) {
+        tern_buf both = dw; /* [dw | db], 2C elements of the one allocation */
+        both.len = 2 * (size_t)C;
+        return gpu_partial_add(g, "layernorm_backward", both, scratch, S, 2 * C, 2 * C, 0, 1.0f);
+    }
     TERN_TRY(gpu_partial_add(g, "layernorm_backward", dw, scratch, S, C, 2 * C, 0, 1.0f));
     return gpu_partial_add(g, "layernorm_backward", db, scratch, S, C, 2 * C, C, 1.0f);
 }
