@@ -84,14 +84,22 @@ typedef struct tern_kernel tern_kernel;
 /* A communicator across processes (tern/dist.h), for allreduce and allgather. */
 typedef struct tern_dist tern_dist;
 
-/* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * C + bias[n], then the epilogue.
+/* C[m, n] = alpha * op(A)[m, k] @ op(B)[k, n] + beta * addend + bias[n], then the epilogue.
  * op(X) is X, or X transposed when trans_x is set (A is then stored [k, m], B [n, k]).
  * lda, ldb, ldc are row strides in elements (0: dense). With batch > 1, entry i uses
  * A + i * stride_a, B + i * stride_b, C + i * stride_c (0: dense). A, B and C may each be
- * f32 or bf16 (f16 for B); accumulation is in f32. */
+ * f32 or bf16 (f16 for B); accumulation is in f32.
+ * addend is what beta multiplies: C itself when absent (or the very same view as C), else a
+ * buffer laid out exactly as C (same dtype, length, ldc, stride_c and batch) that must not
+ * overlap C; it lets a residual update y = x + x_in @ W + b write y without first copying x
+ * into it. With beta == 0 neither C nor addend is read. */
 typedef enum tern_epilogue {
     TERN_EPILOGUE_NONE,
     TERN_EPILOGUE_GELU, /* C = gelu(result); aux, when present, receives the pre-activation */
+    /* C = gelu'(aux) * (alpha op(A) op(B)): the product followed by gelu_backward(C, C, aux),
+     * the backward pass of a GELU whose pre-activation is aux (required, [m, n] dense, C's
+     * dtype). No bias, beta == 0, no addend, one batch. */
+    TERN_EPILOGUE_GELU_BACKWARD,
 } tern_epilogue;
 
 typedef struct tern_matmul {
@@ -103,7 +111,8 @@ typedef struct tern_matmul {
     float alpha, beta;
     tern_buf bias; /* [n], or absent */
     tern_epilogue epilogue;
-    tern_buf aux; /* [m, n] (dense), or absent */
+    tern_buf aux;    /* [m, n] (dense), or absent; written by GELU, read by GELU_BACKWARD */
+    tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):
@@ -151,7 +160,9 @@ typedef struct tern_adamw {
  *                   change whenever any argument inside does. Handlers without graphs always
  *                   answer *replay = false and run the operations directly.
  * linear algebra
- *   matmul          see tern_matmul. c must not overlap a or b.
+ *   matmul          see tern_matmul. c must not overlap a or b. addend (when present and
+ *                   not c's own view) is read instead of c by the beta term and must not
+ *                   overlap c. Epilogue GELU_BACKWARD: c = gelu'(aux) * alpha op(a) op(b).
  *   sum_rows        out[cols] = beta * out + sum over r of x[r, :]     (x [rows, cols])
  *   add             out = a + b elementwise (equal lengths; out may be a or b).
  *   norm2           *out = sqrt(sum of x^2), accumulated in double. Synchronising.

@@ -31,7 +31,6 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
     a->lnf_rstd = GPT2_FN(take)(p, POOL_F32, BT);
     a->logits = GPT2_FN(take)(p, POOL_ACT, BT * (size_t)m->Vp);
     a->losses = GPT2_FN(take)(p, POOL_F32, BT);
-    a->proj = GPT2_FN(take)(p, POOL_ACT, BT * C);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
     a->dres = GPT2_FN(take)(p, POOL_ACT, BT * C);
@@ -78,31 +77,40 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
     float eps = m->cfg.ln_eps;
 
     /* attention: res2 = x + proj(attention(ln_1(x))) */
+    /* ln1 [BT, C] = ln_1(x [BT, C]) */
     TERN_TRY(OP(layernorm)(d, la->ln1, la->ln1_mean, la->ln1_rstd, x, gpt2_w(m, GPT2_LN1W, l),
                            gpt2_w(m, GPT2_LN1B, l), BT, C, eps));
+    /* qkv [BT, 3C] = ln1 @ W_qkv [C, 3C] + b_qkv */
     TERN_TRY(GPT2_FN(linear)(d, la->qkv, la->ln1, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l),
                              BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
+    /* atty [BT, C] = attention(qkv) */
     TERN_TRY(OP(attention)(d, la->atty, la->att_saved, la->qkv, B, T, C, NH));
-    TERN_TRY(GPT2_FN(linear)(d, a->proj, la->atty, gpt2_w(m, GPT2_ATTPROJW, l),
-                             gpt2_w(m, GPT2_ATTPROJB, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none()));
-    TERN_TRY(OP(add)(d, la->res2, x, a->proj));
+    /* res2 [BT, C] = x + atty @ W_attproj [C, C] + b_attproj */
+    TERN_TRY(GPT2_FN(residual_linear)(d, la->res2, x, la->atty, gpt2_w(m, GPT2_ATTPROJW, l),
+                                      gpt2_w(m, GPT2_ATTPROJB, l), BT, C, C));
 
     /* MLP: res3 = res2 + proj(gelu(fc(ln_2(res2)))) */
+    /* ln2 [BT, C] = ln_2(res2) */
     TERN_TRY(OP(layernorm)(d, la->ln2, la->ln2_mean, la->ln2_rstd, la->res2,
                            gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), BT, C, eps));
+    /* fch [BT, 4C] = ln2 @ W_fc [C, 4C] + b_fc;  fch_gelu [BT, 4C] = gelu(fch) */
     TERN_TRY(GPT2_FN(linear)(d, la->fch_gelu, la->ln2, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l),
                              BT, C, 4 * C, TERN_EPILOGUE_GELU, la->fch));
-    TERN_TRY(GPT2_FN(linear)(d, a->proj, la->fch_gelu, gpt2_w(m, GPT2_FCPROJW, l),
-                             gpt2_w(m, GPT2_FCPROJB, l), BT, 4 * C, C, TERN_EPILOGUE_NONE, tern_none()));
-    TERN_TRY(OP(add)(d, la->res3, la->res2, a->proj));
+    /* res3 [BT, C] = res2 + fch_gelu @ W_fcproj [4C, C] + b_fcproj */
+    TERN_TRY(GPT2_FN(residual_linear)(d, la->res3, la->res2, la->fch_gelu, gpt2_w(m, GPT2_FCPROJW, l),
+                                      gpt2_w(m, GPT2_FCPROJB, l), BT, 4 * C, C));
     return NULL;
 }
 
 /* Gradient of a linear layer y = x @ w + b, given dy [rows, out]:
- * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy. */
+ * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy.
+ * dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's pre-activation [rows, in]) takes dx on
+ * through the GELU that made x: dx = gelu'(dx_aux) * (dy @ w^T), in the same product. */
 static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dy,
-                                   tern_buf x, tern_buf w, int rows, int in, int out) {
-    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0};
+                                   tern_buf x, tern_buf w, int rows, int in, int out,
+                                   tern_epilogue dx_epilogue, tern_buf dx_aux) {
+    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0,
+                         .epilogue = dx_epilogue, .aux = dx_aux};
     TERN_TRY(OP(matmul)(d, dx, dy, w, &dx_mm));
     tern_matmul dw_mm = {.m = in, .n = out, .k = rows, .trans_a = true, .alpha = 1, .beta = 1};
     TERN_TRY(OP(matmul)(d, dw, x, dy, &dw_mm));
@@ -119,21 +127,22 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
 #define G(kind) gpt2_tensor_view(cfg, m->grads, kind, l)
 
     /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
+    /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the GELU */
     TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), G(GPT2_FCPROJB), a->dres, la->fch_gelu,
-                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C));
-    TERN_TRY(OP(gelu_backward)(d, a->dfch, a->dfch, la->fch));
+                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch));
+    /* dln [BT, C] = dfch @ W_fc^T */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
-                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C));
+                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none()));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), a->dln, la->res2,
                                     gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C));
 
     /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
     TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), G(GPT2_ATTPROJB), a->dres, la->atty,
-                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C));
+                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none()));
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     C, NH));
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
-                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C));
+                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), a->dln, x,
                                     gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C));
 #undef G

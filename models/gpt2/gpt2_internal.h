@@ -84,7 +84,6 @@ typedef struct gpt2_acts {
     tern_buf lnf_rstd; /* [BT] f32 */
     tern_buf logits;   /* [BT, Vp]; after forward_backward, their gradient */
     tern_buf losses;   /* [BT] f32 */
-    tern_buf proj;     /* [BT, C] scratch: projection outputs before the residual add */
     /* backward scratch */
     tern_buf dres;     /* [BT, C] gradient of the residual stream */
     tern_buf dln;      /* [BT, C] */

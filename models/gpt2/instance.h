@@ -29,6 +29,11 @@ void GPT2_FN(pools_free)(tern_gpt2 *m, tern_buf *bases);
 /* y[rows, out] = x[rows, in] @ w[in, out] + b, then the epilogue (aux: pre-activation). */
 tern_error *GPT2_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b,
                             int rows, int in, int out, tern_epilogue epilogue, tern_buf aux);
+/* y[rows, out] = res[rows, out] + x[rows, in] @ w[in, out] + b: a residual update as one
+ * product (res is the matmul's addend, read by beta = 1), so the projection needs neither
+ * an output of its own nor an add pass. */
+tern_error *GPT2_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, tern_buf x, tern_buf w, tern_buf b,
+                                     int rows, int in, int out);
 
 tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                              float loss_scale, bool backward, float *mean_loss);

@@ -265,6 +265,47 @@ static tern_error *matmul_operand(const char *what, tern_buf x, unsigned dtypes,
     return NULL;
 }
 
+/* The addend: absent, c's own view (today's beta * C), or a buffer laid out exactly as c
+ * that does not share memory with it: a handler may copy it into c before the product (so a
+ * partial overlap would change it halfway), and cuBLASLt reads it as a C separate from D. */
+static tern_error *matmul_addend(tern_buf c, const tern_matmul *mm) {
+    tern_buf s = mm->addend;
+    if (!tern_present(s)) {
+        if (!tern_dtype_valid(s.dtype))
+            return tern_errorf("matmul: addend has an invalid dtype (%d)", (int)s.dtype);
+        return NULL;
+    }
+    if (tern_views_same(s, c)) return NULL;
+    TERN_TRY(tern_check_view("matmul", "addend", s, TERN_DT_FLOAT2));
+    if (s.dtype != c.dtype)
+        return tern_errorf("matmul: addend is %s, needs c's dtype %s (it is laid out as c)",
+                           tern_dtype_name(s.dtype), tern_dtype_name(c.dtype));
+    if (s.len != c.len)
+        return tern_errorf("matmul: addend has %zu elements, needs c's %zu (it is laid out as c)",
+                           s.len, c.len);
+    if (tern_views_overlap(s, c))
+        return tern_errorf("matmul: addend partly overlaps c (it may only be the same view)");
+    if (mm->epilogue == TERN_EPILOGUE_GELU) /* aux is written */
+        TERN_TRY(tern_check_disjoint("matmul", "addend", s, "aux", mm->aux));
+    return NULL;
+}
+
+/* GELU_BACKWARD multiplies the product by gelu'(aux) and nothing else: what cuBLASLt's DGELU
+ * epilogue computes (no bias, no C term), on one [m, n] product whose pre-activation aux is
+ * dense in C's dtype (the epilogue reads aux as D's type). */
+static tern_error *matmul_gelu_backward(tern_buf c, const tern_matmul *mm, const tern_matmul_dims *d) {
+    const char *e = "matmul: the GELU_BACKWARD epilogue";
+    if (!tern_present(mm->aux)) return tern_errorf("%s needs aux (the pre-activation, [m, n])", e);
+    if (tern_present(mm->bias)) return tern_errorf("%s takes no bias", e);
+    if (mm->beta != 0) return tern_errorf("%s needs beta == 0, got %g", e, (double)mm->beta);
+    if (tern_matmul_separate_addend(c, mm)) return tern_errorf("%s takes no addend", e);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    if (mm->aux.dtype != c.dtype)
+        return tern_errorf("%s needs aux in c's dtype %s, got %s", e, tern_dtype_name(c.dtype),
+                           tern_dtype_name(mm->aux.dtype));
+    return NULL;
+}
+
 tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                                  tern_matmul_dims *dims) {
     if (!mm) return tern_errorf("matmul: mm is NULL");
@@ -272,7 +313,8 @@ tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_
     TERN_TRY(tern_check_positive("matmul", "n", mm->n));
     TERN_TRY(tern_check_positive("matmul", "k", mm->k));
     if (mm->batch < 0) return tern_errorf("matmul: batch must not be negative, got %d", mm->batch);
-    if (mm->epilogue != TERN_EPILOGUE_NONE && mm->epilogue != TERN_EPILOGUE_GELU)
+    if (mm->epilogue != TERN_EPILOGUE_NONE && mm->epilogue != TERN_EPILOGUE_GELU &&
+        mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD)
         return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
@@ -306,10 +348,76 @@ tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "b", b));
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "bias", mm->bias));
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "aux", mm->aux));
-    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "a", a));
-    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "b", b));
-    TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "bias", mm->bias));
+    if (mm->epilogue == TERN_EPILOGUE_GELU) { /* aux is written; GELU_BACKWARD only reads it */
+        TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "a", a));
+        TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "b", b));
+        TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "bias", mm->bias));
+    }
+    TERN_TRY(matmul_addend(c, mm));
+    if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
     if (dims) *dims = d;
+    return NULL;
+}
+
+bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm) {
+    return tern_present(mm->addend) && !tern_views_same(mm->addend, c);
+}
+
+bool tern_matmul_composite(tern_buf c, const tern_matmul *mm) {
+    return tern_matmul_separate_addend(c, mm) || mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD;
+}
+
+tern_matmul tern_matmul_plain(const tern_matmul *mm) {
+    tern_matmul plain = *mm;
+    plain.addend = tern_none();
+    if (plain.epilogue == TERN_EPILOGUE_GELU_BACKWARD) {
+        plain.epilogue = TERN_EPILOGUE_NONE;
+        plain.aux = tern_none();
+    }
+    return plain;
+}
+
+/* The matrix elements of C (all batch entries) as runs of contiguous elements: `count` runs
+ * of `len`, run r starting at element (r / per_entry) * stride_c + (r % per_entry) * ldc of
+ * C's view, and at r * len in a dense [batch, m, n] tensor (aux). Rows with a gap after them
+ * (ldc > n) are runs of their own; a dense entry is one run, a dense batch one in all. */
+typedef struct c_runs {
+    size_t count, len, per_entry;
+} c_runs;
+
+static c_runs matmul_c_runs(const tern_matmul_dims *d) {
+    size_t m = SZ(d->m), n = SZ(d->n), batch = SZ(d->batch);
+    c_runs r = {batch * m, n, m};
+    if (d->ldc != n) return r;
+    r = (c_runs){batch, m * n, 1};
+    if (batch == 1 || d->stride_c == m * n) r = (c_runs){1, batch * m * n, 1};
+    return r;
+}
+
+static size_t c_run_at(const tern_matmul_dims *d, const c_runs *r, size_t i) {
+    return (i / r->per_entry) * d->stride_c + (i % r->per_entry) * d->ldc;
+}
+
+tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                const tern_matmul *mm, const tern_matmul_dims *dims) {
+    c_runs r = matmul_c_runs(dims);
+    /* only C's matrix elements take the addend: the gaps between rows (ldc > n) and between
+     * entries belong to whoever owns them, and the product writes none of them either */
+    if (tern_matmul_separate_addend(c, mm) && mm->beta != 0) {
+        for (size_t i = 0; i < r.count; i++) {
+            size_t at = c_run_at(dims, &r, i);
+            TERN_TRY(tern_error_wrap(s->copy(s->ctx, tern_view(c, at, r.len), tern_view(mm->addend, at, r.len)),
+                                     "matmul"));
+        }
+    }
+    tern_matmul plain = tern_matmul_plain(mm);
+    TERN_TRY(s->matmul(s->ctx, c, a, b, &plain));
+    if (mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD) return NULL;
+    for (size_t i = 0; i < r.count; i++) {
+        tern_buf ci = tern_view(c, c_run_at(dims, &r, i), r.len);
+        TERN_TRY(tern_error_wrap(s->gelu_backward(s->ctx, ci, ci, tern_view(mm->aux, i * r.len, r.len)),
+                                 "matmul"));
+    }
     return NULL;
 }
 

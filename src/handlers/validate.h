@@ -100,6 +100,36 @@ typedef struct tern_matmul_dims {
 
 tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                                  tern_matmul_dims *dims);
+
+/* ---- matmul by composition, for handlers (or paths) without a native form ----
+ *
+ * A separate addend and the GELU_BACKWARD epilogue are defined as compositions:
+ * copy(C, addend) then the product with beta, and the product then gelu_backward(C, C, aux).
+ * A handler whose GEMM cannot read C from another buffer, or has no GELU gradient epilogue,
+ * runs those steps with its own operations through tern_matmul_compose. */
+
+/* Whether mm's addend is present and not c's own view (what beta reads is not C). */
+bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
+/* Whether mm asks for a separate addend or the GELU_BACKWARD epilogue. */
+bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
+/* mm less what composition does around it: no addend (beta reads C), and GELU_BACKWARD
+ * replaced by no epilogue and no aux. */
+tern_matmul tern_matmul_plain(const tern_matmul *mm);
+
+/* A handler's operations for tern_matmul_compose; ctx is passed back to each (the device). */
+typedef struct tern_matmul_steps {
+    void *ctx;
+    tern_error *(*copy)(void *ctx, tern_buf dst, tern_buf src);
+    tern_error *(*matmul)(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
+    tern_error *(*gelu_backward)(void *ctx, tern_buf dx, tern_buf dout, tern_buf x);
+} tern_matmul_steps;
+
+/* A validated product (dims as tern_validate_matmul filled it) by composition: the addend
+ * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
+ * C), s->matmul with tern_matmul_plain(mm), then for GELU_BACKWARD gelu_backward(C, C, aux)
+ * over C's rows. s->matmul must not compose again (it gets a plain product). */
+tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                const tern_matmul *mm, const tern_matmul_dims *dims);
 tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta);
 tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b);
 tern_error *tern_validate_norm2(tern_buf x, const double *out);

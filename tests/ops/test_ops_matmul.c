@@ -1,7 +1,9 @@
 /* matmul against a plain double-precision reference: every dtype combination the contract
  * allows (A f32/bf16, B f32/bf16/f16, C f32/bf16), transposes, row strides, batches with
  * strides, alpha/beta, bias, the GELU epilogue with aux, views at offsets, the small-m
- * kernels (m <= 8) and the blocked sgemm path; then every validation error. */
+ * kernels (m <= 8) and the blocked sgemm path; a separate addend (beta reads it instead of
+ * C) with all of those; the GELU_BACKWARD epilogue against the reference and against the
+ * same handler's matmul then gelu_backward; then every validation error. */
 #include "ops_test.h"
 
 typedef struct mm_case {
@@ -11,6 +13,8 @@ typedef struct mm_case {
     long sa, sb, sc;   /* 0: dense */
     float alpha, beta;
     bool bias, gelu, aux;
+    bool addend;      /* beta reads a separate buffer laid out as C */
+    bool addend_same; /* the addend given as C's own view (today's beta * C) */
     tern_dtype da, db, dc, dbias, daux;
 } mm_case;
 
@@ -28,6 +32,13 @@ static size_t extent(int batch, long stride, int rows, int ld, int cols, long *s
     return (size_t)(batch - 1) * (size_t)s + (size_t)(rows - 1) * (size_t)l + (size_t)cols;
 }
 
+/* Sets the elements of C's matrix (not the gaps of a strided C) to NaN: they must not be read. */
+static void poison_matrix(float *x, int batch, long sc, int m, int ldc, int n) {
+    for (int e = 0; e < batch; e++)
+        for (int i = 0; i < m; i++)
+            for (int j = 0; j < n; j++) x[e * sc + (long)i * ldc + j] = NAN;
+}
+
 static void run_case(ot_ctx *c, const mm_case *t, int id) {
     int ar = t->ta ? t->k : t->m, ac = t->ta ? t->m : t->k;
     int br = t->tb ? t->n : t->k, bc = t->tb ? t->k : t->n;
@@ -43,6 +54,10 @@ static void run_case(ot_ctx *c, const mm_case *t, int id) {
     ot_round(b, nb, t->db);
     ot_round(c0, nc, t->dc);
     ot_round(bias, (size_t)t->n, t->dbias);
+    /* a separate addend: other values, its gaps too (they must not reach C's gaps) */
+    float *add0 = t->addend ? ot_random(nc, -1, 1) : NULL;
+    if (add0) ot_round(add0, nc, t->dc);
+    const float *src = add0 ? add0 : c0; /* what beta reads */
     float *want = malloc(nc * sizeof(float)), *want_aux = malloc(mn * sizeof(float));
     memcpy(want, c0, nc * sizeof(float));
     for (int e = 0; e < t->batch; e++)
@@ -55,19 +70,21 @@ static void run_case(ot_ctx *c, const mm_case *t, int id) {
                     s += av * bv;
                 }
                 size_t at = (size_t)(e * sc + (long)i * ldc + j);
-                double pre = t->alpha * s + (t->beta != 0 ? t->beta * (double)c0[at] : 0.0);
+                double pre = t->alpha * s + (t->beta != 0 ? t->beta * (double)src[at] : 0.0);
                 if (t->bias) pre += bias[j];
                 want_aux[((size_t)e * t->m + i) * t->n + j] = (float)pre;
                 want[at] = (float)(t->gelu ? gelu_ref(pre) : pre);
             }
-    /* with beta == 0, C's matrix elements start as NaN: they must not be read */
-    if (t->beta == 0)
-        for (int e = 0; e < t->batch; e++)
-            for (int i = 0; i < t->m; i++)
-                for (int j = 0; j < t->n; j++) c0[e * sc + (long)i * ldc + j] = NAN;
+    /* with beta == 0, C's matrix elements start as NaN: they must not be read; with a
+     * separate addend neither must C's, and with beta == 0 not the addend's either */
+    if (t->beta == 0 || add0) poison_matrix(c0, t->batch, sc, t->m, ldc, t->n);
+    if (t->beta == 0 && add0) poison_matrix(add0, t->batch, sc, t->m, ldc, t->n);
     size_t off = (size_t)(id % 5);
     ot_buf ba = ot_make(c, t->da, na, off, a), bb = ot_make(c, t->db, nb, off + 1, b);
     ot_buf bcb = ot_make(c, t->dc, nc, off + 2, c0);
+    /* at offset 0 of its allocation every third case, so that cuBLASLt sees both an aligned
+     * addend and one aligned differently from C */
+    ot_buf badd = ot_make(c, t->dc, add0 ? nc : 1, id % 3 ? off + 4 : 0, add0);
     ot_buf bbias = ot_make(c, t->dbias, (size_t)t->n, 3, bias);
     ot_buf baux = ot_make(c, t->daux, mn, 1, NULL);
     tern_matmul mm = {0};
@@ -88,25 +105,32 @@ static void run_case(ot_ctx *c, const mm_case *t, int id) {
     mm.bias = t->bias ? bbias.view : tern_none();
     mm.epilogue = t->gelu ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
     mm.aux = t->aux ? baux.view : tern_none();
+    mm.addend = add0 ? badd.view : t->addend_same ? bcb.view : tern_none();
     CHECK_OK(c->ops->matmul(c->d, bcb.view, ba.view, bb.view, &mm));
     /* f32 accumulation over k <= 700 terms of size <= 1: ~1e-6 relative; with bf16/f16 only
      * in the inputs the reference uses the same rounded inputs, so only C's dtype widens it */
     double tol = ot_tol(t->dc, 2e-5);
     OT_EXPECT(c, bcb, want, tol,
-              "case %d: m%d n%d k%d batch%d ta%d tb%d ld %d/%d/%d a %s b %s c %s alpha %g beta %g bias %d gelu %d",
+              "case %d: m%d n%d k%d batch%d ta%d tb%d ld %d/%d/%d a %s b %s c %s alpha %g beta %g bias %d gelu %d "
+              "addend %d%s",
               id, t->m, t->n, t->k, t->batch, t->ta, t->tb, t->lda, t->ldb, t->ldc,
               tern_dtype_name(t->da), tern_dtype_name(t->db), tern_dtype_name(t->dc),
-              (double)t->alpha, (double)t->beta, t->bias, t->gelu);
+              (double)t->alpha, (double)t->beta, t->bias, t->gelu, t->addend, t->addend_same ? " (c)" : "");
     if (t->aux) OT_EXPECT(c, baux, want_aux, ot_tol(t->daux, 2e-5), "case %d: aux", id);
     CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb), "%s: case %d: inputs changed", c->handler, id);
+    if (add0 && t->beta != 0) /* an input: exactly as it was */
+        OT_EXPECT(c, badd, add0, 0.0, "case %d: the addend changed", id);
+    CHECKF(ot_guard_ok(c, badd), "%s: case %d: wrote around the addend", c->handler, id);
     ot_free(c, &ba);
     ot_free(c, &bb);
     ot_free(c, &bcb);
     ot_free(c, &bbias);
     ot_free(c, &baux);
+    ot_free(c, &badd);
     free(a);
     free(b);
     free(c0);
+    free(add0);
     free(bias);
     free(want);
     free(want_aux);
@@ -220,6 +244,247 @@ static void test_combinations(ot_ctx *c) {
         }
 }
 
+/* The random cases again with an addend: a separate one (beta from {1, 0.75, -0.5}, and 0,
+ * where it must not be read) or C's own view; every dtype, transpose, stride, batch, bias and
+ * GELU (with aux) the random cases draw, on the small-m and the blocked paths. */
+static void test_addend(ot_ctx *c) {
+    ot_seed(11);
+    static const float betas[] = {1.0f, 0.75f, -0.5f, 0.0f};
+    for (int id = 2000; id < 2240; id++) {
+        mm_case t = random_case(id % 2);
+        t.beta = betas[ot_randint(0, 4)];
+        t.addend = ot_randint(0, 4) != 0;
+        t.addend_same = !t.addend;
+        run_case(c, &t, id);
+    }
+    /* the GPT-2 residual update's shape class: dense, bias, beta 1, f32 and bf16 */
+    for (int dc = 0; dc < 2; dc++) {
+        mm_case t = {0};
+        t.m = 64;
+        t.n = 96;
+        t.k = 128;
+        t.batch = 1;
+        t.alpha = 1;
+        t.beta = 1;
+        t.bias = true;
+        t.addend = true;
+        t.da = t.db = t.dc = t.dbias = t.daux = ot_float2[dc];
+        run_case(c, &t, 2300 + dc);
+    }
+}
+
+/* gelu'(x) of the tanh form, in double: d/dx 0.5 x (1 + tanh u), u = s (x + 0.044715 x^3). */
+static double gelu_grad_ref(double x) {
+    const double s = 0.7978845608028654;
+    double u = s * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * s * (1 + 3 * 0.044715 * x * x);
+}
+
+typedef struct gb_case {
+    int m, n, k, ldc;
+    bool ta, tb;
+    float alpha;
+    tern_dtype dab, dc; /* A and B; C and aux */
+    size_t aux_off;     /* 0: aligned, so cuBLASLt's DGELU epilogue can take it */
+} gb_case;
+
+/* C = gelu'(aux) * alpha op(A) op(B) with the GELU_BACKWARD epilogue, checked against the
+ * double reference and against this handler's own matmul followed by gelu_backward. */
+static void run_gelu_backward(ot_ctx *c, const gb_case *t, int id) {
+    int ar = t->ta ? t->k : t->m, ac = t->ta ? t->m : t->k;
+    int br = t->tb ? t->n : t->k, bc = t->tb ? t->k : t->n;
+    long sa, sb, sc;
+    int lda, ldb, ldc;
+    size_t na = extent(1, 0, ar, 0, ac, &sa, &lda), nb = extent(1, 0, br, 0, bc, &sb, &ldb);
+    size_t nc = extent(1, 0, t->m, t->ldc, t->n, &sc, &ldc), mn = (size_t)t->m * (size_t)t->n;
+    float *a = ot_random(na, -1, 1), *b = ot_random(nb, -1, 1), *aux = ot_random(mn, -3, 3);
+    float *c0 = ot_random(nc, -1, 1);
+    ot_round(a, na, t->dab);
+    ot_round(b, nb, t->dab);
+    ot_round(aux, mn, t->dc);
+    ot_round(c0, nc, t->dc);
+    float *want = malloc(nc * sizeof(float));
+    memcpy(want, c0, nc * sizeof(float)); /* the gaps of a strided C stay */
+    for (int i = 0; i < t->m; i++)
+        for (int j = 0; j < t->n; j++) {
+            double s = 0;
+            for (int kk = 0; kk < t->k; kk++)
+                s += (double)(t->ta ? a[(long)kk * lda + i] : a[(long)i * lda + kk]) *
+                     (double)(t->tb ? b[(long)j * ldb + kk] : b[(long)kk * ldb + j]);
+            want[(long)i * ldc + j] = (float)(gelu_grad_ref(aux[(size_t)i * t->n + j]) * t->alpha * s);
+        }
+    poison_matrix(c0, 1, sc, t->m, ldc, t->n); /* beta == 0: C is not read */
+    ot_buf ba = ot_make(c, t->dab, na, 1, a), bb = ot_make(c, t->dab, nb, 2, b);
+    ot_buf bcf = ot_make(c, t->dc, nc, 3, c0), bcs = ot_make(c, t->dc, nc, 3, c0);
+    ot_buf baux = ot_make(c, t->dc, mn, t->aux_off, aux);
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_a = t->ta, .trans_b = t->tb, .ldc = t->ldc,
+                      .alpha = t->alpha, .epilogue = TERN_EPILOGUE_GELU_BACKWARD, .aux = baux.view};
+    CHECK_OK(c->ops->matmul(c->d, bcf.view, ba.view, bb.view, &mm));
+    /* the same handler's two steps, row by row (C may be strided; aux is dense) */
+    tern_matmul plain = mm;
+    plain.epilogue = TERN_EPILOGUE_NONE;
+    plain.aux = tern_none();
+    CHECK_OK(c->ops->matmul(c->d, bcs.view, ba.view, bb.view, &plain));
+    for (int i = 0; i < t->m; i++) {
+        tern_buf row = tern_view(bcs.view, (size_t)i * (size_t)ldc, (size_t)t->n);
+        CHECK_OK(c->ops->gelu_backward(c->d, row, row, tern_view(baux.view, (size_t)i * t->n, (size_t)t->n)));
+    }
+    float *steps = malloc(nc * sizeof(float));
+    ot_read(c, bcs, steps);
+    /* f32: the product's 2e-5 (k <= 700 terms) and gelu' in f32, which cuBLASLt's DGELU
+     * evaluates its own way (a few ulp; gelu' is at most 1.13): 5e-5. bf16 C and aux: one
+     * rounding of the fused result (2^-9), two for the steps (the product, then the
+     * gradient), within ot_tol's 8e-3 either way */
+    char what[160];
+    snprintf(what, sizeof what, "gelu_backward case %d: m%d n%d k%d ldc %d ta%d tb%d alpha %g ab %s c %s aux at %zu",
+             id, t->m, t->n, t->k, t->ldc, t->ta, t->tb, (double)t->alpha, tern_dtype_name(t->dab),
+             tern_dtype_name(t->dc), t->aux_off);
+    OT_EXPECT(c, bcf, want, ot_tol(t->dc, 5e-5), "%s (reference)", what);
+    OT_EXPECT(c, bcf, steps, ot_tol(t->dc, 5e-5), "%s (matmul then gelu_backward)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb) && ot_guard_ok(c, baux), "%s: %s: inputs changed", c->handler,
+           what);
+    ot_free(c, &ba);
+    ot_free(c, &bb);
+    ot_free(c, &bcf);
+    ot_free(c, &bcs);
+    ot_free(c, &baux);
+    free(a);
+    free(b);
+    free(aux);
+    free(c0);
+    free(want);
+    free(steps);
+}
+
+static void test_gelu_backward(ot_ctx *c) {
+    ot_seed(5);
+    static const int ms[] = {1, 3, 8, 9, 40, 64, 130};
+    static const int ns[] = {16, 45, 64, 96};
+    static const int ks[] = {1, 17, 64, 200};
+    int id = 3000;
+    for (int dc = 0; dc < 2; dc++)
+        for (int mi = 0; mi < 7; mi++) {
+            gb_case t = {0};
+            t.m = ms[mi];
+            t.n = ns[ot_randint(0, 4)];
+            t.k = ks[ot_randint(0, 4)];
+            t.ta = ot_randint(0, 2);
+            t.tb = ot_randint(0, 2);
+            t.ldc = ot_randint(0, 4) == 0 ? t.n + ot_randint(1, 5) : 0;
+            t.alpha = ot_randint(0, 3) == 0 ? -0.5f : 1.0f;
+            t.dab = ot_float2[ot_randint(0, 2)];
+            t.dc = ot_float2[dc];
+            t.aux_off = ot_randint(0, 3) == 0 ? 1 : 0;
+            run_gelu_backward(c, &t, id++);
+        }
+    /* GPT-2's shape class: dfch [BT, 4C] = dres [BT, C] @ W_fcproj [4C, C]^T, aux = fch */
+    for (int dc = 0; dc < 2; dc++) {
+        gb_case t = {.m = 64, .n = 256, .k = 64, .tb = true, .alpha = 1, .dab = ot_float2[dc], .dc = ot_float2[dc]};
+        run_gelu_backward(c, &t, id++);
+    }
+}
+
+/* addend: laid out as c (its dtype and length), c's own view or disjoint from it. */
+static void test_errors_addend(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
+    const tern_ops *o = c->ops;
+    ot_buf add = ot_make(c, TERN_F32, 9, 1, NULL), add16 = ot_make(c, TERN_BF16, 9, 0, NULL);
+    ot_buf aux = ot_make(c, TERN_F32, 9, 0, NULL);
+    tern_matmul bad = mm;
+    bad.beta = 1;
+    bad.addend = cc.view; /* c itself: allowed (beta reads c, as without an addend) */
+    CHECK_OK(o->matmul(c->d, cc.view, a.view, b.view, &bad));
+    bad.addend = add16.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend is bf16, needs c's dtype f32");
+    bad.addend = tern_view(add.view, 0, 8);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend has 8 elements, needs c's 9");
+    bad.addend = tern_view(cc.all, 1, 9); /* one element past c: same allocation, overlapping */
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend partly overlaps c");
+    bad.addend = tern_view(add.view, 5, 9);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend is an invalid view");
+    bad.addend = add.view;
+    bad.epilogue = TERN_EPILOGUE_GELU;
+    bad.aux = add.view; /* the GELU epilogue writes aux: it may not be the addend */
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend and aux overlap");
+    bad = mm;
+    bad.addend = add.view;
+    bad.addend.dtype = (tern_dtype)9;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend has an invalid dtype");
+    bad.addend = tern_none();
+    bad.addend.dtype = (tern_dtype)9;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: addend has an invalid dtype");
+    /* beta == 0: the addend is not read (it holds NaN here) */
+    ot_buf fill = ot_make(c, TERN_F32, 9, 0, NULL);
+    bad = mm;
+    bad.addend = fill.view;
+    CHECK_OK(o->matmul(c->d, aux.view, a.view, b.view, &bad));
+    float got[9];
+    ot_read(c, aux, got);
+    int finite = 1;
+    for (int i = 0; i < 9; i++) finite &= isfinite(got[i]) != 0;
+    CHECKF(finite, "%s: matmul with beta == 0 read its addend", c->handler);
+    ot_free(c, &fill);
+    ot_free(c, &add);
+    ot_free(c, &add16);
+    ot_free(c, &aux);
+}
+
+/* GELU_BACKWARD: aux required in c's dtype; no bias, beta 0, no separate addend, one batch. */
+static void test_errors_gelu_backward(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
+    const tern_ops *o = c->ops;
+    ot_buf aux = ot_make(c, TERN_F32, 9, 0, NULL), aux16 = ot_make(c, TERN_BF16, 9, 0, NULL);
+    ot_buf bias = ot_make(c, TERN_F32, 3, 0, NULL), add = ot_make(c, TERN_F32, 9, 0, NULL);
+    float pre[9];
+    for (int i = 0; i < 9; i++) pre[i] = 0.25f * (float)(i - 4);
+    CHECK_OK(o->upload(c->d, aux.view, pre));
+    mm.epilogue = TERN_EPILOGUE_GELU_BACKWARD;
+    mm.aux = aux.view;
+    CHECK_OK(o->matmul(c->d, cc.view, a.view, b.view, &mm));
+    tern_matmul bad = mm;
+    bad.addend = cc.view; /* c's own view is no separate addend */
+    CHECK_OK(o->matmul(c->d, cc.view, a.view, b.view, &bad));
+    bad = mm;
+    bad.aux = tern_none();
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the GELU_BACKWARD epilogue needs aux");
+    bad = mm;
+    bad.bias = bias.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the GELU_BACKWARD epilogue takes no bias");
+    bad = mm;
+    bad.beta = 1;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad),
+              "matmul: the GELU_BACKWARD epilogue needs beta == 0, got 1");
+    bad = mm;
+    bad.addend = add.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the GELU_BACKWARD epilogue takes no addend");
+    bad = mm;
+    bad.aux = aux16.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad),
+              "matmul: the GELU_BACKWARD epilogue needs aux in c's dtype f32, got bf16");
+    bad = mm;
+    bad.aux = tern_view(aux.view, 0, 8);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: aux has 8 elements");
+    bad = mm;
+    bad.aux = tern_view(cc.view, 0, 9);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: c and aux overlap");
+    /* one batch: two entries of [3, 3] with a dense [2, 3, 3] aux still refused */
+    ot_buf c18 = ot_make(c, TERN_F32, 18, 0, NULL), aux18 = ot_make(c, TERN_F32, 18, 0, NULL);
+    bad = mm;
+    bad.batch = 2;
+    bad.stride_a = 0;
+    bad.stride_b = 0;
+    bad.aux = aux18.view;
+    ot_buf a24 = ot_make(c, TERN_F32, 24, 0, NULL), b24 = ot_make(c, TERN_F32, 24, 0, NULL);
+    CHECK_ERR(o->matmul(c->d, c18.view, a24.view, b24.view, &bad),
+              "matmul: the GELU_BACKWARD epilogue takes one batch, got 2");
+    ot_free(c, &a24);
+    ot_free(c, &b24);
+    ot_free(c, &c18);
+    ot_free(c, &aux18);
+    ot_free(c, &aux);
+    ot_free(c, &aux16);
+    ot_free(c, &bias);
+    ot_free(c, &add);
+}
+
 static void test_errors(ot_ctx *c) {
     ot_seed(3);
     float *x = ot_random(64, -1, 1);
@@ -285,6 +550,8 @@ static void test_errors(ot_ctx *c) {
     ot_buf b24 = ot_make(c, TERN_F32, 24, 0, x);
     CHECK_ERR(o->matmul(c->d, cc.view, a.view, b24.view, &bad), "makes the batch entries of c overlap");
     ot_free(c, &b24);
+    test_errors_addend(c, cc, a, b, mm);
+    test_errors_gelu_backward(c, cc, a, b, mm);
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -306,6 +573,8 @@ static void test_errors(ot_ctx *c) {
 static void test_all(ot_ctx *c) {
     test_random(c);
     test_combinations(c);
+    test_addend(c);
+    test_gelu_backward(c);
     test_errors(c);
 }
 

@@ -80,8 +80,9 @@ static void call_random(ot_ctx *c, int op) {
         mm.batch = ot_randint(0, 3) ? 1 : pick_int();
         mm.alpha = ot_randint(0, 4) ? 1.0f : f, mm.beta = ot_randint(0, 2) ? 0.0f : 0.5f;
         mm.bias = ot_randint(0, 2) ? tern_none() : x;
-        mm.epilogue = (tern_epilogue)ot_randint(0, 3);
+        mm.epilogue = (tern_epilogue)ot_randint(0, 4); /* 3: unknown */
         mm.aux = ot_randint(0, 2) ? tern_none() : y;
+        mm.addend = ot_randint(0, 3) ? tern_none() : ot_randint(0, 2) ? a : w; /* c's own view, or another */
         err = o->matmul(d, a, b, z, &mm);
         break;
     }

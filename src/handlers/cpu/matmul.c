@@ -194,11 +194,26 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
     return NULL;
 }
 
+/* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
+static tern_error *step_copy(void *d, tern_buf dst, tern_buf src) { return TERN_OP(copy)(d, dst, src); }
+static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    return TERN_OP(matmul)(d, c, a, b, mm);
+}
+static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
+    return TERN_OP(gelu_backward)(d, dx, dout, x);
+}
+
 tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
     CPU_CHECK_DEV(d, "matmul");
     cpu_mm mm;
     memset(&mm, 0, sizeof mm);
     TERN_TRY(tern_validate_matmul(c, a, b, mmp, &mm.dims));
+    if (tern_matmul_composite(c, mmp)) {
+        /* sgemm's beta reads C itself, and the finish has no GELU gradient: compose (the
+         * copy and the gradient are each one more pass over C, cheap next to the product) */
+        const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward};
+        return tern_matmul_compose(&steps, c, a, b, mmp, &mm.dims);
+    }
     mm.alpha = mmp->alpha;
     mm.beta = mmp->beta;
     mm.epilogue = mmp->epilogue;

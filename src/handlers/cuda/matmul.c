@@ -1,5 +1,7 @@
 /* matmul on the cuda handler: cuBLASLt, with bias and GELU epilogues fused; products with at
  * most 8 rows of A (decoding) go to the GPU core's GEMV kernels instead (gemv_wanted below).
+ * A separate addend is cuBLASLt's C (D is our C), and GELU_BACKWARD its DGELU epilogue; the
+ * paths that lack them (GEMV, the GPU core) compose them (tern_matmul_compose).
  *
  * cuBLASLt is column-major, tern row-major. A row-major [r, c] matrix with row stride ld is
  * the column-major [c, r] matrix with leading dimension ld, i.e. its transpose. So
@@ -46,6 +48,7 @@ typedef struct plan_key {
     int epilogue; /* cublasLtEpilogue_t */
     bool beta_zero;
     int align_a, align_b, align_c; /* bytes (a power of two up to 256): see pointer_alignment */
+    int align_addend; /* of what cuBLASLt reads as C: our C, or a separate addend */
 } plan_key;
 
 struct cuda_matmul_plan {
@@ -105,14 +108,24 @@ static int pointer_alignment(CUdeviceptr p) {
  * runs, so views less aligned than that go to the GPU core. */
 #define EPILOGUE_ALIGNMENT 16
 
-/* The disk cache's key for a plan's algorithm: everything the choice depends on. */
+/* The disk cache's key for a plan's algorithm: everything the choice depends on. A separate
+ * addend's alignment is appended only when it differs from C's, so that every product
+ * without one keeps the key (and the cached choice, hence its bits) it had before addends. */
 static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t size) {
+    char addend[16] = "";
+    if (k->align_addend != k->align_c) snprintf(addend, sizeof addend, " ac%d", k->align_addend);
     snprintf(buf, size,
-             "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d",
+             "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d%s",
              d->name,
              cublasLtGetVersion(), d->workspace_size, k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->batch,
              k->stride_a, k->stride_b, k->stride_c, k->trans_a, k->trans_b, (int)k->ta, (int)k->tb, (int)k->tc,
-             (int)k->tbias, k->epilogue, k->beta_zero, k->align_a, k->align_b, k->align_c);
+             (int)k->tbias, k->epilogue, k->beta_zero, k->align_a, k->align_b, k->align_c, addend);
+}
+
+/* Whether a cuBLASLt epilogue reads or writes the aux matrix (GELU's pre-activation). */
+static bool epilogue_has_aux(int epilogue) {
+    return epilogue == CUBLASLT_EPILOGUE_GELU_AUX || epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ||
+           epilogue == CUBLASLT_EPILOGUE_DGELU;
 }
 
 /* Runs plan p with algorithm `algo` `reps` times into scratch c (and aux); the mean time in
@@ -150,11 +163,12 @@ static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHe
         if (size == sizeof p->algo) return;
     }
     if (d->capturing >= 0) return; /* no timing inside a graph capture */
-    /* scratch for C (and the GELU epilogue's aux), laid out as the plan's C */
+    /* scratch for C (and the GELU epilogues' aux, zeros for DGELU to read), laid out as the
+     * plan's C; a separate addend is timed as C itself (the same layout) */
     const plan_key *k = &p->key;
     size_t elems = (size_t)(k->batch - 1) * (size_t)k->stride_c + (size_t)(k->m - 1) * (size_t)k->ldc + (size_t)k->n;
     size_t bytes = elems * tern_dtype_size(k->tc);
-    bool aux = k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX || k->epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+    bool aux = epilogue_has_aux(k->epilogue);
     size_t aux_bytes = aux ? (size_t)k->m * (size_t)k->n * tern_dtype_size(k->tc) : 0;
     CUdeviceptr scratch = 0;
     CUevent start = NULL, stop = NULL;
@@ -220,7 +234,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
                                                            &bt, sizeof bt), "bias type")))
             goto fail;
     }
-    if (epi == CUBLASLT_EPILOGUE_GELU_AUX || epi == CUBLASLT_EPILOGUE_GELU_AUX_BIAS) {
+    if (epilogue_has_aux(epi)) { /* GELU's aux is an output, DGELU's an input */
         int64_t aux_ld = k->n; /* aux is dense [m, n] row-major: column-major ld n */
         if ((err = lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD,
                                                            &aux_ld, sizeof aux_ld), "aux ld")))
@@ -243,11 +257,12 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     int found = 0;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &ws, sizeof ws);
-    /* cuBLASLt's A is our B, its B our A; C and D are both our C */
+    /* cuBLASLt's A is our B, its B our A; its D is our C, its C our C or a separate addend
+     * (one layout serves both: the addend is laid out as C) */
     const struct { cublasLtMatmulPreferenceAttributes_t attr; uint32_t bytes; } aligns[] = {
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, (uint32_t)k->align_b},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, (uint32_t)k->align_a},
-        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, (uint32_t)k->align_c},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, (uint32_t)k->align_addend},
         {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, (uint32_t)k->align_c},
     };
     for (size_t i = 0; i < sizeof aligns / sizeof aligns[0] && s == CUBLAS_STATUS_SUCCESS; i++)
@@ -325,73 +340,130 @@ static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, 
     return err;
 }
 
-tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
-    if (mm->m == 0 || mm->n == 0) return NULL;
+/* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
+static tern_error *step_copy(void *d, tern_buf dst, tern_buf src) { return tern_cuda_copy(d, dst, src); }
+static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    return tern_cuda_matmul(d, c, a, b, mm);
+}
+static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
+    return tern_cuda_gelu_backward(d, dx, dout, x);
+}
+
+/* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
+ * (copy, the plain product, gelu_backward), so the plain product itself can still go to
+ * cuBLASLt or the GEMV kernels; anything else goes to the GPU core. */
+static tern_error *fallback(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                            const tern_matmul_dims *dims) {
+    if (!tern_matmul_composite(c, mm)) return core_matmul(d, c, a, b, mm);
+    const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward};
+    return tern_matmul_compose(&steps, c, a, b, mm, dims);
+}
+
+/* What cuBLASLt reads as C: a separate addend when beta reads it, else our C (D). */
+static tern_buf lt_c(tern_buf c, const tern_matmul *mm) {
+    return mm->beta != 0 && tern_matmul_separate_addend(c, mm) ? mm->addend : c;
+}
+
+static cublasLtEpilogue_t lt_epilogue(const tern_matmul *mm) {
+    bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
+    if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) return CUBLASLT_EPILOGUE_DGELU; /* aux in, no bias */
+    if (mm->epilogue == TERN_EPILOGUE_GELU)
+        return has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                       : (has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
+    return has_bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+}
+
+static plan_key make_key(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm, const tern_matmul_dims *dims) {
     plan_key key;
     memset(&key, 0, sizeof key); /* padding bytes too: keys are compared with memcmp */
     key.m = mm->m, key.n = mm->n, key.k = mm->k;
     key.trans_a = mm->trans_a, key.trans_b = mm->trans_b;
-    key.lda = (int)dims.lda, key.ldb = (int)dims.ldb, key.ldc = (int)dims.ldc;
-    key.batch = mm->batch > 1 ? mm->batch : 1;
+    key.lda = (int)dims->lda, key.ldb = (int)dims->ldb, key.ldc = (int)dims->ldc;
+    key.batch = dims->batch;
     if (key.batch > 1) {
-        key.stride_a = (long)dims.stride_a;
-        key.stride_b = (long)dims.stride_b;
-        key.stride_c = (long)dims.stride_c;
+        key.stride_a = (long)dims->stride_a;
+        key.stride_b = (long)dims->stride_b;
+        key.stride_c = (long)dims->stride_c;
     }
     key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
-    bool has_bias = mm->bias.len > 0, gelu = mm->epilogue == TERN_EPILOGUE_GELU;
-    bool has_aux = gelu && mm->aux.len > 0;
-    key.tbias = has_bias ? mm->bias.dtype : TERN_F32;
-    cublasLtEpilogue_t epi = CUBLASLT_EPILOGUE_DEFAULT;
-    if (gelu) epi = has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-                            : (has_bias ? CUBLASLT_EPILOGUE_GELU_BIAS : CUBLASLT_EPILOGUE_GELU);
-    else if (has_bias) epi = CUBLASLT_EPILOGUE_BIAS;
-    key.epilogue = (int)epi;
+    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : TERN_F32;
+    key.epilogue = (int)lt_epilogue(mm);
     key.beta_zero = mm->beta == 0.0f;
     key.align_a = pointer_alignment(address(a));
     key.align_b = pointer_alignment(address(b));
     key.align_c = pointer_alignment(address(c));
-    bool odd_epilogue = (has_bias && pointer_alignment(address(mm->bias)) < EPILOGUE_ALIGNMENT) ||
-                        (has_aux && pointer_alignment(address(mm->aux)) < EPILOGUE_ALIGNMENT);
-    if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return core_matmul(d, c, a, b, mm);
-    if (gemv_wanted(&dims)) return gemv(d, c, a, b, mm, &dims);
-    if (odd_epilogue) return core_matmul(d, c, a, b, mm);
+    key.align_addend = pointer_alignment(address(lt_c(c, mm)));
+    return key;
+}
 
-    TERN_TRY(cuda_make_current(d));
-    cuda_matmul_plan *p = NULL;
-    CUdeviceptr pbias = has_bias ? address(mm->bias) : 0;
-    bool refused = false;
-    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
-    if (err && refused) {
-        tern_error_free(err);
-        return core_matmul(d, c, a, b, mm);
-    }
-    TERN_TRY(err);
-    if (has_bias)
+/* Whether cuBLASLt's epilogue can take this bias and aux: 16-byte aligned views (its
+ * epilogues read them in 16-byte runs; they have no alignment preference); for aux also a
+ * leading dimension (n) divisible by 8, which cuBLASLt requires of the GELU aux matrix, and
+ * one batch (plans set no aux batch stride, whose default of 0 would put every entry's aux
+ * in the same place). */
+static bool epilogue_fits(const tern_matmul *mm, const tern_matmul_dims *dims) {
+    bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
+    if (has_bias && pointer_alignment(address(mm->bias)) < EPILOGUE_ALIGNMENT) return false;
+    return !has_aux || (pointer_alignment(address(mm->aux)) >= EPILOGUE_ALIGNMENT && mm->n % 8 == 0 &&
+                        dims->batch == 1);
+}
+
+/* Sets the plan's per-call pointers (bias, aux), runs cublasLtMatmul; *s its status. */
+static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_buf a, tern_buf b,
+                             const tern_matmul *mm, cublasStatus_t *s) {
+    if (tern_present(mm->bias)) {
+        CUdeviceptr pbias = address(mm->bias);
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
                                                          sizeof pbias), "bias pointer"));
-    if (has_aux) {
+    }
+    if (tern_present(mm->aux)) { /* GELU writes it, DGELU reads it */
         CUdeviceptr aux = address(mm->aux);
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
                                                          &aux, sizeof aux), "aux pointer"));
     }
     float alpha = mm->alpha, beta = mm->beta;
-    CUdeviceptr pc = address(c);
+    CUdeviceptr pc = address(c), pin = address(lt_c(c, mm)); /* D, and C (the addend) */
     double t0 = cuda_profile_begin(d);
-    cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)address(b), p->la,
-                                      (const void *)address(a), p->lb, &beta, (const void *)pc, p->lc,
-                                      (void *)pc, p->lc, &p->algo, (void *)d->workspace,
-                                      d->workspace_size, (cudaStream_t)d->stream);
+    *s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)address(b), p->la, (const void *)address(a), p->lb,
+                        &beta, (const void *)pin, p->lc, (void *)pc, p->lc, &p->algo, (void *)d->workspace,
+                        d->workspace_size, (cudaStream_t)d->stream);
     if (d->profile) {
-        char name[64];
-        snprintf(name, sizeof name, "matmul %dx%dx%d%s%s%s x%d %s", mm->m, mm->n, mm->k,
-                 mm->trans_a ? " At" : "", mm->trans_b ? " Bt" : "", gelu ? " gelu" : "",
-                 key.batch, tern_dtype_name(c.dtype));
+        static const char *const epi_names[] = {"", " gelu", " dgelu"};
+        char name[80];
+        snprintf(name, sizeof name, "matmul %dx%dx%d%s%s%s%s x%d %s", mm->m, mm->n, mm->k,
+                 mm->trans_a ? " At" : "", mm->trans_b ? " Bt" : "", epi_names[mm->epilogue],
+                 pin != pc ? " +addend" : "", p->key.batch, tern_dtype_name(c.dtype));
         cuda_profile_end(d, name, t0);
     }
-    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return core_matmul(d, c, a, b, mm); /* a late refusal */
+    return NULL;
+}
+
+tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    tern_matmul_dims dims;
+    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
+    if (mm->m == 0 || mm->n == 0) return NULL;
+    bool has_aux = tern_present(mm->aux);
+    if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
+    if (gemv_wanted(&dims)) {
+        if (tern_matmul_composite(c, mm)) return fallback(d, c, a, b, mm, &dims); /* the plain one: GEMV */
+        return gemv(d, c, a, b, mm, &dims);
+    }
+    if (!epilogue_fits(mm, &dims)) return fallback(d, c, a, b, mm, &dims);
+
+    TERN_TRY(cuda_make_current(d));
+    plan_key key = make_key(c, a, b, mm, &dims);
+    cuda_matmul_plan *p = NULL;
+    CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
+    bool refused = false;
+    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
+    if (err && refused) {
+        tern_error_free(err);
+        return fallback(d, c, a, b, mm, &dims);
+    }
+    TERN_TRY(err);
+    cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
+    TERN_TRY(lt_matmul(d, p, c, a, b, mm, &s));
+    if (s == CUBLAS_STATUS_NOT_SUPPORTED) return fallback(d, c, a, b, mm, &dims); /* a late refusal */
     return lt_check(s, "matmul");
 }
 
@@ -406,7 +478,7 @@ tern_error *tern_cuda_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, ter
     tern_matmul_dims dims;
     TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
     const char *env = getenv("TERN_CUDA_FUSE_LN");
-    bool fuse = env && !strcmp(env, "1") && gemv_wanted(&dims) &&
+    bool fuse = env && !strcmp(env, "1") && gemv_wanted(&dims) && !tern_matmul_composite(y, mm) &&
                 gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b);
     if (!fuse) {
         TERN_TRY(tern_cuda_layernorm(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));

@@ -72,6 +72,8 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
+    if (tern_matmul_composite(c, mm)) /* the kernels read beta's term from C and would write aux */
+        return tern_errorf("matmul: the GEMV kernels take a plain product (compose the addend and GELU_BACKWARD first)");
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
     TERN_TRY(gpu_check_index("matmul", "a", a.len));
     TERN_TRY(gpu_check_index("matmul", "b", b.len));

@@ -2,9 +2,23 @@
  * few rows of A go to the GEMV kernels (gemv.c). */
 #include "handlers/gpu/gpu_internal.h"
 
+/* The steps of a composed product (tern_matmul_compose): the core's own operations. */
+static tern_error *step_copy(void *g, tern_buf dst, tern_buf src) { return gpu_copy(g, dst, src); }
+static tern_error *step_matmul(void *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    return gpu_matmul(g, c, a, b, mm);
+}
+static tern_error *step_gelu_backward(void *g, tern_buf dx, tern_buf dout, tern_buf x) {
+    return gpu_gelu_backward(g, dx, dout, x);
+}
+
 tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims d;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &d));
+    if (tern_matmul_composite(c, mm)) {
+        /* the kernels read beta's term from C and have no GELU gradient epilogue */
+        const tern_matmul_steps steps = {g, step_copy, step_matmul, step_gelu_backward};
+        return tern_matmul_compose(&steps, c, a, b, mm, &d);
+    }
     TERN_TRY(gpu_check_index("matmul", "a", a.len));
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
     TERN_TRY(gpu_check_index("matmul", "c", c.len));
@@ -51,6 +65,8 @@ tern_error *gpu_matmul_epilogue(gpu_core *g, tern_buf c, tern_buf src, size_t sr
                                 const tern_matmul *mm, const tern_matmul_dims *d) {
     bool has_src = tern_present(src), has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
     bool gelu = mm->epilogue == TERN_EPILOGUE_GELU;
+    if (tern_matmul_composite(c, mm)) /* the pass would write a GELU_BACKWARD's aux */
+        return tern_errorf("matmul: the epilogue pass takes a plain product (compose the addend and GELU_BACKWARD first)");
     if (!has_src && !has_bias && !has_aux && !gelu) return NULL;
     if (!has_src && c.dtype != TERN_F32) return tern_errorf("matmul: an in-place epilogue needs an f32 C");
     TERN_TRY(gpu_check_index("matmul", "the epilogue's source", has_src ? src.len : c.len));

@@ -64,12 +64,26 @@ static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cur
     return NULL;
 }
 
+/* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
+static tern_error *step_copy(void *d, tern_buf dst, tern_buf src) { return TERN_OP(copy)(d, dst, src); }
+static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    return TERN_OP(matmul)(d, c, a, b, mm);
+}
+static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
+    return TERN_OP(gelu_backward)(d, dx, dout, x);
+}
+
 tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     CL_CHECK_DEV(d, "matmul");
     const char *which = getenv("TERN_OPENCL_MATMUL");
     if (which && !strcmp(which, "dsl")) return gpu_matmul(&d->core, c, a, b, mm);
     tern_matmul_dims dm;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dm));
+    if (tern_matmul_composite(c, mm)) {
+        /* CLBlast's beta reads C itself and the epilogue pass has no GELU gradient */
+        const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward};
+        return tern_matmul_compose(&steps, c, a, b, mm, &dm);
+    }
     if (a.dtype == TERN_F32 && b.dtype == TERN_F32 && c.dtype == TERN_F32) {
         TERN_TRY(sgemm(d, c, a, b, mm, &dm, dm.ldc, dm.stride_c));
         return gpu_matmul_epilogue(&d->core, c, tern_none(), 0, 0, mm, &dm);
