@@ -1,5 +1,6 @@
 /* GPT-2's forward and backward passes over a batch of B x T tokens. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "instance.h"
 
@@ -44,6 +45,7 @@ void GPT2_FN(free_acts)(tern_gpt2 *m) {
     GPT2_FN(pools_free)(m, m->acts.pool);
     free(m->acts.layers);
     m->acts = (gpt2_acts){0};
+    m->epoch++; /* replayable passes named these buffers */
 }
 
 /* Makes the activations fit a B x T pass (reallocating when the shape changes). */
@@ -176,15 +178,14 @@ static tern_error *backward(tern_gpt2 *m) {
                               a->tokens, B, T, C);
 }
 
-tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
-                             float loss_scale, bool with_backward, float *mean_loss) {
+/* The pass after the uploads: embedding, blocks, logits; with targets the losses (and
+ * d(loss)/d(logits) when grad_scale != 0); with_backward the gradients. */
+static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward, float grad_scale) {
     tern_dev *d = m->dev;
     const tern_gpt2_config *cfg = &m->cfg;
-    TERN_TRY(ensure_acts(m, B, T, with_backward));
     gpt2_acts *a = &m->acts;
-    int BT = B * T, C = cfg->n_embd;
-
-    TERN_TRY(OP(upload)(d, a->tokens, x));
+    int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd;
+    /* x0 [BT, C] = wte[tokens] + wpe[t] */
     TERN_TRY(OP(embed)(d, a->x0, a->tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0),
                        tern_none(), B, T, C));
     tern_buf residual = a->x0;
@@ -197,17 +198,53 @@ tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, i
     /* logits [BT, Vp] = lnf [BT, C] @ wte^T: the output projection is tied to wte [Vp, C]. */
     tern_matmul logits_mm = {.m = BT, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
     TERN_TRY(OP(matmul)(d, a->logits, a->lnf, gpt2_w(m, GPT2_WTE, 0), &logits_mm));
-    if (!y) return NULL;
-
-    TERN_TRY(OP(upload)(d, a->targets, y));
-    float grad_scale = with_backward ? loss_scale / (float)BT : 0.0f;
+    if (!with_targets) return NULL;
+    /* losses [BT]; logits becomes d(loss)/d(logits) * grad_scale */
     TERN_TRY(OP(cross_entropy)(d, a->losses, a->logits, a->targets, BT, cfg->vocab_size, m->Vp,
                                grad_scale));
-    if (with_backward) TERN_TRY(backward(m));
+    return with_backward ? backward(m) : NULL;
+}
+
+/* A pass's replayable section is identified by everything its operations take from the host:
+ * the buffers (the epoch changes whenever they move), the shape and the scalars. */
+static uint64_t pass_key(const tern_gpt2 *m, bool with_targets, bool with_backward, float grad_scale) {
+    uint32_t scale_bits;
+    memcpy(&scale_bits, &grad_scale, sizeof scale_bits);
+    uint64_t v[] = {0x70617373ull, m->epoch, (uint64_t)m->acts.B, (uint64_t)m->acts.T,
+                    (uint64_t)with_targets << 1 | with_backward, scale_bits};
+    uint64_t h = 0;
+    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 0x100000001b3ull + (h >> 29);
+    return h;
+}
+
+tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
+                             float loss_scale, bool with_backward, float *mean_loss) {
+    tern_dev *d = m->dev;
+    TERN_TRY(ensure_acts(m, B, T, with_backward));
+    gpt2_acts *a = &m->acts;
+    int BT = B * T;
+    bool with_targets = y != NULL;
+    with_backward = with_backward && with_targets;
+    float grad_scale = with_backward ? loss_scale / (float)BT : 0.0f;
+
+    TERN_TRY(OP(upload)(d, a->tokens, x));
+    if (with_targets) TERN_TRY(OP(upload)(d, a->targets, y));
+    /* The pass as one replayable section: on the cuda handler, a CUDA graph replays its
+     * several hundred launches as one (docs/gpu.md). */
+    uint64_t key = pass_key(m, with_targets, with_backward, grad_scale);
+    bool replay = false;
+    TERN_TRY(OP(capture_begin)(d, key, &replay));
+    tern_error *err = replay ? NULL : run_pass(m, with_targets, with_backward, grad_scale);
+    if (err) {
+        tern_error_free(OP(capture_end)(d, key));
+        return err;
+    }
+    TERN_TRY(OP(capture_end)(d, key));
+    if (!with_targets) return NULL;
 
     float *losses = malloc((size_t)BT * sizeof *losses);
     if (!losses) return tern_errorf("out of memory for %d losses", BT);
-    tern_error *err = OP(download)(d, losses, a->losses);
+    err = OP(download)(d, losses, a->losses);
     if (!err && mean_loss) {
         double sum = 0;
         for (int i = 0; i < BT; i++) sum += losses[i];

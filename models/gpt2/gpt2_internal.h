@@ -140,7 +140,7 @@ struct tern_gpt2 {
     tern_buf dist_scalar; /* [1] f32: a host value summed across ranks */
     gpt2_acts acts;
     gpt2_decode dec;
-    uint64_t epoch; /* changes whenever decode buffers are reallocated */
+    uint64_t epoch; /* changes whenever buffers a replayable section names move (decode, activations, grads, weights) */
 };
 
 /* Whether the f32 master holds this rank's part only: with ZeRO-1 when it is not the compute

@@ -111,7 +111,10 @@ static tern_error *shard(tern_gpt2 *m, int shards, int rank) {
 }
 
 static tern_error *zero_grad(tern_gpt2 *m) {
-    if (!m->grads.len) TERN_TRY(OP(alloc)(m->dev, m->adtype, m->n_full, &m->grads));
+    if (!m->grads.len) {
+        TERN_TRY(OP(alloc)(m->dev, m->adtype, m->n_full, &m->grads));
+        m->epoch++; /* a replayable backward pass names the gradients */
+    }
     return OP(fill)(m->dev, m->grads, 0.0);
 }
 

@@ -60,6 +60,7 @@ static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *
     if (d->att_scratch.len < len || d->att_scratch.dtype != dtype) {
         TERN_TRY(tern_cuda_free(d, &d->att_scratch));
         TERN_TRY(tern_cuda_alloc(d, dtype, len, &d->att_scratch));
+        d->core.scratch_epoch++; /* recorded graphs named the old scratch */
     }
     *out = d->att_scratch;
     return NULL;

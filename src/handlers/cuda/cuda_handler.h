@@ -41,6 +41,7 @@ struct tern_dev {
     bool core_ready;
     cuda_graph graphs[CUDA_GRAPH_SLOTS];
     int capturing;      /* index of the graph being captured, or -1 */
+    unsigned long graphs_epoch; /* core.scratch_epoch when the graphs were recorded */
     unsigned long uses;
     /* attention on the tensor cores (attention_gemm.c): kernels per dtype (f32, bf16) and
      * kind, and the scratch the score matrices live in */

@@ -134,6 +134,14 @@ tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     if (d->capturing >= 0) return tern_errorf("capture_begin: a section is already being captured");
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL; /* for measuring what graphs save */
     TERN_TRY(cuda_make_current(d));
+    if (d->graphs_epoch != d->core.scratch_epoch) {
+        /* the scratch the graphs recorded was reallocated: record every section anew */
+        for (int j = 0; j < CUDA_GRAPH_SLOTS; j++) {
+            if (d->graphs[j].exec) d->cu->cuGraphExecDestroy(d->graphs[j].exec);
+            d->graphs[j] = (cuda_graph){0};
+        }
+        d->graphs_epoch = d->core.scratch_epoch;
+    }
     int i = find_graph(d, key);
     if (i < 0) i = claim_graph(d, key);
     cuda_graph *g = &d->graphs[i];

@@ -108,6 +108,7 @@ static tern_error *grow_scratch(gpu_core *g, tern_type t, size_t len, tern_dbuf 
         tern_rt_free(g->rt, buf);
         *buf = s;
         *have = want;
+        g->scratch_epoch++;
     }
     return NULL;
 }

@@ -48,6 +48,7 @@ typedef struct gpu_core {
     size_t scratch_len;
     tern_dbuf scratch_i;     /* i32, grown on demand */
     size_t scratch_i_len;
+    unsigned long scratch_epoch; /* counts the scratch reallocations (recorded graphs name it) */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
 } gpu_core;
