@@ -53,6 +53,22 @@ typedef struct shape {
     int B, T, NH, hs;
 } shape;
 
+/* The launch of tiled kernel `which`: its grid and group size follow the options. */
+static tern_error *launch(tern_kernel *k, cuda_flash_kernel which, const cuda_flash_opts *opts, const shape *s,
+                          const tern_arg *args, int count) {
+    int rows = cuda_flash_rows(which, opts);
+    tern_dims grid = tern_dims2((uint32_t)((s->T + rows - 1) / rows), (uint32_t)(s->B * s->NH));
+    return tern_launch(rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, opts)), args, count);
+}
+
+/* The options, for the report. */
+static const char *opts_name(const cuda_flash_opts *o, char *buf, size_t size) {
+    if (!o) return "";
+    snprintf(buf, size, " (groups %d%s%s%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
+             o->kv_shared ? ", K V shared" : "", o->q_rows128 ? ", 128 query rows" : "");
+    return buf;
+}
+
 /* Element (b, t, part, h, e) of qkv-like [B, T, parts, NH, hs] data. */
 static size_t at(const shape *s, int parts, int b, int t, int part, int h, int e) {
     return ((((size_t)b * s->T + t) * parts + part) * s->NH + h) * s->hs + e;
@@ -123,12 +139,11 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
 
     tern_kernel *fwd = build(CUDA_FLASH_FORWARD, s.hs, opts), *delta = build(CUDA_FLASH_DELTA, s.hs, opts);
     tern_kernel *kv = build(CUDA_FLASH_BACKWARD_KV, s.hs, opts), *q = build(CUDA_FLASH_BACKWARD_Q, s.hs, opts);
-    tern_dims grid = tern_dims2((uint32_t)((s.T + CUDA_FLASH_TILE - 1) / CUDA_FLASH_TILE), (uint32_t)(s.B * s.NH));
     float scale = 1.0f / sqrtf((float)s.hs);
     tern_arg af[] = {tern_arg_host_in(TERN_T_BF16, qkv, n3), tern_arg_host(TERN_T_BF16, out, n1),
                      tern_arg_host(TERN_T_F32, lse, rows), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
                      tern_arg_f32(scale)};
-    CHECK_OK(tern_launch(rt, fwd, grid, tern_dims1(CUDA_FLASH_THREADS), af, 7));
+    CHECK_OK(launch(fwd, CUDA_FLASH_FORWARD, opts, &s, af, 7));
     double worst_lse = 0;
     for (size_t i = 0; i < rows; i++) worst_lse = fmax(worst_lse, fabs(lse[i] - lse_r[i]));
     double e_out = rel_error(out, out_r, n1);
@@ -145,8 +160,8 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
                      tern_arg_host_in(TERN_T_F32, lse, rows), tern_arg_host_in(TERN_T_F32, D, rows),
                      tern_arg_host(TERN_T_BF16, dqkv, n3), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
                      tern_arg_f32(scale)};
-    CHECK_OK(tern_launch(rt, kv, grid, tern_dims1(CUDA_FLASH_THREADS), ab, 9));
-    CHECK_OK(tern_launch(rt, q, grid, tern_dims1(CUDA_FLASH_THREADS), ab, 9));
+    CHECK_OK(launch(kv, CUDA_FLASH_BACKWARD_KV, opts, &s, ab, 9));
+    CHECK_OK(launch(q, CUDA_FLASH_BACKWARD_Q, opts, &s, ab, 9));
     /* each part of dqkv against its reference */
     double e_part[3];
     for (int part = 0; part < 3; part++) {
@@ -164,9 +179,9 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
         CHECKF(e_part[part] <= 3e-2, "backward: d%c off by %.3g of its largest value", "QKV"[part], e_part[part]);
         free(got), free(want);
     }
+    char name[96];
     printf("  B=%d T=%d NH=%d hs=%d%s: out %.2g, lse %.2g, dQ %.2g, dK %.2g, dV %.2g\n", s.B, s.T, s.NH, s.hs,
-           opts && opts->kv_halves ? " (dK, dV in halves)" : "", e_out,
-           worst_lse, e_part[0], e_part[1], e_part[2]);
+           opts_name(opts, name, sizeof name), e_out, worst_lse, e_part[0], e_part[1], e_part[2]);
     tern_kernel_free(fwd), tern_kernel_free(delta), tern_kernel_free(kv), tern_kernel_free(q);
     free(qkv), free(dout), free(out), free(dqkv), free(lse), free(D), free(qkv_f), free(dout_f);
     free(out_r), free(lse_r), free(dqkv_r);
@@ -175,6 +190,7 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
 /* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in, with
  * and without the options. */
 static void test_nvrtc(const cuda_flash_opts *opts) {
+    char name[96];
     int compiled = 0;
     for (int w = 0; w < 4; w++) {
         tern_kernel *k = build((cuda_flash_kernel)w, 64, opts);
@@ -183,21 +199,33 @@ static void test_nvrtc(const cuda_flash_opts *opts) {
         if (r < 0) return;
         compiled += r;
     }
-    printf("  nvrtc: %d kernels compiled for sm_90\n", compiled);
+    printf("  nvrtc%s: %d kernels compiled for sm_90\n", opts_name(opts, name, sizeof name), compiled);
 }
 
 int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("flash kernels");
-    test_shape((shape){1, 70, 2, 16}, NULL);  /* two tiles, the second short */
-    test_shape((shape){2, 64, 1, 32}, NULL);  /* one whole tile, two sequences */
-    test_shape((shape){1, 130, 1, 64}, NULL); /* GPT-2's head size, three tiles */
-    /* the options: the register hint changes nothing here, the halves change the order */
-    cuda_flash_opts tuned = {.min_groups = 3, .kv_halves = true};
-    test_shape((shape){1, 70, 2, 16}, &tuned);
-    test_shape((shape){1, 130, 1, 64}, &tuned);
+    const shape shapes[] = {
+        {1, 70, 2, 16},  /* two tiles, the second short; one 128-row block, its lower half short */
+        {2, 64, 1, 32},  /* one whole tile, two sequences; a 128-row block with no lower half */
+        {1, 130, 1, 64}, /* GPT-2's head size, three tiles; a second block with 2 rows */
+        {1, 200, 3, 32}, /* several heads, four tiles, the last short; two 128-row blocks */
+    };
+    /* the options: the register hint changes nothing here, the halves change the order, K
+     * and V from shared memory the operands' path, 128 query rows the tiles' walk */
+    const cuda_flash_opts variants[] = {
+        {.min_groups = 3, .kv_halves = true},
+        {.kv_shared = true},
+        {.min_groups = 3, .kv_halves = true, .kv_shared = true},
+        {.q_rows128 = true},
+        {.min_groups = 4, .q_rows128 = true},
+    };
+    int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
+    for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
+    for (int v = 0; v < n_variants; v++)
+        for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], &variants[v]);
     test_nvrtc(NULL);
-    test_nvrtc(&tuned);
+    for (int v = 0; v < n_variants; v++) test_nvrtc(&variants[v]);
     tern_rt_close(rt);
     return check_summary("flash kernels");
 }

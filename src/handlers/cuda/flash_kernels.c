@@ -23,9 +23,9 @@
 #define THREADS CUDA_FLASH_THREADS
 #define MAX_HS 128
 
-/* What a kernel is built for: the head size and the tuning options. */
+/* What a kernel is built for: the head size, the group's threads and the tuning options. */
 typedef struct fl_build {
-    int hs;
+    int hs, threads;
     cuda_flash_opts opts;
 } fl_build;
 
@@ -33,6 +33,8 @@ typedef struct fl_build {
 typedef struct fl_ctx {
     tern_kb *kb;
     int hs, KS, NT, LD; /* head size; k-steps and 8-wide tiles over it; shared row stride */
+    int threads, rows;  /* the group's threads, and its query or key rows (16 per SIMD group) */
+    bool compact_staging; /* stage_tile_rows (the new variants) rather than stage_tile_indexed */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
     /* the offset in a [TILE, LD] tile of the row start this lane gives tern_load_matrix: for
@@ -42,9 +44,12 @@ typedef struct fl_ctx {
 
 static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, tern_v NH) {
     int hs = build->hs;
-    fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8};
-    tern_max_threads(kb, THREADS);
-    if (build->opts.min_groups) tern_min_groups(kb, build->opts.min_groups);
+    fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8, .threads = build->threads,
+                .rows = build->threads / 2};
+    f.compact_staging = f.rows > TILE; /* q_rows128; BACKWARD_KV sets it for kv_shared */
+    tern_max_threads(kb, f.threads);
+    /* min_groups counts groups of THREADS: as many registers per thread for larger groups */
+    if (build->opts.min_groups) tern_min_groups(kb, (build->opts.min_groups * THREADS + f.threads - 1) / f.threads);
     f.tid = tern_local_id(kb, 0);
     f.lane = tern_simd_lane(kb);
     f.warp = tern_simd_group(kb);
@@ -91,23 +96,77 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
     }
 }
 
+/* Where a product's A operand, the SIMD group's 16 rows over the head dimension, comes
+ * from: fragments held in registers (frag), or else rows of a [TILE, LD] tile in shared
+ * memory, read at each k-step just before its products so that nothing is live between
+ * them. A non-transposed tern_load_matrix gives an A fragment: its matrices 0 .. 3 are
+ * (rows 0, columns 0), (8, 0), (0, 8), (8, 8) of the 16 x 16 block, which is where
+ * lm_rows_k points the lanes (a_frag's a[0..1], a[2..3], a[4..5], a[6..7]). */
+typedef struct fl_a {
+    tern_v (*frag)[8];
+    tern_v M, at; /* without frag: the tile, and this lane's row start in it at k-step 0 */
+} fl_a;
+
+/* A fragments of rows 16 w .. 16 w + 15 (w the SIMD group) of a shared [TILE, LD] tile. */
+static fl_a a_shared(const fl_ctx *f, tern_v M) {
+    tern_v at = tern_add(f->lm_rows_k, tern_mul(f->warp, tern_int(16 * f->LD)));
+    return (fl_a){.M = M, .at = at};
+}
+
+/* The A fragment of k-step kk. */
+static void a_get(const fl_a *A, int kk, tern_v a[8]) {
+    if (A->frag) {
+        for (int i = 0; i < 8; i++) a[i] = A->frag[kk][i];
+        return;
+    }
+    tern_load_matrix(A->M, tern_add(A->at, tern_int(16 * kk)), false, a);
+}
+
 /* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
  * shared memory, every thread of the group helping, as dst [TILE, LD] (element (row, col) at
  * row LD + col): 16 bytes per global read and per shared write, the eight lanes of a
  * quarter-warp on one row. A bf16 value stored as it was loaded moves as bits (the CUDA
  * emitter's bf16 pairs), so this is a copy. */
-static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    int per_row = f->hs / 8, total = TILE * per_row;
-    for (int i = 0; i < (total + THREADS - 1) / THREADS; i++) {
-        tern_v v = tern_add(f->tid, tern_int(i * THREADS));
-        if ((i + 1) * THREADS > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
+static void stage_tile_indexed(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    int per_row = f->hs / 8, total = TILE * per_row, n = f->threads;
+    for (int i = 0; i < (total + n - 1) / n; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * n));
+        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
         tern_v row = tern_div(v, tern_int(per_row));
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v x[8];
         tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
         tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
-        if ((i + 1) * THREADS > total) tern_end(f->kb);
+        if ((i + 1) * n > total) tern_end(f->kb);
     }
+}
+
+/* The same copy, pass i moving rows row0 + i step: constant offsets from one row and
+ * column per thread (per_row divides the group's threads) instead of an index divided up
+ * again in each pass. Fewer values for the compiler to keep across the loop of tiles: with
+ * kv_shared it is what lets BACKWARD_KV fit 168 registers (ptxas moved the other form's
+ * addresses to local memory). The default kernels keep stage_tile_indexed, the code they
+ * were measured with. */
+static void stage_tile_rows(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    int per_row = f->hs / 8, step = f->threads / per_row;
+    tern_v row0 = tern_div(f->tid, tern_int(per_row));
+    tern_v col = tern_mul(tern_rem(f->tid, tern_int(per_row)), tern_int(8));
+    tern_v at = tern_add(tern_mul(row0, tern_int(f->LD)), col);
+    for (int i = 0; i < (TILE + step - 1) / step; i++) {
+        tern_v row = tern_add(row0, tern_int(i * step));
+        if ((i + 1) * step > TILE) tern_if(f->kb, tern_lt(row, tern_int(TILE)));
+        tern_v x[8];
+        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
+        tern_store_vec(dst, tern_add(at, tern_int(i * step * f->LD)), 8, x);
+        if ((i + 1) * step > TILE) tern_end(f->kb);
+    }
+}
+
+static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    if (f->compact_staging)
+        stage_tile_rows(f, dst, src, parts, part, r0);
+    else
+        stage_tile_indexed(f, dst, src, parts, part, r0);
 }
 
 /* Stages TILE floats of a [B, NH, T] row vector (lse or D) from position r0 (clamped),
@@ -129,24 +188,27 @@ static void zero_tiles(tern_v x[][4], int n) {
         for (int i = 0; i < 4; i++) x[j][i] = tern_f32(0.0f);
 }
 
-/* x[j] (j < nj) = A M^T over the head dimension for rows 8 (j0 + j) .. of M: A in
- * fragments a[kk], M [TILE, LD] in shared memory with rows the n: B[k][n] = M[n][k]. One
+/* x[j] (j < nj) = A M^T over the head dimension for rows 8 (j0 + j) .. of M: A from
+ * `A`, M [TILE, LD] in shared memory with rows the n: B[k][n] = M[n][k]. One
  * tern_load_matrix gives the B fragments of n-tiles j and j + 1 at k-step kk: matrices
  * (rows 8j, columns 16kk), (8j, 16kk + 8), (8j + 8, 16kk), (8j + 8, 16kk + 8), read as they
  * are (lm_rows_n). */
-static void product_rows_n(tern_kb *kb, const fl_ctx *f, tern_v a[][8], tern_v M, int j0, int nj, tern_v x[][4]) {
+static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M, int j0, int nj, tern_v x[][4]) {
     zero_tiles(x, nj);
     /* k-steps outside: consecutive products are independent, so the tensor cores' latency
      * overlaps instead of chaining */
-    for (int kk = 0; kk < f->KS; kk++)
+    for (int kk = 0; kk < f->KS; kk++) {
+        tern_v a[8];
+        a_get(A, kk, a);
         for (int j = 0; j < nj; j += 2) {
             tern_v b[8], d[4];
             tern_load_matrix(M, tern_add(f->lm_rows_n, tern_int(8 * (j0 + j) * f->LD + 16 * kk)), false, b);
             for (int h = 0; h < 2; h++) {
-                tern_mma_bf16(kb, a[kk], b + 4 * h, x[j + h], d);
+                tern_mma_bf16(kb, a, b + 4 * h, x[j + h], d);
                 for (int i = 0; i < 4; i++) x[j + h][i] = d[i];
             }
         }
+    }
 }
 
 /* acc[n] += X M for X the 16 x 16 nk result tiles x (as A operands) and rows 16 kk0 ..
@@ -210,25 +272,62 @@ static tern_v col_of(const fl_ctx *f, tern_v c0, int j, int i) {
     return tern_add(c0, tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * j + (i & 1))));
 }
 
+/* What a kernel over query rows does with one key tile at k0 (state: its own), `masked`
+ * for the tiles that hold keys after some of the group's rows. */
+typedef void (*fl_key_tile)(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked);
+
+/* The key tiles of query block qb (rows qb f->rows ..) in order: those before the block
+ * unmasked, then its diagonal tiles (one per TILE rows of the block) masked; tiles past T
+ * are skipped (the block's rows there are past T too). In a 128-row block the first
+ * diagonal tile is a whole tile for the upper four SIMD groups (the mask keeps everything)
+ * and the second lies after every row of the lower four (it masks everything: their
+ * results are unchanged). Skipping that compute would take a branch per SIMD group around
+ * the tensor-core operations, which the DSL does not allow (threadgroup-uniform control
+ * flow for SIMD-group operations): it costs one tile in 2 qb + 2 for half the groups. */
+static void walk_key_tiles(tern_kb *kb, const fl_ctx *f, tern_v qb, tern_v tiles, fl_key_tile fn, const void *state) {
+    int per = f->rows / TILE;
+    /* the first diagonal tile (traced as the 64-row kernels always were) */
+    tern_v d0 = per == 1 ? qb : tern_mul(qb, tern_int(per));
+    TERN_FOR(kb, kt, tern_int(0), d0, tern_int(1)) { fn(kb, f, state, tern_mul(kt, tern_int(TILE)), false); }
+    for (int d = 0; d < per; d++) {
+        tern_v kt = d ? tern_add(d0, tern_int(d)) : d0;
+        if (d) tern_if(kb, tern_lt(kt, tiles));
+        fn(kb, f, state, tern_mul(kt, tern_int(TILE)), true);
+        if (d) tern_end(kb);
+    }
+}
+
+/* The query block of this group, of `tiles` key tiles, and the group's rows: r = the SIMD
+ * group's first row (its lane's g), r8 = r + 8. The last blocks have the most key tiles:
+ * they go first. */
+static tern_v query_block(tern_kb *kb, const fl_ctx *f, tern_v tiles, tern_v *r, tern_v *r8) {
+    tern_v blocks = f->rows == TILE ? tiles : tern_div(tern_add(f->T, tern_int(f->rows - 1)), tern_int(f->rows));
+    tern_v qb = tern_sub(tern_sub(blocks, tern_int(1)), tern_group_id(kb, 0));
+    *r = tern_add(tern_add(tern_mul(qb, tern_int(f->rows)), tern_mul(f->warp, tern_int(16))), f->g);
+    *r8 = tern_add(*r, tern_int(8));
+    return qb;
+}
+
 /* ---- forward ---- */
 
 /* What one key tile of the forward pass reads and updates. */
 typedef struct fwd_state {
     tern_v qkv, Ks, Vs, scale2, r, r8;
-    tern_v (*qa)[8];       /* the group's Q fragments */
+    fl_a qa;               /* the group's Q fragments */
     tern_v *m, *l;         /* running row maxima and sums (rows r and r8) */
     tern_v (*o)[4];        /* the output accumulators */
 } fwd_state;
 
-/* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tile needs the
+/* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tiles need the
  * causal mask (`masked`): the kernel walks the others without it, and the diagonal last. */
-static void forward_tile(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v k0, bool masked) {
+static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
+    const fwd_state *st = state;
     tern_barrier(kb); /* everyone is done with the previous tiles */
     stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
     tern_v s[TILE / 8][4];
-    product_rows_n(kb, f, st->qa, st->Ks, 0, TILE / 8, s);
+    product_rows_n(kb, f, &st->qa, st->Ks, 0, TILE / 8, s);
     /* scale, mask above the diagonal, and the new row maxima */
     tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
     for (int j = 0; j < TILE / 8; j++)
@@ -240,7 +339,8 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern
         }
     tern_v alpha[2];
     for (int h = 0; h < 2; h++) {
-        /* finite: every tile has a key at or before the row (tile 0 comes first) */
+        /* finite: tile 0, the first, has a key at or before every row; a later tile with
+         * none (walk_key_tiles) leaves m, and with alpha = 1 and P = 0 l and o, unchanged */
         tern_v mnew = quad_max(tern_max(st->m[h], mx[h]));
         alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
         tern_assign(st->m[h], mnew);
@@ -272,11 +372,8 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
     tern_v scale2 = tern_mul(scale, log2e());
 
-    /* the last query tiles have the most key tiles: they go first */
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
-    tern_v qt = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
-    tern_v r = tern_add(tern_add(tern_mul(qt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
-    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
     tern_v qa[MAX_HS / 16][8];
     for (int kk = 0; kk < KS; kk++) a_frag(&f, qkv, row_index(&f, 3, 0, r), row_index(&f, 3, 0, r8), kk, qa[kk]);
 
@@ -285,9 +382,9 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v o[MAX_HS / 8][4];
     acc_vars(kb, NT, "o", o);
 
-    fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = qa, .m = m, .l = l, .o = o};
-    TERN_FOR(kb, kt, tern_int(0), qt, tern_int(1)) { forward_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), false); }
-    forward_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), true);
+    fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = {.frag = qa},
+                    .m = m, .l = l, .o = o};
+    walk_key_tiles(kb, &f, qb, tiles, forward_tile, &st);
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
     tern_v inv[2] = {tern_div(tern_f32(1.0f), total[0]), tern_div(tern_f32(1.0f), total[1])};
@@ -358,7 +455,7 @@ static fl_bwd bwd_begin(tern_kb *kb, const fl_build *u) {
 /* What one query tile of the dK, dV pass reads and updates. */
 typedef struct bkv_state {
     tern_v qkv, dout, lse, D, Qs, dOs, Ls, Ds, T, scale, scale2, r, r8;
-    tern_v (*ka)[8], (*va)[8]; /* the group's K and V fragments */
+    fl_a ka, va;               /* the group's K and V fragments */
     tern_v (*dk)[4], (*dv)[4]; /* the accumulators */
     bool kv_halves;
 } bkv_state;
@@ -369,8 +466,8 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
                               int nj) {
     /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, st->ka, st->Qs, j0, nj, p);
-    product_rows_n(kb, f, st->va, st->dOs, j0, nj, dp); /* dP^T = V dO^T */
+    product_rows_n(kb, f, &st->ka, st->Qs, j0, nj, p);
+    product_rows_n(kb, f, &st->va, st->dOs, j0, nj, dp); /* dP^T = V dO^T */
     for (int j = 0; j < nj; j++)
         for (int i = 0; i < 4; i++) {
             tern_v q = col_of(f, q0, j0 + j, i), key = i < 2 ? st->r : st->r8;
@@ -406,6 +503,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     fl_bwd in = bwd_begin(kb, u);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
+    f.compact_staging = u->opts.kv_shared;
     int LD = f.LD, KS = f.KS, NT = f.NT;
     tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, (size_t)TILE * LD);
     tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, (size_t)TILE * LD);
@@ -418,18 +516,31 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v r = tern_add(tern_add(tern_mul(kt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
     tern_v r8 = tern_add(r, tern_int(8));
+    bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
+                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves};
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
-    for (int kk = 0; kk < KS; kk++) {
-        a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
-        a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
+    if (u->opts.kv_shared) {
+        /* K and V of the group's keys, 16 registers per lane and k-step, stay in shared
+         * memory: the first tile's barriers order these stores before every read */
+        tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
+        tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
+        stage_tile(&f, Ks, qkv, 3, 1, tern_mul(kt, tern_int(TILE)));
+        stage_tile(&f, Vs, qkv, 3, 2, tern_mul(kt, tern_int(TILE)));
+        st.ka = a_shared(&f, Ks);
+        st.va = a_shared(&f, Vs);
+    } else {
+        for (int kk = 0; kk < KS; kk++) {
+            a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
+            a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
+        }
+        st.ka = (fl_a){.frag = ka};
+        st.va = (fl_a){.frag = va};
     }
     tern_v dk[MAX_HS / 8][4], dv[MAX_HS / 8][4];
     acc_vars(kb, NT, "dk", dk);
     acc_vars(kb, NT, "dv", dv);
+    st.dk = dk, st.dv = dv;
 
-    bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
-                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .ka = ka, .va = va, .dk = dk, .dv = dv,
-                    .kv_halves = u->opts.kv_halves};
     backward_kv_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), true);
     TERN_FOR(kb, qt, tern_add(kt, tern_int(1)), tiles, tern_int(1)) {
         backward_kv_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), false);
@@ -444,20 +555,21 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
 /* What one key tile of the dQ pass reads and updates. */
 typedef struct bq_state {
     tern_v qkv, Ks, Vs, scale, scale2, r, r8;
-    tern_v *L, *Dr;            /* rows r and r8: logsumexp (base 2) and D */
-    tern_v (*qa)[8], (*da)[8]; /* the group's Q and dO fragments */
+    tern_v *L, *Dr; /* rows r and r8: logsumexp (base 2) and D */
+    fl_a qa, da;    /* the group's Q and dO fragments */
     tern_v (*dq)[4];
 } bq_state;
 
-/* The key tile at k0; only the diagonal one, walked last, needs the causal mask. */
-static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const bq_state *st, tern_v k0, bool masked) {
+/* The key tile at k0; only the diagonal ones, walked last, need the causal mask. */
+static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
+    const bq_state *st = state;
     tern_barrier(kb);
     stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, st->qa, st->Ks, 0, TILE / 8, p);  /* S = Q K^T */
-    product_rows_n(kb, f, st->da, st->Vs, 0, TILE / 8, dp); /* dP = dO V^T */
+    product_rows_n(kb, f, &st->qa, st->Ks, 0, TILE / 8, p);  /* S = Q K^T */
+    product_rows_n(kb, f, &st->da, st->Vs, 0, TILE / 8, dp); /* dP = dO V^T */
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
             tern_v row = i < 2 ? st->r : st->r8;
@@ -479,9 +591,7 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
 
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
-    tern_v qt = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
-    tern_v r = tern_add(tern_add(tern_mul(qt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
-    tern_v r8 = tern_add(r, tern_int(8));
+    tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
     tern_v qa[MAX_HS / 16][8], da[MAX_HS / 16][8];
     for (int kk = 0; kk < KS; kk++) {
         a_frag(&f, qkv, row_index(&f, 3, 0, r), row_index(&f, 3, 0, r8), kk, qa[kk]);
@@ -497,11 +607,19 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     acc_vars(kb, NT, "dq", dq);
 
     bq_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8,
-                   .L = L, .Dr = Dr, .qa = qa, .da = da, .dq = dq};
-    TERN_FOR(kb, kt, tern_int(0), qt, tern_int(1)) { backward_q_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), false); }
-    backward_q_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), true);
+                   .L = L, .Dr = Dr, .qa = {.frag = qa}, .da = {.frag = da}, .dq = dq};
+    walk_key_tiles(kb, &f, qb, tiles, backward_q_tile, &st);
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 0, r, dq, one, one);
+}
+
+int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts) {
+    bool rows128 = opts && opts->q_rows128 && (which == CUDA_FLASH_FORWARD || which == CUDA_FLASH_BACKWARD_Q);
+    return which == CUDA_FLASH_DELTA ? THREADS : rows128 ? 2 * TILE : TILE;
+}
+
+int cuda_flash_threads(cuda_flash_kernel which, const cuda_flash_opts *opts) {
+    return which == CUDA_FLASH_DELTA ? THREADS : 2 * cuda_flash_rows(which, opts);
 }
 
 bool cuda_flash_fits(int hs, const size_t *offsets, int count) {
@@ -514,7 +632,7 @@ bool cuda_flash_fits(int hs, const size_t *offsets, int count) {
 tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts,
                                     tern_kernel **out) {
     *out = NULL;
-    fl_build u = {.hs = hs, .opts = opts ? *opts : (cuda_flash_opts){0}};
+    fl_build u = {.hs = hs, .opts = opts ? *opts : (cuda_flash_opts){0}, .threads = cuda_flash_threads(which, opts)};
     if (!cuda_flash_fits(hs, NULL, 0))
         return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
     switch (which) {

@@ -9,7 +9,9 @@
  *
  * Every kernel runs groups of CUDA_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
  * over tiles of CUDA_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
- * the three tiled kernels, ceil(B * T * NH / CUDA_FLASH_THREADS) groups for DELTA. */
+ * the three tiled kernels, ceil(B * T * NH / CUDA_FLASH_THREADS) groups for DELTA. With
+ * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x CUDA_FLASH_THREADS threads over 2 x
+ * CUDA_FLASH_TILE query rows: cuda_flash_rows and cuda_flash_threads say which. */
 #ifndef TERN_HANDLERS_CUDA_FLASH_KERNELS_H
 #define TERN_HANDLERS_CUDA_FLASH_KERNELS_H
 
@@ -28,11 +30,28 @@ typedef enum cuda_flash_kernel {
     CUDA_FLASH_BACKWARD_Q,  /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dQ into dqkv */
 } cuda_flash_kernel;
 
-/* How a kernel is compiled (zero: no hints). Chosen on the H200 (bench/h200/NOTES.md). */
+/* How a kernel is compiled (zero: no hints, today's kernels). Chosen on the H200
+ * (bench/h200/NOTES.md). */
 typedef struct cuda_flash_opts {
-    int min_groups; /* threadgroups per SM the compiler budgets registers for (tern_min_groups) */
+    /* groups of CUDA_FLASH_THREADS threads per SM the compiler budgets registers for
+     * (tern_min_groups); a kernel with twice the threads (q_rows128) asks for half as many
+     * of its own groups, rounded up, so that a number means the same registers either way */
+    int min_groups;
     bool kv_halves; /* BACKWARD_KV walks each query tile in two halves: fewer live registers */
+    /* BACKWARD_KV keeps the group's K and V rows in shared memory (staged once) instead of
+     * registers, read as A fragments at each use: fewer registers, two more shared tiles
+     * (ptxas counts by CUDA_FLASH_KV_SHARED in attention_flash.c) */
+    bool kv_shared;
+    /* FORWARD and BACKWARD_Q take 128 query rows per group (8 SIMD groups) sharing each
+     * staged key tile: half the staging and barriers per query row */
+    bool q_rows128;
 } cuda_flash_opts;
+
+/* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
+ * B * NH)), and the group's threads (two per row: 16 rows per SIMD group); DELTA's groups
+ * are CUDA_FLASH_THREADS threads, one row each. opts may be NULL. */
+int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts);
+int cuda_flash_threads(cuda_flash_kernel which, const cuda_flash_opts *opts);
 
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */
