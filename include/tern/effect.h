@@ -92,7 +92,12 @@ typedef struct tern_dist tern_dist;
  * addend is what beta multiplies: C itself when absent (or the very same view as C), else a
  * buffer laid out exactly as C (same dtype, length, ldc, stride_c and batch) that must not
  * overlap C; it lets a residual update y = x + x_in @ W + b write y without first copying x
- * into it. With beta == 0 neither C nor addend is read. */
+ * into it. With beta == 0 neither C nor addend is read.
+ * bias_grad, when present, receives beta * bias_grad + the sums of op(B)'s k rows ([n]): a
+ * layer's bias gradient when B is its output gradient, so that the weight gradient's product
+ * (dW = X^T dY) yields it too (cuBLASLt's BGRAD epilogue) instead of a pass of its own over
+ * dY. B not transposed and dense (ldb == n), one batch, no epilogue, no bias, no separate
+ * addend; bias_grad f32 or bf16, disjoint from A, B and C. */
 typedef enum tern_epilogue {
     TERN_EPILOGUE_NONE,
     TERN_EPILOGUE_GELU, /* C = gelu(result); aux, when present, receives the pre-activation */
@@ -113,6 +118,7 @@ typedef struct tern_matmul {
     tern_epilogue epilogue;
     tern_buf aux;    /* [m, n] (dense), or absent; written by GELU, read by GELU_BACKWARD */
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
+    tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):

@@ -105,46 +105,50 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
 }
 
 /* Gradient of a linear layer y = x @ w + b, given dy [rows, out]:
- * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy.
- * dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's pre-activation [rows, in]) takes dx on
- * through the GELU that made x: dx = gelu'(dx_aux) * (dy @ w^T), in the same product. */
+ * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy
+ * (in the same product: its bias gradient), or = when grad_beta is 0 (the gradients were
+ * just zeroed: nothing to read back). dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's
+ * pre-activation [rows, in]) takes dx on through the GELU that made x: dx = gelu'(dx_aux) *
+ * (dy @ w^T), in the same product. */
 static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dy,
                                    tern_buf x, tern_buf w, int rows, int in, int out,
-                                   tern_epilogue dx_epilogue, tern_buf dx_aux) {
+                                   tern_epilogue dx_epilogue, tern_buf dx_aux, float grad_beta) {
     tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0,
                          .epilogue = dx_epilogue, .aux = dx_aux};
     TERN_TRY(OP(matmul)(d, dx, dy, w, &dx_mm));
-    tern_matmul dw_mm = {.m = in, .n = out, .k = rows, .trans_a = true, .alpha = 1, .beta = 1};
-    TERN_TRY(OP(matmul)(d, dw, x, dy, &dw_mm));
-    return OP(sum_rows)(d, db, dy, rows, out, 1.0f);
+    tern_matmul dw_mm = {.m = in, .n = out, .k = rows, .trans_a = true, .alpha = 1, .beta = grad_beta,
+                         .bias_grad = db};
+    return OP(matmul)(d, dw, x, dy, &dw_mm);
 }
 
 /* Backward through one block. On entry a->dres holds d(loss)/d(res3); on return,
- * d(loss)/d(x), the block's input. Parameter gradients are accumulated. */
+ * d(loss)/d(x), the block's input. Parameter gradients are accumulated (the products' ones
+ * written instead when the gradients were just zeroed). */
 static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_layer_acts *la) {
     tern_dev *d = m->dev;
     const gpt2_acts *a = &m->acts;
     const tern_gpt2_config *cfg = &m->cfg;
     int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, NH = cfg->n_head;
+    float gb = m->grads_fresh ? 0.0f : 1.0f; /* the products' gradients: write or accumulate */
 #define G(kind) gpt2_tensor_view(cfg, m->grads, kind, l)
 
     /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
     /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the GELU */
     TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), G(GPT2_FCPROJB), a->dres, la->fch_gelu,
-                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch));
+                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch, gb));
     /* dln [BT, C] = dfch @ W_fc^T */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
-                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none()));
+                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), a->dln, la->res2,
                                     gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C));
 
     /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
     TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), G(GPT2_ATTPROJB), a->dres, la->atty,
-                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none()));
+                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none(), gb));
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     C, NH));
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
-                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
+                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), a->dln, x,
                                     gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C));
 #undef G
@@ -174,6 +178,7 @@ static tern_error *backward(tern_gpt2 *m) {
         tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
         TERN_TRY(block_backward(m, l, x, &a->layers[l]));
     }
+    m->grads_fresh = false; /* the next backward adds to these */
     return OP(embed_backward)(d, dwte, gpt2_tensor_view(cfg, m->grads, GPT2_WPE, 0), a->dres,
                               a->tokens, B, T, C);
 }
@@ -211,7 +216,7 @@ static uint64_t pass_key(const tern_gpt2 *m, bool with_targets, bool with_backwa
     uint32_t scale_bits;
     memcpy(&scale_bits, &grad_scale, sizeof scale_bits);
     uint64_t v[] = {0x70617373ull, m->epoch, (uint64_t)m->acts.B, (uint64_t)m->acts.T,
-                    (uint64_t)with_targets << 1 | with_backward, scale_bits};
+                    (uint64_t)m->grads_fresh << 2 | (uint64_t)with_targets << 1 | with_backward, scale_bits};
     uint64_t h = 0;
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 0x100000001b3ull + (h >> 29);
     return h;

@@ -132,6 +132,7 @@ struct tern_gpt2 {
     tern_buf master;   /* f32 parameters [n_full]; sharded in bf16: this rank's part only */
     tern_buf weights;  /* [n_full] compute copy (absent in fp32: master is used) */
     tern_buf grads;    /* [n_full] adtype, allocated with the first backward */
+    bool grads_fresh;  /* zeroed since the last backward: its products write them */
     tern_buf adam_m;   /* [shard_len] f32 */
     tern_buf adam_v;   /* [shard_len] f32 */
     int step;

@@ -115,7 +115,9 @@ static tern_error *zero_grad(tern_gpt2 *m) {
         TERN_TRY(OP(alloc)(m->dev, m->adtype, m->n_full, &m->grads));
         m->epoch++; /* a replayable backward pass names the gradients */
     }
-    return OP(fill)(m->dev, m->grads, 0.0);
+    TERN_TRY(OP(fill)(m->dev, m->grads, 0.0));
+    m->grads_fresh = true;
+    return NULL;
 }
 
 /* *value summed over the ranks of m->dist, through the effect's allreduce. */

@@ -306,6 +306,28 @@ static tern_error *matmul_gelu_backward(tern_buf c, const tern_matmul *mm, const
     return NULL;
 }
 
+/* bias_grad: the column sums of a plain, dense [k, n] B (what sum_rows adds up), with nothing
+ * else around the product that would have to be ordered with them. */
+static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                    const tern_matmul_dims *d) {
+    const char *e = "matmul: bias_grad";
+    if (!tern_present(mm->bias_grad)) {
+        if (!tern_dtype_valid(mm->bias_grad.dtype))
+            return tern_errorf("%s has an invalid dtype (%d)", e, (int)mm->bias_grad.dtype);
+        return NULL;
+    }
+    TERN_TRY(tern_check_buf("matmul", "bias_grad", mm->bias_grad, TERN_DT_FLOAT2, SZ(d->n), "n"));
+    if (d->trans_b) return tern_errorf("%s needs B not transposed", e);
+    if (d->ldb != SZ(d->n)) return tern_errorf("%s needs B dense (ldb == n), got ldb %zu", e, d->ldb);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    if (mm->epilogue != TERN_EPILOGUE_NONE) return tern_errorf("%s takes no epilogue", e);
+    if (tern_present(mm->bias)) return tern_errorf("%s takes no bias", e);
+    if (tern_matmul_separate_addend(c, mm)) return tern_errorf("%s takes no addend", e);
+    TERN_TRY(tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "a", a));
+    TERN_TRY(tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "b", b));
+    return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
+}
+
 tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                                  tern_matmul_dims *dims) {
     if (!mm) return tern_errorf("matmul: mm is NULL");
@@ -355,6 +377,7 @@ tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_
     }
     TERN_TRY(matmul_addend(c, mm));
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
+    TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
 }
@@ -364,12 +387,14 @@ bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm) {
 }
 
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm) {
-    return tern_matmul_separate_addend(c, mm) || mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD;
+    return tern_matmul_separate_addend(c, mm) || mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD ||
+           tern_present(mm->bias_grad);
 }
 
 tern_matmul tern_matmul_plain(const tern_matmul *mm) {
     tern_matmul plain = *mm;
     plain.addend = tern_none();
+    plain.bias_grad = tern_none();
     if (plain.epilogue == TERN_EPILOGUE_GELU_BACKWARD) {
         plain.epilogue = TERN_EPILOGUE_NONE;
         plain.aux = tern_none();
@@ -412,6 +437,10 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
     }
     tern_matmul plain = tern_matmul_plain(mm);
     TERN_TRY(s->matmul(s->ctx, c, a, b, &plain));
+    if (tern_present(mm->bias_grad)) /* B is a dense [k, n] (validated) */
+        TERN_TRY(tern_error_wrap(s->sum_rows(s->ctx, mm->bias_grad, tern_view(b, 0, SZ(dims->k) * SZ(dims->n)),
+                                             dims->k, dims->n, mm->beta),
+                                 "matmul"));
     if (mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD) return NULL;
     for (size_t i = 0; i < r.count; i++) {
         tern_buf ci = tern_view(c, c_run_at(dims, &r, i), r.len);

@@ -110,10 +110,10 @@ tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_
 
 /* Whether mm's addend is present and not c's own view (what beta reads is not C). */
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
-/* Whether mm asks for a separate addend or the GELU_BACKWARD epilogue. */
+/* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient. */
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
-/* mm less what composition does around it: no addend (beta reads C), and GELU_BACKWARD
- * replaced by no epilogue and no aux. */
+/* mm less what composition does around it: no addend (beta reads C), no bias gradient, and
+ * GELU_BACKWARD replaced by no epilogue and no aux. */
 tern_matmul tern_matmul_plain(const tern_matmul *mm);
 
 /* A handler's operations for tern_matmul_compose; ctx is passed back to each (the device). */
@@ -122,12 +122,13 @@ typedef struct tern_matmul_steps {
     tern_error *(*copy)(void *ctx, tern_buf dst, tern_buf src);
     tern_error *(*matmul)(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
     tern_error *(*gelu_backward)(void *ctx, tern_buf dx, tern_buf dout, tern_buf x);
+    tern_error *(*sum_rows)(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta);
 } tern_matmul_steps;
 
 /* A validated product (dims as tern_validate_matmul filled it) by composition: the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
- * C), s->matmul with tern_matmul_plain(mm), then for GELU_BACKWARD gelu_backward(C, C, aux)
- * over C's rows. s->matmul must not compose again (it gets a plain product). */
+ * C), s->matmul with tern_matmul_plain(mm), then sum_rows(bias_grad, B, k, n, beta) for a
+ * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta);

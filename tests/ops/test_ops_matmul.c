@@ -384,6 +384,117 @@ static void test_gelu_backward(ot_ctx *c) {
     }
 }
 
+typedef struct bg_case {
+    int m, n, k;
+    bool ta;
+    float beta;
+    tern_dtype dab, dc, dg; /* A and B; C; bias_grad */
+    size_t g_off;           /* bias_grad's offset (1: not 16-byte aligned) */
+} bg_case;
+
+/* The weight gradient's product with the bias gradient: C = op(A) B + beta C, bias_grad =
+ * beta * bias_grad + the sums of B's k rows, against double references. */
+static void run_bias_grad(ot_ctx *c, const bg_case *t, int id) {
+    int ar = t->ta ? t->k : t->m, ac = t->ta ? t->m : t->k;
+    size_t na = (size_t)ar * ac, nb = (size_t)t->k * t->n, nc = (size_t)t->m * t->n;
+    float *a = ot_random(na, -1, 1), *b = ot_random(nb, -1, 1), *c0 = ot_random(nc, -1, 1);
+    float *g0 = ot_random((size_t)t->n, -1, 1);
+    ot_round(a, na, t->dab), ot_round(b, nb, t->dab), ot_round(c0, nc, t->dc), ot_round(g0, (size_t)t->n, t->dg);
+    float *want_c = malloc(nc * sizeof(float)), *want_g = malloc((size_t)t->n * sizeof(float));
+    for (int i = 0; i < t->m; i++)
+        for (int j = 0; j < t->n; j++) {
+            double s = t->beta != 0 ? (double)t->beta * c0[(size_t)i * t->n + j] : 0;
+            for (int kk = 0; kk < t->k; kk++)
+                s += (double)(t->ta ? a[(size_t)kk * ac + i] : a[(size_t)i * ac + kk]) * b[(size_t)kk * t->n + j];
+            want_c[(size_t)i * t->n + j] = (float)s;
+        }
+    for (int j = 0; j < t->n; j++) {
+        double s = t->beta != 0 ? (double)t->beta * g0[j] : 0;
+        for (int kk = 0; kk < t->k; kk++) s += b[(size_t)kk * t->n + j];
+        want_g[j] = (float)s;
+    }
+    if (t->beta == 0) { /* neither is read */
+        for (size_t i = 0; i < nc; i++) c0[i] = NAN;
+        for (int j = 0; j < t->n; j++) g0[j] = NAN;
+    }
+    ot_buf ba = ot_make(c, t->dab, na, 1, a), bb = ot_make(c, t->dab, nb, 2, b), bc = ot_make(c, t->dc, nc, 0, c0);
+    ot_buf bg = ot_make(c, t->dg, (size_t)t->n, t->g_off, g0);
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_a = t->ta, .alpha = 1, .beta = t->beta,
+                      .bias_grad = bg.view};
+    CHECK_OK(c->ops->matmul(c->d, bc.view, ba.view, bb.view, &mm));
+    char what[160];
+    snprintf(what, sizeof what, "bias_grad case %d: m%d n%d k%d ta%d beta %g ab %s c %s grad %s at %zu", id, t->m,
+             t->n, t->k, t->ta, (double)t->beta, tern_dtype_name(t->dab), tern_dtype_name(t->dc),
+             tern_dtype_name(t->dg), t->g_off);
+    /* f32: sums of up to 300 terms of magnitude 1 in f32 (about 300 * 2^-24 relative per
+     * term, far less norm-wise): 2e-5; bf16 results: one rounding, ot_tol's 8e-3 */
+    OT_EXPECT(c, bc, want_c, ot_tol(t->dc, 2e-5), "%s (c)", what);
+    OT_EXPECT(c, bg, want_g, ot_tol(t->dg, 2e-5), "%s (bias_grad)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb), "%s: %s: inputs changed", c->handler, what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bc), ot_free(c, &bg);
+    free(a), free(b), free(c0), free(g0), free(want_c), free(want_g);
+}
+
+static void test_bias_grad(ot_ctx *c) {
+    ot_seed(9);
+    static const int ms[] = {1, 16, 40, 64};
+    static const int ns[] = {8, 24, 64, 96};
+    static const int ks[] = {1, 9, 64, 300};
+    int id = 5000;
+    for (int i = 0; i < 24; i++) {
+        bg_case t = {.m = ms[ot_randint(0, 4)], .n = ns[ot_randint(0, 4)], .k = ks[ot_randint(0, 4)],
+                     .ta = ot_randint(0, 2), .beta = i % 3 == 0 ? 0.0f : i % 3 == 1 ? 1.0f : 0.5f,
+                     .dab = ot_float2[ot_randint(0, 2)], .dc = ot_float2[ot_randint(0, 2)],
+                     .dg = ot_float2[ot_randint(0, 2)], .g_off = ot_randint(0, 4) == 0 ? 1 : 0};
+        run_bias_grad(c, &t, id++);
+    }
+    /* GPT-2's shape class: dW [C, 4C] = ln2^T [C, BT] dfch [BT, 4C], db_fc [4C] */
+    for (int beta = 0; beta < 2; beta++)
+        for (int dt = 0; dt < 2; dt++) {
+            bg_case t = {.m = 64, .n = 256, .k = 128, .ta = true, .beta = (float)beta, .dab = ot_float2[dt],
+                         .dc = ot_float2[dt], .dg = ot_float2[dt]};
+            run_bias_grad(c, &t, id++);
+        }
+}
+
+/* bias_grad: [n], B plain and dense, one batch, nothing else around the product. */
+static void test_errors_bias_grad(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
+    const tern_ops *o = c->ops;
+    ot_buf g = ot_make(c, TERN_F32, 3, 0, NULL), g4 = ot_make(c, TERN_F32, 4, 0, NULL);
+    ot_buf bias = ot_make(c, TERN_F32, 3, 0, NULL), add = ot_make(c, TERN_F32, 9, 0, NULL);
+    tern_matmul bad = mm;
+    bad.bias_grad = g4.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad has 4 elements");
+    bad = mm;
+    bad.bias_grad = g.view;
+    bad.trans_b = true;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad needs B not transposed");
+    bad = mm;
+    bad.bias_grad = g.view;
+    bad.bias = bias.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad takes no bias");
+    bad = mm;
+    bad.bias_grad = g.view;
+    bad.epilogue = TERN_EPILOGUE_GELU;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad takes no epilogue");
+    bad = mm;
+    bad.bias_grad = g.view;
+    bad.beta = 1;
+    bad.addend = add.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad takes no addend");
+    bad = mm;
+    bad.bias_grad = tern_view(b.view, 0, 3);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad and b overlap");
+    bad = mm;
+    bad.bias_grad = tern_view(cc.view, 0, 3);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad and c overlap");
+    bad = mm;
+    bad.bias_grad = tern_none();
+    bad.bias_grad.dtype = (tern_dtype)9;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: bias_grad has an invalid dtype");
+    ot_free(c, &g), ot_free(c, &g4), ot_free(c, &bias), ot_free(c, &add);
+}
+
 /* addend: laid out as c (its dtype and length), c's own view or disjoint from it. */
 static void test_errors_addend(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
     const tern_ops *o = c->ops;
@@ -552,6 +663,7 @@ static void test_errors(ot_ctx *c) {
     ot_free(c, &b24);
     test_errors_addend(c, cc, a, b, mm);
     test_errors_gelu_backward(c, cc, a, b, mm);
+    test_errors_bias_grad(c, cc, a, b, mm);
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -575,6 +687,7 @@ static void test_all(ot_ctx *c) {
     test_combinations(c);
     test_addend(c);
     test_gelu_backward(c);
+    test_bias_grad(c);
     test_errors(c);
 }
 

@@ -348,6 +348,9 @@ static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, cons
 static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
     return tern_cuda_gelu_backward(d, dx, dout, x);
 }
+static tern_error *step_sum_rows(void *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
+    return tern_cuda_sum_rows(d, out, x, rows, cols, beta);
+}
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to
@@ -355,7 +358,7 @@ static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_
 static tern_error *fallback(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                             const tern_matmul_dims *dims) {
     if (!tern_matmul_composite(c, mm)) return core_matmul(d, c, a, b, mm);
-    const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward};
+    const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward, step_sum_rows};
     return tern_matmul_compose(&steps, c, a, b, mm, dims);
 }
 
@@ -366,6 +369,8 @@ static tern_buf lt_c(tern_buf c, const tern_matmul *mm) {
 
 static cublasLtEpilogue_t lt_epilogue(const tern_matmul *mm) {
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
+    /* cuBLASLt's A is our B: the sums of B's k rows are its BGRADA, in C's dtype */
+    if (tern_present(mm->bias_grad)) return CUBLASLT_EPILOGUE_BGRADA;
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) return CUBLASLT_EPILOGUE_DGELU; /* aux in, no bias */
     if (mm->epilogue == TERN_EPILOGUE_GELU)
         return has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -386,7 +391,7 @@ static plan_key make_key(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *
         key.stride_c = (long)dims->stride_c;
     }
     key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
-    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : TERN_F32;
+    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : tern_present(mm->bias_grad) ? c.dtype : TERN_F32;
     key.epilogue = (int)lt_epilogue(mm);
     key.beta_zero = mm->beta == 0.0f;
     key.align_a = pointer_alignment(address(a));
@@ -408,14 +413,32 @@ static bool epilogue_fits(const tern_matmul *mm, const tern_matmul_dims *dims) {
                         dims->batch == 1);
 }
 
-/* Sets the plan's per-call pointers (bias, aux), runs cublasLtMatmul; *s its status. */
+/* Where cuBLASLt's BGRADA writes a bias gradient (it writes, in C's dtype): bias_grad itself
+ * when beta is 0 and it is C's dtype and 16-byte aligned, else the handler's bias-gradient
+ * scratch, which the caller then adds in with sum_rows (beta * bias_grad + scratch). */
+static tern_error *bias_grad_target(tern_dev *d, tern_buf c, const tern_matmul *mm, tern_buf *out) {
+    tern_buf g = mm->bias_grad;
+    if (mm->beta == 0 && g.dtype == c.dtype && pointer_alignment(address(g)) >= EPILOGUE_ALIGNMENT) {
+        *out = g;
+        return NULL;
+    }
+    size_t n = (size_t)mm->n;
+    if (d->bgrad_scratch.len < n || d->bgrad_scratch.dtype != c.dtype) {
+        TERN_TRY(tern_cuda_free(d, &d->bgrad_scratch));
+        TERN_TRY(tern_cuda_alloc(d, c.dtype, n < 4096 ? 4096 : n, &d->bgrad_scratch));
+        d->core.scratch_epoch++; /* recorded graphs named the old scratch */
+    }
+    *out = tern_view(d->bgrad_scratch, 0, n);
+    return NULL;
+}
+
+/* Sets the plan's per-call pointers (bias or bias gradient, aux), runs cublasLtMatmul; *s
+ * its status. */
 static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_buf a, tern_buf b,
-                             const tern_matmul *mm, cublasStatus_t *s) {
-    if (tern_present(mm->bias)) {
-        CUdeviceptr pbias = address(mm->bias);
+                             const tern_matmul *mm, CUdeviceptr pbias, cublasStatus_t *s) {
+    if (pbias) /* the bias, or where the bias gradient goes */
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
                                                          sizeof pbias), "bias pointer"));
-    }
     if (tern_present(mm->aux)) { /* GELU writes it, DGELU reads it */
         CUdeviceptr aux = address(mm->aux);
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER,
@@ -454,6 +477,11 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     plan_key key = make_key(c, a, b, mm, &dims);
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
+    tern_buf bgrad = tern_none(); /* where cuBLASLt writes the bias gradient */
+    if (tern_present(mm->bias_grad)) {
+        TERN_TRY(bias_grad_target(d, c, mm, &bgrad));
+        pbias = address(bgrad);
+    }
     bool refused = false;
     tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
     if (err && refused) {
@@ -462,9 +490,13 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     }
     TERN_TRY(err);
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
-    TERN_TRY(lt_matmul(d, p, c, a, b, mm, &s));
+    TERN_TRY(lt_matmul(d, p, c, a, b, mm, pbias, &s));
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) return fallback(d, c, a, b, mm, &dims); /* a late refusal */
-    return lt_check(s, "matmul");
+    TERN_TRY(lt_check(s, "matmul"));
+    /* written to scratch: bias_grad = beta * bias_grad + the sums */
+    if (tern_present(bgrad) && !tern_views_same(bgrad, mm->bias_grad))
+        return tern_cuda_sum_rows(d, mm->bias_grad, bgrad, 1, mm->n, mm->beta);
+    return NULL;
 }
 
 /* layernorm_linear: the layer norm, then the product. TERN_CUDA_FUSE_LN=1 runs the decode
