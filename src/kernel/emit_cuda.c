@@ -23,7 +23,7 @@ static const char *cuda_type(int t) {
 
 static const char *cuda_math1(tern_op1 op) {
     static const char *const names[] = {
-        [TERN_ABS] = "fabsf",   [TERN_EXP] = "expf",     [TERN_EXP2] = "exp2f",
+        [TERN_ABS] = "fabsf",   [TERN_EXP] = "expf",     [TERN_EXP2] = "tern_exp2f",
         [TERN_LOG] = "logf",    [TERN_LOG2] = "log2f",   [TERN_SQRT] = "sqrtf",
         [TERN_RSQRT] = "rsqrtf", [TERN_TANH] = "tanhf",  [TERN_ERF] = "erff",
         [TERN_SIN] = "sinf",    [TERN_COS] = "cosf",     [TERN_FLOOR] = "floorf",
@@ -475,6 +475,23 @@ static void pdl_helpers(const emitter *e, strbuf *out) {
                      "}\n");
 }
 
+/* exp2 as the hardware instruction that flushes subnormal results (x < -126) to zero. exp2f
+ * without fast-math is the same approximation (about 2 ulp) with a range fix-up around it
+ * for subnormal results, three more instructions on every exponential of a softmax (the
+ * flash attention kernels' inner loops); docs/kernels.md states the difference. */
+static void exp2_helper(const emitter *e, strbuf *out) {
+    const tern_kernel *k = e->k;
+    for (int32_t i = 0; i < k->nins; i++)
+        if (k->ins[i].op == IR_UNARY && k->ins[i].aux == TERN_EXP2) {
+            sb_puts(out, "__device__ __forceinline__ float tern_exp2f(float x) {\n"
+                         "    float y;\n"
+                         "    asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n"
+                         "    return y;\n"
+                         "}\n");
+            return;
+        }
+}
+
 static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
     const ir_buf *B = &e->k->bufs[b];
     if (e->k->shared_bytes <= CUDA_STATIC_SHARED_LIMIT) {
@@ -561,6 +578,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
     if (e->need & NEED_MMA) mma_helper(out);
 
     pdl_helpers(e, out);
+    exp2_helper(e, out);
 }
 
 const dialect emit_cuda_dialect = {

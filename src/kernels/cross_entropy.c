@@ -6,9 +6,8 @@
  * (softmax - onehot(target)) * grad_scale, and 0 in the padding columns [V, Vp). The
  * target's logit is read by the thread that overwrites it, before it does.
  *
- * Pass 2 walks the row backwards: the chunks pass 1 read last are the likeliest still in
- * cache (on the H200 a step's 16,384 rows of 50,304 are 1.6 GB, and the rows in flight
- * together exceed its 50 MB L2).
+ * Exponentials are taken in base 2, exp2((x - m) log2(e)): one hardware instruction where
+ * exp is several (x - m first, so the maximum itself gives exactly 1).
  *
  * Spec: t[0] logits; n[0] = W (Vp % W == 0 and rows aligned when W > 1); n[1] = the group
  * size (a multiple of 32; 0: GK_CE_GROUP).
@@ -33,6 +32,7 @@ void gk_trace_cross_entropy(tern_kb *kb, void *spec) {
     tern_v tid = tern_local_id(kb, 0);
     tern_v base = tern_mul(row, Vp);
     tern_v neg_inf = tern_f32(-INFINITY);
+    tern_v l2e = tern_f32(1.44269504088896341f); /* log2(e) */
     tern_v chunks_v = tern_div(tern_add(V, tern_int(W - 1)), tern_int(W));
 
     /* pass 1: online max and sum per thread */
@@ -49,17 +49,17 @@ void gk_trace_cross_entropy(tern_kb *kb, void *spec) {
             cm = j ? tern_max(cm, x[j]) : x[0];
         }
         tern_v m_new = tern_max(m, cm);
-        tern_v rescale = tern_select(tern_eq(m, m_new), tern_f32(1.0f), tern_exp(tern_sub(m, m_new)));
+        tern_v rescale = tern_select(tern_eq(m, m_new), tern_f32(1.0f), tern_exp2(tern_mul(tern_sub(m, m_new), l2e)));
         tern_v acc = tern_mul(sum, rescale);
         for (int j = 0; j < W; j++) {
-            tern_v e = tern_exp(tern_sub(x[j], m_new));
+            tern_v e = tern_exp2(tern_mul(tern_sub(x[j], m_new), l2e));
             acc = tern_add(acc, W == 1 ? e : tern_select(ok[j], e, tern_f32(0.0f)));
         }
         tern_assign(sum, acc);
         tern_assign(m, m_new);
     }
     tern_v M = ku_group_reduce(kb, KU_MAX, m, scratch, G / 32);
-    tern_v mine = tern_select(tern_eq(m, M), sum, tern_mul(sum, tern_exp(tern_sub(m, M))));
+    tern_v mine = tern_select(tern_eq(m, M), sum, tern_mul(sum, tern_exp2(tern_mul(tern_sub(m, M), l2e))));
     tern_v S = ku_group_reduce(kb, KU_SUM, mine, scratch, G / 32);
     tern_v lse = tern_add(tern_log(S), M);
 
@@ -80,14 +80,14 @@ void gk_trace_cross_entropy(tern_kb *kb, void *spec) {
         tern_v scale = tern_div(gs, S);
         tern_v chunks_p = tern_div(Vp, tern_int(W));
         TERN_FOR(kb, k, tid, chunks_p, tern_int(G)) {
-            tern_v col0 = tern_mul(tern_sub(tern_sub(chunks_p, tern_int(1)), k), tern_int(W));
+            tern_v col0 = tern_mul(k, tern_int(W));
             tern_v x[8], g[8];
             ku_load(logits, tern_add(base, col0), W, x);
             for (int j = 0; j < W; j++) {
                 tern_v col = tern_add(col0, tern_int(j));
                 tern_v is_t = tern_land(tgt_ok, tern_eq(col, tgt));
                 TERN_IF(kb, is_t) { tern_store(losses, row, tern_sub(lse, x[j])); }
-                tern_v p = tern_mul(tern_exp(tern_sub(x[j], M)), scale);
+                tern_v p = tern_mul(tern_exp2(tern_mul(tern_sub(x[j], M), l2e)), scale);
                 p = tern_sub(p, tern_select(is_t, gs, tern_f32(0.0f)));
                 g[j] = tern_select(tern_lt(col, V), p, tern_f32(0.0f));
             }
