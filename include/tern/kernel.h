@@ -326,6 +326,18 @@ tern_v tern_atomic_cas_at(tern_loc at, tern_v buf, tern_v index, tern_v expected
 void tern_barrier_at(tern_loc at, tern_kb *kb); /* orders threadgroup and device memory */
 #define tern_barrier(kb) tern_barrier_at(TERN_HERE, kb)
 
+/* A device-scope memory fence (sequentially consistent): this thread's device-memory
+ * accesses before it are ordered before those after it, as seen by every thread of the
+ * grid. It is what lets threadgroups hand results to one another within a launch: each
+ * group stores, fences, then counts itself in with an atomic; the group that counts last
+ * fences and reads what the others stored ("the last group finishes"). Unlike a barrier it
+ * synchronises nobody, so it may be reached by any subset of threads. CUDA __threadfence(),
+ * OpenCL 1.2 mem_fence(CLK_GLOBAL_MEM_FENCE) (1.2 has nothing stronger; PoCL's CPU devices
+ * are coherent), Metal atomic_thread_fence(mem_device, seq_cst, thread_scope_device), the
+ * host a seq_cst thread fence. Not allowed in pure kernels. */
+void tern_fence_device_at(tern_loc at, tern_kb *kb);
+#define tern_fence_device(kb) tern_fence_device_at(TERN_HERE, kb)
+
 typedef enum tern_simd_op {
     TERN_SIMD_SUM,          /* every lane gets the sum over the group */
     TERN_SIMD_MIN,

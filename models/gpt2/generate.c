@@ -60,22 +60,29 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     return NULL;
 }
 
-/* x[rows, out] = x + in[rows, k] @ w[k, out] + b: a residual update as one product. beta = 1
- * makes the product accumulate into x (the bias is still added once), which saves the
- * projection's own output and an add kernel: two kernels a layer per decoded token. */
-static tern_error *residual_linear(tern_dev *d, tern_buf x, tern_buf in, tern_buf w, tern_buf b, int rows,
-                                   int k, int out) {
-    tern_matmul mm = {.m = rows, .n = out, .k = k, .alpha = 1.0f, .beta = 1.0f, .bias = b};
-    return OP(matmul)(d, x, in, w, &mm);
+/* x[rows, C] = x + in[rows, k] @ w[k, C] + b, then ln = layernorm(x) with (ln_w, ln_b): a
+ * residual update as one product (beta = 1 accumulates into x, the bias still added once:
+ * no projection output of its own, no add kernel) followed by the layer norm that the next
+ * product reads. One operation, which a GPU handler runs as one kernel when decoding (the
+ * product's last group to finish normalises the rows): a decoded token is bound by the
+ * latency of its kernels, not by their work. */
+static tern_error *residual_norm(tern_dev *d, tern_buf ln, tern_buf x, tern_buf in, tern_buf w, tern_buf b,
+                                 tern_buf ln_w, tern_buf ln_b, float eps, int rows, int k, int C) {
+    tern_matmul mm = {.m = rows, .n = C, .k = k, .alpha = 1.0f, .beta = 1.0f, .bias = b};
+    return OP(linear_layernorm)(d, ln, x, in, w, &mm, ln_w, ln_b, eps);
 }
 
-/* y[rows, out] = epilogue(layernorm(x) @ w + b), the normalised rows kept in ln: one
- * operation, which a GPU handler runs as one kernel when decoding (a decoded token is bound
- * by the latency of its kernels, not by their work). */
-static tern_error *norm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                               float eps, tern_buf w, tern_buf b, int rows, int k, int out, tern_epilogue epilogue) {
+/* y[rows, out] = epilogue(ln @ w + b). */
+static tern_error *linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf w, tern_buf b, int rows, int k, int out,
+                          tern_epilogue epilogue) {
     tern_matmul mm = {.m = rows, .n = out, .k = k, .alpha = 1.0f, .beta = 0.0f, .bias = b, .epilogue = epilogue};
-    return OP(layernorm_linear)(d, y, ln, x, ln_w, ln_b, eps, w, &mm);
+    return OP(matmul)(d, y, ln, w, &mm);
+}
+
+/* The layer norm that comes before layer l: its ln_1, or ln_f after the last layer. */
+static tern_buf norm_before(const tern_gpt2 *m, int l, bool bias) {
+    if (l == m->cfg.n_layer) return gpt2_w(m, bias ? GPT2_LNFB : GPT2_LNFW, 0);
+    return gpt2_w(m, bias ? GPT2_LN1B : GPT2_LN1W, l);
 }
 
 /* Runs T new positions of each of B sequences through the model, from the tokens in
@@ -94,22 +101,23 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     tern_buf none = tern_none();
 
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
+    /* ln = ln_1(x) of the first layer; every later layer norm comes with the residual product
+     * before it (residual_norm) */
+    TERN_TRY(OP(layernorm)(d, ln, none, none, x, norm_before(m, 0, false), norm_before(m, 0, true), rows, C, eps));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + proj(attention(ln_1(x))) */
-        TERN_TRY(norm_linear(d, qkv, ln, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
-                             gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C, TERN_EPILOGUE_NONE));
+        /* x = x + proj(attention(ln_1(x))), then ln = ln_2(x) */
+        TERN_TRY(linear(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
+                        TERN_EPILOGUE_NONE));
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, C,
                                       NH, dc->max_T));
-        TERN_TRY(residual_linear(d, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
-                                 rows, C, C));
-        /* x = x + proj(gelu(fc(ln_2(x)))) */
-        TERN_TRY(norm_linear(d, fch, ln, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
-                             gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C, TERN_EPILOGUE_GELU));
-        TERN_TRY(residual_linear(d, x, fch, gpt2_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
-                                 rows, 4 * C, C));
+        TERN_TRY(residual_norm(d, ln, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
+                               gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps, rows, C, C));
+        /* x = x + proj(gelu(fc(ln_2(x)))), then ln = the next layer's ln_1(x), or ln_f(x) */
+        TERN_TRY(linear(d, fch, ln, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
+                        TERN_EPILOGUE_GELU));
+        TERN_TRY(residual_norm(d, ln, x, fch, gpt2_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
+                               norm_before(m, l + 1, false), norm_before(m, l + 1, true), eps, rows, 4 * C, C));
     }
-    TERN_TRY(OP(layernorm)(d, ln, none, none, x, gpt2_w(m, GPT2_LNFW, 0), gpt2_w(m, GPT2_LNFB, 0),
-                           rows, C, eps));
     /* logits [B, Vp] of each sequence's last row (row b*T + T-1): A's rows are T*C apart. */
     tern_buf last_rows = tern_view(ln, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
     tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C,

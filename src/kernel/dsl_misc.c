@@ -54,6 +54,12 @@ void tern_barrier_at(tern_loc at, tern_kb *kb) {
     if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_BARRIER;
 }
 
+void tern_fence_device_at(tern_loc at, tern_kb *kb) {
+    if (!kb_ok(kb)) return;
+    ir_ins in = {.op = IR_FENCE, .a = {-1, -1, -1, -1}};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_FENCE;
+}
+
 /* The first statement traced so far that a kernel may not do before its wait: a store or
  * atomic to device memory (an earlier kernel may still read it), or an exit (a thread that
  * ends without waiting would let the kernel finish before the one it overlaps). -1: none. */

@@ -57,6 +57,7 @@ typedef struct dialect {
     void (*load_matrix)(emitter *e, int32_t ins);
     void (*print)(emitter *e, int32_t ins);
     const char *barrier;
+    const char *fence; /* tern_fence_device: a device-scope memory fence */
     /* the kernel's head (through the opening brace), its prologue and its threadgroup
      * array declarations */
     void (*head)(emitter *e, strbuf *out);

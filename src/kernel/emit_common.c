@@ -558,6 +558,11 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         sb_printf(b, "%s;", e->d->barrier);
         emit_line_end(e);
         return;
+    case IR_FENCE:
+        emit_line_start(e, i);
+        sb_printf(b, "%s;", e->d->fence);
+        emit_line_end(e);
+        return;
     case IR_WAIT_PREVIOUS:
         if (e->d->wait_previous) e->d->wait_previous(e, i);
         else emit_comment_statement(e, i, "wait_previous", "launches run one after the other");

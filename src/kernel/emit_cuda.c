@@ -603,6 +603,7 @@ const dialect emit_cuda_dialect = {
     .load_matrix = cuda_load_matrix,
     .print = cuda_print,
     .barrier = "__syncthreads()",
+    .fence = "__threadfence()",
     .head = cuda_head,
     .shared = cuda_shared,
     .prelude = cuda_prelude,

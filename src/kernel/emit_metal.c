@@ -460,6 +460,8 @@ const dialect emit_metal_dialect = {
     .load_matrix = mtl_load_matrix,
     .print = mtl_print,
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
+    /* MSL 3.2's scoped fence: the strongest ordering of device memory Metal has */
+    .fence = "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device)",
     .head = mtl_head,
     .shared = mtl_shared,
     .prelude = mtl_prelude,

@@ -384,6 +384,9 @@ const dialect emit_opencl_dialect = {
     .load_matrix = cl_load_matrix,
     .print = cl_print,
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
+    /* OpenCL C 1.2 (what the runtime builds) has no scoped fence; mem_fence orders this
+     * work-item's global accesses, which with the atomic that follows it is the 1.2 idiom */
+    .fence = "mem_fence(CLK_GLOBAL_MEM_FENCE)",
     .head = cl_head,
     .shared = cl_shared,
     .prelude = cl_prelude,

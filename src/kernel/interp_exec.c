@@ -278,6 +278,9 @@ static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n
         case IR_ATOMIC:
         case IR_ATOMIC_CAS: interp_atomic(c, i, lanes, n); break;
         case IR_BARRIER: interp_barrier(c, i, n); break;
+        /* threadgroups run in parallel here: order this group's plain stores before its
+         * atomics (and a later group's reads after its own), as on a GPU */
+        case IR_FENCE: __atomic_thread_fence(__ATOMIC_SEQ_CST); break;
         case IR_SIMD: interp_simd(c, i, lanes, n); break;
         case IR_MMA: interp_mma(c, i, n); break;
         case IR_LOAD_MATRIX: interp_load_matrix(c, i, n); break;

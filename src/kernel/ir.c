@@ -121,7 +121,7 @@ const char *ir_op_name(ir_op op) {
         [IR_BREAK] = "break",       [IR_CONTINUE] = "continue", [IR_EXIT] = "exit",
         [IR_RESULT] = "result",     [IR_MMA] = "mma_bf16",
         [IR_WAIT_PREVIOUS] = "wait_previous", [IR_PREFETCH] = "prefetch",
-        [IR_LOAD_MATRIX] = "load_matrix",
+        [IR_LOAD_MATRIX] = "load_matrix", [IR_FENCE] = "fence_device",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }

@@ -64,6 +64,7 @@ typedef enum ir_op {
     IR_PREFETCH,   /* hint: buffer a0 [a1] into L2 */
     IR_LOAD_MATRIX, /* dst .. dst+7 = tern_load_matrix of threadgroup buffer a0, this lane's row
                      * at a1; aux 1: transposed */
+    IR_FENCE,      /* device-scope memory fence (tern_fence_device) */
     IR_OP_COUNT
 } ir_op;
 
@@ -128,6 +129,7 @@ enum {
     IR_USES_F32_ATOMIC = 1 << 10,
     IR_USES_I64 = 1 << 11,
     IR_USES_WAIT_PREVIOUS = 1 << 12, /* the cuda runtime launches it to overlap the previous kernel */
+    IR_USES_FENCE = 1 << 13,
 };
 
 /* IR_MMA: its operands (a, b, c) in extra, its results (the f32 fragment d). */

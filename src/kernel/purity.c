@@ -1,6 +1,6 @@
 /* Purity: what the generic operations and tern_call accept. A pure function has scalar
  * parameters only, ends with tern_result, and does nothing but compute: no print, stores,
- * atomics, barriers, SIMD operations, threadgroup memory, thread attributes or exit. */
+ * atomics, barriers, fences, SIMD operations, threadgroup memory, thread attributes or exit. */
 #include <stdio.h>
 
 #include "kernel/ir.h"
@@ -20,6 +20,7 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
     case IR_ATOMIC:
     case IR_ATOMIC_CAS: return "uses atomics";
     case IR_BARRIER: return "uses a barrier";
+    case IR_FENCE: return "uses a memory fence";
     case IR_SIMD:
     case IR_MMA:
     case IR_LOAD_MATRIX: return "uses SIMD-group operations";

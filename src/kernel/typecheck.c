@@ -230,6 +230,7 @@ static void check_ins(verifier *v, int32_t i) {
     case IR_ELSE:
     case IR_END:
     case IR_BARRIER:
+    case IR_FENCE:
     case IR_BREAK:
     case IR_CONTINUE:
     case IR_EXIT: break;

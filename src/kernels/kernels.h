@@ -53,7 +53,7 @@ typedef enum gk_family {
  * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
 typedef struct gk_spec {
     uint8_t t[8];
-    int32_t n[10];
+    int32_t n[12];
 } gk_spec;
 
 /* A family's name (a C identifier) and trace function (user = const gk_spec *). */
@@ -186,7 +186,9 @@ static inline int gk_att_split(int hs, int backward) {
  * ceil(n / (TC W)). GEMV_T: groups of GK_GEMV_GROUP, GK_GEMV_ROWS outputs per SIMD group,
  * grid ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). A's rows are staged in threadgroup
  * memory in k-chunks of at most GK_GEMV_X_BYTES. GEMV with a layer norm first (n[8] = C):
- * A's rows are normalised into threadgroup memory instead of copied (layernorm_linear). */
+ * A's rows are normalised into threadgroup memory instead of copied (layernorm_linear); with
+ * n[10] set the layer norm comes after instead: the last group to finish normalises C's
+ * rows into ln (linear_layernorm; an i32 counter parameter, zero between launches). */
 #define GK_GEMV_MAX_M 8
 #define GK_GEMV_GROUP 256
 #define GK_GEMV_ROWS 4

@@ -312,6 +312,11 @@ static void p_barrier(tern_kb *kb, void *u) {
     tern_barrier(kb);
     tern_result(kb, tern_f32(1));
 }
+static void p_fence(tern_kb *kb, void *u) {
+    (void)u;
+    tern_fence_device(kb);
+    tern_result(kb, tern_f32(1));
+}
 static void p_thread(tern_kb *kb, void *u) {
     (void)u;
     tern_result(kb, tern_cast(GID(kb), TERN_T_F32));
@@ -354,6 +359,7 @@ static void test_purity(void) {
     expect_impure("stores", p_store, "pure: it stores to buffer 'y'");
     expect_impure("atomics_fn", p_atomic, "pure: it uses atomics");
     expect_impure("barriers", p_barrier, "pure: it uses a barrier");
+    expect_impure("fences", p_fence, "pure: it uses a memory fence");
     expect_impure("threads", p_thread, "pure: it reads the thread attribute global_id");
     expect_impure("mma_fn", p_mma, "pure: it uses SIMD-group operations");
     expect_impure("no_result", p_no_result, "a function: it has no tern_result");
@@ -589,9 +595,41 @@ static void test_compile_errors(void) {
     tern_kernel_free(k);
 }
 
+/* ---- tern_fence_device: dump and the three emitters ---- */
+
+static void k_fence(tern_kb *kb, void *u) {
+    (void)u;
+    tern_v y = P_F32(kb, "y");
+    tern_v i = GID(kb);
+    tern_store(y, i, tern_f32(1));
+    tern_fence_device(kb);
+    tern_store(y, tern_add(i, tern_int(1)), tern_load(y, i)); /* the load stays after the fence */
+}
+
+static void test_fence_text(void) {
+    tern_kernel *k = NULL;
+    CHECK_OK(tern_kernel_build("fenced", k_fence, NULL, &k));
+    if (!k) return;
+    char *dump = tern_kernel_dump(k), *src[3] = {NULL, NULL, NULL};
+    CHECKF(dump && strstr(dump, "\n  fence_device\n"), "%s", dump ? dump : "(null)");
+    const tern_target targets[3] = {TERN_TARGET_CUDA, TERN_TARGET_OPENCL, TERN_TARGET_METAL};
+    const char *want[3] = {"__threadfence();", "mem_fence(CLK_GLOBAL_MEM_FENCE);",
+                           "atomic_thread_fence(mem_flags::mem_device, memory_order_seq_cst, thread_scope_device);"};
+    for (int t = 0; t < 3; t++) {
+        CHECK_OK(tern_kernel_emit(k, targets[t], &src[t]));
+        const char *fence = src[t] ? strstr(src[t], want[t]) : NULL;
+        CHECKF(fence && strstr(fence, "y[global_x]"), "target %d lacks '%s' before the load:\n%s", t, want[t],
+               src[t] ? src[t] : "(null)");
+        free(src[t]);
+    }
+    free(dump);
+    tern_kernel_free(k);
+}
+
 int main(void) {
     test_trace_errors();
     test_purity();
+    test_fence_text();
     test_dump_hash_names();
     test_compile_errors();
     tern_rt *rt = NULL;

@@ -1144,6 +1144,74 @@ static int chain_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
     return rc;
 }
 
+/* ---- fence_device: the last group finishes ----
+ * Each group stores y = 3 x for its elements; after a barrier its thread 0 fences and counts
+ * the group in (an atomic add on a device counter); the thread that counts last fences
+ * again and tells its group, which sums the whole of y, out[t] = sum of y[j] over j = t mod FN_GROUP, reading what every other group stored,
+ * then resets the counter. Launched twice on the same counter (which must come back 0), so
+ * a missed reset shows as no group finishing. Integers: exact. */
+#define FN_GROUP 64
+#define FN_GROUPS 16
+
+static void fence_trace(tern_kb *kb, void *user) {
+    (void)user;
+    tern_v x = tern_param_buf(kb, "x", TERN_T_I32, TERN_READ);
+    tern_v y = tern_param_buf(kb, "y", TERN_T_I32, TERN_READ_WRITE);
+    tern_v counter = tern_param_buf(kb, "counter", TERN_T_I32, TERN_READ_WRITE);
+    tern_v out = tern_param_buf(kb, "out", TERN_T_I32, TERN_WRITE);
+    tern_v last = tern_shared(kb, "last", TERN_T_I32, 1);
+    tern_v i = tern_global_id(kb, 0), t = tern_local_id(kb, 0);
+    tern_store(y, i, tern_mul(tern_load(x, i), tern_int(3)));
+    tern_barrier(kb);
+    TERN_IF(kb, tern_eq(t, tern_int(0))) {
+        tern_fence_device(kb);
+        tern_v seen = tern_atomic_add(counter, tern_int(0), tern_int(1));
+        tern_v is_last = tern_eq(seen, tern_sub(tern_group_count(kb, 0), tern_int(1)));
+        TERN_IF(kb, is_last) { tern_fence_device(kb); }
+        tern_store(last, tern_int(0), tern_select(is_last, tern_int(1), tern_int(0)));
+    }
+    tern_barrier(kb);
+    TERN_IF(kb, tern_ne(tern_load(last, tern_int(0)), tern_int(0))) {
+        tern_v sum = tern_var(kb, "sum", tern_int(0));
+        TERN_FOR(kb, j, t, tern_mul(tern_group_count(kb, 0), tern_int(FN_GROUP)), tern_int(FN_GROUP)) {
+            tern_assign(sum, tern_add(sum, tern_load(y, j)));
+        }
+        tern_store(out, t, sum);
+        TERN_IF(kb, tern_eq(t, tern_int(0))) { tern_store(counter, tern_int(0), tern_int(0)); }
+    }
+}
+
+static int fence_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
+    const int n = FN_GROUP * FN_GROUPS;
+    int32_t *x = malloc(4 * (size_t)n), want[FN_GROUP] = {0}, zero = 0, count = -1;
+    int32_t *got = poisoned(4 * FN_GROUP);
+    tern_dbuf counter = {0}, y = {0};
+    tern_error *err = x && got ? NULL : tern_errorf("out of memory");
+    if (!err) err = tern_rt_alloc(rt, TERN_T_I32, 1, &counter);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_I32, (size_t)n, &y);
+    if (!err) err = tern_rt_upload(rt, counter, &zero);
+    for (int i = 0; i < n && !err; i++) x[i] = (int32_t)(next(r) % 1000) - 500;
+    for (int launch = 0; launch < 2 && !err; launch++) {
+        memset(got, 0xff, 4 * FN_GROUP);
+        tern_arg args[] = {tern_arg_host_in(TERN_T_I32, x, (size_t)n), tern_arg_dev(y), tern_arg_dev(counter),
+                           tern_arg_host(TERN_T_I32, got, FN_GROUP)};
+        err = tern_launch(rt, k, tern_dims1(FN_GROUPS), tern_dims1(FN_GROUP), args, 4);
+    }
+    if (!err) err = tern_rt_download(rt, &count, counter);
+    int rc;
+    if (err) {
+        rc = fail_call("fence_device", err);
+    } else {
+        for (int i = 0; i < n; i++) want[i % FN_GROUP] += 3 * x[i];
+        rc = cmp_u32("fence_device", (uint32_t *)got, (uint32_t *)want, FN_GROUP);
+        if (count != 0 && rc++ < 5) fprintf(stderr, "  the counter is %d after the launches, want 0\n", count);
+    }
+    tern_rt_free(rt, &counter);
+    tern_rt_free(rt, &y);
+    free(x), free(got);
+    return rc;
+}
+
 /* ---- the table ---- */
 
 const zoo_case zoo_cases[] = {
@@ -1164,5 +1232,6 @@ const zoo_case zoo_cases[] = {
     {"call", call_trace, NULL, call_run},
     {"print", print_trace, NULL, print_run},
     {"wait_previous", chain_trace, NULL, chain_run},
+    {"fence_device", fence_trace, NULL, fence_run},
 };
 const int zoo_count = sizeof zoo_cases / sizeof *zoo_cases;

@@ -527,3 +527,36 @@ tern_error *tern_cuda_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, ter
     return err;
 }
 
+/* Whether linear_layernorm runs as the GPU core's GEMV with the layer norm after (the last
+ * group to finish normalises C's rows): when tern_cuda_matmul would take this product to the
+ * GEMV kernels as a plain one, and C's row is register-resident for the layer norm. That is
+ * decoding's residual products, whose layer norm (ln_2, or the next layer's ln_1) then costs
+ * no launch of its own: two launches fewer per layer, the bits unchanged. The layer norm
+ * before the product (TERN_CUDA_FUSE_LN above) cost more than its launch because every
+ * group repeated it in series before its product; here one group does it, after. The
+ * default; TERN_CUDA_FUSE_LN_PREV=0 composes the two operations instead, to compare. */
+static bool fuse_ln_after(const tern_matmul_dims *dims, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
+                          tern_buf ln, tern_buf ln_w, tern_buf ln_b) {
+    const char *env = getenv("TERN_CUDA_FUSE_LN_PREV");
+    if (env && !strcmp(env, "0")) return false;
+    if (a.dtype != w.dtype || (tern_present(mm->aux) && mm->aux.dtype != c.dtype)) return false; /* cuBLASLt's fallback */
+    return gemv_wanted(dims) && gpu_gemv_layernorm_applies(dims, c, mm, ln, ln_w, ln_b);
+}
+
+/* linear_layernorm: the product, then the layer norm of C's rows; one kernel when
+ * fuse_ln_after says so. */
+tern_error *tern_cuda_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
+                                       const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
+    tern_matmul_dims dims;
+    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
+    if (!fuse_ln_after(&dims, c, a, w, mm, ln, ln_w, ln_b)) {
+        TERN_TRY(tern_cuda_matmul(d, c, a, w, mm));
+        return tern_cuda_layernorm(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
+    }
+    TERN_TRY(cuda_make_current(d));
+    double t0 = cuda_profile_begin(d);
+    tern_error *err = gpu_gemv_layernorm(&d->core, c, a, w, mm, &dims, ln, ln_w, ln_b, eps);
+    cuda_profile_end(d, "linear_layernorm (GEMV)", t0);
+    return err;
+}
+

@@ -133,14 +133,18 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt) {
     g->host = name && !strcmp(name, "host");
     /* a wide group per row for GPUs; 256 elsewhere (the interpreter, CPU OpenCL) */
     g->sample_group = name && !strcmp(name, "cuda") ? 1024 : 256;
+    int32_t zero[GK_FAULT_LEN] = {0};
     tern_error *err = tern_rt_alloc(rt, TERN_T_I32, GK_FAULT_LEN, &g->fault);
-    if (!err) {
-        int32_t zero[GK_FAULT_LEN] = {0};
-        err = tern_rt_upload(rt, g->fault, zero);
-    }
+    if (!err) err = tern_rt_upload(rt, g->fault, zero);
     if (err) {
         gpu_core_free(g);
         return tern_error_wrap(err, "gpu core: the fault buffer");
+    }
+    err = tern_rt_alloc(rt, TERN_T_I32, 1, &g->ln_counter);
+    if (!err) err = tern_rt_upload(rt, g->ln_counter, zero);
+    if (err) {
+        gpu_core_free(g);
+        return tern_error_wrap(err, "gpu core: the GEMV's group counter");
     }
     return NULL;
 }
@@ -152,6 +156,7 @@ void gpu_core_free(gpu_core *g) {
     free(g->kernels);
     if (g->rt) {
         tern_rt_free(g->rt, &g->fault);
+        tern_rt_free(g->rt, &g->ln_counter);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
         tern_rt_free(g->rt, &g->att_partial);

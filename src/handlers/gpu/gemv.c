@@ -60,15 +60,17 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
     return kc > cap ? cap : kc;
 }
 
-/* layernorm_linear's part of a GEMV launch (NULL: a plain product). */
-typedef struct ln_first {
+/* The layer norm of a GEMV launch (NULL: a plain product): first, on A (layernorm_linear),
+ * or after, on C (linear_layernorm). */
+typedef struct ln_part {
     tern_buf ln, w, b;
     float eps;
     int C, width; /* gpu_layernorm_row_path's */
-} ln_first;
+    bool after;
+} ln_part;
 
 static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                            const tern_matmul_dims *d, const ln_first *ln) {
+                            const tern_matmul_dims *d, const ln_part *ln) {
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
@@ -79,7 +81,8 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
     TERN_TRY(gpu_check_index("matmul", "c", c.len));
     if (has_aux) TERN_TRY(gpu_check_index("matmul", "aux", mm->aux.len));
-    size_t kc = k_chunk(d, tern_dtype_size(ln ? ln->ln.dtype : a.dtype)); /* x is staged as A, or as ln */
+    /* x is staged as A, or normalised as ln */
+    size_t kc = k_chunk(d, tern_dtype_size(ln && !ln->after ? ln->ln.dtype : a.dtype));
 
     gk_spec s = {0};
     s.t[0] = gpu_t(c);
@@ -96,6 +99,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     if (ln) {
         s.n[8] = ln->C, s.n[9] = ln->width;
         s.t[5] = gpu_t(ln->w), s.t[6] = gpu_t(ln->b), s.t[7] = gpu_t(ln->ln);
+        s.n[10] = ln->after;
     }
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
@@ -106,7 +110,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    tern_arg args[16];
+    tern_arg args[17];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
@@ -120,6 +124,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
         args[n++] = tern_arg_buf(ln->w);
         args[n++] = tern_arg_buf(ln->b);
         args[n++] = tern_arg_f32(ln->eps);
+        if (ln->after) args[n++] = tern_arg_dev(g->ln_counter);
     }
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
@@ -147,8 +152,31 @@ tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x,
                                float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d) {
     if (!gpu_layernorm_gemv_applies(d, ln, x, ln_w, ln_b))
         return tern_errorf("layernorm_linear: a %dx%dx%d product is not one for the fused GEMV kernel", d->m, d->n, d->k);
-    ln_first first = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps};
+    ln_part first = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps};
     first.C = ln_path(ln, x, ln_w, ln_b, d->k, &first.width);
     TERN_TRY(gpu_check_index("layernorm_linear", "x", x.len));
     return gemv_run(g, y, x, w, mm, d, &first);
+}
+
+/* C's row path for the layer norm after: register-resident, as layernorm(ln, c) takes it. */
+static int ln_after_path(tern_buf c, tern_buf ln, tern_buf ln_w, tern_buf ln_b, int C, int *width) {
+    const tern_buf all[4] = {ln, c, ln_w, ln_b}; /* gpu_layernorm's order: out, x, w, b */
+    return gpu_layernorm_row_path(all, 4, C, width);
+}
+
+bool gpu_gemv_layernorm_applies(const tern_matmul_dims *d, tern_buf c, const tern_matmul *mm, tern_buf ln,
+                                tern_buf ln_w, tern_buf ln_b) {
+    int width;
+    return gpu_gemv_applies(d) && !d->trans_b && !tern_matmul_composite(c, mm) && d->ldc == (size_t)d->n &&
+           ln_after_path(c, ln, ln_w, ln_b, d->n, &width);
+}
+
+tern_error *gpu_gemv_layernorm(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                               const tern_matmul_dims *d, tern_buf ln, tern_buf ln_w, tern_buf ln_b, float eps) {
+    if (!gpu_gemv_layernorm_applies(d, c, mm, ln, ln_w, ln_b))
+        return tern_errorf("linear_layernorm: a %dx%dx%d product is not one for the fused GEMV kernel", d->m, d->n,
+                           d->k);
+    ln_part after = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps, .after = true};
+    after.C = ln_after_path(c, ln, ln_w, ln_b, d->n, &after.width);
+    return gemv_run(g, c, a, b, mm, d, &after);
 }

@@ -51,6 +51,14 @@ typedef struct gpu_core {
     unsigned long scratch_epoch; /* counts the scratch reallocations (recorded graphs name it) */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
+    /* i32 [1], zero between launches: the groups of a GEMV with a layer norm after
+     * (gpu_gemv_layernorm) count themselves in here, and the last one resets it. One is
+     * enough for the core: its launches go to one stream or in-order queue, and a launch
+     * does its counting only after its tern_wait_previous, i.e. after every kernel before
+     * it has completed (with programmatic dependent launch too: the wait is for the whole
+     * previous grid, and the reset is part of that grid), so no two launches ever count at
+     * once. Allocated (and zeroed) with the core and never moved: graphs hold its address. */
+    tern_dbuf ln_counter;
 } gpu_core;
 
 /* Sets up a core over rt (which stays the caller's: close it after gpu_core_free). */
@@ -108,6 +116,17 @@ tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x,
                                float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
+/* linear_layernorm as one GEMV kernel: the product (gpu_gemv's), then the group that
+ * finishes last normalises C's m updated rows into ln, bit for bit as gpu_gemv then
+ * gpu_layernorm(ln, -, -, c, ln_w, ln_b, m, n, eps) would. When gpu_gemv_applies, B is
+ * [k, n], the product is a plain one (no separate addend, no GELU_BACKWARD), and C's row
+ * is register-resident for layernorm. The caller has validated the operation
+ * (tern_validate_linear_layernorm: C dense, one batch). */
+bool gpu_gemv_layernorm_applies(const tern_matmul_dims *d, tern_buf c, const tern_matmul *mm, tern_buf ln,
+                                tern_buf ln_w, tern_buf ln_b);
+tern_error *gpu_gemv_layernorm(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                               const tern_matmul_dims *d, tern_buf ln, tern_buf ln_w, tern_buf ln_b,
+                               float eps) TERN_MUST_USE;
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols,
                          float beta) TERN_MUST_USE;
 tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) TERN_MUST_USE;
