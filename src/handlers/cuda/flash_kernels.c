@@ -328,27 +328,29 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v
     tern_barrier(kb);
     tern_v s[TILE / 8][4];
     product_rows_n(kb, f, &st->qa, st->Ks, 0, TILE / 8, s);
-    /* scale, mask above the diagonal, and the new row maxima */
+    /* mask above the diagonal, and the new row maxima: of the raw scores, scaled once per
+     * row (the scale is positive), so that each score is scaled inside its exponential's
+     * multiply-add */
     tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
             tern_v row = i < 2 ? st->r : st->r8;
-            s[j][i] = tern_mul(s[j][i], st->scale2);
             if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
             mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
         }
-    tern_v alpha[2];
+    tern_v alpha[2], neg_m[2];
     for (int h = 0; h < 2; h++) {
         /* finite: tile 0, the first, has a key at or before every row; a later tile with
          * none (walk_key_tiles) leaves m, and with alpha = 1 and P = 0 l and o, unchanged */
-        tern_v mnew = quad_max(tern_max(st->m[h], mx[h]));
+        tern_v mnew = quad_max(tern_max(st->m[h], tern_mul(mx[h], st->scale2)));
         alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
         tern_assign(st->m[h], mnew);
+        neg_m[h] = tern_neg(st->m[h]);
     }
     tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
-            s[j][i] = tern_exp2(tern_sub(s[j][i], st->m[i / 2]));
+            s[j][i] = tern_exp2(tern_fma(s[j][i], st->scale2, neg_m[i / 2]));
             sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
         }
     for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
@@ -476,11 +478,12 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
             if (diagonal) live = tern_land(tern_ge(q, key), live);
             tern_v pe = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(tern_load(st->Ls, at))));
             p[j][i] = tern_select(live, pe, tern_f32(0.0f));
-            /* dS^T = P^T (dP^T - D[q]) scale: the gradient of the unscaled scores */
-            dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at))), st->scale);
+            /* dS^T / scale = P^T (dP^T - D[q]), dS the gradient of the unscaled scores: the
+             * scale multiplies dK once, as it is stored */
+            dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at)));
         }
     accumulate_rows_k(kb, f, p, st->dOs, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
-    accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q */
+    accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
 }
 
 /* The query tile at q0. Queries before the key (the causal mask) occur only in the diagonal
@@ -546,7 +549,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
         backward_kv_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), false);
     }
     tern_v one = tern_f32(1.0f);
-    store_rows(&f, dqkv, 3, 1, r, dk, one, one);
+    store_rows(&f, dqkv, 3, 1, r, dk, scale, scale); /* dS's scale, taken out of the loop */
     store_rows(&f, dqkv, 3, 2, r, dv, one, one);
 }
 
@@ -575,9 +578,9 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
             tern_v row = i < 2 ? st->r : st->r8;
             p[j][i] = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(st->L[i / 2])));
             if (masked) p[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), p[j][i], tern_f32(0.0f));
-            dp[j][i] = tern_mul(tern_mul(p[j][i], tern_sub(dp[j][i], st->Dr[i / 2])), st->scale);
+            dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], st->Dr[i / 2]));
         }
-    accumulate_rows_k(kb, f, dp, st->Ks, 0, TILE / 16, st->dq); /* dQ += dS K */
+    accumulate_rows_k(kb, f, dp, st->Ks, 0, TILE / 16, st->dq); /* dQ += dS K / scale */
 }
 
 
@@ -609,8 +612,7 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     bq_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8,
                    .L = L, .Dr = Dr, .qa = {.frag = qa}, .da = {.frag = da}, .dq = dq};
     walk_key_tiles(kb, &f, qb, tiles, backward_q_tile, &st);
-    tern_v one = tern_f32(1.0f);
-    store_rows(&f, dqkv, 3, 0, r, dq, one, one);
+    store_rows(&f, dqkv, 3, 0, r, dq, scale, scale); /* dS's scale, taken out of the loop */
 }
 
 int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts) {
