@@ -559,4 +559,3 @@ tern_error *tern_cuda_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, ter
     cuda_profile_end(d, "linear_layernorm (GEMV)", t0);
     return err;
 }
-
