@@ -46,9 +46,11 @@ tern_error *gpu_embed_backward(gpu_core *g, tern_buf dwte, tern_buf dwpe, tern_b
         TERN_TRY(tern_error_wrap(gpu_scratch_i32(g, bt, &perm), "embed_backward"));
         tern_arg perm_arg = tern_arg_dev((tern_dbuf){perm.mem, perm.offset, bt, TERN_T_I32});
         gk_spec so = {0};
-        tern_arg sa[] = {tern_arg_buf(tokens), perm_arg, tern_arg_i32((int32_t)bt)};
+        int32_t V = (int32_t)(dwte.len / c);
+        so.n[0] = V <= 0xffff && bt <= 0x10000; /* the packed keys fit */
+        tern_arg sa[] = {tern_arg_buf(tokens), perm_arg, tern_arg_i32((int32_t)bt), tern_arg_i32(V)};
         TERN_TRY(gpu_run(g, "embed_backward", GK_EMBED_SORT, &so, tern_dims1(gpu_groups(bt, GK_SORT_GROUP)),
-                         tern_dims1(GK_SORT_GROUP), sa, 3));
+                         tern_dims1(GK_SORT_GROUP), sa, so.n[0] ? 4 : 3));
         tern_buf both[2] = {dwte, dout};
         gk_spec s = {0};
         s.t[0] = gpu_t(dwte);
