@@ -165,7 +165,9 @@ static tern_error *backward(tern_gpt2 *m) {
     /* logits = lnf @ wte^T; a->logits now holds d(loss)/d(logits) (cross_entropy wrote it). */
     tern_matmul dlnf_mm = {.m = BT, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
     TERN_TRY(OP(matmul)(d, a->dln, a->logits, gpt2_w(m, GPT2_WTE, 0), &dlnf_mm));
-    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1, .beta = 1};
+    /* dwte's first writer in this pass (embed_backward adds the embedding's part last) */
+    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1,
+                           .beta = m->grads_fresh ? 0.0f : 1.0f};
     TERN_TRY(OP(matmul)(d, dwte, a->logits, a->lnf, &dwte_mm));
 
     /* Final layer norm: dres = d(loss)/d(residual out of the last block). */

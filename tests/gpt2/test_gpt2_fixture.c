@@ -167,6 +167,62 @@ static void test_gradients(tern_gpt2 *m) {
     printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
 }
 
+/* Gradients accumulate: two passes without zero_grad between them give the sum of each
+ * pass's gradients on its own (a pass right after zero_grad writes its products' gradients
+ * rather than adding them: models/gpt2/forward.c). Two halves of the fixture's batch, every
+ * parameter. Tolerance: fp32 1e-5 of the norm (two f32 summation orders); bf16 2e-2 (the
+ * gradients are held in bf16: the accumulated one is rounded after the sum, the reference
+ * sum adds two rounded halves, 2^-8 relative each). */
+/* Every parameter's gradient, concatenated ([total]), and each one's length (n[i]). */
+static float *read_all_grads(tern_gpt2 *m, size_t *n, size_t total) {
+    float *all = malloc(total * sizeof *all);
+    size_t at = 0;
+    for (size_t i = 0; i <= N_PARAM_NAMES && all; i++) {
+        CHECK_OK(tern_gpt2_read_grad(m, i < N_PARAM_NAMES ? param_names[i] : "wte.weight", all + at, n[i]));
+        at += n[i];
+    }
+    return all;
+}
+
+static void test_grad_accumulation(tern_gpt2 *m) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    float loss;
+    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
+    size_t n[N_PARAM_NAMES + 1], total = 0;
+    for (size_t i = 0; i <= N_PARAM_NAMES; i++) {
+        char key[160];
+        snprintf(key, sizeof key, "grad.%s", i < N_PARAM_NAMES ? param_names[i] : "");
+        if (i < N_PARAM_NAMES) ref(key, &n[i]);
+        else n[i] = (size_t)cfg->vocab_size * cfg->n_embd;
+        total += n[i];
+    }
+    CHECK_OK(tern_gpt2_zero_grad(m));
+    CHECK_OK(tern_gpt2_forward_backward(m, x, y, 2, 64, 1.0f, &loss));
+    CHECK_OK(tern_gpt2_forward_backward(m, x + 128, y + 128, 2, 64, 1.0f, &loss));
+    float *both = read_all_grads(m, n, total);
+    float *halves[2];
+    for (int half = 0; half < 2; half++) {
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        CHECK_OK(tern_gpt2_forward_backward(m, x + 128 * half, y + 128 * half, 2, 64, 1.0f, &loss));
+        halves[half] = read_all_grads(m, n, total);
+    }
+    double worst = 0;
+    const char *worst_name = "";
+    size_t at = 0;
+    for (size_t i = 0; i <= N_PARAM_NAMES && both && halves[0] && halves[1]; i++) {
+        const char *name = i < N_PARAM_NAMES ? param_names[i] : "wte.weight";
+        for (size_t k = at; k < at + n[i]; k++) halves[0][k] += halves[1][k];
+        double e = check_rel_error(both + at, halves[0] + at, n[i]);
+        CHECKF(e <= (bf16 ? 2e-2 : 1e-5), "accumulated gradient of %s off by %.3g of its norm", name, e);
+        if (e > worst) worst = e, worst_name = name;
+        at += n[i];
+    }
+    printf("  accumulated gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
+    free(both), free(halves[0]), free(halves[1]);
+}
+
 /* Compares one parameter after the AdamW steps with the fixture (see the tolerance note at
  * the top); returns the largest difference among the elements held to 1e-5. */
 static double check_after_adamw(tern_gpt2 *m, const char *name, float lr, int *exempt) {
@@ -345,6 +401,7 @@ int main(void) {
         tern_gpt2_free(hub);
         test_kv_cache(m);
         test_gradients(m);
+        test_grad_accumulation(m);
         if (!bf16) {
             test_greedy(m);
             test_adamw(m);
