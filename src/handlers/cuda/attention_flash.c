@@ -24,6 +24,8 @@
  * (groups of 256 threads): 138 and 173 registers without a hint; under groups 4 (two of
  * theirs) 128, spilling 24 and 60 bytes, all outside the loop over key tiles (today's
  * kernels: 128 with 4 bytes). */
+#define CUDA_FLASH_DS_SAVED false
+#define CUDA_FLASH_DS_MAX_BYTES ((size_t)1 << 30)
 #define CUDA_FLASH_KV_SHARED false
 #define CUDA_FLASH_Q_ROWS128 false
 #define CUDA_FLASH_GROUPS_KV_SHARED 0
@@ -59,27 +61,36 @@ static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
     return o;
 }
 
-static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, int hs, const tern_kernel **out) {
+/* The options of a backward kernel that hands dS^T over (ds_saved): whole 64-row tiles. */
+static cuda_flash_opts saved_opts(cuda_flash_kernel which) {
+    cuda_flash_opts o = flash_opts(which);
+    o.ds_saved = true;
+    o.q_rows128 = false;
+    return o;
+}
+
+static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved, int hs, const tern_kernel **out) {
     if (d->flash_hs != hs) {
-        for (int i = 0; i < 4; i++) {
+        for (int i = 0; i < 6; i++) {
             tern_kernel_free(d->flash[i]);
             d->flash[i] = NULL;
         }
         d->flash_hs = hs;
     }
-    if (!d->flash[which]) {
-        cuda_flash_opts o = flash_opts(which);
-        TERN_TRY(cuda_flash_kernel_build(which, hs, &o, &d->flash[which]));
+    int slot = saved ? 4 + (which == CUDA_FLASH_BACKWARD_Q) : (int)which;
+    if (!d->flash[slot]) {
+        cuda_flash_opts o = saved ? saved_opts(which) : flash_opts(which);
+        TERN_TRY(cuda_flash_kernel_build(which, hs, &o, &d->flash[slot]));
     }
-    *out = d->flash[which];
+    *out = d->flash[slot];
     return NULL;
 }
 
 /* Launches tiled kernel `which` over B sequences of T positions and NH heads: the rows per
  * group and the group's threads follow its options (q_rows128). */
-static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, cuda_flash_kernel which, int B, int T, int NH,
-                                const tern_arg *args, size_t count) {
-    cuda_flash_opts o = flash_opts(which);
+static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, cuda_flash_kernel which, bool saved, int B, int T,
+                                int NH, const tern_arg *args, size_t count) {
+    cuda_flash_opts o = saved ? saved_opts(which) : flash_opts(which);
     int rows = cuda_flash_rows(which, &o);
     tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * NH));
     return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, &o)), args, count);
@@ -89,10 +100,29 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
                                  int NH) {
     int hs = C / NH;
     const tern_kernel *k;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_FORWARD, hs, &k));
+    TERN_TRY(flash_kernel(d, CUDA_FLASH_FORWARD, false, hs, &k));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(out), tern_arg_buf(saved), tern_arg_i32(B),
                        tern_arg_i32(T), tern_arg_i32(NH), tern_arg_f32(1.0f / sqrtf((float)hs))};
-    return flash_launch(d, k, CUDA_FLASH_FORWARD, B, T, NH, args, 7);
+    return flash_launch(d, k, CUDA_FLASH_FORWARD, false, B, T, NH, args, 7);
+}
+
+/* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
+ * one product per tile in the dQ pass instead of three, for a [B NH, T, T] bf16 buffer
+ * written and read once): TERN_CUDA_FLASH_DS_SAVED=0|1 (default CUDA_FLASH_DS_SAVED), T a
+ * multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then views
+ * the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
+static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bool *saved) {
+    size_t len = (size_t)B * NH * (size_t)T * T + CUDA_FLASH_TILE;
+    *saved = env_flag("TERN_CUDA_FLASH_DS_SAVED", CUDA_FLASH_DS_SAVED) && T % 8 == 0 &&
+             len * 2 <= CUDA_FLASH_DS_MAX_BYTES;
+    if (!*saved) return NULL;
+    if (d->flash_ds.len < len) {
+        TERN_TRY(tern_cuda_free(d, &d->flash_ds));
+        TERN_TRY(tern_cuda_alloc(d, TERN_BF16, len, &d->flash_ds));
+        d->core.scratch_epoch++; /* recorded graphs named the old buffer */
+    }
+    *ds = tern_view(d->flash_ds, 0, len);
+    return NULL;
 }
 
 tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
@@ -101,16 +131,20 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
     size_t rows = (size_t)B * T * NH;
     tern_buf D;
     TERN_TRY(gpu_scratch_buf(&d->core, rows, &D)); /* f32 [B, NH, T] */
+    tern_buf ds = tern_none();
+    bool ds_on = false;
+    TERN_TRY(ds_buffer(d, B, T, NH, &ds, &ds_on));
     const tern_kernel *delta, *kv, *q;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_DELTA, hs, &delta));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_KV, hs, &kv));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_Q, hs, &q));
+    TERN_TRY(flash_kernel(d, CUDA_FLASH_DELTA, false, hs, &delta));
+    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_KV, ds_on, hs, &kv));
+    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_Q, ds_on, hs, &q));
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
     TERN_TRY(tern_launch(d->rt, delta, tern_dims1((uint32_t)((rows + 127) / 128)), tern_dims1(128), da, 6));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
                        tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),
-                       tern_arg_f32(1.0f / sqrtf((float)hs))};
-    TERN_TRY(flash_launch(d, kv, CUDA_FLASH_BACKWARD_KV, B, T, NH, args, 9));
-    return flash_launch(d, q, CUDA_FLASH_BACKWARD_Q, B, T, NH, args, 9);
+                       tern_arg_f32(1.0f / sqrtf((float)hs)), ds_on ? tern_arg_buf(ds) : tern_arg_i32(0)};
+    size_t count = ds_on ? 10 : 9;
+    TERN_TRY(flash_launch(d, kv, CUDA_FLASH_BACKWARD_KV, ds_on, B, T, NH, args, count));
+    return flash_launch(d, q, CUDA_FLASH_BACKWARD_Q, ds_on, B, T, NH, args, count);
 }

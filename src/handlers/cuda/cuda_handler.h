@@ -49,7 +49,8 @@ struct tern_dev {
     tern_buf att_scratch;
     tern_buf bgrad_scratch; /* a bias gradient cuBLASLt writes before it is added in (matmul.c) */
     /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
-    tern_kernel *flash[4];
+    tern_kernel *flash[6]; /* by cuda_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
+    tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
     int flash_hs;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
     int profile_len;

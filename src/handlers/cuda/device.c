@@ -46,7 +46,8 @@ tern_error *tern_cuda_close(tern_dev *d) {
         if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->bgrad_scratch));
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
-        for (int k = 0; k < 4; k++) tern_kernel_free(d->flash[k]);
+        for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
+        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->flash_ds));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
         cuda_matmul_plans_free(d);

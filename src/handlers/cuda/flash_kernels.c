@@ -460,7 +460,29 @@ typedef struct bkv_state {
     fl_a ka, va;               /* the group's K and V fragments */
     tern_v (*dk)[4], (*dv)[4]; /* the accumulators */
     bool kv_halves;
+    tern_v dsg; /* ds_saved: where dS^T / scale goes, or 0 */
+    bool ds_saved;
 } bkv_state;
+
+/* ds_saved: element (key, q) of the group's head in the [B NH, T, T] key-major dS^T. */
+static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
+    return tern_add(tern_mul(tern_add(tern_mul(f->bh, f->T), key), f->T), q);
+}
+
+/* Stores this lane's dS^T values of result tile j (keys r, r8; queries q, q + 1 of col_of)
+ * as bf16 pairs, those inside T. */
+static void store_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, int j, tern_v d[4]) {
+    for (int h = 0; h < 2; h++) {
+        tern_v key = h ? st->r8 : st->r, q = col_of(f, q0, j, 0);
+        tern_v at = ds_index(f, key, q), pair[2] = {d[2 * h], d[2 * h + 1]};
+        TERN_IF(kb, tern_land(tern_lt(key, st->T), tern_lt(tern_add(q, tern_int(1)), st->T))) {
+            tern_store_vec(st->dsg, at, 2, pair);
+        }
+        TERN_IF(kb, tern_land(tern_lt(key, st->T), tern_eq(tern_add(q, tern_int(1)), st->T))) {
+            tern_store(st->dsg, at, pair[0]);
+        }
+    }
+}
 
 /* Queries 8 j0 .. 8 (j0 + nj) - 1 of the staged tile at q0: P^T and dS^T for the group's keys,
  * then dV += P^T dO and dK += dS^T Q. */
@@ -482,6 +504,8 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
              * scale multiplies dK once, as it is stored */
             dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at)));
         }
+    if (st->ds_saved)
+        for (int j = 0; j < nj; j++) store_ds(kb, f, st, q0, j0 + j, dp[j]);
     accumulate_rows_k(kb, f, p, st->dOs, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
     accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
 }
@@ -513,6 +537,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v scale2 = tern_mul(scale, log2e());
     tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, TILE);
     tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, TILE);
+    tern_v dsg = u->opts.ds_saved ? tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_WRITE) : tern_int(0);
 
     /* the first key tiles see the most query tiles: group 0 takes tile 0 */
     tern_v kt = tern_group_id(kb, 0);
@@ -520,7 +545,8 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v r = tern_add(tern_add(tern_mul(kt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
     tern_v r8 = tern_add(r, tern_int(8));
     bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
-                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves};
+                    .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves,
+                    .dsg = dsg, .ds_saved = u->opts.ds_saved};
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
     if (u->opts.kv_shared) {
         /* K and V of the group's keys, 16 registers per lane and k-step, stay in shared
@@ -584,9 +610,88 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
 }
 
 
+/* ds_saved: the dQ pass from the stored dS^T / scale. */
+typedef struct bqs_state {
+    tern_v qkv, dsg, Ks, DSs, q0, lm; /* lm: this lane's row start for the A fragments of DSs */
+    tern_v (*dq)[4];
+} bqs_state;
+
+/* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + TILE - 1, as dst
+ * [TILE, TILE + 8]; keys past T as zeros (queries past T are read but feed only dQ rows
+ * past T, which are not stored). 16 bytes per load and store, as stage_tile. */
+static void stage_ds(const fl_ctx *f, tern_v dst, tern_v dsg, tern_v k0, tern_v q0) {
+    int per_row = TILE / 8, total = TILE * per_row, n = f->threads, ld = TILE + 8;
+    for (int i = 0; i < (total + n - 1) / n; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * n));
+        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_v key = tern_add(k0, row);
+        tern_v x[8];
+        tern_load_vec(dsg, tern_add(ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), q0), col), 8, x);
+        tern_v live = tern_lt(key, f->T);
+        for (int e = 0; e < 8; e++) x[e] = tern_select(live, x[e], tern_f32(0.0f));
+        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(ld)), col), 8, x);
+        if ((i + 1) * n > total) tern_end(f->kb);
+    }
+}
+
+/* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
+ * staged dS^T (matrices (keys 16 kk, queries 16 w), (16 kk, 16 w + 8), (16 kk + 8, 16 w),
+ * (16 kk + 8, 16 w + 8): a_frag's order), K's B fragments as accumulate_rows_k reads them.
+ * Masked entries were stored as zeros, so no tile needs the mask. */
+static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
+    (void)masked;
+    const bqs_state *st = state;
+    tern_barrier(kb);
+    stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
+    stage_ds(f, st->DSs, st->dsg, k0, st->q0);
+    tern_barrier(kb);
+    for (int kk = 0; kk < TILE / 16; kk++) {
+        tern_v a[8];
+        tern_load_matrix(st->DSs, tern_add(st->lm, tern_int(16 * kk * (TILE + 8))), true, a);
+        for (int n = 0; n < f->NT; n += 2) {
+            tern_v b[8];
+            tern_load_matrix(st->Ks, tern_add(f->lm_rows_k, tern_int(16 * kk * f->LD + 8 * n)), true, b);
+            for (int h = 0; h < 2; h++) {
+                tern_v c[4], d[4];
+                for (int i = 0; i < 4; i++) c[i] = st->dq[n + h][i];
+                tern_mma_bf16(kb, a, b + 4 * h, c, d);
+                for (int i = 0; i < 4; i++) tern_assign(st->dq[n + h][i], d[i]);
+            }
+        }
+    }
+}
+
+/* BACKWARD_Q with ds_saved: dQ from the dS^T that BACKWARD_KV stored. */
+static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
+    fl_ctx f = in->f;
+    tern_v dsg = tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_READ);
+    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * f.LD);
+    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, (size_t)TILE * (TILE + 8));
+    (void)u;
+    tern_v tiles = tern_div(tern_add(in->T, tern_int(TILE - 1)), tern_int(TILE));
+    tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
+    /* lane l names row l % 8 of matrix l / 8 = 2 hi + lo: keys 8 hi + l % 8, queries 8 lo */
+    tern_v lu = tern_rem(f.lane, tern_int(8)), lo = tern_rem(tern_div(f.lane, tern_int(8)), tern_int(2));
+    tern_v hi = tern_div(f.lane, tern_int(16));
+    tern_v lm = tern_add(tern_mul(tern_add(tern_mul(hi, tern_int(8)), lu), tern_int(TILE + 8)),
+                         tern_add(tern_mul(lo, tern_int(8)), tern_mul(f.warp, tern_int(16))));
+    tern_v dq[MAX_HS / 8][4];
+    acc_vars(kb, f.NT, "dq", dq);
+    bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(TILE)), .lm = lm,
+                    .dq = dq};
+    walk_key_tiles(kb, &f, qb, tiles, backward_q_saved_tile, &st);
+    store_rows(&f, in->dqkv, 3, 0, r, dq, in->scale, in->scale); /* dS's scale, taken out of the loop */
+}
+
 static void trace_backward_q(tern_kb *kb, void *user) {
     const fl_build *u = user;
     fl_bwd in = bwd_begin(kb, u);
+    if (u->opts.ds_saved) {
+        trace_backward_q_saved(kb, u, &in);
+        return;
+    }
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;

@@ -45,6 +45,12 @@ typedef struct cuda_flash_opts {
     /* FORWARD and BACKWARD_Q take 128 query rows per group (8 SIMD groups) sharing each
      * staged key tile: half the staging and barriers per query row */
     bool q_rows128;
+    /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
+     * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
+     * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
+     * buffer CUDA_FLASH_TILE elements longer than B NH T T (the last tile's reads). Not with
+     * q_rows128. */
+    bool ds_saved;
 } cuda_flash_opts;
 
 /* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
