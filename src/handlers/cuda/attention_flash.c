@@ -108,7 +108,11 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
 
 /* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
  * one product per tile in the dQ pass instead of three, for a [B NH, T, T] bf16 buffer
- * written and read once): TERN_CUDA_FLASH_DS_SAVED=0|1 (default CUDA_FLASH_DS_SAVED), T a
+ * written and read once). On the H200 (GPT-2 124M, B=16, T=1024; bench/h200/NOTES.md, run
+ * 27) the dQ pass went from 2.28 to 1.36 ms a step but the dK, dV pass from 3.04 to 4.07:
+ * its stores of dS^T are four bytes per lane and row, scattered; the step did not gain
+ * (31.51-31.65 against 31.34-31.42 ms). Staging them through shared memory into 16-byte
+ * rows is the next step. Off by default: TERN_CUDA_FLASH_DS_SAVED=0|1, T a
  * multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then views
  * the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
 static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bool *saved) {
