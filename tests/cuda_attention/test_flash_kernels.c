@@ -222,6 +222,7 @@ int main(void) {
         {2, 64, 1, 32},  /* one whole tile, two sequences; a 128-row block with no lower half */
         {1, 130, 1, 64}, /* GPT-2's head size, three tiles; a second block with 2 rows */
         {1, 200, 3, 32}, /* several heads, four tiles, the last short; two 128-row blocks */
+        {1, 136, 2, 64}, /* GPT-2's head size with T a multiple of 8 (ds_saved) */
     };
     /* the options: the register hint changes nothing here, the halves change the order, K
      * and V from shared memory the operands' path, 128 query rows the tiles' walk */

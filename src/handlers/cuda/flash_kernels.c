@@ -461,6 +461,7 @@ typedef struct bkv_state {
     tern_v (*dk)[4], (*dv)[4]; /* the accumulators */
     bool kv_halves;
     tern_v dsg; /* ds_saved: where dS^T / scale goes, or 0 */
+    tern_v DSt, k0; /* ds_saved: the tile's dS^T staged [TILE, TILE + 8]; the group's first key */
     bool ds_saved;
 } bkv_state;
 
@@ -469,17 +470,32 @@ static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
     return tern_add(tern_mul(tern_add(tern_mul(f->bh, f->T), key), f->T), q);
 }
 
-/* Stores this lane's dS^T values of result tile j (keys r, r8; queries q, q + 1 of col_of)
- * as bf16 pairs, those inside T. */
-static void store_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, int j, tern_v d[4]) {
+/* Puts this lane's dS^T values of result tile j (keys r, r8; queries q, q + 1 of col_of) into
+ * the staged tile, as bf16 pairs; copy_ds then writes the whole tile out in 16-byte rows
+ * (lane-sized scattered stores cost more than the products they save: run 27). */
+static void stage_ds_out(const fl_ctx *f, const bkv_state *st, int j, tern_v d[4]) {
+    tern_v col = tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * j));
     for (int h = 0; h < 2; h++) {
-        tern_v key = h ? st->r8 : st->r, q = col_of(f, q0, j, 0);
-        tern_v at = ds_index(f, key, q), pair[2] = {d[2 * h], d[2 * h + 1]};
-        TERN_IF(kb, tern_land(tern_lt(key, st->T), tern_lt(tern_add(q, tern_int(1)), st->T))) {
-            tern_store_vec(st->dsg, at, 2, pair);
-        }
-        TERN_IF(kb, tern_land(tern_lt(key, st->T), tern_eq(tern_add(q, tern_int(1)), st->T))) {
-            tern_store(st->dsg, at, pair[0]);
+        tern_v row = tern_add(tern_add(tern_mul(f->warp, tern_int(16)), f->g), tern_int(8 * h));
+        tern_v pair[2] = {d[2 * h], d[2 * h + 1]};
+        tern_store_vec(st->DSt, tern_add(tern_mul(row, tern_int(TILE + 8)), col), 2, pair);
+    }
+}
+
+/* The staged dS^T tile (keys k0 .., queries q0 ..) to the [B NH, T, T] buffer: 16 bytes per
+ * store, rows and 8-query runs past T left out (T is a multiple of 8). */
+static void copy_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0) {
+    tern_barrier(kb); /* every SIMD group's values are in the tile */
+    int per_row = TILE / 8, total = TILE * per_row, n = f->threads;
+    for (int i = 0; i < (total + n - 1) / n; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * n));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_v key = tern_add(st->k0, row), q = tern_add(q0, col);
+        TERN_IF(kb, tern_land(tern_lt(v, tern_int(total)), tern_land(tern_lt(key, st->T), tern_lt(q, st->T)))) {
+            tern_v x[8];
+            tern_load_vec(st->DSt, tern_add(tern_mul(row, tern_int(TILE + 8)), col), 8, x);
+            tern_store_vec(st->dsg, ds_index(f, key, q), 8, x);
         }
     }
 }
@@ -505,7 +521,7 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
             dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at)));
         }
     if (st->ds_saved)
-        for (int j = 0; j < nj; j++) store_ds(kb, f, st, q0, j0 + j, dp[j]);
+        for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
     accumulate_rows_k(kb, f, p, st->dOs, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
     accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
 }
@@ -523,6 +539,7 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
     tern_barrier(kb);
     int slices = st->kv_halves ? 2 : 1, nj = TILE / 8 / slices;
     for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, st, q0, diagonal, i * nj, nj);
+    if (st->ds_saved) copy_ds(kb, f, st, q0); /* the next tile's first barrier protects DSt */
 }
 
 static void trace_backward_kv(tern_kb *kb, void *user) {
@@ -538,6 +555,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, TILE);
     tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, TILE);
     tern_v dsg = u->opts.ds_saved ? tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_WRITE) : tern_int(0);
+    tern_v DSt = u->opts.ds_saved ? tern_shared(kb, "DSt", TERN_T_BF16, (size_t)TILE * (TILE + 8)) : tern_int(0);
 
     /* the first key tiles see the most query tiles: group 0 takes tile 0 */
     tern_v kt = tern_group_id(kb, 0);
@@ -546,7 +564,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v r8 = tern_add(r, tern_int(8));
     bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
                     .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves,
-                    .dsg = dsg, .ds_saved = u->opts.ds_saved};
+                    .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved};
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
     if (u->opts.kv_shared) {
         /* K and V of the group's keys, 16 registers per lane and k-step, stay in shared
