@@ -24,7 +24,7 @@
  * (groups of 256 threads): 138 and 173 registers without a hint; under groups 4 (two of
  * theirs) 128, spilling 24 and 60 bytes, all outside the loop over key tiles (today's
  * kernels: 128 with 4 bytes). */
-#define CUDA_FLASH_DS_SAVED false
+#define CUDA_FLASH_DS_SAVED true
 #define CUDA_FLASH_DS_MAX_BYTES ((size_t)1 << 30)
 #define CUDA_FLASH_KV_SHARED false
 #define CUDA_FLASH_Q_ROWS128 false
@@ -108,11 +108,11 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
 
 /* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
  * one product per tile in the dQ pass instead of three, for a [B NH, T, T] bf16 buffer
- * written and read once). On the H200 (GPT-2 124M, B=16, T=1024; bench/h200/NOTES.md, run
- * 27) the dQ pass went from 2.28 to 1.36 ms a step but the dK, dV pass from 3.04 to 4.07:
- * its stores of dS^T are four bytes per lane and row, scattered; the step did not gain
- * (31.51-31.65 against 31.34-31.42 ms). Staging them through shared memory into 16-byte
- * rows is the next step. Off by default: TERN_CUDA_FLASH_DS_SAVED=0|1, T a
+ * written and read once). On the H200 (GPT-2 124M, B=16, T=1024; bench/h200/NOTES.md, runs
+ * 27-28) the dQ pass went from 2.28 to 1.37 ms a step and the dK, dV pass, which stores
+ * dS^T through shared memory in 16-byte rows, from 3.04 to 3.57 (4.07 with scattered
+ * four-byte stores): flash attention 7.6 -> 7.1 ms, the step 31.99-32.35 -> 31.69-31.87 in
+ * the same run. The default: TERN_CUDA_FLASH_DS_SAVED=0|1, T a
  * multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then views
  * the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
 static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bool *saved) {
