@@ -1,6 +1,8 @@
 /* Token + position embedding, forward and backward. Token ids and the start position are
  * read on the host and checked before any row is touched. */
 #include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "cpu.h"
 
@@ -49,6 +51,40 @@ static void accumulate(tern_buf dst, size_t at, const float *src, size_t n, floa
     cpu_row_out_done(dst, at, n, row);
 }
 
+static int by_key(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* dwte[token] += the sum of the token's rows of dout, summed in f32 in row order and added
+ * once (as the GPU core does): a bf16 dwte is rounded once per token, not once per row. */
+static tern_error *embed_backward_wte(tern_dev *d, tern_buf dwte, tern_buf dout, const int32_t *tok, size_t bt,
+                                      size_t c) {
+    /* the rows ordered by (token, row): token << 32 | row (tokens are validated, >= 0; rows
+     * fit 32 bits, B*T being an int) */
+    uint64_t *order = malloc((bt ? bt : 1) * sizeof *order);
+    if (!order) return tern_errorf("embed_backward: out of memory for %zu rows", bt);
+    for (size_t i = 0; i < bt; i++) order[i] = (uint64_t)(uint32_t)tok[i] << 32 | (uint64_t)i;
+    qsort(order, bt, sizeof *order, by_key);
+    size_t blocks = (c + CH_BLOCK - 1) / CH_BLOCK;
+#pragma omp parallel for num_threads(d->threads) schedule(static) if (bt * c > 16384)
+    for (size_t blk = 0; blk < blocks; blk++) {
+        size_t c0 = blk * CH_BLOCK, w = c - c0 < CH_BLOCK ? c - c0 : CH_BLOCK;
+        float t_in[CH_BLOCK], t_acc[CH_BLOCK], sum[CH_BLOCK];
+        for (size_t p = 0; p < bt;) {
+            uint64_t v = order[p] >> 32;
+            for (size_t j = 0; j < w; j++) sum[j] = 0.0f;
+            for (; p < bt && order[p] >> 32 == v; p++) {
+                const float *g = cpu_row_in(dout, (size_t)(order[p] & 0xffffffffu) * c + c0, w, t_in);
+                for (size_t j = 0; j < w; j++) sum[j] += g[j];
+            }
+            accumulate(dwte, (size_t)v * c + c0, sum, w, t_acc);
+        }
+    }
+    free(order);
+    return NULL;
+}
+
 tern_error *TERN_OP(embed_backward)(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout,
                                     tern_buf tokens, int B, int T, int C) {
     CPU_CHECK_DEV(d, "embed_backward");
@@ -58,17 +94,7 @@ tern_error *TERN_OP(embed_backward)(tern_dev *d, tern_buf dwte, tern_buf dwpe, t
     if (tern_present(dwte))
         TERN_TRY(tern_validate_indices("embed_backward", "tokens", tok, bt, (int64_t)(dwte.len / c)));
     size_t blocks = (c + CH_BLOCK - 1) / CH_BLOCK;
-    if (tern_present(dwte)) {
-#pragma omp parallel for num_threads(d->threads) schedule(static) if (bt * c > 16384)
-        for (size_t blk = 0; blk < blocks; blk++) {
-            size_t c0 = blk * CH_BLOCK, w = c - c0 < CH_BLOCK ? c - c0 : CH_BLOCK;
-            float t_in[CH_BLOCK], t_acc[CH_BLOCK];
-            for (size_t i = 0; i < bt; i++) {
-                const float *g = cpu_row_in(dout, i * c + c0, w, t_in);
-                accumulate(dwte, (size_t)tok[i] * c + c0, g, w, t_acc);
-            }
-        }
-    }
+    if (tern_present(dwte)) TERN_TRY(embed_backward_wte(d, dwte, dout, tok, bt, c));
     if (tern_present(dwpe)) {
         size_t tt = (size_t)T;
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (bt * c > 16384)
