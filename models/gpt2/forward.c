@@ -217,11 +217,10 @@ static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward,
 static uint64_t pass_key(const tern_gpt2 *m, bool with_targets, bool with_backward, float grad_scale) {
     uint32_t scale_bits;
     memcpy(&scale_bits, &grad_scale, sizeof scale_bits);
-    uint64_t v[] = {0x70617373ull, m->epoch, (uint64_t)m->acts.B, (uint64_t)m->acts.T,
-                    (uint64_t)m->grads_fresh << 2 | (uint64_t)with_targets << 1 | with_backward, scale_bits};
-    uint64_t h = 0;
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) h = (h ^ v[i]) * 0x100000001b3ull + (h >> 29);
-    return h;
+    uint64_t h = gpt2_key_mix(0x70617373ull, m->epoch);
+    h = gpt2_key_mix(h, (uint64_t)m->acts.B << 32 | (uint64_t)m->acts.T);
+    h = gpt2_key_mix(h, (uint64_t)m->grads_fresh << 2 | (uint64_t)with_targets << 1 | with_backward);
+    return gpt2_key_mix(h, scale_bits);
 }
 
 tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,

@@ -127,20 +127,15 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
                       s->seed, dc->pos);
 }
 
-static uint64_t mix64(uint64_t h, uint64_t v) {
-    h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    return h;
-}
-
 /* The replayable one-token step: identified by everything its operations take from the host. */
 static uint64_t step_key(const tern_gpt2 *m, const tern_gpt2_sampling *s) {
     uint32_t temperature_bits;
     memcpy(&temperature_bits, &s->temperature, sizeof temperature_bits);
-    uint64_t h = mix64(0x67707432ull, m->epoch);
-    h = mix64(h, (uint64_t)m->dec.B);
-    h = mix64(h, temperature_bits);
-    h = mix64(h, (uint64_t)(int64_t)s->top_k);
-    return mix64(h, s->seed);
+    uint64_t h = gpt2_key_mix(0x67707432ull, m->epoch);
+    h = gpt2_key_mix(h, (uint64_t)m->dec.B);
+    h = gpt2_key_mix(h, temperature_bits);
+    h = gpt2_key_mix(h, (uint64_t)(int64_t)s->top_k);
+    return gpt2_key_mix(h, s->seed);
 }
 
 static tern_error *set_pos(tern_gpt2 *m, int pos) {

@@ -146,6 +146,11 @@ struct tern_gpt2 {
 
 /* Whether the f32 master holds this rank's part only: with ZeRO-1 when it is not the compute
  * copy (bf16), since it is then optimizer state like m and v. */
+/* One more value into a replayable section's key (see generate.c's and forward.c's keys). */
+static inline uint64_t gpt2_key_mix(uint64_t h, uint64_t v) {
+    return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+
 static inline bool gpt2_master_sharded(const tern_gpt2 *m) {
     return m->shards > 1 && m->weights.len > 0;
 }

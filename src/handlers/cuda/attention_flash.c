@@ -69,6 +69,11 @@ static cuda_flash_opts saved_opts(cuda_flash_kernel which) {
     return o;
 }
 
+/* d->flash's slot of a kernel: by kind, the ds_saved pair after them. */
+static int flash_slot(cuda_flash_kernel which, bool saved) {
+    return saved ? 4 + (which == CUDA_FLASH_BACKWARD_Q) : (int)which;
+}
+
 static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved, int hs, const tern_kernel **out) {
     if (d->flash_hs != hs) {
         for (int i = 0; i < 6; i++) {
@@ -77,23 +82,24 @@ static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved
         }
         d->flash_hs = hs;
     }
-    int slot = saved ? 4 + (which == CUDA_FLASH_BACKWARD_Q) : (int)which;
+    int slot = flash_slot(which, saved);
     if (!d->flash[slot]) {
-        cuda_flash_opts o = saved ? saved_opts(which) : flash_opts(which);
-        TERN_TRY(cuda_flash_kernel_build(which, hs, &o, &d->flash[slot]));
+        /* the environment is read here, once per kernel, not at every launch */
+        d->flash_opts[slot] = saved ? saved_opts(which) : flash_opts(which);
+        TERN_TRY(cuda_flash_kernel_build(which, hs, &d->flash_opts[slot], &d->flash[slot]));
     }
     *out = d->flash[slot];
     return NULL;
 }
 
 /* Launches tiled kernel `which` over B sequences of T positions and NH heads: the rows per
- * group and the group's threads follow its options (q_rows128). */
+ * group and the group's threads follow the options it was built with (q_rows128). */
 static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, cuda_flash_kernel which, bool saved, int B, int T,
                                 int NH, const tern_arg *args, size_t count) {
-    cuda_flash_opts o = saved ? saved_opts(which) : flash_opts(which);
-    int rows = cuda_flash_rows(which, &o);
+    const cuda_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
+    int rows = cuda_flash_rows(which, o);
     tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * NH));
-    return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, &o)), args, count);
+    return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, o)), args, count);
 }
 
 tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,

@@ -9,6 +9,7 @@
 
 #include "handlers/gpu/gpu_core.h"
 #include "handlers/handler.h"
+#include "flash_kernels.h"
 #include "kernel/cuda_api.h"
 
 typedef struct cuda_matmul_plan cuda_matmul_plan;
@@ -50,6 +51,7 @@ struct tern_dev {
     tern_buf bgrad_scratch; /* a bias gradient cuBLASLt writes before it is added in (matmul.c) */
     /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
     tern_kernel *flash[6]; /* by cuda_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
+    cuda_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
     int flash_hs;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
