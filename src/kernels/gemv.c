@@ -12,7 +12,10 @@
  * in GK_GEMV_X_BYTES). Before the staging barrier each thread already issues the loads of
  * its first rows of B, so their memory latency overlaps x's. Before all that, and before
  * tern_wait_previous, each thread prefetches the parts of B and the bias it will read into
- * L2: on CUDA the kernel starts while the previous one (which writes A) still runs.
+ * L2: on CUDA the kernel starts while the previous one (which writes A) still runs; where
+ * nothing in flight writes B, GK_GEMV loads its first rows of B before the wait instead
+ * (n[11]). The thread that finishes an output loads its C (for beta) and bias right after
+ * the wait, not after the sums.
  *
  * GK_GEMV, B [k, n] (Hugging Face's Conv1D layout: GPT-2's qkv, projections, fc): a group of
  * G threads (GK_GEMV_GROUP, or up to 1024 for a long k) owns CT = TC * W consecutive columns
@@ -51,7 +54,11 @@
  * n[8] = C (= k, register-resident: C % (32 n[9]) == 0, C / 32 <= GK_LN_MAX_PER_LANE, and
  * one k-chunk), n[9] = its vector width, t[5] ln_w, t[6] ln_b, t[7] ln. n[10] = 1: the layer
  * norm after instead (GK_GEMV only; C = n, C dense, its row register-resident for C's, ln's,
- * ln_w's and ln_b's widths; no k-chunk condition: A is staged as usual).
+ * ln_w's and ln_b's widths; no k-chunk condition: A is staged as usual). n[11] = 1 (GK_GEMV,
+ * k in one chunk): no kernel that may still run writes B or the bias (the host knows which
+ * allocations the kernels in flight write: src/handlers/gpu/inflight.c), so each thread loads
+ * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
+ * stream in while the kernel before still runs, and after the wait only x is waited for.
  * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta, [ln, ln_w, ln_b, eps],
  * [counter] (layer norm after: i32 [1], zero before the launch and after it).
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
@@ -175,16 +182,23 @@ static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, ter
     }
 }
 
-/* C[r, j] from the finished sum: alpha acc (+ beta C, read only when beta != 0) + bias[j],
+/* C[r, j] and bias[j] as one output's finishing thread reads them, loaded ahead (NULL
+ * where finish is to load them itself). */
+typedef struct gemv_ahead {
+    tern_v c, bias;
+} gemv_ahead;
+
+/* C[r, j] from the finished sum: alpha acc (+ beta C, used only when beta != 0) + bias[j],
  * aux[r, j] = that, then GELU; the same order as the tiled matmul (matmul.c). */
-static void finish(tern_kb *kb, const gemv_params *p, tern_v r, tern_v j, tern_v acc) {
+static void finish(tern_kb *kb, const gemv_params *p, tern_v r, tern_v j, tern_v acc, const gemv_ahead *ahead) {
     tern_v at = tern_add(tern_mul(r, p->ldc), j);
     tern_v v = tern_var(kb, "out", tern_mul(p->alpha, acc));
     TERN_IF(kb, tern_ne(p->beta, tern_f32(0.0f))) {
-        tern_assign(v, tern_fma(p->alpha, acc, tern_mul(p->beta, tern_load(p->c, at))));
+        tern_v old = ahead ? ahead->c : tern_load(p->c, at);
+        tern_assign(v, tern_fma(p->alpha, acc, tern_mul(p->beta, old)));
     }
     tern_v x = v;
-    if (p->has_bias) x = tern_add(x, tern_load(p->bias, j));
+    if (p->has_bias) x = tern_add(x, ahead ? ahead->bias : tern_load(p->bias, j));
     if (p->has_aux) tern_store(p->aux, tern_add(tern_mul(r, p->N), j), x); /* aux is dense [m, n] */
     if (p->gelu) x = ku_gelu(x);
     tern_store(p->c, at, x);
@@ -237,6 +251,11 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     int U = gemv_unroll(M, p.KC, TK);
     tern_max_threads(kb, G);
     bool ln_first = p.ln_C && !p.ln_after;
+    /* B and the bias are written by no kernel that may still run (the host's inflight set),
+     * and k is one chunk: the first U rows of B are loaded before the wait */
+    bool early = s->n[11] != 0;
+    /* each finishing thread finishes one output: its C and bias can be loaded ahead */
+    bool ahead_ok = M * CT <= G;
     /* x in A's dtype, or normalised in ln's */
     tern_v xs = tern_shared(kb, "xs", (tern_type)(ln_first ? s->t[7] : s->t[1]), (size_t)M * p.KC);
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
@@ -248,7 +267,21 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
      * and the results dropped (W divides n, so N - W is a whole vector) */
     tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p.N, tern_int(W)));
 
-    prefetch_b(kb, &p, kl, TK, jc);
+    /* early: the rows loaded below need no prefetch */
+    prefetch_b(kb, &p, early ? tern_add(kl, tern_int(U * TK)) : kl, TK, jc);
+    tern_v pre_row[8], pre[8][8];
+    if (early) {
+        tern_v last = tern_sub(p.K, tern_int(1));
+        for (int u = 0; u < U; u++) {
+            pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
+            ku_load(p.b, tern_add(tern_mul(pre_row[u], p.ldb), jc), W, pre[u]);
+        }
+    }
+    /* the output this thread finishes: (r_out, j_out), clamped into C */
+    tern_v r_out = tern_min(tern_div(tid, tern_int(CT)), tern_int(M - 1));
+    tern_v j_out = tern_min(tern_add(col0, tern_rem(tid, tern_int(CT))), tern_sub(p.N, tern_int(1)));
+    gemv_ahead ahead = {tern_int(0), tern_int(0)};
+    if (ahead_ok && early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
     if (p.ln_C) {
         tern_v lane_col = tern_mul(tern_simd_lane(kb), tern_int(p.ln_W));
         for (int k = 0; k < p.ln_C / 32 / p.ln_W; k++) {
@@ -257,6 +290,11 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         }
     }
     tern_wait_previous(kb);
+    /* C (the residual, when beta != 0) and the bias now, their latency under the product's */
+    if (ahead_ok) {
+        ahead.c = tern_load(p.c, tern_add(tern_mul(r_out, p.ldc), j_out));
+        if (!early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
+    }
 
     tern_v acc[GK_GEMV_MAX_M][8];
     for (int r = 0; r < M; r++)
@@ -265,9 +303,9 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
         tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
         tern_v last = tern_sub(kc, tern_int(1));
-        /* the first U rows, clamped into the chunk, loaded before x is staged */
-        tern_v pre_row[8], pre[8][8];
-        for (int u = 0; u < U; u++) {
+        /* the first U rows, clamped into the chunk, loaded before x is staged (early: before
+         * the wait, above; the one chunk is k0 = 0) */
+        for (int u = 0; u < U && !early; u++) {
             pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
             ku_load(p.b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p.ldb), jc), W, pre[u]);
         }
@@ -325,7 +363,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         TERN_IF(kb, tern_lt(j, p.N)) {
             tern_v total = tern_load(red, o); /* SIMD group 0: [0, r, c] is element o */
             for (int g = 1; g < NW; g++) total = tern_add(total, tern_load(red, tern_add(o, tern_int(g * M * CT))));
-            finish(kb, &p, r, j, total);
+            finish(kb, &p, r, j, total, ahead_ok ? &ahead : NULL);
         }
     }
     if (p.ln_after) layernorm_after(kb, &p, tid);
@@ -416,7 +454,7 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
             tern_v total = tern_simd_sum(acc[i][r]);
             tern_v j = tern_add(j0, tern_int(i));
             TERN_IF(kb, tern_land(tern_eq(lane, tern_int(i * M + r)), tern_lt(j, p.N))) {
-                finish(kb, &p, tern_int(r), j, total);
+                finish(kb, &p, tern_int(r), j, total, NULL);
             }
         }
 }

@@ -219,6 +219,7 @@ static void test_nvrtc(void) {
                 s.n[5] = tb ? 0 : (v ? 1 << (m % 4) : 16);
                 s.n[6] = 256 * (1 + m % 3);
                 s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
+                s.n[11] = !tb && v; /* B loaded before the wait */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;
@@ -358,7 +359,40 @@ static void test_layernorm_after(void) {
     layernorm_after_case(8, 40, 64, TERN_F32, false, 0.5f);
 }
 
+/* Which allocations the core counts as written by kernels in flight (inflight.c): an upload
+ * clears the set, a kernel's written buffers join it, work outside the core makes it
+ * unknown. Then a product whose B a kernel has just written (so B is read after the wait),
+ * and one whose B was uploaded (read before it), against the cpu handler. */
+static void test_inflight(void) {
+    gpu_core *g = &gt_gpu.d->core;
+    const int m = 1, k = 768, n = 256;
+    float *a = gt_random((size_t)m * k, -1, 1), *w = gt_random((size_t)k * n, -0.1f, 0.1f);
+    gt_pair pa = gt_make(TERN_BF16, (size_t)m * k, 0, a), pw = gt_make(TERN_BF16, (size_t)k * n, 0, w);
+    gt_pair pw2 = gt_make(TERN_BF16, (size_t)k * n, 0, NULL), pc = gt_make(TERN_F32, (size_t)m * n, 0, NULL);
+    CHECKF(gpu_inflight_clear(g, pw.view[1]) && gpu_inflight_clear(g, pw2.view[1]), "[%s] uploaded: clear",
+           gt_runtime);
+    CHECK_OK(gpu_copy(g, pw2.view[1], pw.view[1])); /* a kernel writes pw2 */
+    CHECKF(!gpu_inflight_clear(g, pw2.view[1]), "[%s] written by a kernel: not clear", gt_runtime);
+    CHECKF(gpu_inflight_clear(g, pw.view[1]), "[%s] only read by a kernel: clear", gt_runtime);
+    CHECK_OK(gt_cpu.ops->copy(gt_cpu.d, pw2.view[0], pw.view[0]));
+    tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1};
+    for (int i = 0; i < 2; i++) { /* B just written (after the wait), then B clear (before it) */
+        gt_pair b = i ? pw : pw2;
+        CHECK_OK(gt_cpu.ops->matmul(gt_cpu.d, pc.view[0], pa.view[0], b.view[0], &mm));
+        CHECK_OK(gt_gpu.ops->matmul(gt_gpu.d, pc.view[1], pa.view[1], b.view[1], &mm));
+        GT_EXPECT(pc, 2e-5, "gemv after %s", i ? "an upload" : "a kernel wrote B");
+    }
+    gpu_inflight_unknown(g);
+    CHECKF(!gpu_inflight_clear(g, pw.view[1]), "[%s] after outside work: not clear", gt_runtime);
+    CHECK_OK(gpu_sync(g));
+    CHECKF(gpu_inflight_clear(g, pw2.view[1]), "[%s] after a sync: clear", gt_runtime);
+    gt_pair all[] = {pa, pw, pw2, pc};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);
+    free(a), free(w);
+}
+
 static void all(void) {
+    test_inflight();
     test_combinations();
     test_shapes();
     test_deterministic();

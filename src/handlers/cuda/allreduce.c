@@ -117,6 +117,7 @@ tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     double t0 = cuda_profile_begin(d);
     double deadline = dist_now() + tern_dist_timeout(comm);
     void *p = device_ptr(buf, 0);
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     ncclResult_t r = nc->ncclAllReduce(p, p, buf.len, nccl_type(buf.dtype), ncclSum, d->nccl, d->stream);
     TERN_TRY(finish(d, nc, "allreduce", "ncclAllReduce", r, deadline));
     cuda_profile_end(d, "allreduce", t0);
@@ -135,6 +136,7 @@ tern_error *tern_cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
     double deadline = dist_now() + tern_dist_timeout(comm);
     size_t k = buf.len / (size_t)world;
     void *mine = device_ptr(buf, (size_t)tern_dist_rank(comm) * k), *all = device_ptr(buf, 0);
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     ncclResult_t r = nc->ncclAllGather(mine, all, k, nccl_type(buf.dtype), d->nccl, d->stream);
     TERN_TRY(finish(d, nc, "allgather", "ncclAllGather", r, deadline));
     cuda_profile_end(d, "allgather", t0);

@@ -99,6 +99,7 @@ static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, cuda_flash_ke
     const cuda_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
     int rows = cuda_flash_rows(which, o);
     tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * NH));
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, o)), args, count);
 }
 
@@ -150,6 +151,7 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
     TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_Q, ds_on, hs, &q));
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     TERN_TRY(tern_launch(d->rt, delta, tern_dims1((uint32_t)((rows + 127) / 128)), tern_dims1(128), da, 6));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
                        tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),

@@ -75,6 +75,7 @@ static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_head
     size_t threads = (n + per - 1) / per;
     tern_arg args[] = {tern_arg_buf(src), tern_arg_buf(dst), tern_arg_i32(B), tern_arg_i32(T),
                        tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     return tern_launch(d->rt, k, tern_dims1((uint32_t)((threads + 255) / 256)), tern_dims1(256), args, 7);
 }
 
@@ -88,10 +89,12 @@ static tern_error *softmax(tern_dev *d, cuda_att_kernel which, tern_buf S, tern_
     if (which == CUDA_ATT_SOFTMAX_FORWARD) {
         tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(lse), tern_arg_i32(T), tern_arg_i32(rows),
                            tern_arg_f32(scale), tern_arg_i32(ATT_BLOCK)};
+        gpu_inflight_unknown(&d->core); /* work the core did not launch */
         return tern_launch(d->rt, k, grid, group, args, 6);
     }
     tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(dP), tern_arg_buf(lse), tern_arg_i32(T),
                        tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(ATT_BLOCK)};
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     return tern_launch(d->rt, k, grid, group, args, 7);
 }
 

@@ -159,6 +159,8 @@ tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     TERN_TRY(CU(cuStreamBeginCapture(d->stream, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
                 "cuStreamBeginCapture"));
     d->capturing = i;
+    /* the graph will start with the device idle: nothing recorded before it is in flight */
+    gpu_inflight_barrier(&d->core);
     return NULL;
 }
 
@@ -182,6 +184,7 @@ tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
     }
     if (i < 0) return tern_errorf("capture_end: no section begun with this key");
     if (d->graphs[i].seen != 2) return NULL; /* the first, direct run */
-    /* A captured section has not run yet; a replayed one runs now. */
+    /* A captured section has not run yet; a replayed one runs now, its writes in flight. */
+    gpu_inflight_unknown(&d->core);
     return CU(cuGraphLaunch(d->graphs[i].exec, d->stream), "cuGraphLaunch");
 }

@@ -135,6 +135,7 @@ static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlg
     float alpha = 1, beta = p->key.beta_zero ? 0.0f : 1.0f, ms = -1;
     if (d->cu->cuEventRecord(start, d->stream) != CUDA_SUCCESS) return -1;
     for (int i = 0; i < reps; i++) {
+        gpu_inflight_unknown(&d->core); /* work the core did not launch */
         cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)b, p->la, (const void *)a, p->lb,
                                           &beta, (const void *)c, p->lc, (void *)c, p->lc, algo,
                                           (void *)d->workspace, d->workspace_size, (cudaStream_t)d->stream);
@@ -173,6 +174,7 @@ static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHe
     CUdeviceptr scratch = 0;
     CUevent start = NULL, stop = NULL;
     if (d->cu->cuMemAlloc(&scratch, bytes + aux_bytes + 256) != CUDA_SUCCESS) return;
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     if (d->cu->cuMemsetD8Async(scratch, 0, bytes + aux_bytes + 256, d->stream) != CUDA_SUCCESS ||
         d->cu->cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
         d->cu->cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
@@ -449,6 +451,7 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
     float alpha = mm->alpha, beta = mm->beta;
     CUdeviceptr pc = address(c), pin = address(lt_c(c, mm)); /* D, and C (the addend) */
     double t0 = cuda_profile_begin(d);
+    gpu_inflight_unknown(&d->core); /* work the core did not launch */
     *s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)address(b), p->la, (const void *)address(a), p->lb,
                         &beta, (const void *)pin, p->lc, (void *)pc, p->lc, &p->algo, (void *)d->workspace,
                         d->workspace_size, (cudaStream_t)d->stream);

@@ -86,7 +86,12 @@ tern_error *gpu_launch(gpu_core *g, const char *op, const tern_kernel *k, tern_d
                        tern_dims group, const tern_arg *args, size_t count) {
     if (grid.x == 0 || grid.y == 0 || grid.z == 0) return NULL; /* nothing to do */
     tern_error *err = tern_launch(g->rt, k, grid, group, args, count);
-    return err ? tern_error_wrap(err, "%s", op) : NULL;
+    if (err) { /* it may have been queued all the same */
+        gpu_inflight_unknown(g);
+        return tern_error_wrap(err, "%s", op);
+    }
+    gpu_inflight_note(g, k, args, count);
+    return NULL;
 }
 
 tern_error *gpu_run(gpu_core *g, const char *op, gk_family family, const gk_spec *spec,
@@ -197,5 +202,6 @@ tern_error *gpu_check_faults(gpu_core *g) {
 
 tern_error *gpu_sync(gpu_core *g) {
     TERN_TRY(tern_error_wrap(tern_rt_sync(g->rt), "sync"));
+    gpu_inflight_barrier(g);
     return gpu_check_faults(g);
 }

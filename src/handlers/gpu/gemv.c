@@ -52,6 +52,23 @@ static int group_threads(int m, int tc, size_t kc) {
     return g;
 }
 
+/* With B loaded before the wait, fewer column threads (TC) where that lets every row of a
+ * thread's share be among the rows loaded then (gemv_unroll's 8 for m <= 2): GPT-2's 3072 x
+ * 768 projection at TC = 2 is 48 groups of 1,024 threads with 6 rows each, all loaded
+ * early, instead of 12 groups with 8 of their 24 rows loaded early. The groups' rows of B
+ * are then 32 contiguous bytes (TC W bf16), a whole sector. TERN_GPU_GEMV_NARROW=0 keeps
+ * TC (for measurements). */
+static void narrow_for_early(int m, size_t rows, int32_t *tc, int32_t *g) {
+    const char *env = getenv("TERN_GPU_GEMV_NARROW");
+    if (m > 2 || (env && !strcmp(env, "0"))) return;
+    int t = *tc, threads = *g;
+    while (t > 1 && (rows + (size_t)(threads / t) - 1) / (size_t)(threads / t) > 8) {
+        t /= 2;
+        threads = group_threads(m, t, rows);
+    }
+    if ((rows + (size_t)(threads / t) - 1) / (size_t)(threads / t) <= 8) *tc = t, *g = threads;
+}
+
 /* A's k-chunk: all of k (rounded up to 256) when m rows of it, of `size`-byte elements, fit
  * in GK_GEMV_X_BYTES. */
 static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
@@ -68,6 +85,15 @@ typedef struct ln_part {
     int C, width; /* gpu_layernorm_row_path's */
     bool after;
 } ln_part;
+
+/* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
+ * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
+ * TERN_GPU_GEMV_EARLY=0 (for measurements). */
+static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
+    const char *env = getenv("TERN_GPU_GEMV_EARLY");
+    if (env && !strcmp(env, "0")) return false;
+    return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
+}
 
 static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                             const tern_matmul_dims *d, const ln_part *ln) {
@@ -105,8 +131,11 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     if (d->trans_b) {
         groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
     } else {
+        size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
+        s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
         s.n[5] = columns_threads(s.n[1], tern_dtype_size(b.dtype));
-        s.n[7] = group_threads(d->m, s.n[5], (size_t)d->k < kc ? (size_t)d->k : kc);
+        s.n[7] = group_threads(d->m, s.n[5], rows);
+        if (s.n[11]) narrow_for_early(d->m, rows, &s.n[5], &s.n[7]);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }

@@ -32,6 +32,8 @@
 #include "tern/effect.h"
 #include "tern/kernel.h"
 
+#define GPU_INFLIGHT_MAX 32
+
 typedef struct gpu_kernel_slot gpu_kernel_slot; /* the kernel table (core.c) */
 typedef struct gpu_alloc_slot gpu_alloc_slot;   /* live allocations (memory.c) */
 
@@ -59,6 +61,11 @@ typedef struct gpu_core {
      * previous grid, and the reset is part of that grid), so no two launches ever count at
      * once. Allocated (and zeroed) with the core and never moved: graphs hold its address. */
     tern_dbuf ln_counter;
+    /* the allocations that kernels launched since the last barrier may still be writing
+     * (inflight.c); unknown after work the core did not launch */
+    void *inflight[GPU_INFLIGHT_MAX];
+    int inflight_len;
+    bool inflight_unknown;
 } gpu_core;
 
 /* Sets up a core over rt (which stays the caller's: close it after gpu_core_free). */
@@ -83,6 +90,15 @@ tern_error *gpu_from_list(gpu_core *g, tern_dtype dtype, const double *values, s
                           tern_buf *out) TERN_MUST_USE;
 tern_error *gpu_load(gpu_core *g, const char *path, const char *name, tern_dtype dtype,
                      tern_buf *out) TERN_MUST_USE;
+/* ---- work outside the core (inflight.c) ---- */
+
+/* The device has finished all work so far (a handler's capture of a replayable section
+ * begins). */
+void gpu_inflight_barrier(gpu_core *g);
+/* The handler queued work of its own (a vendor GEMM, its kernels, a collective), which may
+ * write anything until the next barrier: no kernel reads before its wait until then. */
+void gpu_inflight_unknown(gpu_core *g);
+
 /* ---- for handlers whose matmul is a vendor GEMM ---- */
 
 /* `len` f32 of scratch device memory as a buffer of this core, valid until the next

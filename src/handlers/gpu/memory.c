@@ -102,12 +102,17 @@ tern_error *gpu_free(gpu_core *g, tern_buf *buf) {
 tern_error *gpu_upload(gpu_core *g, tern_buf dst, const void *src) {
     TERN_TRY(tern_validate_upload(dst, src));
     if (!dst.len) return NULL;
-    return tern_error_wrap(tern_rt_upload(g->rt, dview(dst), src), "upload");
+    TERN_TRY(tern_error_wrap(tern_rt_upload(g->rt, dview(dst), src), "upload"));
+    gpu_inflight_barrier(g); /* the copy came after all work before it, and is done */
+    return NULL;
 }
 
 tern_error *gpu_download(gpu_core *g, void *dst, tern_buf src) {
     TERN_TRY(tern_validate_download(dst, src));
-    if (src.len) TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, dst, dview(src)), "download"));
+    if (src.len) {
+        TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, dst, dview(src)), "download"));
+        gpu_inflight_barrier(g);
+    }
     return gpu_check_faults(g);
 }
 
