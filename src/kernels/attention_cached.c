@@ -14,11 +14,16 @@
  * positions 0 .. p0 + t; each writes its unnormalised output, running maximum and sum to
  * `partial` [rows, S, hs + 2] (f32) instead of out, and attention_cached_combine merges the
  * S parts of each row in split order (deterministic: no atomics). Only split 0 stores the
- * row's key and value.
+ * row's key and value (last: nothing waits for the stores). A split has at most 64 positions
+ * when decoding GPT-2 (max_T 1024, 16 splits), so its time is a chain of dependent steps, not
+ * bandwidth; its kernel (trace_split) is built to keep that chain short: two round trips to
+ * memory and one barrier when decoding.
  *
  * Spec: t[0] out, t[1] k_cache, t[2] v_cache, t[3] qkv; n[0] = hs, n[1] = W, n[2] = S (0 or 1:
- * no split). Parameters: out (split: partial), k_cache, v_cache, qkv, pos, fault, T, C, NH,
- * max_T, scale. Grid: B NH T S groups. */
+ * no split); split: n[3] threads per group, n[4] threads per position (kernels.h), n[5] = 1
+ * when T = 1 (decoding).
+ * Parameters: out (split: partial), k_cache, v_cache, qkv, pos, fault, T, C, NH, max_T,
+ * scale. Grid: B NH T groups; split: (T S, NH, B). */
 #include <math.h>
 
 #include "kernels/kutil.h"
@@ -41,50 +46,65 @@ static tern_v dot_row(tern_v buf, tern_v at, tern_v qsh, int hs, int W) {
     return acc;
 }
 
-void gk_trace_attention_cached(tern_kb *kb, void *spec) {
-    const gk_spec *s = spec;
-    int hs = s->n[0], W = s->n[1], S = s->n[2] > 1 ? s->n[2] : 1;
+/* The kernel's parameters, in launch order. */
+typedef struct cached_args {
+    tern_v out, kc, vc, qkv, pos, fault, T, C, NH, max_T, scale;
+} cached_args;
+
+static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
+    cached_args a;
+    a.out = split ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_WRITE) : ku_buf(kb, "out", s->t[0], TERN_WRITE);
+    a.kc = ku_buf(kb, "k_cache", s->t[1], TERN_READ_WRITE);
+    a.vc = ku_buf(kb, "v_cache", s->t[2], TERN_READ_WRITE);
+    a.qkv = ku_buf(kb, "qkv", s->t[3], TERN_READ);
+    a.pos = tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ);
+    a.fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
+    a.T = tern_param_scalar(kb, "T", TERN_T_I32);
+    a.C = tern_param_scalar(kb, "C", TERN_T_I32);
+    a.NH = tern_param_scalar(kb, "NH", TERN_T_I32);
+    a.max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
+    a.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    return a;
+}
+
+/* p0 .. p0 + T - 1 must lie in the cache; the first group's first thread records the fault. */
+static tern_v positions_ok(tern_kb *kb, const cached_args *a, tern_v p0) {
+    tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(a->max_T, a->T)));
+    tern_v first = tern_eq(tern_local_id(kb, 0), tern_int(0));
+    for (int d = 0; d < 3; d++) first = tern_land(first, tern_eq(tern_group_id(kb, d), tern_int(0)));
+    TERN_IF(kb, tern_land(tern_lnot(ok), first)) { ku_fault(kb, a->fault, GK_FAULT_CACHED_POS, a->T, p0, a->max_T); }
+    return ok;
+}
+
+/* Not split: one group per row, GK_AC_GROUP threads. */
+static void trace_rows(tern_kb *kb, const gk_spec *s) {
+    int hs = s->n[0], W = s->n[1];
     int slices = GK_AC_GROUP / hs; /* hs <= GK_AC_GROUP */
-    tern_v out = S > 1 ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_WRITE) : ku_buf(kb, "out", s->t[0], TERN_WRITE);
-    tern_v kc = ku_buf(kb, "k_cache", s->t[1], TERN_READ_WRITE);
-    tern_v vc = ku_buf(kb, "v_cache", s->t[2], TERN_READ_WRITE);
-    tern_v qkv = ku_buf(kb, "qkv", s->t[3], TERN_READ);
-    tern_v pos = tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ);
-    tern_v fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
-    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
-    tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
-    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
-    tern_v max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
-    tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    cached_args a = cached_params(kb, s, false);
+    tern_v out = a.out, kc = a.kc, vc = a.vc, qkv = a.qkv, T = a.T, C = a.C;
     tern_v scratch = tern_shared(kb, "scratch", TERN_T_F32, AC_SIMD);
     tern_v ps = tern_shared(kb, "ps", TERN_T_F32, GK_AC_GROUP);
     tern_v qsh = tern_shared(kb, "q", TERN_T_F32, (size_t)hs);
     tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
 
     tern_v tid = tern_local_id(kb, 0);
-    tern_v g = tern_group_id(kb, 0);
-    tern_v row = S > 1 ? tern_div(g, tern_int(S)) : g; /* the new row (b, h, t) */
-    tern_v part = S > 1 ? tern_rem(g, tern_int(S)) : tern_i32(0);
+    tern_v row = tern_group_id(kb, 0); /* the new row (b, h, t) */
     tern_v t = tern_rem(row, T), bh = tern_div(row, T);
-    tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
-    tern_v p0 = tern_load(pos, tern_int(0));
-    tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(max_T, T)));
-    TERN_IF(kb, tern_land(tern_lnot(ok), tern_land(tern_eq(g, tern_int(0)), tern_eq(tid, tern_int(0))))) {
-        ku_fault(kb, fault, GK_FAULT_CACHED_POS, T, p0, max_T);
-    }
-    TERN_IF(kb, ok) {
+    tern_v b = tern_div(bh, a.NH), h = tern_rem(bh, a.NH);
+    tern_v p0 = tern_load(a.pos, tern_int(0));
+    TERN_IF(kb, positions_ok(kb, &a, p0)) {
         tern_v C3 = tern_mul(C, tern_int(3));
         tern_v hoff = tern_mul(h, tern_int(hs));
         tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C3), hoff);
-        tern_v cache0 = tern_mul(tern_mul(bh, max_T), tern_int(hs)); /* [b, h, 0, 0] */
+        tern_v cache0 = tern_mul(tern_mul(bh, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
         /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
         tern_v new0 = tern_add(tern_mul(tern_mul(b, T), C3), hoff);
 
-        /* store this row's key and value (split 0's group) */
+        /* store this row's key and value */
         int chunks = hs / W;
         for (int it = 0; it * GK_AC_GROUP < chunks; it++) {
             tern_v e = tern_add(tid, tern_int(it * GK_AC_GROUP));
-            TERN_IF(kb, tern_land(tern_lt(e, tern_int(chunks)), tern_eq(part, tern_int(0)))) {
+            TERN_IF(kb, tern_lt(e, tern_int(chunks))) {
                 tern_v d = tern_mul(e, tern_int(W));
                 tern_v to = tern_add(tern_add(cache0, tern_mul(tern_add(p0, t), tern_int(hs))), d);
                 tern_v x[8];
@@ -95,7 +115,7 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
             }
         }
 
-        tern_v c = tern_mul(scale, tern_f32(LOG2E));
+        tern_v c = tern_mul(a.scale, tern_f32(LOG2E));
         TERN_IF(kb, tern_lt(tid, tern_int(chunks))) {
             tern_v d = tern_mul(tid, tern_int(W));
             tern_v x[8];
@@ -104,16 +124,14 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
         }
         tern_barrier(kb);
 
-        /* positions [lo, hi): all of 0 .. p0 + t, or this split's share of them */
-        tern_v len = tern_add(tern_add(p0, t), tern_int(1));
-        tern_v share = tern_div(tern_add(len, tern_int(S - 1)), tern_int(S));
-        tern_v lo = tern_mul(part, share), hi = tern_min(len, tern_add(lo, share));
+        /* positions [0, hi) */
+        tern_v hi = tern_add(tern_add(p0, t), tern_int(1));
         tern_v m = tern_var(kb, "m", tern_f32(-INFINITY));
         tern_v l = tern_var(kb, "l", tern_f32(0.0f));
         tern_v od = tern_rem(tid, tern_int(hs)), slice = tern_div(tid, tern_int(hs));
         tern_v active = tern_lt(slice, tern_int(slices));
         tern_v o = tern_var(kb, "o", tern_f32(0.0f));
-        TERN_FOR(kb, j0, lo, hi, tern_int(GK_AC_GROUP)) {
+        TERN_FOR(kb, j0, tern_int(0), hi, tern_int(GK_AC_GROUP)) {
             tern_v j = tern_add(j0, tid);
             tern_v jc = tern_min(j, tern_sub(hi, tern_int(1)));
             tern_v sc = tern_var(kb, "score", tern_f32(0.0f));
@@ -156,31 +174,305 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
             }
             tern_barrier(kb);
         }
-        /* a split's part of the output, partial [row, part, :]: the hs sums (below), then m
-         * and l, stored here, before the barrier (PoCL 6 stored other work-groups' m and l
-         * when these stores came after it, inside the tid < hs block). An empty split leaves
-         * m = -inf, l = 0 and o = 0: weight 0 in the combine. */
-        tern_v at_part = S > 1 ? tern_mul(tern_add(tern_mul(row, tern_int(S)), part), tern_int(hs + 2)) : tern_i32(0);
-        if (S > 1) {
-            TERN_IF(kb, tern_eq(tid, tern_int(0))) {
-                tern_store(out, tern_add(at_part, tern_int(hs)), m);
-                tern_store(out, tern_add(at_part, tern_int(hs + 1)), l);
-            }
-        }
         /* sum the slices */
         tern_store(ps, tid, o);
         tern_barrier(kb);
         TERN_IF(kb, tern_lt(tid, tern_int(hs))) {
             tern_v acc = tern_load(ps, tid);
             for (int sl = 1; sl < slices; sl++) acc = tern_add(acc, tern_load(ps, tern_add(tid, tern_int(sl * hs))));
-            if (S > 1) {
-                tern_store(out, tern_add(at_part, tid), acc);
-            } else {
-                tern_v at = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), tern_add(hoff, tid));
-                tern_store(out, at, tern_div(acc, l));
+            tern_v at = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), tern_add(hoff, tid));
+            tern_store(out, at, tern_div(acc, l));
+        }
+    }
+}
+
+/* A part of q . k over n dimensions in four independent FMA chains: one chain would be the
+ * split kernel's longest dependent step. */
+static tern_v dot_part(const tern_v *q, const tern_v *k, int n) {
+    tern_v acc[4] = {tern_f32(0.0f), tern_f32(0.0f), tern_f32(0.0f), tern_f32(0.0f)};
+    for (int d = 0; d < n; d++) acc[d % 4] = d < 4 ? tern_mul(q[d], k[d]) : tern_fma(q[d], k[d], acc[d % 4]);
+    if (n >= 4) return tern_add(tern_add(acc[0], acc[1]), tern_add(acc[2], acc[3]));
+    tern_v sum = acc[0];
+    for (int c = 1; c < n; c++) sum = tern_add(sum, acc[c]);
+    return sum;
+}
+
+/* The split kernel's shape (kernels.h): G threads, TP per position, each holding DP = hs /
+ * TP dimensions of q and of the position's key, P = G / TP positions per pass; a row's values
+ * are dealt to CV lanes of WV dimensions, so a value thread takes K = CV / TP positions (its
+ * slice) of a pass. */
+typedef struct split_plan {
+    int hs, W, S, G, TP, CV, WV, P, DP, K, NW;
+    bool decode; /* T = 1 (spec n[5]): the only new position is the group's own row */
+} split_plan;
+
+/* A thread of the split kernel: its places, its raw part of q, its SIMD group's running
+ * softmax (m, l, base 2) with the value sums of its lane o [WV], and a pass's loads. */
+typedef struct split_thread {
+    split_plan pl;
+    tern_v kc, vc, qkv, C, C3, p0, c, cache0, new0;
+    tern_v slot, qpart, vslice, vlane, lane;
+    tern_v q[GK_AC_PART_MAX];
+    tern_v m, l, o[GK_AC_PART_MAX];
+    tern_v kx[GK_AC_PART_MAX], vx[GK_AC_PART_MAX]; /* a pass's key part [DP] and values [K, WV] */
+} split_thread;
+
+/* n values of position `pos`'s key (value: its value), from element `at` of its row: from
+ * the cache, or (fresh) from qkv, the position being p0 or later. */
+static void load_row(const split_thread *st, bool fresh, bool value, tern_v pos, tern_v at, int n, tern_v *out) {
+    tern_v buf, from;
+    if (fresh) {
+        buf = st->qkv;
+        tern_v chan = value ? tern_mul(st->C, tern_int(2)) : st->C;
+        from = tern_add(tern_add(st->new0, tern_mul(tern_sub(pos, st->p0), st->C3)), tern_add(chan, at));
+    } else {
+        buf = value ? st->vc : st->kc;
+        from = tern_add(tern_add(st->cache0, tern_mul(pos, tern_int(st->pl.hs))), at);
+    }
+    for (int d = 0; d < n; d += st->pl.W) ku_load(buf, tern_add(from, tern_int(d)), st->pl.W, out + d);
+}
+
+/* Sums x over the TP threads of a position (neighbouring lanes): every one gets the total. */
+static tern_v position_sum(tern_v x, int TP) {
+    for (int off = TP / 2; off >= 1; off /= 2) x = tern_add(x, tern_simd_shuffle_xor(x, tern_int(off)));
+    return x;
+}
+
+/* 2: the loads of the pass at j0 (positions past `last` take the last one's: finite, weight
+ * 0) into the variables kx [DP] (this thread's part of its position's key) and vx [K, WV]
+ * (its slice's values): every load, then every assignment. */
+static void pass_loads(split_thread *st, tern_v j0, tern_v last, bool fresh) {
+    const split_plan *pl = &st->pl;
+    int DP = pl->DP, WV = pl->WV, K = pl->K;
+    tern_v kv[GK_AC_PART_MAX], vv[GK_AC_PART_MAX];
+    tern_v j = tern_min(tern_add(j0, st->slot), last);
+    load_row(st, fresh, false, j, tern_mul(st->qpart, tern_int(DP)), DP, kv);
+    tern_v vj = tern_add(j0, tern_mul(st->vslice, tern_int(K)));
+    tern_v vat = tern_mul(st->vlane, tern_int(WV));
+    for (int i = 0; i < K; i++)
+        load_row(st, fresh, true, tern_min(tern_add(vj, tern_int(i)), last), vat, WV, vv + i * WV);
+    for (int d = 0; d < DP; d++) tern_assign(st->kx[d], kv[d]);
+    for (int d = 0; d < K * WV; d++) tern_assign(st->vx[d], vv[d]);
+}
+
+/* 3: the pass at j0 of positions before `end`, its loads in kx and vx: the scores (base 2),
+ * and the SIMD group's online softmax, no barrier. */
+static void pass_update(split_thread *st, tern_v j0, tern_v end) {
+    const split_plan *pl = &st->pl;
+    int WV = pl->WV, K = pl->K;
+    tern_v j = tern_add(j0, st->slot);
+    tern_v sc = tern_mul(position_sum(dot_part(st->q, st->kx, pl->DP), pl->TP), st->c);
+    tern_v live = tern_lt(j, end);
+    tern_v score = tern_select(live, sc, tern_f32(-INFINITY));
+    tern_v m_new = tern_max(st->m, tern_simd_max(score));
+    /* no live position in this SIMD group yet: nothing to rescale (and -inf - -inf would be
+     * NaN) */
+    tern_v none = tern_eq(m_new, tern_f32(-INFINITY));
+    tern_v corr = tern_select(none, tern_f32(1.0f), tern_exp2(tern_sub(st->m, m_new)));
+    tern_v p = tern_select(live, tern_exp2(tern_sub(score, m_new)), tern_f32(0.0f));
+    tern_v once = tern_select(tern_eq(st->qpart, tern_int(0)), p, tern_f32(0.0f)); /* each position once */
+    tern_assign(st->l, tern_fma(st->l, corr, tern_simd_sum(once)));
+    tern_assign(st->m, m_new);
+    /* the slice's weights: position vj + i is scored by lanes (lane - vlane) + i TP .. */
+    tern_v pv[32];
+    tern_v lane0 = tern_sub(st->lane, st->vlane);
+    for (int i = 0; i < K; i++) pv[i] = tern_simd_shuffle(p, tern_add(lane0, tern_int(i * pl->TP)));
+    for (int d = 0; d < WV; d++) {
+        tern_v acc = tern_mul(st->o[d], corr);
+        for (int i = 0; i < K; i++) acc = tern_fma(pv[i], st->vx[i * WV + d], acc);
+        tern_assign(st->o[d], acc);
+    }
+}
+
+/* Positions [start, end) in passes of P, every one from the cache (rows < p0) or every one
+ * (fresh) from qkv (rows >= p0): one source, so a pass's loads need no branch per row (the
+ * per-row branches' loads, joined in registers, were issued one branch after another). The
+ * loads have blocks of their own, the first pass's before the loop and the next one's at the
+ * end of each pass: in the pass's body (also with both sources loaded and selected per row)
+ * ptxas interleaved them with the arithmetic to save registers, issuing them in waves, a
+ * round trip each. The passes run inside the first loads' branch, so that the variables'
+ * initial values are never used (and cost nothing). */
+static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, bool fresh) {
+    tern_v last = tern_sub(end, tern_int(1));
+    TERN_IF(kb, tern_lt(start, end)) {
+        pass_loads(st, start, last, fresh); /* 2 */
+        TERN_FOR(kb, j0, start, end, tern_int(st->pl.P)) {
+            pass_update(st, j0, end);
+            tern_v next = tern_add(j0, tern_int(st->pl.P));
+            TERN_IF(kb, tern_lt(next, end)) { pass_loads(st, next, last, fresh); }
+        }
+    }
+}
+
+/* Split: group (row, part) of G threads attends over its part's positions in passes of P
+ * (one pass when a split's share of max_T fits a group of GK_AC_SPLIT_GROUP: GPT-2 up to max_T
+ * = 2048), with a short chain of dependent steps:
+ *
+ *  1. pos, this thread's parts of the row's q and k and the row's v at the dimensions it
+ *     merges in step 4 are loaded together: none of these addresses depends on pos (split
+ *     0 stores k and v in the caches at the end; when decoding they are position p0's);
+ *  2. a pass's keys and values are loaded together into registers (split_pass): TP threads
+ *     per position each hold DP = hs / TP of q and of its key; thread (slice v, lane c)
+ *     holds K positions' values, WV dimensions each;
+ *  3. the parts' dot products meet in shuffles; each SIMD group keeps its own online softmax
+ *     (maximum m, sum l: SIMD reductions, no barrier); a value thread takes its positions'
+ *     weights by shuffles (they lie in its own SIMD group: the CV threads of slice v score
+ *     exactly the slice's positions);
+ *  4. the slices of a SIMD group are summed by shuffles; one barrier publishes each SIMD
+ *     group's (m, l, o), and the first hs threads merge them in group order (then the new
+ *     position, when decoding).
+ *
+ * Positions < p0 come from the cache, later ones from qkv: when decoding (T = 1) position p0
+ * is the group's own row, loaded in step 1 and merged in step 4; otherwise a second pass
+ * loop reads the new rows. */
+static void trace_split(tern_kb *kb, const gk_spec *s) {
+    split_plan pl;
+    pl.hs = s->n[0], pl.W = s->n[1], pl.S = s->n[2], pl.G = s->n[3], pl.TP = s->n[4], pl.decode = s->n[5] != 0;
+    pl.CV = gk_ac_lanes(pl.hs, pl.W), pl.WV = pl.hs / pl.CV;
+    pl.P = pl.G / pl.TP, pl.DP = pl.hs / pl.TP, pl.K = pl.CV / pl.TP, pl.NW = pl.G / 32;
+    int hs = pl.hs, W = pl.W, S = pl.S, G = pl.G, DP = pl.DP, NW = pl.NW;
+    int merges = (hs + G - 1) / G; /* output dimensions per thread in step 4 */
+    tern_max_threads(kb, G);
+    cached_args a = cached_params(kb, s, true);
+    tern_v partial = a.out, qkv = a.qkv, T = a.T, C = a.C;
+    tern_v ow = tern_shared(kb, "ow", TERN_T_F32, (size_t)(NW * hs)); /* [NW, hs] each SIMD group's sums */
+    tern_v mw = tern_shared(kb, "mw", TERN_T_F32, (size_t)NW);        /* [NW] its maximum */
+    tern_v lw = tern_shared(kb, "lw", TERN_T_F32, (size_t)NW);        /* [NW] its sum of weights */
+    tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
+
+    split_thread st;
+    st.pl = pl;
+    st.kc = a.kc, st.vc = a.vc, st.qkv = qkv, st.C = C;
+    /* 1: pos first (everything after it waits for it); then this thread's parts of the
+     * row's q and k [DP] (q raw, scaled in the scores: nothing waits for it here) and the
+     * row's v at the dimensions this thread merges [merges]: split 0 stores k and v at the
+     * end, and when decoding they are position p0's */
+    st.p0 = tern_load(a.pos, tern_int(0));
+    tern_v tid = tern_local_id(kb, 0);
+    st.lane = tern_simd_lane(kb);
+    /* grid (T S, NH, B): no division by a runtime value before the first loads */
+    tern_v gx = tern_group_id(kb, 0), h = tern_group_id(kb, 1), b = tern_group_id(kb, 2);
+    tern_v t = tern_div(gx, tern_int(S)), part = tern_rem(gx, tern_int(S));
+    tern_v bh = tern_add(tern_mul(b, a.NH), h);
+    tern_v g = tern_add(tern_mul(tern_add(tern_mul(bh, T), t), tern_int(S)), part); /* (row (b, h, t), part) */
+    st.C3 = tern_mul(C, tern_int(3));
+    tern_v hoff = tern_mul(h, tern_int(hs));
+    tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), st.C3), hoff);
+    st.qpart = tern_rem(tid, tern_int(pl.TP)), st.slot = tern_div(tid, tern_int(pl.TP));
+    st.vlane = tern_rem(tid, tern_int(pl.CV)), st.vslice = tern_div(tid, tern_int(pl.CV));
+
+    tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
+    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(qat, tern_int(d)), W, st.q + d);
+    tern_v knew[GK_AC_PART_MAX], vnew[GK_ATT_MAX_HS / 32];
+    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(tern_add(qat, C), tern_int(d)), W, knew + d);
+    for (int it = 0; it < merges; it++) {
+        tern_v d = tern_min(tern_add(tid, tern_int(it * G)), tern_int(hs - 1));
+        vnew[it] = tern_load(qkv, tern_add(tern_add(qrow, tern_mul(C, tern_int(2))), d));
+    }
+    st.c = tern_mul(a.scale, tern_f32(LOG2E)); /* scores in base 2 */
+    /* the running softmax and a pass's loads, set up while the loads above are in flight */
+    st.m = tern_var(kb, "m", tern_f32(-INFINITY));
+    st.l = tern_var(kb, "l", tern_f32(0.0f));
+    for (int d = 0; d < pl.WV; d++) st.o[d] = tern_var(kb, "o", tern_f32(0.0f));
+    for (int d = 0; d < DP; d++) st.kx[d] = tern_var(kb, "k", tern_f32(0.0f));
+    for (int d = 0; d < pl.K * pl.WV; d++) st.vx[d] = tern_var(kb, "v", tern_f32(0.0f));
+
+    TERN_IF(kb, positions_ok(kb, &a, st.p0)) {
+        tern_v p0 = st.p0;
+        st.cache0 = tern_mul(tern_mul(bh, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
+        /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
+        st.new0 = tern_add(tern_mul(tern_mul(b, T), st.C3), hoff);
+
+        /* positions [lo, hi): this split's share of 0 .. p0 + t (empty for late splits of
+         * short rows: then m = -inf, l = 0, o = 0, weight 0 in the combine) */
+        tern_v len = tern_add(tern_add(p0, t), tern_int(1));
+        tern_v share = tern_div(tern_add(len, tern_int(S - 1)), tern_int(S));
+        tern_v lo = tern_mul(part, share), hi = tern_min(len, tern_add(lo, share));
+        split_pass(kb, &st, lo, tern_min(hi, p0), false);
+        if (!pl.decode) split_pass(kb, &st, tern_max(lo, p0), hi, true);
+
+        /* 4: the SIMD group's slices (lanes vlane + k CV) summed; the new position's score
+         * (decoding), independent work for the same wait */
+        tern_v sum[GK_AC_PART_MAX];
+        for (int d = 0; d < pl.WV; d++) {
+            sum[d] = st.o[d];
+            for (int off = pl.CV; off < 32; off *= 2)
+                sum[d] = tern_add(sum[d], tern_simd_shuffle_xor(sum[d], tern_int(off)));
+        }
+        tern_v s_new = pl.decode ? tern_mul(position_sum(dot_part(st.q, knew, DP), pl.TP), st.c) : tern_f32(0.0f);
+        tern_v wg = tern_simd_group(kb);
+        TERN_IF(kb, tern_lt(st.lane, tern_int(pl.CV))) {
+            tern_v at = tern_add(tern_mul(wg, tern_int(hs)), tern_mul(st.vlane, tern_int(pl.WV)));
+            for (int d = 0; d < pl.WV; d++) tern_store(ow, tern_add(at, tern_int(d)), sum[d]);
+        }
+        TERN_IF(kb, tern_eq(st.lane, tern_int(0))) {
+            tern_store(mw, wg, st.m);
+            tern_store(lw, wg, st.l);
+        }
+        tern_barrier(kb);
+        /* partial [row, part, :]: the hs sums, then m and l; each SIMD group weighted by
+         * 2^(m_w - M) (0 for one that saw no position), then the new position's weight
+         * 2^(s_new - M) when it is this split's */
+        tern_v has_new = pl.decode ? tern_land(tern_le(lo, p0), tern_lt(p0, hi)) : tern_bool(false);
+        tern_v at_part = tern_mul(g, tern_int(hs + 2));
+        for (int it = 0; it < merges; it++) {
+            tern_v d = tern_add(tid, tern_int(it * G));
+            bool guard = (it + 1) * G > hs;
+            if (guard) tern_if(kb, tern_lt(d, tern_int(hs)));
+            tern_v mws[GK_AC_SPLIT_GROUP / 32], M = tern_f32(0.0f);
+            for (int w = 0; w < NW; w++) {
+                mws[w] = tern_load(mw, tern_int(w));
+                M = w ? tern_max(M, mws[w]) : mws[0];
+            }
+            if (pl.decode) M = tern_select(has_new, tern_max(M, s_new), M);
+            tern_v O = tern_f32(0.0f), L = tern_f32(0.0f);
+            for (int w = 0; w < NW; w++) {
+                tern_v seen = tern_ne(mws[w], tern_f32(-INFINITY));
+                tern_v f = tern_select(seen, tern_exp2(tern_sub(mws[w], M)), tern_f32(0.0f));
+                tern_v ov = tern_load(ow, tern_add(tern_int(w * hs), d));
+                O = w ? tern_fma(ov, f, O) : tern_mul(ov, f);
+                if (it == 0) {
+                    tern_v lv = tern_load(lw, tern_int(w));
+                    L = w ? tern_fma(lv, f, L) : tern_mul(lv, f);
+                }
+            }
+            if (pl.decode) {
+                tern_v f = tern_select(has_new, tern_exp2(tern_sub(s_new, M)), tern_f32(0.0f));
+                O = tern_fma(vnew[it], f, O);
+                if (it == 0) L = tern_add(L, f);
+            }
+            tern_store(partial, tern_add(at_part, d), O);
+            if (it == 0) {
+                TERN_IF(kb, tern_eq(tid, tern_int(0))) {
+                    tern_store(partial, tern_add(at_part, tern_int(hs)), M);
+                    tern_store(partial, tern_add(at_part, tern_int(hs + 1)), L);
+                }
+            }
+            if (guard) tern_end(kb);
+        }
+        /* split 0 stores the row's key (the TP threads of slot 0) and value at p0 + t, last:
+         * the stores wait for their values, which nothing else has waited for before here
+         * (nor does any group of this launch read them: see the top of the file) */
+        TERN_IF(kb, tern_eq(part, tern_int(0))) {
+            tern_v to = tern_add(st.cache0, tern_mul(tern_add(p0, t), tern_int(hs)));
+            TERN_IF(kb, tern_lt(tid, tern_int(pl.TP))) {
+                tern_v kat = tern_add(to, tern_mul(tid, tern_int(DP)));
+                for (int d = 0; d < DP; d += W) ku_store(a.kc, tern_add(kat, tern_int(d)), W, knew + d);
+            }
+            for (int it = 0; it < merges; it++) {
+                tern_v d = tern_add(tid, tern_int(it * G));
+                TERN_IF(kb, tern_lt(d, tern_int(hs))) { tern_store(a.vc, tern_add(to, d), vnew[it]); }
             }
         }
     }
+}
+
+void gk_trace_attention_cached(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    if (s->n[2] > 1)
+        trace_split(kb, s);
+    else
+        trace_rows(kb, s);
 }
 
 /* The split attention's second step: out[b, t, h hs + d] from the S parts of each row, in

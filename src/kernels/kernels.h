@@ -160,11 +160,33 @@ static inline int gk_att_split(int hs, int backward) {
 /* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t), or per (b, h, t, split)
  * when its positions are split S ways (few rows: decoding); then ATTENTION_COMBINE merges the
  * splits, one thread per output element in groups of GK_EW_GROUP. The splits' partial results
- * take (hs + 2) floats each; the core keeps room for GK_AC_SPLIT_ROWS of them. */
+ * take (hs + 2) floats each; the core keeps room for GK_AC_SPLIT_ROWS of them.
+ *
+ * A split's group (spec n[2] = S > 1; grid (T S, NH, B)) has n[3] threads (a multiple of 32,
+ * at most GK_AC_SPLIT_GROUP: a thread keeps some 170 registers), n[4] = gk_ac_parts(hs, W)
+ * of them per position: n[3] / n[4] positions per pass, which the host fits to a split's
+ * share of max_T (ceil(max_T / S)), so that decoding takes one pass (up to max_T = 2048 at
+ * hs 64). A row's values are dealt to gk_ac_lanes(hs, W) neighbouring threads (a power of two
+ * dividing both 32 and hs / W), each holding hs / lanes of them. Each thread keeps hs / parts
+ * of q, of a key and of values in registers: past GK_AC_PART_MAX (head sizes with few
+ * factors of two) the host does not split. n[5] = 1 when T = 1 (decoding). */
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256
 #define GK_AC_SPLIT_MIN 32 /* positions per split at max_T, at least */
+#define GK_AC_SPLIT_GROUP 256
+#define GK_AC_PART 32      /* head dimensions per thread of a split's scores, when the lanes allow */
+#define GK_AC_PART_MAX 64
+static inline int gk_ac_lanes(int hs, int w) {
+    int lanes = 1;
+    while (lanes < 32 && (hs / w) % (2 * lanes) == 0) lanes *= 2;
+    return lanes;
+}
+static inline int gk_ac_parts(int hs, int w) {
+    int lanes = gk_ac_lanes(hs, w), parts = 1;
+    while (parts < lanes && hs / parts > GK_AC_PART) parts *= 2;
+    return parts;
+}
 
 /* CROSS_ENTROPY: one group of GK_CE_GROUP per row. */
 #define GK_CE_GROUP 512

@@ -59,22 +59,32 @@ static void test_attention(void) {
 }
 
 /* Few rows (every single-row step here, and the first shape's prefill) split their positions
- * across groups (2, 10 and 16 ways for these max_T) and merge the parts; the third shape's
- * prefill (1120 rows) is not split and runs past one group's 512 positions. */
+ * across groups (S = 2 to 16 for these max_T) and merge the parts; the third shape's prefill
+ * (1120 rows) is not split and runs past one group's 512 positions. Steps of `chunk` rows
+ * between the single ones (T > 1 at p0 > 0) split too, with some splits reading both the
+ * cache and the new rows. Head sizes 8, 16, 32, 64, 128 and 256; the last shape runs with at
+ * most 2 splits (TERN_GPU_AC_SPLITS), so a split's group (8 threads per position, at most
+ * GK_AC_SPLIT_GROUP) takes up to 5 passes; early positions leave late splits empty. */
 static void test_attention_cached(void) {
-    int shapes[3][5] = {{2, 16, 2, 40, 7}, {1, 64, 1, 300, 260}, {1, 32, 2, 600, 560}}; /* B, C, NH, max_T, T0 */
-    for (int s = 0; s < 3; s++) {
-        int B = shapes[s][0], C = shapes[s][1], NH = shapes[s][2], maxT = shapes[s][3];
+    int shapes[6][7] = {{2, 16, 2, 40, 7, 3, 0},   {1, 64, 1, 300, 260, 0, 0}, {1, 32, 2, 600, 560, 0, 0},
+                        {1, 64, 2, 150, 20, 4, 0}, {1, 256, 2, 200, 5, 3, 0},  {1, 256, 1, 300, 200, 3, 2}};
+    /* B, C, NH, max_T, T0, chunk, most splits (0: the core's choice) */
+    for (int s = 0; s < 6; s++) {
+        int B = shapes[s][0], C = shapes[s][1], NH = shapes[s][2], maxT = shapes[s][3], chunk = shapes[s][5];
+        char most[16];
+        snprintf(most, sizeof most, "%d", shapes[s][6]);
+        if (shapes[s][6]) CHECK(setenv("TERN_GPU_AC_SPLITS", most, 1) == 0);
         size_t cache = (size_t)B * maxT * C;
         for (int i = 0; i < 2; i++) {
-            if (!gt_full() && i != s) continue;
+            if (!gt_full() && i != s % 2) continue;
             tern_dtype dt = floats[i];
             gt_pair kc = gt_make(dt, cache, 0, NULL), vc = gt_make(dt, cache, 1, NULL), pp = gt_make(TERN_I32, 1, 0, NULL);
-            /* a prefill of T0 rows, then single rows, up past one group of positions */
-            int p = 0, T0 = shapes[s][4];
+            /* a prefill of T0 rows, then single rows (and chunks), up past one group of positions */
+            int p = 0, T0 = shapes[s][4], step = 0;
             while (p < maxT) {
-                int T = p == 0 ? T0 : 1;
-                if (p + T > maxT) break;
+                int T = p == 0 ? T0 : chunk && step % 2 ? chunk : 1;
+                step++;
+                if (p + T > maxT) T = 1;
                 size_t n = (size_t)B * T * C;
                 float *qkv = gt_random(3 * n, -2, 2);
                 gt_pair pq = gt_make(dt, 3 * n, 0, qkv), po = gt_make(dt, n, 0, NULL);
@@ -82,7 +92,7 @@ static void test_attention_cached(void) {
                 CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
                 CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
                 GT_BOTH(attention_cached, V(po), V(kc), V(vc), V(pq), V(pp), B, T, C, NH, maxT);
-                if (p < 12 || p + T >= maxT - 2 || p % 37 == 0)
+                if (p < 12 || p + T >= maxT - 2 || p % 37 == 0 || T > 1)
                     GT_EXPECT(po, gt_tol(dt, 1e-5), "attention_cached C%d NH%d p0 %d T %d %s", C, NH, p, T,
                               tern_dtype_name(dt));
                 gt_free(&pq), gt_free(&po);
@@ -101,6 +111,7 @@ static void test_attention_cached(void) {
             CHECK_ERR(gt_gpu.ops->sync(gt_gpu.d), "are out of range of the cache");
             gt_free(&pq), gt_free(&po), gt_free(&kc), gt_free(&vc), gt_free(&pp);
         }
+        if (shapes[s][6]) CHECK(unsetenv("TERN_GPU_AC_SPLITS") == 0);
     }
 }
 

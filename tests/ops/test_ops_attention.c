@@ -197,12 +197,13 @@ static void test_finite_differences(ot_ctx *c) {
 
 /* Decoding: the whole sequence's qkv is known; feed it as a prompt of T0 positions, then
  * single positions, then a chunk of 3, and compare each call's out with the rows of full
- * causal attention. */
+ * causal attention. The last configuration has few rows and a cache long enough that the GPU
+ * handlers split every step's positions across groups (prompt, single rows and the chunk). */
 static void test_cached(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_seed(53);
-    const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}}; /* B, C, NH, total T */
-    for (int s = 0; s < 3; s++)
+    const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}, {1, 128, 2, 70}}; /* B, C, NH, total T */
+    for (int s = 0; s < 4; s++)
         for (int combo = 0; combo < 8; combo++) { /* every f32/bf16 combination */
             int B = cfg[s][0], C = cfg[s][1], NH = cfg[s][2], total = cfg[s][3], hs = C / NH;
             int max_t = total + 2;

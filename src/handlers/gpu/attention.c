@@ -128,9 +128,11 @@ tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, te
  * so there each row's positions are split into up to GK_AC_MAX_SPLITS parts, each a group
  * (12 x 16 = 192 groups): while the split partials fit the core's GK_AC_SPLIT_ROWS, and no
  * more parts than max_T has runs of GK_AC_SPLIT_MIN positions. The choice depends only on
- * the shape, never on the position, so a captured graph replays it at every position.
+ * the shape, never on the position, so a captured graph replays it at every position. Head
+ * sizes whose split kernel would hold more than GK_AC_PART_MAX values of a row per thread
+ * (hs / gk_ac_parts, for hs with few factors of two) are not split.
  * TERN_GPU_AC_SPLITS=<n> lowers the most parts to n (1: no split), for measurements. */
-static int cached_splits(size_t rows, int max_T) {
+static int cached_splits(size_t rows, int max_T, int hs, int W) {
     size_t s = GK_AC_MAX_SPLITS;
     const char *env = getenv("TERN_GPU_AC_SPLITS");
     int want = env && *env ? atoi(env) : 0;
@@ -138,6 +140,7 @@ static int cached_splits(size_t rows, int max_T) {
     if (s > GK_AC_SPLIT_ROWS / rows) s = GK_AC_SPLIT_ROWS / rows;
     size_t by_len = ((size_t)max_T + GK_AC_SPLIT_MIN - 1) / GK_AC_SPLIT_MIN;
     if (s > by_len) s = by_len;
+    if (hs / gk_ac_parts(hs, W) > GK_AC_PART_MAX) s = 1;
     return s > 1 ? (int)s : 1;
 }
 
@@ -158,27 +161,41 @@ tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, te
     int hs = C / NH;
     if (hs > GK_ATT_MAX_HS)
         return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
-    tern_buf all[4] = {out, k_cache, v_cache, qkv};
+    tern_buf all[3] = {k_cache, v_cache, qkv}; /* out is written one value at a time */
     gk_spec s = {0};
     s.t[0] = gpu_t(out);
     s.t[1] = gpu_t(k_cache);
     s.t[2] = gpu_t(v_cache);
     s.t[3] = gpu_t(qkv);
     s.n[0] = hs;
-    s.n[1] = gpu_width(all, 4, (size_t)hs);
+    s.n[1] = gpu_width(all, 3, (size_t)hs);
     size_t rows = (size_t)B * (size_t)NH * (size_t)T;
-    int splits = cached_splits(rows, max_T);
+    int splits = cached_splits(rows, max_T, hs, s.n[1]);
     tern_arg dst = tern_arg_buf(out);
+    uint32_t threads = GK_AC_GROUP;
     if (splits > 1) {
         TERN_TRY(tern_error_wrap(split_partials(g), "%s", op));
         dst = tern_arg_dev(g->att_partial);
+        /* a group fitted to a split's positions, at most ceil(max_T / S) (from the shape
+         * only: a graph replays it at every position), parts threads each, in whole SIMD
+         * groups; fewer SIMD groups, less to merge. GPT-2 124M decoding: 64 positions, 2
+         * parts (hs 64), 128 threads, one pass. */
+        int parts = gk_ac_parts(hs, s.n[1]);
+        size_t share = ((size_t)max_T + (size_t)splits - 1) / (size_t)splits;
+        size_t group = (share * (size_t)parts + 31) / 32 * 32;
+        threads = group < GK_AC_SPLIT_GROUP ? (uint32_t)group : GK_AC_SPLIT_GROUP;
         s.n[2] = splits;
+        s.n[3] = (int32_t)threads;
+        s.n[4] = parts;
+        s.n[5] = T == 1; /* decoding: the one new position is each group's own row */
     }
     tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),
                        gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T),
                        tern_arg_f32(head_scale(C, NH))};
-    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, tern_dims1((uint32_t)(rows * (size_t)splits)),
-                     tern_dims1(GK_AC_GROUP), args, 11));
+    /* split: grid (T S, NH, B) (rows <= GK_AC_SPLIT_ROWS / 2, so NH and B are small) */
+    tern_dims grid = splits > 1 ? tern_dims3((uint32_t)(T * splits), (uint32_t)NH, (uint32_t)B)
+                                : tern_dims1((uint32_t)rows);
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, grid, tern_dims1(threads), args, 11));
     if (splits == 1) return NULL;
     gk_spec sc = {0};
     sc.t[0] = gpu_t(out);
