@@ -13,7 +13,14 @@
  * before it) from their parameters' intents. Work it did not launch (a handler's vendor GEMM,
  * its own kernels, collectives) makes the set unknown until the next barrier; so does
  * overflowing it. A handler that records a replayable section starts it with a barrier: a
- * recorded graph runs only after all work before its launch has finished. */
+ * recorded graph runs only after all work before its launch has finished.
+ *
+ * Only the cuda handler reports its own work: on the host interpreter and OpenCL (an in-order
+ * queue) no kernel starts before the one before it has finished, so an early read never
+ * races there. A kernel queued on a wrapped CUDA stream by the program itself starts ours
+ * early only if it issues griddepcontrol.launch_dependents (without it, a kernel lets the
+ * next one start when it completes); such a program syncs before tern reads what its kernel
+ * wrote (docs/gpu.md). */
 #include "handlers/gpu/gpu_internal.h"
 
 void gpu_inflight_barrier(gpu_core *g) {
