@@ -29,6 +29,8 @@ static const struct {
     [GK_ATTENTION_COMBINE] = {"attention_cached_combine", gk_trace_attention_combine},
     [GK_CROSS_ENTROPY] = {"cross_entropy", gk_trace_cross_entropy},
     [GK_SAMPLE] = {"sample", gk_trace_sample},
+    [GK_ARGMAX_PARTIAL] = {"argmax_partial", gk_trace_argmax_partial},
+    [GK_ARGMAX_MERGE] = {"argmax_merge", gk_trace_argmax_merge},
     [GK_MATMUL] = {"matmul", gk_trace_matmul},
     [GK_EPILOGUE] = {"epilogue", gk_trace_epilogue},
     [GK_GEMV] = {"gemv", gk_trace_gemv},

@@ -42,6 +42,8 @@ typedef enum gk_family {
     GK_ATTENTION_COMBINE,  /* attention_cached's splits merged into out */
     GK_CROSS_ENTROPY,
     GK_SAMPLE,
+    GK_ARGMAX_PARTIAL,     /* greedy sampling over many groups a row: each part's argmax */
+    GK_ARGMAX_MERGE,       /* ... and the row's, from its parts */
     GK_MATMUL,             /* tiled C = alpha op(A) op(B) + beta C + bias, GELU epilogue */
     GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
     GK_GEMV,               /* small-m C = alpha A B + beta C + bias, B [k, n] */
@@ -194,6 +196,13 @@ static inline int gk_ac_parts(int hs, int w) {
 /* SAMPLE: one group per row, n[1] threads (a multiple of 32, at most 1024). Top-k up to
  * GK_SAMPLE_CAP candidates are sorted in shared memory; larger k searches the whole row. */
 #define GK_SAMPLE_CAP 1024
+/* Greedy sampling (argmax.c) with GK_ARGMAX_PARTS groups of GK_ARGMAX_GROUP threads a row,
+ * for rows of at least GK_ARGMAX_MIN_V logits and at most GK_ARGMAX_ROWS rows (the parts'
+ * buffers are allocated once at that size: a captured graph holds them). */
+#define GK_ARGMAX_PARTS 32
+#define GK_ARGMAX_GROUP 256
+#define GK_ARGMAX_MIN_V 8192
+#define GK_ARGMAX_ROWS 64
 #define GK_SAMPLE_BINS 256
 
 /* MATMUL: tiles of GK_MM_TILE x GK_MM_TILE outputs per group of GK_MM_THREADS threads,
@@ -239,6 +248,8 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec);
 void gk_trace_attention_cached(tern_kb *kb, void *spec);
 void gk_trace_attention_combine(tern_kb *kb, void *spec);
 void gk_trace_cross_entropy(tern_kb *kb, void *spec);
+void gk_trace_argmax_partial(tern_kb *kb, void *spec);
+void gk_trace_argmax_merge(tern_kb *kb, void *spec);
 void gk_trace_sample(tern_kb *kb, void *spec);
 void gk_trace_matmul(tern_kb *kb, void *spec);
 void gk_trace_epilogue(tern_kb *kb, void *spec);

@@ -223,7 +223,34 @@ static void test_sample_paths(void) {
     free(l);
 }
 
+/* Greedy sampling of few long rows goes through the parts (argmax.c): ties across parts
+ * (the lowest index wins), the maximum in the last column, an all -inf row (index 0), and
+ * the first NaN among several parts, each against the cpu handler or the error it gives. */
+static void test_greedy_parts(void) {
+    int rows = 3, V = 50257, Vp = 50304;
+    size_t n = (size_t)rows * Vp;
+    float *l = gt_random(n, -5, 5);
+    l[30000] = 9.0f, l[2000] = 9.0f, l[45000] = 9.0f;  /* row 0: a tie across three parts */
+    l[(size_t)Vp + V - 1] = 9.0f;                      /* row 1: the last column */
+    for (int i = 0; i < Vp; i++) l[2 * (size_t)Vp + i] = -INFINITY; /* row 2 */
+    gt_pair pl = gt_make(TERN_F32, n, 0, l), po = gt_make(TERN_I32, (size_t)rows, 0, NULL);
+    GT_BOTH(sample, V(po), V(pl), rows, V, Vp, 0.0f, 0, 1, tern_none());
+    expect_same_sample(po, rows, "greedy over parts: ties, last column, -inf row");
+    int32_t got[3];
+    CHECK_OK(gt_gpu.ops->download(gt_gpu.d, got, po.view[1]));
+    CHECKF(got[0] == 2000 && got[1] == V - 1 && got[2] == 0, "[%s] greedy over parts: %d %d %d", gt_runtime, got[0],
+           got[1], got[2]);
+    float nan = NAN;
+    CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, tern_view(pl.view[1], (size_t)Vp + 40000, 1), &nan));
+    CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, tern_view(pl.view[1], (size_t)Vp + 7000, 1), &nan));
+    CHECK_OK(gt_gpu.ops->sample(gt_gpu.d, po.view[1], pl.view[1], rows, V, Vp, 0.0f, 0, 1, tern_none()));
+    CHECK_ERR(gt_gpu.ops->sync(gt_gpu.d), "sample: logits row 1 has NaN at column 7000");
+    gt_free(&pl), gt_free(&po);
+    free(l);
+}
+
 static void all(void) {
+    test_greedy_parts();
     test_sample_paths();
     test_layernorm();
     test_embed();

@@ -165,6 +165,8 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
         tern_rt_free(g->rt, &g->att_partial);
+        tern_rt_free(g->rt, &g->argmax_v);
+        tern_rt_free(g->rt, &g->argmax_i);
     }
     free(g->allocs);
     memset(g, 0, sizeof *g);

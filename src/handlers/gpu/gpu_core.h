@@ -51,6 +51,7 @@ typedef struct gpu_core {
     tern_dbuf scratch_i;     /* i32, grown on demand */
     size_t scratch_i_len;
     unsigned long scratch_epoch; /* counts the scratch reallocations (recorded graphs name it) */
+    tern_dbuf argmax_v, argmax_i; /* greedy sampling's parts (argmax.c): allocated once */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
     /* i32 [1], zero between launches: the groups of a GEMV with a layer norm after

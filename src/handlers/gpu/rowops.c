@@ -29,6 +29,41 @@ tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, ter
                    args, 7);
 }
 
+/* Whether greedy sampling shares each row among GK_ARGMAX_PARTS groups (argmax.c): few rows
+ * (decoding's one per sequence, which would leave all but `rows` multiprocessors idle) of
+ * many logits. TERN_GPU_ARGMAX_PARTS=0 keeps one group a row, for measurements. */
+static bool argmax_parts(int rows, int V) {
+    const char *env = getenv("TERN_GPU_ARGMAX_PARTS");
+    if (env && !strcmp(env, "0")) return false;
+    return rows <= GK_ARGMAX_ROWS && V >= GK_ARGMAX_MIN_V;
+}
+
+/* The parts' maxima and indices, allocated once at GK_ARGMAX_ROWS rows and never moved (a
+ * captured graph holds their addresses). */
+static tern_error *argmax_buffers(gpu_core *g) {
+    if (!g->argmax_v.mem)
+        TERN_TRY(tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_ARGMAX_ROWS * GK_ARGMAX_PARTS, &g->argmax_v));
+    if (!g->argmax_i.mem)
+        TERN_TRY(tern_rt_alloc(g->rt, TERN_T_I32, (size_t)GK_ARGMAX_ROWS * GK_ARGMAX_PARTS * 2, &g->argmax_i));
+    return NULL;
+}
+
+static tern_error *greedy_parts(gpu_core *g, tern_buf out, tern_buf logits, int rows, int V, int Vp) {
+    TERN_TRY(tern_error_wrap(argmax_buffers(g), "sample"));
+    int chunk = (V + GK_ARGMAX_PARTS - 1) / GK_ARGMAX_PARTS;
+    gk_spec s = {0};
+    s.t[0] = gpu_t(logits);
+    s.n[0] = GK_ARGMAX_GROUP;
+    tern_arg pa[] = {tern_arg_dev(g->argmax_v), tern_arg_dev(g->argmax_i), tern_arg_buf(logits), tern_arg_i32(V),
+                     tern_arg_i32(Vp), tern_arg_i32(chunk)};
+    TERN_TRY(gpu_run(g, "sample", GK_ARGMAX_PARTIAL, &s, tern_dims2(GK_ARGMAX_PARTS, (uint32_t)rows),
+                     tern_dims1(GK_ARGMAX_GROUP), pa, 6));
+    gk_spec m = {0};
+    tern_arg ma[] = {tern_arg_buf(out), tern_arg_dev(g->argmax_v), tern_arg_dev(g->argmax_i), gpu_fault_arg(g),
+                     tern_arg_i32(V), tern_arg_i32(GK_ARGMAX_PARTS)};
+    return gpu_run(g, "sample", GK_ARGMAX_MERGE, &m, tern_dims1((uint32_t)rows), tern_dims1(32), ma, 6);
+}
+
 tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int V, int Vp,
                        float temperature, int top_k, uint64_t seed, tern_buf counter) {
     TERN_TRY(tern_validate_sample(out, logits, rows, V, Vp, temperature, counter));
@@ -59,6 +94,7 @@ tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int
     args[n++] = tern_arg_u32(seed_hash);
     args[n++] = tern_arg_i32(ipasses);
     tern_dims grid = tern_dims1((uint32_t)rows), group = tern_dims1((uint32_t)g->sample_group);
+    if (temperature <= 0 && argmax_parts(rows, V)) return greedy_parts(g, out, logits, rows, V, Vp);
     if (temperature <= 0) return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n); /* greedy */
     s.n[3] = 2; /* exact */
     if (k <= GK_SAMPLE_CAP) {
