@@ -131,6 +131,25 @@ typedef struct tern_matmul_steps {
  * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
+
+/* A handler's steps for tern_matmul_compose in one line: given its own copy, matmul,
+ * gelu_backward and sum_rows (each taking a CTX * first), defines the static adaptors and
+ * `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
+#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS)                                        \
+    static tern_error *step_copy(void *ctx, tern_buf dst, tern_buf src) { return COPY((CTX *)ctx, dst, src); } \
+    static tern_error *step_matmul(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {     \
+        return MATMUL((CTX *)ctx, c, a, b, mm);                                                                \
+    }                                                                                                         \
+    static tern_error *step_gelu_backward(void *ctx, tern_buf dx, tern_buf dout, tern_buf x) {                \
+        return GELU_BACKWARD((CTX *)ctx, dx, dout, x);                                                         \
+    }                                                                                                         \
+    static tern_error *step_sum_rows(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta) {   \
+        return SUM_ROWS((CTX *)ctx, out, x, rows, cols, beta);                                                 \
+    }                                                                                                         \
+    static tern_matmul_steps matmul_steps(CTX *ctx) {                                                         \
+        tern_matmul_steps s = {ctx, step_copy, step_matmul, step_gelu_backward, step_sum_rows};               \
+        return s;                                                                                             \
+    }
 tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta);
 tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b);
 tern_error *tern_validate_norm2(tern_buf x, const double *out);

@@ -343,16 +343,7 @@ static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, 
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-static tern_error *step_copy(void *d, tern_buf dst, tern_buf src) { return tern_cuda_copy(d, dst, src); }
-static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    return tern_cuda_matmul(d, c, a, b, mm);
-}
-static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
-    return tern_cuda_gelu_backward(d, dx, dout, x);
-}
-static tern_error *step_sum_rows(void *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
-    return tern_cuda_sum_rows(d, out, x, rows, cols, beta);
-}
+TERN_MATMUL_STEPS(tern_dev, tern_cuda_copy, tern_cuda_matmul, tern_cuda_gelu_backward, tern_cuda_sum_rows)
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to
@@ -360,7 +351,7 @@ static tern_error *step_sum_rows(void *d, tern_buf out, tern_buf x, int rows, in
 static tern_error *fallback(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                             const tern_matmul_dims *dims) {
     if (!tern_matmul_composite(c, mm)) return core_matmul(d, c, a, b, mm);
-    const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward, step_sum_rows};
+    const tern_matmul_steps steps = matmul_steps(d);
     return tern_matmul_compose(&steps, c, a, b, mm, dims);
 }
 

@@ -3,23 +3,14 @@
 #include "handlers/gpu/gpu_internal.h"
 
 /* The steps of a composed product (tern_matmul_compose): the core's own operations. */
-static tern_error *step_copy(void *g, tern_buf dst, tern_buf src) { return gpu_copy(g, dst, src); }
-static tern_error *step_matmul(void *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    return gpu_matmul(g, c, a, b, mm);
-}
-static tern_error *step_gelu_backward(void *g, tern_buf dx, tern_buf dout, tern_buf x) {
-    return gpu_gelu_backward(g, dx, dout, x);
-}
-static tern_error *step_sum_rows(void *g, tern_buf out, tern_buf x, int rows, int cols, float beta) {
-    return gpu_sum_rows(g, out, x, rows, cols, beta);
-}
+TERN_MATMUL_STEPS(gpu_core, gpu_copy, gpu_matmul, gpu_gelu_backward, gpu_sum_rows)
 
 tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims d;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &d));
     if (tern_matmul_composite(c, mm)) {
         /* the kernels read beta's term from C and have no GELU gradient epilogue */
-        const tern_matmul_steps steps = {g, step_copy, step_matmul, step_gelu_backward, step_sum_rows};
+        const tern_matmul_steps steps = matmul_steps(g);
         return tern_matmul_compose(&steps, c, a, b, mm, &d);
     }
     TERN_TRY(gpu_check_index("matmul", "a", a.len));

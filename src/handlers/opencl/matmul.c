@@ -65,16 +65,7 @@ static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cur
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-static tern_error *step_copy(void *d, tern_buf dst, tern_buf src) { return TERN_OP(copy)(d, dst, src); }
-static tern_error *step_matmul(void *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    return TERN_OP(matmul)(d, c, a, b, mm);
-}
-static tern_error *step_gelu_backward(void *d, tern_buf dx, tern_buf dout, tern_buf x) {
-    return TERN_OP(gelu_backward)(d, dx, dout, x);
-}
-static tern_error *step_sum_rows(void *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
-    return TERN_OP(sum_rows)(d, out, x, rows, cols, beta);
-}
+TERN_MATMUL_STEPS(tern_dev, TERN_OP(copy), TERN_OP(matmul), TERN_OP(gelu_backward), TERN_OP(sum_rows))
 
 tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     CL_CHECK_DEV(d, "matmul");
@@ -84,7 +75,7 @@ tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, con
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dm));
     if (tern_matmul_composite(c, mm)) {
         /* CLBlast's beta reads C itself and the epilogue pass has no GELU gradient */
-        const tern_matmul_steps steps = {d, step_copy, step_matmul, step_gelu_backward, step_sum_rows};
+        const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mm, &dm);
     }
     if (a.dtype == TERN_F32 && b.dtype == TERN_F32 && c.dtype == TERN_F32) {
