@@ -20,16 +20,6 @@
 
 #define ARGMAX_UNROLL 4 /* elements a thread loads together */
 
-/* best/best_i take x at index j when it is larger, or equal at a lower index (NaN never);
- * nan_i the first NaN. */
-static void take(tern_v x, tern_v j, tern_v in, tern_v best, tern_v best_i, tern_v nan_i, tern_v none) {
-    tern_v isn = tern_land(in, tern_isnan(x));
-    tern_v better = tern_land(in, tern_lor(tern_gt(x, best), tern_land(tern_eq(x, best), tern_lt(j, best_i))));
-    tern_assign(best_i, tern_select(better, j, best_i));
-    tern_assign(best, tern_select(better, x, best));
-    tern_assign(nan_i, tern_select(tern_land(isn, tern_eq(nan_i, none)), j, nan_i));
-}
-
 void gk_trace_argmax_partial(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int G = s->n[0], SG = G / 32;
@@ -60,7 +50,10 @@ void gk_trace_argmax_partial(tern_kb *kb, void *spec) {
             js[u] = tern_add(j0, tern_int(u * G));
             xs[u] = tern_load(logits, tern_add(base, tern_min(js[u], last)));
         }
-        for (int u = 0; u < ARGMAX_UNROLL; u++) take(xs[u], js[u], tern_lt(js[u], hi), best, best_i, nan_i, none);
+        for (int u = 0; u < ARGMAX_UNROLL; u++) {
+            tern_v in = tern_lt(js[u], hi);
+            ku_argmax_take(xs[u], js[u], &in, best, best_i, nan_i, none);
+        }
     }
     tern_v M = ku_group_reduce(kb, KU_MAX, best, red_f, SG);
     tern_v arg = ku_group_reduce(kb, KU_MIN, tern_select(tern_eq(best, M), best_i, none), red_i, SG);

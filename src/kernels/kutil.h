@@ -89,6 +89,21 @@ static inline void ku_fault(tern_kb *kb, tern_v fault, int code, tern_v pos, ter
     }
 }
 
+/* One element of a running argmax (sampling's first pass, argmax.c): best and best_i take x
+ * at index j when it is larger, or equal at a lower index (a NaN never); nan_i (still
+ * `none`) takes j when x is NaN. Elements where *in is false (in NULL: all count) change
+ * nothing. Returns whether x is a counted NaN. */
+static inline tern_v ku_argmax_take(tern_v x, tern_v j, const tern_v *in, tern_v best, tern_v best_i, tern_v nan_i,
+                                    tern_v none) {
+    tern_v isn = tern_isnan(x);
+    tern_v better = tern_lor(tern_gt(x, best), tern_land(tern_eq(x, best), tern_lt(j, best_i)));
+    if (in) isn = tern_land(*in, isn), better = tern_land(*in, better);
+    tern_assign(best_i, tern_select(better, j, best_i));
+    tern_assign(best, tern_select(better, x, best));
+    tern_assign(nan_i, tern_select(tern_land(isn, tern_eq(nan_i, none)), j, nan_i));
+    return isn;
+}
+
 /* GPT-2's GELU as the cpu handler computes it: x * sigmoid(2u) = x / (1 + exp(-2u)),
  * u = sqrt(2/pi) (x + 0.044715 x^3): the tanh form without 1 + tanh's cancellation. */
 #define KU_GELU_S 0.7978845608028654f

@@ -283,12 +283,8 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     tern_v nan_i = tern_var(kb, "nan_i", big);
     TERN_FOR(kb, j, c.tid, c.V, tern_int(c.G)) {
         tern_v x = tern_load(c.logits, tern_add(c.base, j));
-        tern_v isn = tern_isnan(x);
-        tern_v better = tern_lor(tern_gt(x, best), tern_land(tern_eq(x, best), tern_lt(j, best_i)));
-        tern_assign(best_i, tern_select(better, j, best_i));
-        tern_assign(best, tern_select(better, x, best));
+        tern_v isn = ku_argmax_take(x, j, NULL, best, best_i, nan_i, big);
         tern_assign(mn, tern_select(isn, mn, tern_min(mn, x)));
-        tern_assign(nan_i, tern_select(tern_land(isn, tern_eq(nan_i, big)), j, nan_i));
     }
     tern_v first_nan = group_i(&c, KU_MIN, nan_i);
     tern_v M = group_f(&c, KU_MAX, best);
