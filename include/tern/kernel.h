@@ -399,6 +399,48 @@ void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transpo
 #define tern_load_matrix(buf, row_index, transposed, out) \
     tern_load_matrix_at(TERN_HERE, buf, row_index, transposed, out)
 
+/* ---- asynchronous copies from device to threadgroup memory ----
+ * What lets a kernel stage the next tile of its input in threadgroup memory while it
+ * computes on the current one, without the data passing through registers (CUDA: PTX
+ * cp.async, sm_80 or newer). Each thread issues its own copies, commits them as a batch and
+ * later waits for its batches; none of the three is a collective (control flow may differ
+ * between threads), but the usual pattern is uniform:
+ *
+ *     tern_copy_async(tile, dst_i, x, src_i, 8);    // this thread's 16 bytes of the tile
+ *     tern_copy_async_commit(kb);                   // closes the batch
+ *     ... compute on the other tile ...
+ *     tern_copy_async_wait(kb, 0);                  // this thread's copies have landed
+ *     tern_barrier(kb);                             // ... and every thread's, for all
+ *
+ * Contract: from the copy until the wait that covers it, dst's elements must not be read or
+ * written and src's not written, by any thread. A kernel that reads dst before its wait is
+ * wrong on CUDA (it may see old data) and right everywhere else: the host interpreter,
+ * OpenCL and Metal copy at once (commit and wait do nothing there), so the interpreter
+ * cannot detect the mistake; only a GPU run can. */
+
+/* Starts copying n elements of device buffer src (a buffer parameter, readable) from
+ * src_index to threadgroup array dst at dst_index. Both have the same element type; the n
+ * elements are 4, 8 or 16 bytes in all (f32/i32/u32: n = 1, 2, 4; f16/bf16/u16: 2, 4, 8;
+ * i64/u64: 1, 2), and both indices are multiples of n, with the buffers' starts aligned to
+ * the copy, as for tern_load_vec (the host checks bounds and alignment). The builder is
+ * dst's. The bytes are copied as they are (no conversion: a bf16 NaN keeps its bits). CUDA
+ * cp.async.cg (16 bytes, bypassing L1) or cp.async.ca (4 and 8); below sm_80, and on the
+ * other targets, a plain vector load and store. */
+void tern_copy_async_at(tern_loc at, tern_v dst, tern_v dst_index, tern_v src, tern_v src_index,
+                        int n);
+/* Closes the batch of this thread's copies started since its last commit (CUDA
+ * cp.async.commit_group). A batch may be empty. */
+void tern_copy_async_commit_at(tern_loc at, tern_kb *kb);
+/* Waits until at most `pending` (0..7) of this thread's committed batches are still in
+ * flight; 0: all of them are done (CUDA cp.async.wait_group pending). Copies not yet
+ * committed are not waited for. After the wait the copied data is visible to this thread;
+ * to the rest of the threadgroup after a tern_barrier that follows it. */
+void tern_copy_async_wait_at(tern_loc at, tern_kb *kb, int pending);
+#define tern_copy_async(dst, dst_index, src, src_index, n) \
+    tern_copy_async_at(TERN_HERE, dst, dst_index, src, src_index, n)
+#define tern_copy_async_commit(kb) tern_copy_async_commit_at(TERN_HERE, kb)
+#define tern_copy_async_wait(kb, pending) tern_copy_async_wait_at(TERN_HERE, kb, pending)
+
 /* ---- control flow ----
  * Structured blocks: tern_if / tern_else / tern_for / tern_while ... tern_end, or the
  * macros below, whose C body is the block:
@@ -478,8 +520,8 @@ void tern_print_at(tern_loc at, tern_kb *kb, const char *fmt, int count, const t
 /* ---- pure functions ----
  * A kernel whose scalar parameters are its inputs and that ends with tern_result is a pure
  * function, as taken by the generic operations (build, zip_with, reduce) and by tern_call.
- * It may not print, store, use atomics, barriers, SIMD operations, threadgroup memory or
- * thread attributes. */
+ * It may not print, store, use atomics, barriers, asynchronous copies, SIMD operations,
+ * threadgroup memory or thread attributes. */
 void tern_result_at(tern_loc at, tern_kb *kb, tern_v value);
 #define tern_result(kb, value) tern_result_at(TERN_HERE, kb, value)
 

@@ -238,3 +238,86 @@ void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transpo
         out[j] = kb_value(kb, v);
     }
 }
+
+/* ---- asynchronous copies (tern_copy_async) ---- */
+
+/* A copy's buffer operand: dst must be a threadgroup array, src a readable buffer parameter.
+ * -1 after an error. */
+static int32_t copy_buf(tern_kb *kb, tern_loc at, tern_v v, bool is_dst) {
+    int32_t b = kb_buf(kb, at, v, is_dst ? "copy_async's destination" : "copy_async's source");
+    if (b < 0) return -1;
+    const ir_buf *B = &kb->k->bufs[b];
+    const char *name = ir_string(kb->k, B->name);
+    if (is_dst && !B->shared) {
+        kb_fail(kb, at, "copy_async to buffer parameter '%s': it copies into threadgroup memory "
+                "(a tern_shared array)", name);
+        return -1;
+    }
+    if (!is_dst && B->shared) {
+        kb_fail(kb, at, "copy_async from threadgroup array '%s': it copies from device memory (a "
+                "buffer parameter)", name);
+        return -1;
+    }
+    if (!is_dst && !(B->intent & TERN_READ)) {
+        kb_fail(kb, at, "copy_async from buffer '%s', which is declared TERN_WRITE: declare it "
+                "TERN_READ", name);
+        return -1;
+    }
+    return b;
+}
+
+/* Whether n elements of `elem` make a copy of 4, 8 or 16 bytes (what cp.async moves). */
+static bool copy_size_ok(tern_kb *kb, tern_loc at, int elem, int n) {
+    long long size = (long long)tern_type_size((tern_type)elem), bytes = size * n;
+    if (n > 0 && (bytes == 4 || bytes == 8 || bytes == 16)) return true;
+    const char *name = tern_type_name((tern_type)elem);
+    if (n > 0)
+        kb_fail(kb, at, "copy_async of %d %s element%s (%lld bytes): a copy is 4, 8 or 16 bytes "
+                "(%s: n = %s)", n, name, n == 1 ? "" : "s", bytes, name,
+                size == 2 ? "2, 4 or 8" : size == 4 ? "1, 2 or 4" : "1 or 2");
+    else
+        kb_fail(kb, at, "copy_async of %d elements: n must be positive", n);
+    return false;
+}
+
+void tern_copy_async_at(tern_loc at, tern_v dst, tern_v dst_index, tern_v src, tern_v src_index,
+                        int n) {
+    tern_kb *kb = dst.kb ? dst.kb : src.kb;
+    if (!kb_ok(kb)) return;
+    int32_t d = copy_buf(kb, at, dst, true);
+    int32_t s = d < 0 ? -1 : copy_buf(kb, at, src, false);
+    if (s < 0) return;
+    const ir_buf *D = &kb->k->bufs[d], *S = &kb->k->bufs[s];
+    if (D->elem != S->elem) {
+        kb_fail(kb, at, "copy_async from %s buffer '%s' to %s threadgroup array '%s': the element "
+                "types differ (the bytes are copied as they are)", tern_type_name((tern_type)S->elem),
+                ir_string(kb->k, S->name), tern_type_name((tern_type)D->elem),
+                ir_string(kb->k, D->name));
+        return;
+    }
+    if (!copy_size_ok(kb, at, D->elem, n)) return;
+    int32_t di = access_index(kb, at, dst_index, "copy_async");
+    int32_t si = di < 0 ? -1 : access_index(kb, at, src_index, "copy_async");
+    if (si < 0) return;
+    ir_ins in = {.op = IR_COPY_ASYNC, .aux = (uint8_t)n, .a = {d, di, s, si}};
+    if (kb_emit(kb, at, &in, TERN_T_VOID) < 0) return;
+    kb->k->bufs[d].used |= IR_BUF_STORED | IR_BUF_COPIED;
+    kb->k->bufs[s].used |= IR_BUF_LOADED;
+    kb->k->uses |= IR_USES_STORE;
+}
+
+void tern_copy_async_commit_at(tern_loc at, tern_kb *kb) {
+    if (!kb_ok(kb)) return;
+    ir_ins in = {.op = IR_COPY_COMMIT, .a = {-1, -1, -1, -1}};
+    kb_emit(kb, at, &in, TERN_T_VOID);
+}
+
+void tern_copy_async_wait_at(tern_loc at, tern_kb *kb, int pending) {
+    if (!kb_ok(kb)) return;
+    if (pending < 0 || pending > IR_COPY_WAIT_MAX) {
+        kb_fail(kb, at, "copy_async_wait: pending %d is not in 0..%d", pending, IR_COPY_WAIT_MAX);
+        return;
+    }
+    ir_ins in = {.op = IR_COPY_WAIT, .aux = (uint8_t)pending, .a = {-1, -1, -1, -1}};
+    kb_emit(kb, at, &in, TERN_T_VOID);
+}

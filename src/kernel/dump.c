@@ -33,6 +33,11 @@ static void put_val(strbuf *sb, const tern_kernel *k, int32_t id) {
     }
 }
 
+/* A buffer operand's name, "?" when it is not one. */
+static const char *buf_name(const tern_kernel *k, int32_t b) {
+    return b >= 0 && b < k->nbufs ? ir_string(k, k->bufs[b].name) : "?";
+}
+
 /* "mma_bf16 a {..8}, b {..4}, c {..4}" */
 static void put_mma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
     static const char *const parts[3] = {"a", "b", "c"};
@@ -140,6 +145,14 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
             put_val(sb, k, a[3]);
         }
         break;
+    case IR_COPY_ASYNC: /* "copy_async tile[i] <- x[j], 8" */
+        sb_printf(sb, "copy_async %s[", buf_name(k, a[0]));
+        put_val(sb, k, a[1]);
+        sb_printf(sb, "] <- %s[", buf_name(k, a[2]));
+        put_val(sb, k, a[3]);
+        sb_printf(sb, "], %d", in->aux);
+        break;
+    case IR_COPY_WAIT: sb_printf(sb, "copy_async_wait %d", in->aux); break;
     case IR_PREFETCH:
         sb_printf(sb, "prefetch %s[", a[0] >= 0 && a[0] < k->nbufs ? ir_string(k, k->bufs[a[0]].name) : "?");
         put_val(sb, k, a[1]);

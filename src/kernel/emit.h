@@ -27,6 +27,7 @@ enum {
     NEED_MMA = 1 << 7,
     NEED_WAIT_PREVIOUS = 1 << 8,
     NEED_PREFETCH = 1 << 9,
+    NEED_COPY_ASYNC = 1 << 10,
 };
 
 /* One SIMD helper a kernel needs: operation and operand type (emitter.simd_need). */
@@ -68,6 +69,11 @@ typedef struct dialect {
      * them (launches run in order; no prefetch): the statement becomes a comment */
     void (*wait_previous)(emitter *e, int32_t ins);
     void (*prefetch)(emitter *e, int32_t ins);
+    /* tern_copy_async and its commit and wait; commit and wait NULL where the copy is made at
+     * once (then they are comments) */
+    void (*copy_async)(emitter *e, int32_t ins);
+    void (*copy_commit)(emitter *e, int32_t ins);
+    void (*copy_wait)(emitter *e, int32_t ins);
 } dialect;
 
 struct emitter {
@@ -161,6 +167,11 @@ void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char
 void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why);
 /* "&buf[index]" of a prefetch statement, into out. */
 void emit_prefetch_address(emitter *e, strbuf *out, int32_t i);
+/* tern_copy_async as an immediate copy (OpenCL, Metal): one 4-, 8- or 16-byte load and store
+ * through uint / uint2 / uint4 pointers in the given address spaces ("__local", ...). */
+void emit_copy_at_once(emitter *e, int32_t i, const char *dst_space, const char *src_space);
+/* The number of bytes copy instruction i moves. */
+int emit_copy_bytes(const emitter *e, int32_t i);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */
 bool emit_reserved(const char *name);
 /* Whether a kernel name clashes with a keyword, builtin or tern's own helpers. */

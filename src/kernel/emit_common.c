@@ -580,6 +580,20 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
             free(s);
         }
         return;
+    case IR_COPY_ASYNC: e->d->copy_async(e, i); return;
+    case IR_COPY_COMMIT:
+        if (e->d->copy_commit) e->d->copy_commit(e, i);
+        else emit_comment_statement(e, i, "copy_async_commit", "copies are made at once here");
+        return;
+    case IR_COPY_WAIT:
+        if (e->d->copy_wait) {
+            e->d->copy_wait(e, i);
+        } else {
+            char what[40];
+            snprintf(what, sizeof what, "copy_async_wait %d", in->aux);
+            emit_comment_statement(e, i, what, "copies are made at once here");
+        }
+        return;
     case IR_IF:
         emit_line_start(e, i);
         sb_puts(b, "if (");
@@ -677,6 +691,27 @@ void emit_prefetch_address(emitter *e, strbuf *out, int32_t i) {
     const ir_ins *in = &e->k->ins[i];
     sb_putc(out, '&');
     emit_elem(e, out, in->a[0], in->a[1]);
+}
+
+int emit_copy_bytes(const emitter *e, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    return (int)tern_type_size((tern_type)e->k->bufs[in->a[0]].elem) * in->aux;
+}
+
+/* Through 32-bit words whatever the element type: the bytes move as they are (a float copy
+ * could quieten a signalling NaN), and one word type serves every element size. */
+void emit_copy_at_once(emitter *e, int32_t i, const char *dst_space, const char *src_space) {
+    const ir_ins *in = &e->k->ins[i];
+    int bytes = emit_copy_bytes(e, i);
+    const char *vt = bytes == 16 ? "uint4" : bytes == 8 ? "uint2" : "uint";
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    sb_printf(b, "*(%s %s *)&", dst_space, vt);
+    emit_elem(e, b, in->a[0], in->a[1]);
+    sb_printf(b, " = *(%s const %s *)&", src_space, vt);
+    emit_elem(e, b, in->a[2], in->a[3]);
+    sb_puts(b, "; /* copy_async, made at once */");
+    emit_line_end(e);
 }
 
 void emit_mma_call(emitter *e, int32_t i, const char *extra_arg, emit_pair_fn pair) {

@@ -459,6 +459,71 @@ static void cuda_prefetch(emitter *e, int32_t i) {
     e->need |= NEED_PREFETCH;
 }
 
+/* tern_copy_async: a call of the helper for its size (copy_async_helpers), with the
+ * elements' addresses. */
+static void cuda_copy_async(emitter *e, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    strbuf *b = &e->body;
+    emit_line_start(e, i);
+    sb_printf(b, "tern_copy_async_%d(&", emit_copy_bytes(e, i));
+    emit_elem(e, b, in->a[0], in->a[1]);
+    sb_puts(b, ", &");
+    emit_elem(e, b, in->a[2], in->a[3]);
+    sb_puts(b, ");");
+    emit_line_end(e);
+    e->need |= NEED_COPY_ASYNC;
+}
+
+static void cuda_copy_commit(emitter *e, int32_t i) {
+    emit_line_start(e, i);
+    sb_puts(&e->body, "tern_copy_async_commit();");
+    emit_line_end(e);
+    e->need |= NEED_COPY_ASYNC;
+}
+
+/* The pending count is an immediate of the instruction: a template argument. */
+static void cuda_copy_wait(emitter *e, int32_t i) {
+    emit_line_start(e, i);
+    sb_printf(&e->body, "tern_copy_async_wait<%d>();", e->k->ins[i].aux);
+    emit_line_end(e);
+    e->need |= NEED_COPY_ASYNC;
+}
+
+/* The helpers of tern_copy_async, one per size, and of its commit and wait. sm_80 and newer:
+ * PTX cp.async, the shared address as a 32-bit offset in the shared window, the global one
+ * converted from the generic pointer. 16 bytes go as .cg (cached in L2 only: the tile is read
+ * again from shared memory, not from L1); .cg takes only 16, so 4 and 8 go as .ca. Volatile
+ * with a "memory" clobber, so the compiler moves no memory access across the copy, the
+ * commit or the wait (a read of the tile above its wait would see old data). Older GPUs have
+ * no cp.async: they copy at once through a register, and commit and wait are nothing. */
+static void copy_async_helpers(const emitter *e, strbuf *out) {
+    if (!(e->need & NEED_COPY_ASYNC)) return;
+    static const int bytes[3] = {4, 8, 16};
+    static const char *const word[3] = {"unsigned int", "uint2", "uint4"};
+    for (int j = 0; j < 3; j++)
+        sb_printf(out,
+                  "__device__ __forceinline__ void tern_copy_async_%d(void *dst, const void *src) {\n"
+                  "#if __CUDA_ARCH__ >= 800\n"
+                  "    asm volatile(\"cp.async.%s.shared.global [%%0], [%%1], %d;\"\n"
+                  "                 :: \"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"(__cvta_generic_to_global(src))\n"
+                  "                 : \"memory\");\n"
+                  "#else\n"
+                  "    *(%s *)dst = *(const %s *)src;\n"
+                  "#endif\n"
+                  "}\n",
+                  bytes[j], bytes[j] == 16 ? "cg" : "ca", bytes[j], word[j], word[j]);
+    sb_puts(out, "__device__ __forceinline__ void tern_copy_async_commit() {\n"
+                 "#if __CUDA_ARCH__ >= 800\n"
+                 "    asm volatile(\"cp.async.commit_group;\" ::: \"memory\");\n"
+                 "#endif\n"
+                 "}\n"
+                 "template <int pending> __device__ __forceinline__ void tern_copy_async_wait() {\n"
+                 "#if __CUDA_ARCH__ >= 800\n"
+                 "    asm volatile(\"cp.async.wait_group %0;\" :: \"n\"(pending) : \"memory\");\n"
+                 "#endif\n"
+                 "}\n");
+}
+
 /* The helpers of tern_wait_previous and tern_prefetch. The wait is an instruction of sm_90
  * and newer (programmatic dependent launch), which older targets never launch overlapped:
  * there it is nothing. The "memory" clobber keeps the compiler from moving loads above it. */
@@ -495,7 +560,9 @@ static void exp2_helper(const emitter *e, strbuf *out) {
 static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
     const ir_buf *B = &e->k->bufs[b];
     if (e->k->shared_bytes <= CUDA_STATIC_SHARED_LIMIT) {
-        sb_printf(out, "    __shared__ %s %s[%zu];\n", cuda_type(B->elem), e->buf_name[b], B->count);
+        /* an asynchronous copy's destination: 16-byte aligned, as the copies need */
+        const char *align = B->used & IR_BUF_COPIED ? "__align__(16) " : "";
+        sb_printf(out, "    __shared__ %s%s %s[%zu];\n", align, cuda_type(B->elem), e->buf_name[b], B->count);
         return;
     }
     /* more than static shared memory allows: carve the dynamic allocation */
@@ -578,6 +645,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
     if (e->need & NEED_MMA) mma_helper(out);
 
     pdl_helpers(e, out);
+    copy_async_helpers(e, out);
     exp2_helper(e, out);
 }
 
@@ -609,4 +677,7 @@ const dialect emit_cuda_dialect = {
     .prelude = cuda_prelude,
     .wait_previous = cuda_wait_previous,
     .prefetch = cuda_prefetch,
+    .copy_async = cuda_copy_async,
+    .copy_commit = cuda_copy_commit,
+    .copy_wait = cuda_copy_wait,
 };

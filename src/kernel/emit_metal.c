@@ -338,8 +338,14 @@ static void mtl_head(emitter *e, strbuf *out) {
 
 static void mtl_shared(emitter *e, strbuf *out, int32_t b) {
     const ir_buf *B = &e->k->bufs[b];
-    sb_printf(out, "    threadgroup %s %s[%zu];\n", mtl_type(B->elem), e->buf_name[b], B->count);
+    /* an asynchronous copy's destination: 16-byte aligned, as its vector accesses need */
+    sb_printf(out, "    %sthreadgroup %s %s[%zu];\n", B->used & IR_BUF_COPIED ? "alignas(16) " : "",
+              mtl_type(B->elem), e->buf_name[b], B->count);
 }
+
+/* Metal has no per-thread asynchronous copy (simdgroup_async_copy is not public): the copy
+ * is made at once, which a correct kernel cannot tell apart. */
+static void mtl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "threadgroup", "device"); }
 
 static void simd_helper(strbuf *out, tern_simd_op op, int t) {
     const char *ty = mtl_type(t), *sfx = emit_type_suffix(t);
@@ -465,4 +471,5 @@ const dialect emit_metal_dialect = {
     .head = mtl_head,
     .shared = mtl_shared,
     .prelude = mtl_prelude,
+    .copy_async = mtl_copy_async,
 };

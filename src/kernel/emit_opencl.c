@@ -204,6 +204,11 @@ static void cl_prefetch(emitter *e, int32_t i) {
     emit_line_end(e);
 }
 
+/* OpenCL C 1.2 has only work-group copies (async_work_group_copy), which every work-item
+ * must reach with the same arguments; tern's copies are per thread, so they are made at once
+ * (what a correct kernel cannot tell from an asynchronous copy). */
+static void cl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "__local", "__global"); }
+
 static void cl_head(emitter *e, strbuf *out) {
     const tern_kernel *k = e->k;
     if (k->result >= 0)
@@ -231,7 +236,9 @@ static void cl_head(emitter *e, strbuf *out) {
 
 static void cl_shared(emitter *e, strbuf *out, int32_t b) {
     const ir_buf *B = &e->k->bufs[b];
-    sb_printf(out, "    __local %s %s[%zu];\n", cl_type(B->elem), e->buf_name[b], B->count);
+    /* an asynchronous copy's destination: 16-byte aligned, as its vector accesses need */
+    sb_printf(out, "    __local %s %s[%zu]%s;\n", cl_type(B->elem), e->buf_name[b], B->count,
+              B->used & IR_BUF_COPIED ? " __attribute__((aligned(16)))" : "");
 }
 
 /* The emulated SIMD helpers: each thread publishes its value in the scratch and reads its
@@ -391,4 +398,5 @@ const dialect emit_opencl_dialect = {
     .shared = cl_shared,
     .prelude = cl_prelude,
     .prefetch = cl_prefetch,
+    .copy_async = cl_copy_async,
 };

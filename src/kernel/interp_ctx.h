@@ -63,6 +63,8 @@ void interp_vstore(ictx *c, int32_t ins, const int32_t *lanes, int n);
 void interp_atomic(ictx *c, int32_t ins, const int32_t *lanes, int n);
 /* A prefetch does nothing here; its index is checked like a load's. */
 void interp_prefetch(ictx *c, int32_t ins, const int32_t *lanes, int n);
+/* An asynchronous copy is made at once (its commit and wait do nothing). */
+void interp_copy_async(ictx *c, int32_t ins, const int32_t *lanes, int n);
 
 /* SIMD groups, barriers and print (interp_simd.c). */
 void interp_simd(ictx *c, int32_t ins, const int32_t *lanes, int n);

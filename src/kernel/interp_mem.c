@@ -66,8 +66,13 @@ static void write_elem(unsigned char *p, int elem, ev x) {
     }
 }
 
-/* The element index of lane l as an unsigned offset, or fails when it is outside
- * [0, len - width]. */
+/* The name of b, one of c->bufs, for errors. */
+static const char *ibuf_name(const ictx *c, const ibuf *b) {
+    return ir_string(c->k, c->k->bufs[b - c->bufs].name);
+}
+
+/* The element index of lane l into b (one of c->bufs) as an unsigned offset, or fails when
+ * it is outside [0, len - width] or not aligned to width. */
 static bool index_of_lane(ictx *c, int32_t ins, int l, const char *what, int32_t idx_val,
                           const ibuf *b, int width, size_t *out) {
     const ev x = IREG(c, idx_val)[l];
@@ -75,8 +80,7 @@ static bool index_of_lane(ictx *c, int32_t ins, int l, const char *what, int32_t
     bool neg = ir_type_is_signed(t) && x.i < 0;
     uint64_t i = x.u;
     if (neg || i >= b->len || b->len - i < (uint64_t)width) {
-        const tern_kernel *k = c->k;
-        const char *name = ir_string(k, k->bufs[k->ins[ins].a[0]].name);
+        const char *name = ibuf_name(c, b);
         if (neg)
             ictx_fail(c, ins, l, "%s '%s' at index %lld is out of bounds (%zu elements)", what,
                       name, (long long)x.i, b->len);
@@ -87,8 +91,8 @@ static bool index_of_lane(ictx *c, int32_t ins, int l, const char *what, int32_t
     }
     if (width > 1 && (b->offset + i) % (uint64_t)width) {
         ictx_fail(c, ins, l, "%s '%s' of %d elements at index %llu (view offset %zu) is not "
-                  "aligned to %d elements", what, ir_string(c->k, c->k->bufs[c->k->ins[ins].a[0]].name),
-                  width, (unsigned long long)i, b->offset, width);
+                  "aligned to %d elements", what, ibuf_name(c, b), width, (unsigned long long)i,
+                  b->offset, width);
         return false;
     }
     *out = (size_t)i;
@@ -258,4 +262,22 @@ void interp_load_matrix(ictx *c, int32_t ins, int n) {
     }
 done:
     free(row);
+}
+
+/* tern_copy_async, made at once: both ends checked like a vector access (in bounds, aligned to
+ * the copy's elements), then the bytes copied as they are. A kernel that reads the tile before
+ * its wait is wrong on CUDA, yet reads the right data here: nothing can tell it. */
+void interp_copy_async(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *d = &c->bufs[in->a[0]], *s = &c->bufs[in->a[2]];
+    int w = in->aux;
+    size_t size = tern_type_size((tern_type)d->elem);
+    FOR_LANES(c, lanes, n, {
+        size_t di;
+        size_t si;
+        if (!index_of_lane(c, ins, l, "copy_async to", in->a[1], d, w, &di) ||
+            !index_of_lane(c, ins, l, "copy_async from", in->a[3], s, w, &si))
+            return;
+        memcpy(d->base + di * size, s->base + si * size, (size_t)w * size);
+    });
 }

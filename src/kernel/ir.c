@@ -122,6 +122,8 @@ const char *ir_op_name(ir_op op) {
         [IR_RESULT] = "result",     [IR_MMA] = "mma_bf16",
         [IR_WAIT_PREVIOUS] = "wait_previous", [IR_PREFETCH] = "prefetch",
         [IR_LOAD_MATRIX] = "load_matrix", [IR_FENCE] = "fence_device",
+        [IR_COPY_ASYNC] = "copy_async", [IR_COPY_COMMIT] = "copy_async_commit",
+        [IR_COPY_WAIT] = "copy_async_wait",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -260,6 +262,10 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
     case IR_ATOMIC:
         out[n++] = a[1];
         out[n++] = a[2];
+        break;
+    case IR_COPY_ASYNC: /* a0 and a2 are buffers */
+        out[n++] = a[1];
+        out[n++] = a[3];
         break;
     case IR_ATOMIC_CAS:
         out[n++] = a[1];

@@ -65,6 +65,10 @@ typedef enum ir_op {
     IR_LOAD_MATRIX, /* dst .. dst+7 = tern_load_matrix of threadgroup buffer a0, this lane's row
                      * at a1; aux 1: transposed */
     IR_FENCE,      /* device-scope memory fence (tern_fence_device) */
+    IR_COPY_ASYNC, /* threadgroup buffer a0 [a1 .. a1+aux-1] = device buffer a2 [a3 .. a3+aux-1],
+                    * asynchronously (tern_copy_async) */
+    IR_COPY_COMMIT, /* closes this thread's batch of asynchronous copies */
+    IR_COPY_WAIT,  /* waits until at most aux of this thread's batches are in flight */
     IR_OP_COUNT
 } ir_op;
 
@@ -102,9 +106,11 @@ typedef struct ir_buf {
     int32_t param;   /* parameter index, or -1 */
     size_t count;    /* threadgroup arrays: elements */
     size_t offset;   /* threadgroup arrays: byte offset in the group's memory */
-    uint32_t used;   /* IR_BUF_LOADED / STORED / ATOMIC, for emitters' qualifiers */
+    uint32_t used;   /* IR_BUF_LOADED / STORED / ATOMIC / COPIED, for emitters' declarations */
 } ir_buf;
-enum { IR_BUF_LOADED = 1, IR_BUF_STORED = 2, IR_BUF_ATOMIC = 4 };
+/* IR_BUF_COPIED: the destination of an asynchronous copy, which needs the array aligned to
+ * 16 bytes (emitters declare it so; a target only promises its element type's alignment) */
+enum { IR_BUF_LOADED = 1, IR_BUF_STORED = 2, IR_BUF_ATOMIC = 4, IR_BUF_COPIED = 8 };
 
 typedef struct ir_param {
     bool is_buf;
@@ -131,6 +137,10 @@ enum {
     IR_USES_WAIT_PREVIOUS = 1 << 12, /* the cuda runtime launches it to overlap the previous kernel */
     IR_USES_FENCE = 1 << 13,
 };
+
+/* IR_COPY_WAIT: the largest pending count (PTX wants an immediate, and no pipeline needs more
+ * batches in flight than this). */
+#define IR_COPY_WAIT_MAX 7
 
 /* IR_MMA: its operands (a, b, c) in extra, its results (the f32 fragment d). */
 enum { IR_MMA_OPERANDS = 16, IR_MMA_RESULTS = 4 };

@@ -1,6 +1,7 @@
 /* Purity: what the generic operations and tern_call accept. A pure function has scalar
  * parameters only, ends with tern_result, and does nothing but compute: no print, stores,
- * atomics, barriers, fences, SIMD operations, threadgroup memory, thread attributes or exit. */
+ * atomics, barriers, fences, asynchronous copies, SIMD operations, threadgroup memory, thread
+ * attributes or exit. */
 #include <stdio.h>
 
 #include "kernel/ir.h"
@@ -17,6 +18,12 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
     case IR_VLOAD:
         snprintf(buf, size, "loads from buffer '%s'", ir_string(k, k->bufs[in->a[0]].name));
         return buf;
+    case IR_COPY_ASYNC: /* a load from device memory and a store to threadgroup memory */
+        snprintf(buf, size, "stores to buffer '%s' (copy_async from '%s')",
+                 ir_string(k, k->bufs[in->a[0]].name), ir_string(k, k->bufs[in->a[2]].name));
+        return buf;
+    case IR_COPY_COMMIT:
+    case IR_COPY_WAIT: return "uses asynchronous copies";
     case IR_ATOMIC:
     case IR_ATOMIC_CAS: return "uses atomics";
     case IR_BARRIER: return "uses a barrier";

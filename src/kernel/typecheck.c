@@ -71,6 +71,19 @@ static void want(verifier *v, bool ok, const char *what) {
     if (!ok) fail(v, "%s", what);
 }
 
+/* COPY_ASYNC: device buffer a2 to threadgroup buffer a0, one element type, 4, 8 or 16 bytes;
+ * a0 marked as a copy's destination (the emitters align it for the copy). */
+static void check_copy(verifier *v, const ir_ins *in) {
+    const ir_buf *d = buf(v, in->a[0]), *s = buf(v, in->a[2]);
+    int di = val(v, in->a[1]), si = val(v, in->a[3]);
+    size_t bytes = d ? tern_type_size((tern_type)d->elem) * in->aux : 0;
+    bool sizes = bytes == 4 || bytes == 8 || bytes == 16;
+    want(v, d && s && d->shared && (d->used & IR_BUF_COPIED) && !s->shared && (s->intent & TERN_READ) &&
+                d->elem == s->elem && sizes && ir_type_is_int(di) && ir_type_is_int(si) &&
+                in->type == TERN_T_VOID && in->dst < 0,
+         "copy_async operands");
+}
+
 /* MMA: 16 f32 operands in extra, four consecutive f32 results defined here. */
 static void check_mma(verifier *v, int32_t i) {
     const tern_kernel *k = v->k;
@@ -222,6 +235,8 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     }
     case IR_WAIT_PREVIOUS: want(v, v->depth == 0, "wait_previous inside a block"); break;
+    case IR_COPY_ASYNC: check_copy(v, in); break;
+    case IR_COPY_WAIT: want(v, in->aux <= IR_COPY_WAIT_MAX, "copy_async_wait's pending count"); break;
     case IR_PREFETCH: {
         const ir_buf *b = buf(v, a[0]);
         want(v, b && !b->shared && (b->intent & TERN_READ) && ir_type_is_int(val(v, a[1])), "prefetch operands");
@@ -231,6 +246,7 @@ static void check_ins(verifier *v, int32_t i) {
     case IR_END:
     case IR_BARRIER:
     case IR_FENCE:
+    case IR_COPY_COMMIT:
     case IR_BREAK:
     case IR_CONTINUE:
     case IR_EXIT: break;

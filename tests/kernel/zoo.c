@@ -1212,6 +1212,71 @@ static int fence_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
     return rc;
 }
 
+/* ---- copy_async: each thread copies its part of four device arrays into threadgroup memory
+ * (u16 by 16 bytes, f32 by 8, u32 by 4, i64 by 16), commits, waits for all of it and meets the
+ * others at a barrier; then writes out the part thread 63 - tid copied. Random bits: the
+ * bytes must arrive as they were. ---- */
+#define CA_GROUP 64
+
+/* out[g][tid][j] = threadgroup copy of x[g][63 - tid][j], `per` elements a thread. */
+static void copy_async_part(tern_kb *kb, tern_v x, tern_v out, tern_type elem, int per, const char *name) {
+    tern_v tid = tern_local_id(kb, 0), gid = tern_global_id(kb, 0);
+    tern_v s = tern_shared(kb, name, elem, (size_t)per * CA_GROUP);
+    tern_copy_async(s, tern_mul(tid, tern_int(per)), x, tern_mul(gid, tern_int(per)), per);
+    tern_copy_async_commit(kb);
+    tern_copy_async_wait(kb, 0);
+    tern_barrier(kb);
+    tern_v mirror = tern_mul(tern_sub(tern_int(CA_GROUP - 1), tid), tern_int(per));
+    for (int j = 0; j < per; j++)
+        tern_store(out, tern_add(tern_mul(gid, tern_int(per)), tern_int(j)), tern_load(s, tern_add(mirror, tern_int(j))));
+}
+
+static void copy_async_trace(tern_kb *kb, void *user) {
+    (void)user;
+    static const tern_type types[4] = {TERN_T_U16, TERN_T_F32, TERN_T_U32, TERN_T_I64};
+    static const int per[4] = {8, 2, 1, 2};
+    static const char *const names[4][3] = {{"h", "oh", "sh"}, {"f", "of", "sf"}, {"u", "ou", "su"}, {"l", "ol", "sl"}};
+    tern_v in[4], out[4];
+    for (int a = 0; a < 4; a++) in[a] = tern_param_buf(kb, names[a][0], types[a], TERN_READ);
+    for (int a = 0; a < 4; a++) out[a] = tern_param_buf(kb, names[a][1], types[a], TERN_WRITE);
+    for (int a = 0; a < 4; a++) copy_async_part(kb, in[a], out[a], types[a], per[a], names[a][2]);
+}
+
+static int copy_async_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
+    enum { GROUPS = 2, T = GROUPS * CA_GROUP };
+    static uint16_t h[8 * T], oh[8 * T];
+    static float f[2 * T], of[2 * T];
+    static uint32_t u[T], ou[T], wu[T], wf[2 * T];
+    static uint64_t l[2 * T], ol[2 * T], wl[2 * T];
+    static uint16_t wh[8 * T];
+    for (int i = 0; i < 8 * T; i++) h[i] = (uint16_t)next(r);
+    for (int i = 0; i < 2 * T; i++) {
+        uint32_t bits = (uint32_t)next(r) & 0xbfffffffu; /* finite: no NaN to quieten in the check */
+        memcpy(&f[i], &bits, 4);
+        l[i] = next(r);
+    }
+    for (int i = 0; i < T; i++) u[i] = (uint32_t)next(r);
+    memset(oh, 0xff, sizeof oh), memset(of, 0xff, sizeof of), memset(ou, 0xff, sizeof ou), memset(ol, 0xff, sizeof ol);
+    for (int t = 0; t < T; t++) {
+        int m = t - t % CA_GROUP + CA_GROUP - 1 - t % CA_GROUP; /* the mirror thread */
+        for (int j = 0; j < 8; j++) wh[8 * t + j] = h[8 * m + j];
+        for (int j = 0; j < 2; j++) memcpy(&wf[2 * t + j], &f[2 * m + j], 4), wl[2 * t + j] = l[2 * m + j];
+        wu[t] = u[m];
+    }
+    int rc = 0;
+    LAUNCH(rt, k, tern_dims1(GROUPS), tern_dims1(CA_GROUP), tern_arg_host_in(TERN_T_U16, h, 8 * T),
+           tern_arg_host_in(TERN_T_F32, f, 2 * T), tern_arg_host_in(TERN_T_U32, u, T),
+           tern_arg_host_in(TERN_T_I64, l, 2 * T), tern_arg_host(TERN_T_U16, oh, 8 * T),
+           tern_arg_host(TERN_T_F32, of, 2 * T), tern_arg_host(TERN_T_U32, ou, T), tern_arg_host(TERN_T_I64, ol, 2 * T));
+    for (int i = 0; i < 8 * T; i++)
+        if (oh[i] != wh[i] && rc++ < 5) fprintf(stderr, "  copy_async u16[%d]: got 0x%04x, want 0x%04x\n", i, oh[i], wh[i]);
+    rc += cmp_u32("copy_async f32", (uint32_t *)of, wf, 2 * T);
+    rc += cmp_u32("copy_async u32", ou, wu, T);
+    rc += cmp_u64("copy_async i64", ol, wl, 2 * T);
+done:
+    return rc;
+}
+
 /* ---- the table ---- */
 
 const zoo_case zoo_cases[] = {
@@ -1233,5 +1298,6 @@ const zoo_case zoo_cases[] = {
     {"print", print_trace, NULL, print_run},
     {"wait_previous", chain_trace, NULL, chain_run},
     {"fence_device", fence_trace, NULL, fence_run},
+    {"copy_async", copy_async_trace, NULL, copy_async_run},
 };
 const int zoo_count = sizeof zoo_cases / sizeof *zoo_cases;
