@@ -28,6 +28,10 @@
 #define CUDA_FLASH_DS_MAX_BYTES ((size_t)1 << 30)
 #define CUDA_FLASH_KV_SHARED false
 #define CUDA_FLASH_Q_ROWS128 false
+/* Tiles staged one ahead by asynchronous copies (forward, dK dV, dQ), measured on the H200
+ * (bench/h200/NOTES.md, run 40, ncu): forward 1.89 -> 1.60 ms a step, dQ 1.37 -> 1.28, but
+ * dK dV 3.55 -> 3.64 (its K, V, dK and dV fragments already fill the registers) */
+static const bool CUDA_FLASH_PIPELINED[3] = {true, false, true};
 #define CUDA_FLASH_GROUPS_KV_SHARED 0
 #define CUDA_FLASH_KV_HALVES_SHARED false
 
@@ -40,7 +44,8 @@ static bool env_flag(const char *name, bool dflt) {
 /* Compile options per kernel. The defaults were measured on the H200 (bench/h200/NOTES.md,
  * run 22); TERN_CUDA_FLASH_GROUPS=f,kv,q (threadgroups of CUDA_FLASH_THREADS per SM the
  * compiler budgets registers for, 0 for no hint), TERN_CUDA_FLASH_KV_HALVES=0|1 and the
- * variants TERN_CUDA_FLASH_KV_SHARED=0|1 and TERN_CUDA_FLASH_Q_ROWS128=0|1 override them
+ * variants TERN_CUDA_FLASH_KV_SHARED=0|1, TERN_CUDA_FLASH_Q_ROWS128=0|1 and
+ * TERN_CUDA_FLASH_PIPELINED=0|1|f,kv,q override them
  * for measurements. With kv_shared the dK, dV kernel's own defaults apply (above) unless
  * the groups or halves are given. */
 static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
@@ -55,9 +60,17 @@ static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
     cuda_flash_opts o = {
         .kv_halves = env_flag("TERN_CUDA_FLASH_KV_HALVES", kv_shared ? CUDA_FLASH_KV_HALVES_SHARED : CUDA_FLASH_KV_HALVES)};
     bool rows128 = env_flag("TERN_CUDA_FLASH_Q_ROWS128", CUDA_FLASH_Q_ROWS128);
-    if (which == CUDA_FLASH_FORWARD) o.min_groups = groups[0], o.q_rows128 = rows128;
-    if (which == CUDA_FLASH_BACKWARD_KV) o.min_groups = groups[1], o.kv_shared = kv_shared;
-    if (which == CUDA_FLASH_BACKWARD_Q) o.min_groups = groups[2], o.q_rows128 = rows128;
+    /* TERN_CUDA_FLASH_PIPELINED: "0" or "1" for all three kernels, or "f,kv,q" */
+    bool pipelined[3] = {CUDA_FLASH_PIPELINED[0], CUDA_FLASH_PIPELINED[1], CUDA_FLASH_PIPELINED[2]};
+    const char *pe = getenv("TERN_CUDA_FLASH_PIPELINED");
+    int pf, pkv, pq;
+    if (pe && sscanf(pe, "%d,%d,%d", &pf, &pkv, &pq) == 3)
+        pipelined[0] = pf == 1, pipelined[1] = pkv == 1, pipelined[2] = pq == 1;
+    else if (pe)
+        pipelined[0] = pipelined[1] = pipelined[2] = !strcmp(pe, "1");
+    if (which == CUDA_FLASH_FORWARD) o.min_groups = groups[0], o.q_rows128 = rows128, o.pipelined = pipelined[0];
+    if (which == CUDA_FLASH_BACKWARD_KV) o.min_groups = groups[1], o.kv_shared = kv_shared, o.pipelined = pipelined[1];
+    if (which == CUDA_FLASH_BACKWARD_Q) o.min_groups = groups[2], o.q_rows128 = rows128, o.pipelined = pipelined[2];
     return o;
 }
 
@@ -152,7 +165,8 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
-    TERN_TRY(tern_launch(d->rt, delta, tern_dims1((uint32_t)((rows + 127) / 128)), tern_dims1(128), da, 6));
+    TERN_TRY(tern_launch(d->rt, delta, tern_dims1(cuda_flash_delta_groups(B, T, NH, hs)), tern_dims1(CUDA_FLASH_THREADS),
+                         da, 6));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
                        tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),
                        tern_arg_f32(1.0f / sqrtf((float)hs)), ds_on ? tern_arg_buf(ds) : tern_arg_i32(0)};

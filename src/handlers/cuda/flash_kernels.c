@@ -169,6 +169,42 @@ static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int p
         stage_tile_indexed(f, dst, src, parts, part, r0);
 }
 
+/* ---- pipelined staging (opts.pipelined) ----
+ * The tiles a group walks are staged one ahead, with asynchronous copies into the other of
+ * two shared buffers, so that loading tile i + 1 overlaps the products on tile i instead of
+ * every SIMD group stalling on its loads between two barriers. A tile's step is then:
+ *   wait for this thread's copies of tile i; barrier (tile i is complete for everyone, and
+ *   everyone is done with tile i - 1, whose buffer is the one refilled next);
+ *   start the copies of tile i + 1 (if the group walks one), commit; compute on tile i.
+ * One barrier a tile instead of two, and no registers hold the next tile. */
+
+/* The element offset of buffer (i mod 2) of a double buffer of `size` elements each. */
+static tern_v pipe_offset(tern_v i, int size) { return tern_mul(tern_rem(i, tern_int(2)), tern_int(size)); }
+
+/* stage_tile_indexed with asynchronous copies into dst + off: 16 bytes a copy. */
+static void stage_tile_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v src, int parts, int part, tern_v r0) {
+    int per_row = f->hs / 8, total = TILE * per_row, n = f->threads;
+    for (int i = 0; i < (total + n - 1) / n; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * n));
+        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_copy_async(dst, tern_add(off, tern_add(tern_mul(row, tern_int(f->LD)), col)), src,
+                        tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8);
+        if ((i + 1) * n > total) tern_end(f->kb);
+    }
+}
+
+/* The top of a pipelined tile's step (above): waits for the tile, then, when `more`, starts
+ * copying the next one with `issue` (its state and the next tile's index). */
+typedef void (*fl_issue)(const fl_ctx *f, const void *state, tern_v next);
+static void pipe_step(tern_kb *kb, const fl_ctx *f, tern_v more, fl_issue issue, const void *state, tern_v next) {
+    tern_copy_async_wait(kb, 0);
+    tern_barrier(kb);
+    TERN_IF(kb, more) { issue(f, state, next); }
+    tern_copy_async_commit(kb);
+}
+
 /* Stages TILE floats of a [B, NH, T] row vector (lse or D) from position r0 (clamped),
  * each times `mul`. */
 static void stage_rows(const fl_ctx *f, tern_v dst, tern_v src, tern_v r0, tern_v mul) {
@@ -193,7 +229,9 @@ static void zero_tiles(tern_v x[][4], int n) {
  * tern_load_matrix gives the B fragments of n-tiles j and j + 1 at k-step kk: matrices
  * (rows 8j, columns 16kk), (8j, 16kk + 8), (8j + 8, 16kk), (8j + 8, 16kk + 8), read as they
  * are (lm_rows_n). */
-static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M, int j0, int nj, tern_v x[][4]) {
+static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M, tern_v Mo, int j0, int nj,
+                           tern_v x[][4]) {
+    tern_v at = tern_add(f->lm_rows_n, Mo);
     zero_tiles(x, nj);
     /* k-steps outside: consecutive products are independent, so the tensor cores' latency
      * overlaps instead of chaining */
@@ -202,7 +240,7 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M
         a_get(A, kk, a);
         for (int j = 0; j < nj; j += 2) {
             tern_v b[8], d[4];
-            tern_load_matrix(M, tern_add(f->lm_rows_n, tern_int(8 * (j0 + j) * f->LD + 16 * kk)), false, b);
+            tern_load_matrix(M, tern_add(at, tern_int(8 * (j0 + j) * f->LD + 16 * kk)), false, b);
             for (int h = 0; h < 2; h++) {
                 tern_mma_bf16(kb, a, b + 4 * h, x[j + h], d);
                 for (int i = 0; i < 4; i++) x[j + h][i] = d[i];
@@ -215,13 +253,15 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M
  * 16 (kk0 + nk) - 1 of M [TILE, LD] in shared memory, rows the k. One tern_load_matrix,
  * transposed, gives the B fragments of n-tiles n and n + 1 at k-step kk: matrices (rows
  * 16kk, columns 8n), (16kk + 8, 8n), (16kk, 8n + 8), (16kk + 8, 8n + 8) (lm_rows_k). */
-static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, int kk0, int nk, tern_v acc[][4]) {
+static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, tern_v Mo, int kk0, int nk,
+                              tern_v acc[][4]) {
+    tern_v at = tern_add(f->lm_rows_k, Mo);
     for (int kk = 0; kk < nk; kk++) {
         tern_v a[8];
         a_from_acc(x, kk, a);
         for (int n = 0; n < f->NT; n += 2) {
             tern_v b[8];
-            tern_load_matrix(M, tern_add(f->lm_rows_k, tern_int(16 * (kk0 + kk) * f->LD + 8 * n)), true, b);
+            tern_load_matrix(M, tern_add(at, tern_int(16 * (kk0 + kk) * f->LD + 8 * n)), true, b);
             for (int h = 0; h < 2; h++) {
                 tern_v c[4], d[4];
                 for (int i = 0; i < 4; i++) c[i] = acc[n + h][i];
@@ -313,21 +353,38 @@ static tern_v query_block(tern_kb *kb, const fl_ctx *f, tern_v tiles, tern_v *r,
 /* What one key tile of the forward pass reads and updates. */
 typedef struct fwd_state {
     tern_v qkv, Ks, Vs, scale2, r, r8;
+    bool pipelined;
+    tern_v last; /* pipelined: the last key tile the group walks */
     fl_a qa;               /* the group's Q fragments */
     tern_v *m, *l;         /* running row maxima and sums (rows r and r8) */
     tern_v (*o)[4];        /* the output accumulators */
 } fwd_state;
 
+/* Pipelined: starts copying key tile `next` into the other half of Ks and Vs. */
+static void forward_issue(const fl_ctx *f, const void *state, tern_v next) {
+    const fwd_state *st = state;
+    tern_v off = pipe_offset(next, TILE * f->LD), k0 = tern_mul(next, tern_int(TILE));
+    stage_tile_async(f, st->Ks, off, st->qkv, 3, 1, k0);
+    stage_tile_async(f, st->Vs, off, st->qkv, 3, 2, k0);
+}
+
 /* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tiles need the
  * causal mask (`masked`): the kernel walks the others without it, and the diagonal last. */
 static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
     const fwd_state *st = state;
-    tern_barrier(kb); /* everyone is done with the previous tiles */
-    stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
-    stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
-    tern_barrier(kb);
+    tern_v off = tern_int(0); /* where the tile is in Ks and Vs */
+    if (st->pipelined) {
+        tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
+        off = pipe_offset(kt, TILE * f->LD);
+        pipe_step(kb, f, tern_le(next, st->last), forward_issue, st, next);
+    } else {
+        tern_barrier(kb); /* everyone is done with the previous tiles */
+        stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
+        stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
+        tern_barrier(kb);
+    }
     tern_v s[TILE / 8][4];
-    product_rows_n(kb, f, &st->qa, st->Ks, 0, TILE / 8, s);
+    product_rows_n(kb, f, &st->qa, st->Ks, off, 0, TILE / 8, s);
     /* mask above the diagonal, and the new row maxima: of the raw scores, scaled once per
      * row (the scale is positive), so that each score is scaled inside its exponential's
      * multiply-add */
@@ -356,7 +413,7 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v
     for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
     for (int n = 0; n < f->NT; n++)
         for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
-    accumulate_rows_k(kb, f, s, st->Vs, 0, TILE / 16, st->o);
+    accumulate_rows_k(kb, f, s, st->Vs, off, 0, TILE / 16, st->o);
 }
 
 static void trace_forward(tern_kb *kb, void *user) {
@@ -370,8 +427,10 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     fl_ctx f = fl_begin(kb, u, B, T, NH);
     int LD = f.LD, KS = f.KS, NT = f.NT;
-    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
+    bool pipelined = u->opts.pipelined;
+    size_t bufs = pipelined ? 2 : 1;
+    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * LD);
+    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, bufs * TILE * LD);
     tern_v scale2 = tern_mul(scale, log2e());
 
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
@@ -385,7 +444,14 @@ static void trace_forward(tern_kb *kb, void *user) {
     acc_vars(kb, NT, "o", o);
 
     fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = {.frag = qa},
-                    .m = m, .l = l, .o = o};
+                    .m = m, .l = l, .o = o, .pipelined = pipelined};
+    if (pipelined) {
+        /* the block's last diagonal tile, or the last tile; tile 0 staged ahead */
+        int per = f.rows / TILE;
+        st.last = tern_min(tern_add(tern_mul(qb, tern_int(per)), tern_int(per - 1)), tern_sub(tiles, tern_int(1)));
+        forward_issue(&f, &st, tern_int(0));
+        tern_copy_async_commit(kb);
+    }
     walk_key_tiles(kb, &f, qb, tiles, forward_tile, &st);
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
@@ -403,30 +469,50 @@ static void trace_forward(tern_kb *kb, void *user) {
     }
 }
 
-/* ---- D = rowsum(dO * O): one thread per (b, t, h) row ---- */
+/* ---- D = rowsum(dO * O): a few lanes per (b, t, h) row ----
+ * The row's 16-byte chunks go to consecutive lanes (delta_lanes of them), so that a warp's
+ * loads cover whole rows side by side: one thread walking its row's 128 bytes alone used
+ * half of every 32-byte sector a warp load touched. */
+
+/* The lanes per row: 8 when the row's chunks (hs / 8) divide by 8, else 4 or 2 (hs is a
+ * multiple of 16: an even number of chunks). */
+static int delta_lanes(int hs) {
+    int chunks = hs / 8;
+    return chunks % 8 == 0 ? 8 : chunks % 4 == 0 ? 4 : 2;
+}
 
 static void trace_delta(tern_kb *kb, void *user) {
-    int hs = ((const fl_build *)user)->hs;
+    int hs = ((const fl_build *)user)->hs, L = delta_lanes(hs), per = hs / 8 / L;
     tern_v out = tern_param_buf(kb, "out", TERN_T_BF16, TERN_READ);
     tern_v dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
     tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);
     tern_v B = tern_param_scalar(kb, "B", TERN_T_I32);
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
-    tern_v i = tern_global_id(kb, 0); /* (b T + t) NH + h */
-    TERN_IF(kb, tern_lt(i, tern_mul(tern_mul(B, T), NH))) {
+    tern_v gid = tern_global_id(kb, 0);
+    tern_v i = tern_div(gid, tern_int(L)), part = tern_rem(gid, tern_int(L)); /* row (b T + t) NH + h */
+    tern_v rows = tern_mul(tern_mul(B, T), NH);
+    tern_v ic = tern_min(i, tern_sub(rows, tern_int(1))); /* lanes past the end read the last row */
+    tern_v acc = tern_f32(0.0f);
+    for (int c = 0; c < per; c++) {
+        tern_v at = tern_add(tern_mul(ic, tern_int(hs)), tern_mul(tern_add(part, tern_int(c * L)), tern_int(8)));
+        tern_v x[8], y[8];
+        tern_load_vec(out, at, 8, x);
+        tern_load_vec(dout, at, 8, y);
+        for (int j = 0; j < 8; j++) acc = tern_fma(x[j], y[j], acc);
+    }
+    /* the row's lanes are consecutive and aligned: a butterfly over them */
+    for (int m = 1; m < L; m *= 2) acc = tern_add(acc, tern_simd_shuffle_xor(acc, tern_int(m)));
+    TERN_IF(kb, tern_land(tern_lt(i, rows), tern_eq(part, tern_int(0)))) {
         tern_v h = tern_rem(i, NH), bt = tern_div(i, NH);
         tern_v b = tern_div(bt, T), t = tern_rem(bt, T);
-        tern_v base = tern_mul(i, tern_int(hs));
-        tern_v acc = tern_f32(0.0f);
-        for (int c = 0; c < hs; c += 8) {
-            tern_v x[8], y[8];
-            tern_load_vec(out, tern_add(base, tern_int(c)), 8, x);
-            tern_load_vec(dout, tern_add(base, tern_int(c)), 8, y);
-            for (int j = 0; j < 8; j++) acc = tern_fma(x[j], y[j], acc);
-        }
         tern_store(D, tern_add(tern_mul(tern_add(tern_mul(b, NH), h), T), t), acc);
     }
+}
+
+uint32_t cuda_flash_delta_groups(int B, int T, int NH, int hs) {
+    size_t threads = (size_t)B * T * NH * (size_t)delta_lanes(hs);
+    return (uint32_t)((threads + THREADS - 1) / THREADS);
 }
 
 /* ---- backward ---- */
@@ -463,6 +549,9 @@ typedef struct bkv_state {
     tern_v dsg; /* ds_saved: where dS^T / scale goes, or 0 */
     tern_v DSt, k0; /* ds_saved: the tile's dS^T staged [TILE, TILE + 8]; the group's first key */
     bool ds_saved;
+    bool pipelined;
+    tern_v tiles;    /* query tiles of the sequence */
+    tern_v off, loff; /* the current tile's place in Qs and dOs, and in Ls and Ds */
 } bkv_state;
 
 /* ds_saved: element (key, q) of the group's head in the [B NH, T, T] key-major dS^T. */
@@ -506,12 +595,12 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
                               int nj) {
     /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, &st->ka, st->Qs, j0, nj, p);
-    product_rows_n(kb, f, &st->va, st->dOs, j0, nj, dp); /* dP^T = V dO^T */
+    product_rows_n(kb, f, &st->ka, st->Qs, st->off, j0, nj, p);
+    product_rows_n(kb, f, &st->va, st->dOs, st->off, j0, nj, dp); /* dP^T = V dO^T */
     for (int j = 0; j < nj; j++)
         for (int i = 0; i < 4; i++) {
             tern_v q = col_of(f, q0, j0 + j, i), key = i < 2 ? st->r : st->r8;
-            tern_v at = tern_sub(q, q0);
+            tern_v at = tern_add(tern_sub(q, q0), st->loff);
             tern_v live = tern_lt(q, st->T);
             if (diagonal) live = tern_land(tern_ge(q, key), live);
             tern_v pe = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(tern_load(st->Ls, at))));
@@ -522,8 +611,18 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
         }
     if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
-    accumulate_rows_k(kb, f, p, st->dOs, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
-    accumulate_rows_k(kb, f, dp, st->Qs, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
+    accumulate_rows_k(kb, f, p, st->dOs, st->off, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
+    accumulate_rows_k(kb, f, dp, st->Qs, st->off, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
+}
+
+/* Pipelined: starts copying query tile `next`'s Q and dO rows into the other halves of Qs
+ * and dOs (which half: counted from the group's own tile, the first it walks). */
+static void backward_kv_issue(const fl_ctx *f, const void *state, tern_v next) {
+    const bkv_state *st = state;
+    tern_v rel = tern_sub(next, tern_div(st->k0, tern_int(TILE)));
+    tern_v off = pipe_offset(rel, TILE * f->LD), q0 = tern_mul(next, tern_int(TILE));
+    stage_tile_async(f, st->Qs, off, st->qkv, 3, 0, q0);
+    stage_tile_async(f, st->dOs, off, st->dout, 1, 0, q0);
 }
 
 /* The query tile at q0. Queries before the key (the causal mask) occur only in the diagonal
@@ -531,14 +630,41 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
  * walked in two slices of TILE / 2 queries, so that half as many scores are live at once
  * (this kernel holds K, V, dK and dV fragments besides: registers limit its occupancy). */
 static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal) {
-    tern_barrier(kb);
-    stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
-    stage_tile(f, st->dOs, st->dout, 1, 0, q0);
-    stage_rows(f, st->Ls, st->lse, q0, log2e());
-    stage_rows(f, st->Ds, st->D, q0, tern_f32(1.0f));
-    tern_barrier(kb);
+    if (!st->pipelined) {
+        tern_barrier(kb);
+        stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
+        stage_tile(f, st->dOs, st->dout, 1, 0, q0);
+        stage_rows(f, st->Ls, st->lse, q0, log2e());
+        stage_rows(f, st->Ds, st->D, q0, tern_f32(1.0f));
+        tern_barrier(kb);
+    }
+    bkv_state cur = *st;
+    tern_v lse_next = tern_f32(0.0f), D_next = tern_f32(0.0f), nrow = tern_int(0);
+    if (st->pipelined) {
+        /* the tiles walk from the group's own (buffer 0) upwards */
+        tern_v qt = tern_div(q0, tern_int(TILE)), rel = tern_sub(qt, tern_div(st->k0, tern_int(TILE)));
+        tern_v next = tern_add(qt, tern_int(1)), rel_next = tern_add(rel, tern_int(1));
+        cur.off = pipe_offset(rel, TILE * f->LD);
+        cur.loff = pipe_offset(rel, TILE);
+        pipe_step(kb, f, tern_lt(next, st->tiles), backward_kv_issue, st, next);
+        /* the next tile's lse and D: loaded now, stored after the products (a register
+         * each, not a stall between barriers) */
+        tern_v row = tern_min(tern_add(tern_mul(next, tern_int(TILE)), tern_min(f->tid, tern_int(TILE - 1))),
+                              tern_sub(st->T, tern_int(1)));
+        tern_v at = tern_add(tern_mul(f->bh, st->T), row);
+        lse_next = tern_mul(tern_load(st->lse, at), log2e());
+        D_next = tern_load(st->D, at);
+        nrow = tern_add(pipe_offset(rel_next, TILE), f->tid);
+    }
     int slices = st->kv_halves ? 2 : 1, nj = TILE / 8 / slices;
-    for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, st, q0, diagonal, i * nj, nj);
+    for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, &cur, q0, diagonal, i * nj, nj);
+    if (st->pipelined) {
+        /* the other buffer: nobody reads it before the next tile's barrier */
+        TERN_IF(kb, tern_lt(f->tid, tern_int(TILE))) {
+            tern_store(st->Ls, nrow, lse_next);
+            tern_store(st->Ds, nrow, D_next);
+        }
+    }
     if (st->ds_saved) copy_ds(kb, f, st, q0); /* the next tile's first barrier protects DSt */
 }
 
@@ -549,11 +675,13 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     fl_ctx f = in.f;
     f.compact_staging = u->opts.kv_shared;
     int LD = f.LD, KS = f.KS, NT = f.NT;
-    tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, (size_t)TILE * LD);
+    bool pipelined = u->opts.pipelined;
+    size_t bufs = pipelined ? 2 : 1;
+    tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, bufs * TILE * LD);
+    tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, bufs * TILE * LD);
     tern_v scale2 = tern_mul(scale, log2e());
-    tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, TILE);
-    tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, TILE);
+    tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, bufs * TILE);
+    tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, bufs * TILE);
     tern_v dsg = u->opts.ds_saved ? tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_WRITE) : tern_int(0);
     tern_v DSt = u->opts.ds_saved ? tern_shared(kb, "DSt", TERN_T_BF16, (size_t)TILE * (TILE + 8)) : tern_int(0);
 
@@ -564,7 +692,14 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v r8 = tern_add(r, tern_int(8));
     bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
                     .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves,
-                    .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved};
+                    .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved,
+                    .pipelined = pipelined, .tiles = tiles, .off = tern_int(0), .loff = tern_int(0)};
+    if (pipelined) { /* the group's own query tile, the first it walks, staged ahead into buffer 0 */
+        backward_kv_issue(&f, &st, kt);
+        tern_copy_async_commit(kb);
+        stage_rows(&f, Ls, lse, st.k0, log2e());
+        stage_rows(&f, Ds, D, st.k0, tern_f32(1.0f));
+    }
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
     if (u->opts.kv_shared) {
         /* K and V of the group's keys, 16 registers per lane and k-step, stay in shared
@@ -615,8 +750,8 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
     tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, &st->qa, st->Ks, 0, TILE / 8, p);  /* S = Q K^T */
-    product_rows_n(kb, f, &st->da, st->Vs, 0, TILE / 8, dp); /* dP = dO V^T */
+    product_rows_n(kb, f, &st->qa, st->Ks, tern_int(0), 0, TILE / 8, p);  /* S = Q K^T */
+    product_rows_n(kb, f, &st->da, st->Vs, tern_int(0), 0, TILE / 8, dp); /* dP = dO V^T */
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
             tern_v row = i < 2 ? st->r : st->r8;
@@ -624,7 +759,7 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
             if (masked) p[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), p[j][i], tern_f32(0.0f));
             dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], st->Dr[i / 2]));
         }
-    accumulate_rows_k(kb, f, dp, st->Ks, 0, TILE / 16, st->dq); /* dQ += dS K / scale */
+    accumulate_rows_k(kb, f, dp, st->Ks, tern_int(0), 0, TILE / 16, st->dq); /* dQ += dS K / scale */
 }
 
 
@@ -632,6 +767,8 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
 typedef struct bqs_state {
     tern_v qkv, dsg, Ks, DSs, q0, lm; /* lm: this lane's row start for the A fragments of DSs */
     tern_v (*dq)[4];
+    bool pipelined;
+    tern_v last; /* pipelined: the last key tile the group walks */
 } bqs_state;
 
 /* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + TILE - 1, as dst
@@ -654,6 +791,36 @@ static void stage_ds(const fl_ctx *f, tern_v dst, tern_v dsg, tern_v k0, tern_v 
     }
 }
 
+/* stage_ds with asynchronous copies into dst + off; keys past T are zeros, stored as such. */
+static void stage_ds_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0) {
+    int per_row = TILE / 8, total = TILE * per_row, n = f->threads, ld = TILE + 8;
+    for (int i = 0; i < (total + n - 1) / n; i++) {
+        tern_v v = tern_add(f->tid, tern_int(i * n));
+        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
+        tern_v row = tern_div(v, tern_int(per_row));
+        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
+        tern_v key = tern_add(k0, row), at = tern_add(off, tern_add(tern_mul(row, tern_int(ld)), col));
+        TERN_IF(f->kb, tern_lt(key, f->T)) {
+            tern_copy_async(dst, at, dsg, tern_add(ds_index(f, key, q0), col), 8);
+        }
+        TERN_ELSE(f->kb) {
+            tern_v z[8];
+            for (int e = 0; e < 8; e++) z[e] = tern_f32(0.0f);
+            tern_store_vec(dst, at, 8, z);
+        }
+        if ((i + 1) * n > total) tern_end(f->kb);
+    }
+}
+
+/* Pipelined: starts copying key tile `next` of K and of the stored dS^T into the other
+ * halves of Ks and DSs. */
+static void backward_q_saved_issue(const fl_ctx *f, const void *state, tern_v next) {
+    const bqs_state *st = state;
+    tern_v k0 = tern_mul(next, tern_int(TILE));
+    stage_tile_async(f, st->Ks, pipe_offset(next, TILE * f->LD), st->qkv, 3, 1, k0);
+    stage_ds_async(f, st->DSs, pipe_offset(next, TILE * (TILE + 8)), st->dsg, k0, st->q0);
+}
+
 /* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
  * staged dS^T (matrices (keys 16 kk, queries 16 w), (16 kk, 16 w + 8), (16 kk + 8, 16 w),
  * (16 kk + 8, 16 w + 8): a_frag's order), K's B fragments as accumulate_rows_k reads them.
@@ -661,16 +828,25 @@ static void stage_ds(const fl_ctx *f, tern_v dst, tern_v dsg, tern_v k0, tern_v 
 static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
     (void)masked;
     const bqs_state *st = state;
-    tern_barrier(kb);
-    stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
-    stage_ds(f, st->DSs, st->dsg, k0, st->q0);
-    tern_barrier(kb);
+    tern_v koff = tern_int(0), doff = tern_int(0); /* where the tile is in Ks and DSs */
+    if (st->pipelined) {
+        tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
+        koff = pipe_offset(kt, TILE * f->LD);
+        doff = pipe_offset(kt, TILE * (TILE + 8));
+        pipe_step(kb, f, tern_le(next, st->last), backward_q_saved_issue, st, next);
+    } else {
+        tern_barrier(kb);
+        stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
+        stage_ds(f, st->DSs, st->dsg, k0, st->q0);
+        tern_barrier(kb);
+    }
+    tern_v lm = tern_add(st->lm, doff), lk = tern_add(f->lm_rows_k, koff);
     for (int kk = 0; kk < TILE / 16; kk++) {
         tern_v a[8];
-        tern_load_matrix(st->DSs, tern_add(st->lm, tern_int(16 * kk * (TILE + 8))), true, a);
+        tern_load_matrix(st->DSs, tern_add(lm, tern_int(16 * kk * (TILE + 8))), true, a);
         for (int n = 0; n < f->NT; n += 2) {
             tern_v b[8];
-            tern_load_matrix(st->Ks, tern_add(f->lm_rows_k, tern_int(16 * kk * f->LD + 8 * n)), true, b);
+            tern_load_matrix(st->Ks, tern_add(lk, tern_int(16 * kk * f->LD + 8 * n)), true, b);
             for (int h = 0; h < 2; h++) {
                 tern_v c[4], d[4];
                 for (int i = 0; i < 4; i++) c[i] = st->dq[n + h][i];
@@ -685,9 +861,10 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
 static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     fl_ctx f = in->f;
     tern_v dsg = tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_READ);
-    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * f.LD);
-    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, (size_t)TILE * (TILE + 8));
-    (void)u;
+    bool pipelined = u->opts.pipelined;
+    size_t bufs = pipelined ? 2 : 1;
+    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * f.LD);
+    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, bufs * TILE * (TILE + 8));
     tern_v tiles = tern_div(tern_add(in->T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
     /* lane l names row l % 8 of matrix l / 8 = 2 hi + lo: keys 8 hi + l % 8, queries 8 lo */
@@ -698,7 +875,11 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     tern_v dq[MAX_HS / 8][4];
     acc_vars(kb, f.NT, "dq", dq);
     bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(TILE)), .lm = lm,
-                    .dq = dq};
+                    .dq = dq, .pipelined = pipelined, .last = qb}; /* 64-row groups: the diagonal tile is the last */
+    if (pipelined) {
+        backward_q_saved_issue(&f, &st, tern_int(0));
+        tern_copy_async_commit(kb);
+    }
     walk_key_tiles(kb, &f, qb, tiles, backward_q_saved_tile, &st);
     store_rows(&f, in->dqkv, 3, 0, r, dq, in->scale, in->scale); /* dS's scale, taken out of the loop */
 }

@@ -9,7 +9,7 @@
  *
  * Every kernel runs groups of CUDA_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
  * over tiles of CUDA_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
- * the three tiled kernels, ceil(B * T * NH / CUDA_FLASH_THREADS) groups for DELTA. With
+ * the three tiled kernels, cuda_flash_delta_groups for DELTA. With
  * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x CUDA_FLASH_THREADS threads over 2 x
  * CUDA_FLASH_TILE query rows: cuda_flash_rows and cuda_flash_threads say which. */
 #ifndef TERN_HANDLERS_CUDA_FLASH_KERNELS_H
@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "tern/kernel.h"
 
@@ -51,6 +52,10 @@ typedef struct cuda_flash_opts {
      * buffer CUDA_FLASH_TILE elements longer than B NH T T (the last tile's reads). Not with
      * q_rows128. */
     bool ds_saved;
+    /* FORWARD, BACKWARD_KV and BACKWARD_Q with ds_saved stage their tiles one ahead, by
+     * asynchronous copies into double buffers (tern_copy_async): the next tile loads while
+     * the products run on this one. Twice the tiles' shared memory. */
+    bool pipelined;
 } cuda_flash_opts;
 
 /* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
@@ -58,6 +63,10 @@ typedef struct cuda_flash_opts {
  * are CUDA_FLASH_THREADS threads, one row each. opts may be NULL. */
 int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts);
 int cuda_flash_threads(cuda_flash_kernel which, const cuda_flash_opts *opts);
+
+/* DELTA's groups (of CUDA_FLASH_THREADS) for B sequences of T positions and NH heads of
+ * size hs: a few threads share each row. */
+uint32_t cuda_flash_delta_groups(int B, int T, int NH, int hs);
 
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */
