@@ -191,7 +191,7 @@ static inline int gk_ac_parts(int hs, int w) {
 }
 
 /* CROSS_ENTROPY: one group of GK_CE_GROUP per row. */
-#define GK_CE_GROUP 512
+#define GK_CE_GROUP 512 /* the CUDA runtime's groups are 1,024 (core.c) */
 
 /* SAMPLE: one group per row, n[1] threads (a multiple of 32, at most 1024). Top-k up to
  * GK_SAMPLE_CAP candidates are sorted in shared memory; larger k searches the whole row. */

@@ -138,6 +138,9 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt) {
     g->host = name && !strcmp(name, "host");
     /* a wide group per row for GPUs; 256 elsewhere (the interpreter, CPU OpenCL) */
     g->sample_group = name && !strcmp(name, "cuda") ? 1024 : 256;
+    /* cross-entropy: on CUDA, groups of 1,024 keep fewer rows in flight, so that they stay
+     * in L2 between the kernel's two passes (src/kernels/cross_entropy.c) */
+    g->ce_group = name && !strcmp(name, "cuda") ? 1024 : GK_CE_GROUP;
     int32_t zero[GK_FAULT_LEN] = {0};
     tern_error *err = tern_rt_alloc(rt, TERN_T_I32, GK_FAULT_LEN, &g->fault);
     if (!err) err = tern_rt_upload(rt, g->fault, zero);

@@ -41,6 +41,7 @@ typedef struct gpu_core {
     tern_rt *rt;
     bool host;               /* the "host" interpreter runtime */
     int sample_group;        /* threads per sample group */
+    int ce_group;            /* threads per cross-entropy group */
     gpu_kernel_slot *kernels;
     size_t kernels_cap, kernels_len;
     gpu_alloc_slot *allocs;  /* open addressing on mem */

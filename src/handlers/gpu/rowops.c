@@ -7,12 +7,12 @@
 #include "handlers/gpu/gpu_internal.h"
 #include "tern/rng.h"
 
-/* The cross-entropy group size: GK_CE_GROUP, or TERN_GPU_CE_GROUP (64, 128, ... 1024) to
- * measure others. */
-static int gpu_ce_group(void) {
+/* The cross-entropy group size: the core's (core.c), or TERN_GPU_CE_GROUP (64, 128, ...
+ * 1024) to measure others. */
+static int gpu_ce_group(const gpu_core *g) {
     const char *env = getenv("TERN_GPU_CE_GROUP");
-    int g = env ? atoi(env) : 0;
-    return g >= 64 && g <= 1024 && (g & (g - 1)) == 0 ? g : GK_CE_GROUP;
+    int n = env ? atoi(env) : 0;
+    return n >= 64 && n <= 1024 && (n & (n - 1)) == 0 ? n : g->ce_group;
 }
 
 tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, tern_buf targets,
@@ -22,7 +22,7 @@ tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, ter
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
     s.n[0] = gpu_width(&logits, 1, (size_t)Vp);
-    s.n[1] = gpu_ce_group();
+    s.n[1] = gpu_ce_group(g);
     tern_arg args[] = {tern_arg_buf(losses), tern_arg_buf(logits), tern_arg_buf(targets), gpu_fault_arg(g),
                        tern_arg_i32(V), tern_arg_i32(Vp), tern_arg_f32(grad_scale)};
     return gpu_run(g, "cross_entropy", GK_CROSS_ENTROPY, &s, tern_dims1((uint32_t)rows), tern_dims1((uint32_t)s.n[1]),
