@@ -85,7 +85,7 @@ static void timeit(const char *name, op_fn fn, void *ctx, double bytes, int per_
 
 typedef struct ctx {
     int B, T, C, NH, V, Vp, L;
-    tern_buf x, y, out, w, b, mean, rstd, dx, dw, db, h, dh, qkv, att, dqkv, saved, logits, losses, tokens;
+    tern_buf x, y, out, w, b, mean, rstd, dx, dw, db, ds, h, dh, qkv, att, dqkv, saved, logits, losses, tokens;
     tern_buf wte, wpe, dwte, dwpe, param, grad, m, v, shadow, kc, vc, pos, one_row, one_out, one_qkv, one_att;
     tern_buf one_logits, token, sum_out;
 } ctx;
@@ -96,7 +96,14 @@ static tern_error *op_layernorm(void *p) {
 }
 static tern_error *op_layernorm_backward(void *p) {
     ctx *c = p;
-    return gpu_layernorm_backward(&G, c->dx, c->dw, c->db, c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T, c->C);
+    return gpu_layernorm_backward(&G, c->dx, c->dw, c->db, tern_none(), c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+                                  c->C, 1.0f);
+}
+/* as the model's training step calls it: dsum (a projection's bias gradient), written */
+static tern_error *op_layernorm_backward_dsum(void *p) {
+    ctx *c = p;
+    return gpu_layernorm_backward(&G, c->dx, c->dw, c->db, c->ds, c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+                                  c->C, 0.0f);
 }
 static tern_error *op_gelu(void *p) {
     ctx *c = p;
@@ -198,6 +205,7 @@ int main(int argc, char **argv) {
     c.dx = make(dt, bt * C, -1, 1);
     c.dw = make(dt, C, 0, 0);
     c.db = make(dt, C, 0, 0);
+    c.ds = make(dt, C, 0, 0);
     c.h = make(dt, bt * 4 * C, -3, 3);
     c.dh = make(dt, bt * 4 * C, -1, 1);
     c.sum_out = make(dt, 4 * C, 0, 0);
@@ -234,7 +242,9 @@ int main(int argc, char **argv) {
     double act = (double)bt * C * es, h4 = 4 * act;
     printf("-- training step shapes (per call; 'x N per step' counts calls in one 12-layer step)\n");
     timeit("layernorm", op_layernorm, &c, 2 * act, 2 * c.L + 1);
-    timeit("layernorm_backward", op_layernorm_backward, &c, 4 * act, 2 * c.L + 1);
+    /* a step: layer 0's ln_1 without dsum, the other 2L with it (models/gpt2/forward.c) */
+    timeit("layernorm_backward", op_layernorm_backward, &c, 4 * act, 1);
+    timeit("layernorm_backward + dsum", op_layernorm_backward_dsum, &c, 4 * act, 2 * c.L);
     timeit("gelu (if not in the GEMM epilogue)", op_gelu, &c, 2 * h4, 0);
     timeit("gelu_backward (in place)", op_gelu_backward, &c, 3 * h4, c.L);
     timeit("add", op_add, &c, 3 * act, 2 * c.L);

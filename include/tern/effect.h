@@ -178,7 +178,11 @@ typedef struct tern_adamw {
  *   embed_backward  dwte[tokens[i], :] += dout[i, :];  dwpe[t, :] += sum over b of dout[b*T + t, :].
  *   layernorm       per row of x [rows, C]: mu, var (biased), rstd = 1 / sqrt(var + eps);
  *                   out = (x - mu) * rstd * w + b. mean, rstd: f32 [rows], stored when present.
- *   layernorm_backward  accumulates: dx += dL/dx, dw += sum dout * xhat, db += sum dout.
+ *   layernorm_backward  dx += dL/dx (accumulates); dw = grad_beta dw + sum dout * xhat,
+ *                   db = grad_beta db + sum dout; dsum, when present [C], = grad_beta dsum +
+ *                   the column sums of the updated dx (when dx is a residual's gradient: the
+ *                   bias gradient of the layer whose output was added into that residual).
+ *                   grad_beta 0: dw, db, dsum are written, not read (they may hold NaN).
  *   layernorm_linear  layernorm(ln, -, -, x, ln_w, ln_b, mm->m, mm->k, eps), then
  *                   matmul(y, ln, w, mm): the same results, ln stored too. ln is the
  *                   product's A: not transposed, dense (lda 0 or k), one batch. A handler
@@ -266,8 +270,9 @@ typedef struct tern_adamw {
     X(layernorm, (tern_dev * d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,   \
                   tern_buf w, tern_buf b, int rows, int C, float eps))                    \
     X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,           \
-                           tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,          \
-                           tern_buf rstd, int rows, int C))                               \
+                           tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w,          \
+                           tern_buf mean, tern_buf rstd, int rows, int C,                 \
+                           float grad_beta))                                              \
     X(layernorm_linear, (tern_dev * d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, \
                          tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm))    \
     X(linear_layernorm, (tern_dev * d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,    \

@@ -298,6 +298,7 @@ tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size
     size_t offset;
     TERN_TRY(locate(m, name, count, &offset));
     if (!m->grads.len) return tern_errorf("no gradients yet: run forward_backward first");
+    TERN_TRY(m->impl->settle_grads(m)); /* right after zero_grad: zeros */
     return m->impl->read_flat(m, m->grads, offset, count, out);
 }
 

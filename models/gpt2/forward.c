@@ -107,9 +107,10 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
 /* Gradient of a linear layer y = x @ w + b, given dy [rows, out]:
  * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy
  * (in the same product: its bias gradient), or = when grad_beta is 0 (the gradients were
- * just zeroed: nothing to read back). dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's
- * pre-activation [rows, in]) takes dx on through the GELU that made x: dx = gelu'(dx_aux) *
- * (dy @ w^T), in the same product. */
+ * just zeroed: nothing to read back). db may be absent: the residual projections' bias
+ * gradients come from the layer norm backward that makes their dy (see block_backward).
+ * dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's pre-activation [rows, in]) takes dx on
+ * through the GELU that made x: dx = gelu'(dx_aux) * (dy @ w^T), in the same product. */
 static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dy,
                                    tern_buf x, tern_buf w, int rows, int in, int out,
                                    tern_epilogue dx_epilogue, tern_buf dx_aux, float grad_beta) {
@@ -122,65 +123,92 @@ static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
 }
 
 /* Backward through one block. On entry a->dres holds d(loss)/d(res3); on return,
- * d(loss)/d(x), the block's input. Parameter gradients are accumulated (the products' ones
- * written instead when the gradients were just zeroed). */
+ * d(loss)/d(x), the block's input. Parameter gradients are accumulated, or written when the
+ * gradients were just zeroed (gb = 0: see zero_grad in state.c for who writes which).
+ *
+ * The residual projections' bias gradients: res3 = res2 + fch_gelu @ W_fcproj + b_fcproj, so
+ * d(b_fcproj) = sum over rows of d(res3), and likewise d(b_attproj) = sum of d(res2). Each of
+ * those residual gradients is completed by a layer norm's backward (d(res2) += ln_2's part,
+ * d(x) += ln_1's part, d(res3 of the last layer) = ln_f's part), which also sums its result
+ * over the rows into `dsum`: so ln_2's backward yields d(b_attproj) of this layer, ln_1's
+ * d(b_fcproj) of the layer before (x is its res3), and the projections' own weight-gradient
+ * products need no bias gradient (no pass of their own over d(res)). */
 static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_layer_acts *la) {
     tern_dev *d = m->dev;
     const gpt2_acts *a = &m->acts;
     const tern_gpt2_config *cfg = &m->cfg;
     int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, NH = cfg->n_head;
-    float gb = m->grads_fresh ? 0.0f : 1.0f; /* the products' gradients: write or accumulate */
+    float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
 #define G(kind) gpt2_tensor_view(cfg, m->grads, kind, l)
+    /* [C]: d(b_fcproj) of the layer whose res3 is x (absent for layer 0: x is the embedding) */
+    tern_buf dfcproj_b_prev = l ? gpt2_tensor_view(cfg, m->grads, GPT2_FCPROJB, l - 1) : tern_none();
 
     /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
-    /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the GELU */
-    TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), G(GPT2_FCPROJB), a->dres, la->fch_gelu,
+    /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the
+     * GELU; d(W_fcproj) [4C, C] = fch_gelu^T @ dres. d(b_fcproj) [C] = sum of dres: already
+     * summed by the layer norm backward that completed dres (ln_f's or layer l+1's ln_1's). */
+    TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu,
                              gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch, gb));
-    /* dln [BT, C] = dfch @ W_fc^T */
+    /* dln [BT, C] = dfch @ W_fc^T; d(W_fc) [C, 4C], d(b_fc) [4C] */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
                              gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), a->dln, la->res2,
-                                    gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C));
+    /* dres [BT, C] += ln_2's backward of dln: now d(res2). d(ln_2 w), d(ln_2 b) [C], and
+     * dsum: d(b_attproj) [C] = sum over rows of d(res2) */
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), a->dln,
+                                    la->res2, gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C, gb));
 
     /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
-    TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), G(GPT2_ATTPROJB), a->dres, la->atty,
+    /* datty [BT, C] = dres @ W_attproj^T; d(W_attproj) [C, C]. d(b_attproj): summed above. */
+    TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), tern_none(), a->dres, la->atty,
                              gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none(), gb));
+    /* dqkv [BT, 3C] = the gradient of qkv through the attention */
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     C, NH));
+    /* dln [BT, C] = dqkv @ W_qkv^T; d(W_qkv) [C, 3C], d(b_qkv) [3C] */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
                              gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), a->dln, x,
-                                    gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C));
+    /* dres [BT, C] += ln_1's backward of dln: now d(x). d(ln_1 w), d(ln_1 b) [C], and dsum:
+     * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1) */
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), dfcproj_b_prev, a->dln, x,
+                                    gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C, gb));
 #undef G
     return NULL;
 }
 
+/* The gradients of a pass's loss, added into m->grads (written instead where the gradients
+ * were just zeroed: m->grads_fresh; zero_grad in state.c lists who writes each gradient). */
 static tern_error *backward(tern_gpt2 *m) {
     tern_dev *d = m->dev;
     const gpt2_acts *a = &m->acts;
     const tern_gpt2_config *cfg = &m->cfg;
     int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, L = cfg->n_layer;
+    float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
     tern_buf dwte = gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0);
 
     /* logits = lnf @ wte^T; a->logits now holds d(loss)/d(logits) (cross_entropy wrote it). */
+    /* dln [BT, C] = dlogits [BT, Vp] @ wte [Vp, C] */
     tern_matmul dlnf_mm = {.m = BT, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
     TERN_TRY(OP(matmul)(d, a->dln, a->logits, gpt2_w(m, GPT2_WTE, 0), &dlnf_mm));
-    /* dwte's first writer in this pass (embed_backward adds the embedding's part last) */
-    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1,
-                           .beta = m->grads_fresh ? 0.0f : 1.0f};
+    /* dwte [Vp, C] = dlogits^T @ lnf: dwte's first writer in this pass (embed_backward adds
+     * the embedding's part last) */
+    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1, .beta = gb};
     TERN_TRY(OP(matmul)(d, dwte, a->logits, a->lnf, &dwte_mm));
 
-    /* Final layer norm: dres = d(loss)/d(residual out of the last block). */
+    /* Final layer norm: dres [BT, C] = d(loss)/d(residual out of the last block), its part
+     * only (0 + ln_f's backward of dln). d(ln_f w), d(ln_f b) [C], and dsum: d(b_fcproj) of
+     * the last layer [C] = sum over rows of dres (absent without layers). */
     tern_buf last = L ? a->layers[L - 1].res3 : a->x0;
+    tern_buf dfcproj_b_last = L ? gpt2_tensor_view(cfg, m->grads, GPT2_FCPROJB, L - 1) : tern_none();
     TERN_TRY(OP(fill)(d, a->dres, 0.0));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->grads, GPT2_LNFW, 0),
-                                    gpt2_tensor_view(cfg, m->grads, GPT2_LNFB, 0), a->dln, last,
-                                    gpt2_w(m, GPT2_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C));
+                                    gpt2_tensor_view(cfg, m->grads, GPT2_LNFB, 0), dfcproj_b_last, a->dln,
+                                    last, gpt2_w(m, GPT2_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C, gb));
     for (int l = L - 1; l >= 0; l--) {
         tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
         TERN_TRY(block_backward(m, l, x, &a->layers[l]));
     }
-    m->grads_fresh = false; /* the next backward adds to these */
+    /* dres is d(x0): dwte[tokens] += its rows, dwpe[t] += its sums over the batch (wpe's
+     * gradient is only added into: zero_grad clears it) */
     return OP(embed_backward)(d, dwte, gpt2_tensor_view(cfg, m->grads, GPT2_WPE, 0), a->dres,
                               a->tokens, B, T, C);
 }
@@ -246,6 +274,14 @@ tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, i
         return err;
     }
     TERN_TRY(OP(capture_end)(d, key));
+    if (with_backward) {
+        /* The pass wrote the gradients (those it writes when fresh: all but wpe's, which
+         * zero_grad cleared); the next one adds to them. Set here, not in backward(): a
+         * replayed section skips run_pass's host code, and a replayed fresh pass must still
+         * make the next pass of an accumulation add (its own replay key). */
+        m->grads_fresh = false;
+        m->grads_lazy = false;
+    }
     if (!with_targets) return NULL;
 
     float *losses = malloc((size_t)BT * sizeof *losses);

@@ -132,7 +132,11 @@ struct tern_gpt2 {
     tern_buf master;   /* f32 parameters [n_full]; sharded in bf16: this rank's part only */
     tern_buf weights;  /* [n_full] compute copy (absent in fp32: master is used) */
     tern_buf grads;    /* [n_full] adtype, allocated with the first backward */
-    bool grads_fresh;  /* zeroed since the last backward: its products write them */
+    bool grads_fresh;  /* zeroed since the last backward: the next one writes them (beta 0) */
+    /* grads_fresh, and zero_grad cleared only what the next backward adds into: the rest
+     * still holds old values until that backward writes it, or settle_grads clears it for a
+     * reader (state.c's zero_grad says which is which) */
+    bool grads_lazy;
     tern_buf adam_m;   /* [shard_len] f32 */
     tern_buf adam_v;   /* [shard_len] f32 */
     int step;
@@ -184,6 +188,9 @@ struct gpt2_impl {
     tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_gpt2 *m);
+    /* Before anything reads the gradients: makes those zero_grad left for the next backward
+     * to write read as zero (a no-op unless grads_lazy). */
+    tern_error *(*settle_grads)(tern_gpt2 *m);
     tern_error *(*sum_across_ranks)(tern_gpt2 *m, float *value); /* in place, by allreduce */
     tern_error *(*update)(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
     tern_error *(*generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,

@@ -601,30 +601,33 @@ tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, 
     return NULL;
 }
 
-tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db,
-                                             tern_buf dout, tern_buf x, tern_buf w,
-                                             tern_buf mean, tern_buf rstd, int rows, int C) {
+tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+                                             tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
+                                             tern_buf rstd, int rows, int C, float grad_beta) {
     const char *op = "layernorm_backward";
     TERN_TRY(tern_check_positive(op, "rows", rows));
     TERN_TRY(tern_check_positive(op, "C", C));
+    if (!isfinite(grad_beta)) return tern_errorf("%s: grad_beta must be finite", op);
     size_t n;
     TERN_TRY(product(op, "rows * C", &n, 2, SZ(rows), SZ(C)));
     TERN_TRY(tern_check_buf(op, "dx", dx, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "dw", dw, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_buf(op, "db", db, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_optional(op, "dsum", dsum, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "w", w, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_buf(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
     TERN_TRY(tern_check_buf(op, "rstd", rstd, TERN_DT_F32, SZ(rows), "rows"));
-    const tern_buf outs[3] = {dx, dw, db};
-    const char *out_names[3] = {"dx", "dw", "db"};
+    /* dsum absent has len 0, which overlaps nothing */
+    const tern_buf outs[4] = {dx, dw, db, dsum};
+    const char *out_names[4] = {"dx", "dw", "db", "dsum"};
     const tern_buf ins[5] = {dout, x, w, mean, rstd};
     const char *in_names[5] = {"dout", "x", "w", "mean", "rstd"};
-    for (int i = 0; i < 3; i++) {
+    for (int i = 0; i < 4; i++) {
         for (int j = 0; j < 5; j++)
             TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], in_names[j], ins[j]));
-        for (int j = i + 1; j < 3; j++)
+        for (int j = i + 1; j < 4; j++)
             TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], out_names[j], outs[j]));
     }
     return NULL;

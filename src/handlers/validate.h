@@ -166,9 +166,11 @@ tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, 
  * layer norm's, and ln apart from the product's other buffers. */
 tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
                                            tern_buf ln_w, tern_buf ln_b, float eps, tern_matmul_dims *dims);
-tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db,
-                                             tern_buf dout, tern_buf x, tern_buf w,
-                                             tern_buf mean, tern_buf rstd, int rows, int C);
+/* dsum optional ([C], f32 or bf16); grad_beta finite; the outputs dx, dw, db, dsum disjoint
+ * from each other and from the inputs. */
+tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+                                             tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
+                                             tern_buf rstd, int rows, int C, float grad_beta);
 tern_error *tern_validate_gelu(tern_buf out, tern_buf x);
 tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x);
 /* The arguments of attention_saved_len (B, T, NH positive, out not NULL); the length itself

@@ -129,14 +129,19 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     }
 }
 
-/* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w. Parameters: dx, partial, dout, x, w,
- * mean, rstd, rows, C, S (SIMD groups in the grid), iters = ceil(rows / S).
+/* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w; n[0] W, n[1] C or 0 (as the forward);
+ * n[2] = P, the partial rows per SIMD group: 2 (dw, db) or 3 (dw, db, dsum). Parameters: dx,
+ * partial, dout, x, w, mean, rstd, rows, C, S (SIMD groups in the grid), iters =
+ * ceil(rows / S).
  * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; SIMD group s sums
- * dout xhat and dout over its rows s, s + S, ... into partial[s, 0, :] and partial[s, 1, :]
- * (f32 [S, 2, C]), which partial_add then adds into dw and db in a fixed order. */
+ * dout xhat, dout and (P = 3) the updated dx over its rows s, s + S, ... into partial[s, 0, :],
+ * partial[s, 1, :] and partial[s, 2, :] (f32 [S, P, C]), which partial_add then adds into dw,
+ * db and dsum in a fixed order. The updated dx is summed as computed, in f32, before its
+ * store rounds it to dx's dtype. */
 void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int W = s->n[0], Cc = s->n[1];
+    int W = s->n[0], Cc = s->n[1], P = s->n[2];
+    bool with_dsum = P == 3;
     tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
     tern_v dout = ku_buf(kb, "dout", s->t[1], TERN_READ);
@@ -153,12 +158,12 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
     tern_v C = Cc ? tern_i32(Cc) : Cv;
     tern_v Cf = tern_cast(C, TERN_T_F32);
-    tern_v pbase = tern_mul(sg, tern_mul(C, tern_int(2)));
+    tern_v pbase = tern_mul(sg, tern_mul(C, tern_int(P)));
     tern_v last = tern_sub(rows, tern_int(1));
 
     if (Cc) {
         int chunks = Cc / 32 / W, per = chunks * W;
-        tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE];
+        tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE], ds[GK_LN_MAX_PER_LANE];
         for (int k = 0; k < chunks; k++) {
             tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
             ku_load(w, col, W, wv + k * W);
@@ -166,6 +171,7 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
         for (int j = 0; j < per; j++) {
             dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
             db[j] = tern_var(kb, "db", tern_f32(0.0f));
+            if (with_dsum) ds[j] = tern_var(kb, "ds", tern_f32(0.0f));
         }
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
             tern_v row = tern_add(sg, tern_mul(it, S));
@@ -201,6 +207,8 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                         int q = k * W + j;
                         tern_v d = tern_sub(tern_sub(tern_mul(wv[q], g[q]), m1), tern_mul(xh[q], m2));
                         o[j] = tern_fma(d, rs, o[j]);
+                        /* valid rows only (inside the if): dsum is the sum over real rows */
+                        if (with_dsum) tern_assign(ds[q], tern_add(ds[q], o[j]));
                     }
                     ku_store(dx, at, W, o);
                 }
@@ -211,11 +219,12 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             tern_v at = tern_add(pbase, col);
             ku_store_f32(partial, at, W, dw + k * W);
             ku_store_f32(partial, tern_add(at, C), W, db + k * W);
+            if (with_dsum) ku_store_f32(partial, tern_add(at, tern_mul(C, tern_int(2))), W, ds + k * W);
         }
     } else {
         TERN_FOR(kb, j, lane, C, tern_int(32)) {
-            tern_store(partial, tern_add(pbase, j), tern_f32(0.0f));
-            tern_store(partial, tern_add(tern_add(pbase, C), j), tern_f32(0.0f));
+            for (int p = 0; p < P; p++)
+                tern_store(partial, tern_add(tern_add(pbase, tern_mul(C, tern_int(p))), j), tern_f32(0.0f));
         }
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
             tern_v row = tern_add(sg, tern_mul(it, S));
@@ -239,10 +248,15 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                     tern_v xhat = tern_mul(tern_sub(tern_load(x, at), mu), rs);
                     tern_v gj = tern_load(dout, at);
                     tern_v d = tern_sub(tern_sub(tern_mul(tern_load(w, j), gj), m1), tern_mul(xhat, m2));
-                    tern_store(dx, at, tern_fma(d, rs, tern_load(dx, at)));
-                    tern_v pw = tern_add(pbase, j), pb = tern_add(tern_add(pbase, C), j);
+                    tern_v o = tern_fma(d, rs, tern_load(dx, at));
+                    tern_store(dx, at, o);
+                    tern_v pw = tern_add(pbase, j), pb = tern_add(pw, C);
                     tern_store(partial, pw, tern_fma(gj, xhat, tern_load(partial, pw)));
                     tern_store(partial, pb, tern_add(tern_load(partial, pb), gj));
+                    if (with_dsum) {
+                        tern_v pd = tern_add(pb, C);
+                        tern_store(partial, pd, tern_add(tern_load(partial, pd), o));
+                    }
                 }
             }
         }

@@ -97,9 +97,9 @@ static tern_error *gtop_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, t
     TERN_TRY(gpu_matmul(G(d), c, a, w, mm));
     return gpu_layernorm(G(d), ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
 }
-static tern_error *gtop_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf g, tern_buf x,
-                                         tern_buf w, tern_buf m, tern_buf r, int rows, int C) {
-    return gpu_layernorm_backward(G(d), dx, dw, db, g, x, w, m, r, rows, C);
+static tern_error *gtop_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf ds, tern_buf g,
+                                         tern_buf x, tern_buf w, tern_buf m, tern_buf r, int rows, int C, float gb) {
+    return gpu_layernorm_backward(G(d), dx, dw, db, ds, g, x, w, m, r, rows, C, gb);
 }
 static tern_error *gtop_gelu(tern_dev *d, tern_buf o, tern_buf x) { return gpu_gelu(G(d), o, x); }
 static tern_error *gtop_gelu_backward(tern_dev *d, tern_buf dx, tern_buf g, tern_buf x) {

@@ -1,6 +1,8 @@
 /* layernorm and layernorm_backward against double-precision references, over shapes
  * (C = 1, odd C, GPT-2's 768), mixed f32/bf16 buffers, views at offsets, present and absent
- * mean/rstd; the reference backward against finite differences of the reference forward,
+ * mean/rstd and dsum; layernorm_backward's dsum against the column sums of the dx it
+ * updated, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the reference
+ * backward against finite differences of the reference forward,
  * and the handler's backward against finite differences of its own forward; then
  * layernorm_linear (the layer norm, then a product) over the shapes that take a GPU's fused
  * kernel (few rows, C a multiple of 32) and those that do not; linear_layernorm (a product,
@@ -106,16 +108,31 @@ static void test_forward_backward(ot_ctx *c) {
                 OT_EXPECT(c, bm, want_mean, 1e-6, "layernorm mean %dx%d", rows, C);
                 OT_EXPECT(c, br, want_rstd, 1e-5, "layernorm rstd %dx%d", rows, C);
             }
+            /* dsum [C] on odd combos (accumulated onto dw0's values, in dw's dtype): the column
+             * sums of the updated dx, here the reference's gx */
+            bool with_dsum = combo & 1;
+            float *want_ds = malloc((size_t)C * sizeof(float));
+            for (int j = 0; j < C; j++) {
+                double sum = dw0[j];
+                for (int r = 0; r < rows; r++) sum += gx[(size_t)r * C + j];
+                want_ds[j] = (float)sum;
+            }
             ot_buf bg = ot_make(c, d_g, n, 7, g), bdx = ot_make(c, d_dx, n, 8, dx0),
-                   bdw = ot_make(c, d_dw, C, 9, dw0), bdb = ot_make(c, d_db, C, 10, db0);
-            CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, bg.view, bx.view, bw.view,
-                                           bm.view, br.view, rows, C));
+                   bdw = ot_make(c, d_dw, C, 9, dw0), bdb = ot_make(c, d_db, C, 10, db0),
+                   bds = ot_make(c, d_dw, C, 11, dw0);
+            CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, with_dsum ? bds.view : tern_none(),
+                                           bg.view, bx.view, bw.view, bm.view, br.view, rows, C, 1.0f));
             /* dx has cancellations (dnorm minus its means), still ~1e-6 norm-wise in f32 */
             OT_EXPECT(c, bdx, want_dx, ot_tol(d_dx, 2e-5), "layernorm_backward dx %dx%d combo %d", rows, C, combo);
             OT_EXPECT(c, bdw, want_dw, ot_tol(d_dw, 2e-5), "layernorm_backward dw %dx%d combo %d", rows, C, combo);
             OT_EXPECT(c, bdb, want_db, ot_tol(d_db, 2e-5), "layernorm_backward db %dx%d combo %d", rows, C, combo);
+            /* a bf16 dx: its values are summed before they are rounded, the reference is exact */
+            if (with_dsum)
+                OT_EXPECT(c, bds, want_ds, fmax(ot_tol(d_dw, 2e-5), ot_tol(d_dx, 2e-5)),
+                          "layernorm_backward dsum %dx%d combo %d", rows, C, combo);
             ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bo), ot_free(c, &bm), ot_free(c, &br);
-            ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb);
+            ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb), ot_free(c, &bds);
+            free(want_ds);
             free(x), free(w), free(b), free(g), free(dx0), free(dw0), free(db0);
             free(out), free(mean), free(rstd), free(gx), free(gw), free(gb);
             free(want), free(want_mean), free(want_rstd), free(want_dx), free(want_dw), free(want_db);
@@ -150,13 +167,94 @@ static void test_backward_adjacent_grads(ot_ctx *c) {
             ot_buf bm = ot_make(c, TERN_F32, rows, 6, fm), br = ot_make(c, TERN_F32, rows, 7, fr);
             CHECK_OK(o->fill(c->d, bdx.view, 0.0));
             CHECK_OK(o->layernorm_backward(c->d, bdx.view, tern_view(bwb.view, 0, C), tern_view(bwb.view, C, C),
-                                           bg.view, bx.view, bw.view, bm.view, br.view, rows, C));
+                                           tern_none(), bg.view, bx.view, bw.view, bm.view, br.view, rows, C, 1.0f));
             OT_EXPECT(c, bwb, want, ot_tol(dt, 2e-5), "layernorm_backward dw|db adjacent %dx%d %s", rows, C,
                       tern_dtype_name(dt));
             ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bwb);
             ot_free(c, &bm), ot_free(c, &br);
             free(x), free(w), free(g), free(dwb0), free(gx), free(gw), free(gb), free(out), free(mean), free(rstd);
             free(want), free(fm), free(fr);
+        }
+}
+
+/* layernorm_backward's dsum and grad_beta. dsum must equal the column sums of the dx it
+ * updated (read back, summed on the host in double); dw and db the reference's sums. For
+ * grad_beta 0 the gradients start as NaN (not read: overwritten), 1 adds to old values, 0.5
+ * scales them. Shapes take both of a GPU kernel's paths (C % 32 == 0: the row in registers;
+ * otherwise a loop) with one and several rows per SIMD group; the outputs lie in separate
+ * buffers, as [dw | db] and dsum apart (a model's layer norm gain and bias, and a projection
+ * bias elsewhere), all three adjacent in one buffer, or without dsum. */
+static void test_backward_dsum_beta(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(38);
+    const int shapes[][2] = {{5, 7}, {9, 64}, {130, 100}, {300, 768}};
+    const float betas[] = {0.0f, 1.0f, 0.5f};
+    for (int s = 0; s < 4; s++)
+        for (int t = 0; t < 2; t++) {
+            int rows = shapes[s][0], C = shapes[s][1];
+            size_t n = (size_t)rows * C, c3 = 3 * (size_t)C;
+            tern_dtype dt = ot_float2[t];
+            float *x = ot_random(n, -2, 2), *w = ot_random((size_t)C, 0.5f, 1.5f), *g = ot_random(n, -1, 1);
+            float *dx0 = ot_random(n, -1, 1), *old3 = ot_random(c3, -1, 1); /* old dw, db, dsum */
+            ot_round(x, n, dt), ot_round(w, (size_t)C, dt), ot_round(g, n, dt), ot_round(dx0, n, dt);
+            ot_round(old3, c3, dt);
+            double *gx = malloc(n * sizeof(double)), *gw = malloc(C * sizeof(double)), *gb = malloc(C * sizeof(double));
+            double *out = malloc(n * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+                   *rstd = malloc(rows * sizeof(double));
+            ln_forward(x, w, w, rows, C, 1e-5, out, mean, rstd);
+            ln_backward(g, x, w, rows, C, 1e-5, gx, gw, gb);
+            float *fm = to_float(mean, rows), *fr = to_float(rstd, rows);
+            float *dxh = malloc(n * sizeof(float)), *want3 = malloc(c3 * sizeof(float));
+            ot_buf bx = ot_make(c, dt, n, 1, x), bw = ot_make(c, dt, C, 2, w), bg = ot_make(c, dt, n, 3, g);
+            ot_buf bm = ot_make(c, TERN_F32, rows, 6, fm), br = ot_make(c, TERN_F32, rows, 7, fr);
+            for (int layout = 0; layout < 4; layout++)
+                for (int bi = 0; bi < 3; bi++) {
+                    float beta = betas[bi];
+                    bool with_dsum = layout != 3;
+                    /* output k (dw, db, dsum) lies in buffer home[k] (-1: absent) from its
+                     * element at[k]; each buffer holds outputs first[b] .. first[b] + count[b] - 1 */
+                    static const int homes[4][3] = {{0, 1, 2}, {0, 0, 2}, {0, 0, 0}, {0, 1, -1}};
+                    const int *home = homes[layout];
+                    int first[3] = {-1, -1, -1}, count[3] = {0, 0, 0};
+                    for (int k = 0; k < 3; k++) {
+                        if (home[k] < 0) continue;
+                        if (first[home[k]] < 0) first[home[k]] = k;
+                        count[home[k]]++;
+                    }
+                    ot_buf bo[3];
+                    tern_buf view[3];
+                    for (int b = 0; b < 3; b++) {
+                        bo[b] = count[b] ? ot_make(c, dt, (size_t)count[b] * C, (size_t)(5 + b),
+                                                   beta != 0.0f ? old3 + (size_t)first[b] * C : NULL)
+                                         : (ot_buf){tern_none(), tern_none(), 0};
+                    }
+                    for (int k = 0; k < 3; k++)
+                        view[k] = home[k] < 0 ? tern_none()
+                                              : tern_view(bo[home[k]].view, (size_t)(k - first[home[k]]) * C, C);
+                    ot_buf bdx = ot_make(c, dt, n, 4, dx0);
+                    CHECK_OK(o->layernorm_backward(c->d, bdx.view, view[0], view[1], view[2], bg.view, bx.view,
+                                                   bw.view, bm.view, br.view, rows, C, beta));
+                    ot_read(c, bdx, dxh);
+                    for (int j = 0; j < C; j++) {
+                        double sum = 0;
+                        for (int r = 0; r < rows; r++) sum += dxh[(size_t)r * C + j];
+                        want3[j] = (float)(beta * (double)old3[j] + gw[j]);
+                        want3[C + j] = (float)(beta * (double)old3[C + j] + gb[j]);
+                        want3[2 * C + j] = (float)(beta * (double)old3[2 * C + j] + sum);
+                    }
+                    for (int b = 0; b < 3; b++) {
+                        if (!count[b]) continue;
+                        OT_EXPECT(c, bo[b], want3 + (size_t)first[b] * C, ot_tol(dt, 2e-5),
+                                  "layernorm_backward %dx%d %s grad_beta %g, layout %d, outputs %d..%d%s", rows, C,
+                                  tern_dtype_name(dt), beta, layout, first[b], first[b] + count[b] - 1,
+                                  with_dsum ? "" : " (no dsum)");
+                        ot_free(c, &bo[b]);
+                    }
+                    ot_free(c, &bdx);
+                }
+            ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bg), ot_free(c, &bm), ot_free(c, &br);
+            free(x), free(w), free(g), free(dx0), free(old3), free(gx), free(gw), free(gb), free(out), free(mean);
+            free(rstd), free(fm), free(fr), free(dxh), free(want3);
         }
 }
 
@@ -231,7 +329,8 @@ static void test_finite_differences(ot_ctx *c) {
     ot_buf bg = ot_make(c, TERN_F32, n, 0, G), bdx = ot_make(c, TERN_F32, n, 0, zeros_n);
     ot_buf bdw = ot_make(c, TERN_F32, C, 0, zeros_c), bdb = ot_make(c, TERN_F32, C, 0, zeros_c);
     CHECK_OK(o->layernorm(c->d, bo.view, bm.view, br.view, bx.view, bw.view, bb.view, rows, C, 1e-5f));
-    CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, bg.view, bx.view, bw.view, bm.view, br.view, rows, C));
+    CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, tern_none(), bg.view, bx.view, bw.view, bm.view,
+                                   br.view, rows, C, 1.0f));
     float gx2[512], gw2[64], gb2[64];
     ot_read(c, bdx, gx2), ot_read(c, bdw, gw2), ot_read(c, bdb, gb2);
     double an = 0;
@@ -434,16 +533,38 @@ static void test_errors(ot_ctx *c) {
               "layernorm: x is an invalid view");
     ot_buf dx = ot_make(c, TERN_F32, 128, 0, NULL), dw = ot_make(c, TERN_F32, 32, 0, NULL);
     ot_buf db = ot_make(c, TERN_F32, 32, 0, NULL), rstd = ot_make(c, TERN_F32, 4, 0, NULL);
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, w.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+    ot_buf ds = ot_make(c, TERN_F32, 32, 0, NULL), ds_i32 = ot_make(c, TERN_I32, 32, 0, NULL);
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, w.view, db.view, none, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dw and w overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, x128.view, dw.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+    CHECK_ERR(o->layernorm_backward(c->d, x128.view, dw.view, db.view, none, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dx and x overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, out.view, x128.view, w.view, none, rstd.view, 4, 32),
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, out.view, x128.view, w.view, none,
+                                    rstd.view, 4, 32, 1.0f),
               "layernorm_backward: mean is absent");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 32),
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, none, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dw and db overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, out.view, x128.view, w.view, mean.view, rstd.view, 4, 33),
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 33, 1.0f),
               "layernorm_backward: dx has 128 elements, rows * C needs 132");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(ds.view, 0, 31), out.view, x128.view,
+                                    w.view, mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: dsum has 31 elements, C needs 32");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds_i32.view, out.view, x128.view, w.view,
+                                    mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: dsum is i32, needs f32 or bf16");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(dx.view, 0, 32), out.view, x128.view,
+                                    w.view, mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: dx and dsum overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, db.view, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: db and dsum overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds.view, out.view, x128.view, w.view, mean.view,
+                                    rstd.view, 4, 32, NAN),
+              "layernorm_backward: grad_beta must be finite");
+    ot_free(c, &ds), ot_free(c, &ds_i32);
     CHECK_OK(o->layernorm(c->d, out.view, mean.view, rstd.view, x128.view, w.view, b.view, 4, 32, 1e-5f));
     ot_free(c, &x), ot_free(c, &out), ot_free(c, &w), ot_free(c, &b), ot_free(c, &mean), ot_free(c, &m16);
     ot_free(c, &x128), ot_free(c, &i32), ot_free(c, &dx), ot_free(c, &dw), ot_free(c, &db), ot_free(c, &rstd);
@@ -452,6 +573,7 @@ static void test_errors(ot_ctx *c) {
 static void test_all(ot_ctx *c) {
     test_forward_backward(c);
     test_backward_adjacent_grads(c);
+    test_backward_dsum_beta(c);
     test_finite_differences(c);
     test_layernorm_linear(c);
     test_linear_layernorm(c);

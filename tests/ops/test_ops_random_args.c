@@ -92,7 +92,11 @@ static void call_random(ot_ctx *c, int op) {
     case 9: err = o->embed(d, a, b, x, y, z, i1, i2, i3); break;
     case 10: err = o->embed_backward(d, a, b, x, y, i1, i2, i3); break;
     case 11: err = o->layernorm(d, a, b, x, y, z, w, i1, i2, ot_randint(0, 2) ? 1e-5f : f); break;
-    case 12: err = o->layernorm_backward(d, a, b, x, y, z, w, pick_buf(), pick_buf(), i1, i2); break;
+    case 12: {
+        tern_buf dsum = ot_randint(0, 2) ? tern_none() : pick_buf(), mean = pick_buf(), rstd = pick_buf();
+        err = o->layernorm_backward(d, a, b, x, dsum, y, z, w, mean, rstd, i1, i2, ot_randint(0, 3) ? 1.0f : f);
+        break;
+    }
     case 13: err = o->gelu(d, a, ot_randint(0, 4) ? b : a); break;
     case 14: err = o->gelu_backward(d, a, b, x); break;
     case 15: err = o->attention_saved_len(d, i1, i2, i3, &sz); break;

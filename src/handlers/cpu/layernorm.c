@@ -43,15 +43,17 @@ tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_bu
     return NULL;
 }
 
-tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db,
+tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                         tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                        tern_buf rstd, int rows, int C) {
+                                        tern_buf rstd, int rows, int C, float grad_beta) {
     CPU_CHECK_DEV(d, "layernorm_backward");
-    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, C));
+    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta));
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     int threads = (size_t)rows * c > 16384 ? d->threads : 1;
-    /* shared: w as f32; per thread: partial dw, partial db, and three row buffers */
-    size_t per_thread = 5 * row_bytes;
+    bool with_dsum = tern_present(dsum);
+    /* shared: w as f32; per thread: the partial sums of dw, db and dsum ([3, C]), and three
+     * row buffers */
+    size_t per_thread = 6 * row_bytes;
     unsigned char *s;
     TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes + per_thread * (size_t)threads, (void **)&s),
                              "layernorm_backward"));
@@ -59,13 +61,14 @@ tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, t
     cpu_to_f32(w32, cpu_ptr(w), w.dtype, c);
     const float *mean32 = cpu_ptr(mean), *rstd32 = cpu_ptr(rstd);
     for (int t = 0; t < threads; t++) /* OpenMP may give fewer threads: zero every partial */
-        memset(s + row_bytes + per_thread * (size_t)t, 0, 2 * row_bytes);
+        memset(s + row_bytes + per_thread * (size_t)t, 0, 3 * row_bytes);
 #pragma omp parallel num_threads(threads)
     {
         unsigned char *mine = s + row_bytes + per_thread * (size_t)omp_get_thread_num();
         float *dw_part = (float *)mine, *db_part = (float *)(mine + row_bytes);
-        float *t_dout = (float *)(mine + 2 * row_bytes), *t_x = (float *)(mine + 3 * row_bytes);
-        float *t_dx = (float *)(mine + 4 * row_bytes);
+        float *ds_part = (float *)(mine + 2 * row_bytes);
+        float *t_dout = (float *)(mine + 3 * row_bytes), *t_x = (float *)(mine + 4 * row_bytes);
+        float *t_dx = (float *)(mine + 5 * row_bytes);
 #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
             size_t at = (size_t)r * c;
@@ -91,24 +94,34 @@ tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, t
                 float xhat = (xr[j] - mu) * rs;
                 o[j] += (w32[j] * g[j] - dnorm_mean - xhat * dnorm_norm_mean) * rs;
             }
+            /* dsum sums the updated dx as computed (in f32, before a bf16 dx rounds it) */
+            if (with_dsum) {
+#pragma omp simd
+                for (size_t j = 0; j < c; j++) ds_part[j] += o[j];
+            }
             cpu_row_out_done(dx, at, c, o);
         }
     }
-    /* dw += sum of the partials, db likewise, in thread order (deterministic). Thread 0's
-     * row buffers are free now and hold the totals. */
+    /* dw = grad_beta dw + the sum of the partials, db and dsum likewise, in thread order
+     * (deterministic); grad_beta 0 reads nothing back. Thread 0's row buffers are free now
+     * and hold the totals. */
     unsigned char *t0 = s + row_bytes;
-    float *total = (float *)(t0 + 2 * row_bytes), *cur = (float *)(t0 + 3 * row_bytes);
-    float *res = (float *)(t0 + 4 * row_bytes);
-    for (int which = 0; which < 2; which++) {
-        tern_buf acc = which == 0 ? dw : db;
+    float *total = (float *)(t0 + 3 * row_bytes), *cur = (float *)(t0 + 4 * row_bytes);
+    float *res = (float *)(t0 + 5 * row_bytes);
+    for (int which = 0; which < (with_dsum ? 3 : 2); which++) {
+        tern_buf acc = which == 0 ? dw : which == 1 ? db : dsum;
         for (size_t j = 0; j < c; j++) {
             float v = 0;
             for (int t = 0; t < threads; t++)
                 v += ((const float *)(t0 + per_thread * (size_t)t + (size_t)which * row_bytes))[j];
             total[j] = v;
         }
-        const float *old = cpu_row_in(acc, 0, c, cur);
-        for (size_t j = 0; j < c; j++) res[j] = old[j] + total[j];
+        if (grad_beta != 0.0f) {
+            const float *old = cpu_row_in(acc, 0, c, cur);
+            for (size_t j = 0; j < c; j++) res[j] = fmaf(grad_beta, old[j], total[j]);
+        } else {
+            memcpy(res, total, c * sizeof *res);
+        }
         cpu_from_f32(cpu_ptr(acc), acc.dtype, res, c);
     }
     return NULL;

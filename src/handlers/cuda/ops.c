@@ -132,10 +132,10 @@ tern_error *tern_cuda_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_b
     return err;
 }
 
-tern_error *tern_cuda_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C) {
+tern_error *tern_cuda_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     TERN_TRY(cuda_make_current(d));
     double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_layernorm_backward(&d->core, dx, dw, db, dout, x, w, mean, rstd, rows, C);
+    tern_error *err = gpu_layernorm_backward(&d->core, dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta);
     cuda_profile_end(d, "layernorm_backward", t0);
     return err;
 }

@@ -155,9 +155,9 @@ tern_error *gpu_embed_backward(gpu_core *g, tern_buf dwte, tern_buf dwpe, tern_b
                                tern_buf tokens, int B, int T, int C) TERN_MUST_USE;
 tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
                           tern_buf w, tern_buf b, int rows, int C, float eps) TERN_MUST_USE;
-tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db,
+tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                   tern_buf rstd, int rows, int C) TERN_MUST_USE;
+                                   tern_buf rstd, int rows, int C, float grad_beta) TERN_MUST_USE;
 tern_error *gpu_gelu(gpu_core *g, tern_buf out, tern_buf x) TERN_MUST_USE;
 tern_error *gpu_gelu_backward(gpu_core *g, tern_buf dx, tern_buf dout, tern_buf x) TERN_MUST_USE;
 /* saved holds B * NH * T floats: each row's base-2 logsumexp of its scaled scores. */

@@ -45,18 +45,20 @@ tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rst
                    tern_dims1(32 * simd_groups), args, c);
 }
 
-tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db,
+tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                   tern_buf rstd, int rows, int C) {
-    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dout, x, w, mean, rstd, rows, C));
+                                   tern_buf rstd, int rows, int C, float grad_beta) {
+    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta));
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
+    /* P partial rows per SIMD group: dw's and db's column sums, and dsum's when asked for */
+    int P = tern_present(dsum) ? 3 : 2;
     /* SIMD groups: about 8 rows each (enough in flight to hide memory latency; the partial
-     * rows cost 2C floats each), at most 4096, a whole number of groups */
+     * rows cost P * C floats each), at most 4096, a whole number of groups */
     size_t S = ((size_t)rows + 7) / 8;
     if (S > 4096) S = 4096;
     S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
     size_t iters = ((size_t)rows + S - 1) / S;
-    size_t plen = S * 2 * (size_t)C;
+    size_t stride = (size_t)P * (size_t)C, plen = S * stride;
     TERN_TRY(gpu_check_index("layernorm_backward", "the partial sums", plen));
     tern_dbuf scratch;
     TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "layernorm_backward"));
@@ -67,19 +69,26 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
     s.t[2] = gpu_t(x);
     s.t[3] = gpu_t(w);
     s.n[1] = gpu_layernorm_row_path(all, 4, C, &s.n[0]);
+    s.n[2] = P;
     tern_arg partial = gpu_scratch_arg(scratch, 0, plen);
     tern_arg args[] = {tern_arg_buf(dx), partial, tern_arg_buf(dout), tern_arg_buf(x), tern_arg_buf(w),
                        tern_arg_buf(mean), tern_arg_buf(rstd), tern_arg_i32(rows), tern_arg_i32(C),
                        tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
     TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
                      tern_dims1(32 * GK_LN_ROWS), args, 11));
-    /* the partial rows hold dw's C sums, then db's: when db follows dw in one buffer (as a
-     * model's flat gradients lay out a layer norm's gain and bias), one pass adds both */
-    if (db.mem == dw.mem && db.dtype == dw.dtype && db.offset == dw.offset + (size_t)C) {
-        tern_buf both = dw; /* [dw | db], 2C elements of the one allocation */
-        both.len = 2 * (size_t)C;
-        return gpu_partial_add(g, "layernorm_backward", both, scratch, S, 2 * C, 2 * C, 0, 1.0f);
+    /* Partial row p is added into outs[p]. Outputs that follow each other in one buffer (as
+     * a model's flat gradients lay out a layer norm's gain and bias) are added by one pass:
+     * a run of k adjacent outputs is k C columns of the one allocation. */
+    const tern_buf outs[3] = {dw, db, dsum};
+    for (int p = 0; p < P;) {
+        int k = 1;
+        while (p + k < P && outs[p + k].mem == outs[p].mem && outs[p + k].dtype == outs[p].dtype &&
+               outs[p + k].offset == outs[p].offset + (size_t)k * (size_t)C)
+            k++;
+        tern_buf run = outs[p]; /* outs[p .. p + k), k C elements */
+        run.len = (size_t)k * (size_t)C;
+        TERN_TRY(gpu_partial_add(g, "layernorm_backward", run, scratch, S, k * C, (int)stride, p * C, grad_beta));
+        p += k;
     }
-    TERN_TRY(gpu_partial_add(g, "layernorm_backward", dw, scratch, S, C, 2 * C, 0, 1.0f));
-    return gpu_partial_add(g, "layernorm_backward", db, scratch, S, C, 2 * C, C, 1.0f);
+    return NULL;
 }

@@ -84,10 +84,11 @@ tern_error *TERN_OP(linear_layernorm)(tern_dev *d, tern_buf ln, tern_buf c, tern
     TERN_TRY(TERN_OP(matmul)(d, c, a, w, mm));
     return TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
 }
-tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dout,
-                                        tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C) {
+tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+                                        tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd,
+                                        int rows, int C, float grad_beta) {
     CORE(d, "layernorm_backward");
-    return gpu_layernorm_backward(&d->core, dx, dw, db, dout, x, w, mean, rstd, rows, C);
+    return gpu_layernorm_backward(&d->core, dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta);
 }
 tern_error *TERN_OP(gelu)(tern_dev *d, tern_buf out, tern_buf x) {
     CORE(d, "gelu");
