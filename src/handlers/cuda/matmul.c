@@ -14,7 +14,7 @@
  *
  * The algorithm: cuBLASLt's heuristic ranks candidates by a model, and its first choice was
  * measured 3-5x off the chip's rate on some of GPT-2's training shapes. So on a shape's first
- * use the candidates it offers (up to GEMM_CANDIDATES) are timed on scratch output and the
+ * use the candidates it offers (up to gemm_candidates()) are timed on scratch output and the
  * fastest kept (TERN_CUDA_GEMM_TUNE=0: the heuristic's first). The choice is stored in the
  * disk cache, keyed by device, cuBLASLt version and shape, so that later processes use the
  * same algorithm: results stay bitwise reproducible from run to run (resume relies on that),
@@ -28,6 +28,15 @@
 #include "kernel/disk_cache.h"
 
 #define GEMM_CANDIDATES 8
+#define GEMM_CANDIDATES_MAX 64
+
+/* The candidates the heuristic is asked for: GEMM_CANDIDATES, or TERN_CUDA_GEMM_CANDIDATES
+ * (1 .. GEMM_CANDIDATES_MAX) to measure others. */
+static int gemm_candidates(void) {
+    const char *env = getenv("TERN_CUDA_GEMM_CANDIDATES");
+    int n = env ? atoi(env) : 0;
+    return n >= 1 && n <= GEMM_CANDIDATES_MAX ? n : GEMM_CANDIDATES;
+}
 
 static cudaDataType_t lt_type(tern_dtype t) {
     return t == TERN_BF16 ? CUDA_R_16BF : t == TERN_F16 ? CUDA_R_16F : CUDA_R_32F;
@@ -112,14 +121,16 @@ static int pointer_alignment(CUdeviceptr p) {
  * addend's alignment is appended only when it differs from C's, so that every product
  * without one keeps the key (and the cached choice, hence its bits) it had before addends. */
 static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t size) {
-    char addend[16] = "";
+    char addend[16] = "", cands[16] = "";
     if (k->align_addend != k->align_c) snprintf(addend, sizeof addend, " ac%d", k->align_addend);
+    /* a choice among another number of candidates is another choice (the default's key as before) */
+    if (gemm_candidates() != GEMM_CANDIDATES) snprintf(cands, sizeof cands, " c%d", gemm_candidates());
     snprintf(buf, size,
-             "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d%s",
+             "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d%s%s",
              d->name,
              cublasLtGetVersion(), d->workspace_size, k->m, k->n, k->k, k->lda, k->ldb, k->ldc, k->batch,
              k->stride_a, k->stride_b, k->stride_c, k->trans_a, k->trans_b, (int)k->ta, (int)k->tb, (int)k->tc,
-             (int)k->tbias, k->epilogue, k->beta_zero, k->align_a, k->align_b, k->align_c, addend);
+             (int)k->tbias, k->epilogue, k->beta_zero, k->align_a, k->align_b, k->align_c, addend, cands);
 }
 
 /* Whether a cuBLASLt epilogue reads or writes the aux matrix (GELU's pre-activation). */
@@ -255,7 +266,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     cublasLtMatmulPreference_t pref = NULL;
     if ((err = lt_check(cublasLtMatmulPreferenceCreate(&pref), "preference"))) goto fail;
     uint64_t ws = d->workspace_size;
-    cublasLtMatmulHeuristicResult_t results[GEMM_CANDIDATES];
+    cublasLtMatmulHeuristicResult_t results[GEMM_CANDIDATES_MAX];
     int found = 0;
     cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                             &ws, sizeof ws);
@@ -270,7 +281,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     for (size_t i = 0; i < sizeof aligns / sizeof aligns[0] && s == CUBLAS_STATUS_SUCCESS; i++)
         s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].bytes, sizeof aligns[i].bytes);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, GEMM_CANDIDATES,
+        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, gemm_candidates(),
                                            results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     *refused = s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && !found);
