@@ -81,25 +81,39 @@ void gk_trace_sum_squares(tern_kb *kb, void *spec) {
     }
 }
 
-/* t[0] acc. Parameters: acc, partial, count, C, stride, offset, beta.
+/* t[0] acc (t[1] acc2); n[0] the destinations, 1 (0) or 2. Parameters: acc, [acc2,] partial,
+ * count, C, [C2,] stride, offset, [offset2,] beta.
  * acc[c] = beta acc[c] + sum over p < count of partial[p stride + offset + c], for c < C
- * (beta == 0: acc is not read, it may hold NaN). A group of GK_PA_GROUP threads takes 32
- * columns: SIMD group w sums the rows p = w, w + 32, ... in order (lanes are columns, so
- * each row's 32 reads are one coalesced access), then lane c of the first SIMD group adds
- * the 32 partial sums in order: deterministic, and with many rows in flight. */
+ * (beta == 0: acc is not read, it may hold NaN); with two destinations also acc2[c] from
+ * partial columns offset2 + c, c < C2, by the groups after acc's: two outputs of one
+ * partial buffer (a layer norm's dw|db and dsum) in one launch. A group of GK_PA_GROUP
+ * threads takes 32 columns: SIMD group w sums the rows p = w, w + 32, ... in order (lanes
+ * are columns, so each row's 32 reads are one coalesced access), then lane c of the first
+ * SIMD group adds the 32 partial sums in order: deterministic, and with many rows in
+ * flight. */
 void gk_trace_partial_add(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     const int W = GK_PA_GROUP / 32;
+    bool two = s->n[0] == 2;
     tern_v acc = ku_buf(kb, "acc", s->t[0], TERN_READ_WRITE);
+    tern_v acc2 = two ? ku_buf(kb, "acc2", s->t[1], TERN_READ_WRITE) : tern_int(0);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ);
     tern_v count = tern_param_scalar(kb, "count", TERN_T_I32);
-    tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
+    tern_v C1 = tern_param_scalar(kb, "C", TERN_T_I32);
+    tern_v C2 = two ? tern_param_scalar(kb, "C2", TERN_T_I32) : tern_int(0);
     tern_v stride = tern_param_scalar(kb, "stride", TERN_T_I32);
-    tern_v offset = tern_param_scalar(kb, "offset", TERN_T_I32);
+    tern_v offset1 = tern_param_scalar(kb, "offset", TERN_T_I32);
+    tern_v offset2 = two ? tern_param_scalar(kb, "offset2", TERN_T_I32) : tern_int(0);
     tern_v beta = tern_param_scalar(kb, "beta", TERN_T_F32);
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)W * 33);
     tern_v lane = tern_simd_lane(kb), w = tern_simd_group(kb);
-    tern_v c = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(32)), lane);
+    /* which destination the group serves, and its column block there */
+    tern_v g = tern_group_id(kb, 0), g1 = tern_div(tern_add(C1, tern_int(31)), tern_int(32));
+    tern_v second = two ? tern_ge(g, g1) : tern_bool(false);
+    tern_v block = two ? tern_select(second, tern_sub(g, g1), g) : g;
+    tern_v C = two ? tern_select(second, C2, C1) : C1;
+    tern_v offset = two ? tern_select(second, offset2, offset1) : offset1;
+    tern_v c = tern_add(tern_mul(block, tern_int(32)), lane);
     tern_v cc = tern_min(c, tern_sub(C, tern_int(1)));
     tern_v base = tern_add(offset, cc);
     tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
@@ -112,7 +126,18 @@ void gk_trace_partial_add(tern_kb *kb, void *spec) {
         tern_v total = tern_load(red, lane);
         for (int q = 1; q < W; q++) total = tern_add(total, tern_load(red, tern_add(lane, tern_int(q * 33))));
         tern_v old = tern_var(kb, "old", tern_f32(0.0f));
-        TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) { tern_assign(old, tern_mul(beta, tern_load(acc, c))); }
-        tern_store(acc, c, tern_add(total, old));
+        if (!two) {
+            TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) { tern_assign(old, tern_mul(beta, tern_load(acc, c))); }
+            tern_store(acc, c, tern_add(total, old));
+        } else {
+            TERN_IF(kb, tern_lnot(second)) {
+                TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) { tern_assign(old, tern_mul(beta, tern_load(acc, c))); }
+                tern_store(acc, c, tern_add(total, old));
+            }
+            TERN_ELSE(kb) {
+                TERN_IF(kb, tern_ne(beta, tern_f32(0.0f))) { tern_assign(old, tern_mul(beta, tern_load(acc2, c))); }
+                tern_store(acc2, c, tern_add(total, old));
+            }
+        }
     }
 }

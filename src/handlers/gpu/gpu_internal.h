@@ -36,6 +36,10 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) TERN_MUST_U
  * C columns), in a fixed order (reduce.c). */
 tern_error *gpu_partial_add(gpu_core *g, const char *op, tern_buf acc, tern_dbuf scratch, size_t count, int C,
                             int stride, int offset, float beta) TERN_MUST_USE;
+/* The same into two destinations in one launch: acc from columns offset .. offset + C of
+ * each partial row, acc2 from offset2 .. offset2 + C2. */
+tern_error *gpu_partial_add2(gpu_core *g, const char *op, tern_buf acc, tern_buf acc2, tern_dbuf scratch, size_t count,
+                             int C, int C2, int stride, int offset, int offset2, float beta) TERN_MUST_USE;
 
 /* The fault buffer as a launch argument. */
 static inline tern_arg gpu_fault_arg(gpu_core *g) { return tern_arg_dev(g->fault); }

@@ -1,4 +1,7 @@
 /* layernorm and layernorm_backward (see src/kernels/layernorm.c). */
+#include <stdlib.h>
+#include <string.h>
+
 #include "handlers/gpu/gpu_internal.h"
 
 /* The row path: register-resident (returns C, sets *w to the widest width with
@@ -80,6 +83,16 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
      * a model's flat gradients lay out a layer norm's gain and bias) are added by one pass:
      * a run of k adjacent outputs is k C columns of the one allocation. */
     const tern_buf outs[3] = {dw, db, dsum};
+    /* dw|db adjacent and a dsum elsewhere (a model's flat gradients): one launch for both
+     * runs (TERN_GPU_LN_MERGE=0: one each, for measurements) */
+    const char *merge = getenv("TERN_GPU_LN_MERGE");
+    if (P == 3 && !(merge && !strcmp(merge, "0")) && db.mem == dw.mem && db.dtype == dw.dtype &&
+        db.offset == dw.offset + (size_t)C) {
+        tern_buf both = dw; /* [dw | db], 2C elements of the one allocation */
+        both.len = 2 * (size_t)C;
+        return gpu_partial_add2(g, "layernorm_backward", both, dsum, scratch, S, 2 * C, C, (int)stride, 0, 2 * C,
+                                grad_beta);
+    }
     for (int p = 0; p < P;) {
         int k = 1;
         while (p + k < P && outs[p + k].mem == outs[p].mem && outs[p + k].dtype == outs[p].dtype &&

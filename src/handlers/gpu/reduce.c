@@ -14,6 +14,21 @@ tern_error *gpu_partial_add(gpu_core *g, const char *op, tern_buf acc, tern_dbuf
     return gpu_run(g, op, GK_PARTIAL_ADD, &s, tern_dims1(gpu_groups((size_t)C, 32)), tern_dims1(GK_PA_GROUP), args, 7);
 }
 
+tern_error *gpu_partial_add2(gpu_core *g, const char *op, tern_buf acc, tern_buf acc2, tern_dbuf scratch, size_t count,
+                             int C, int C2, int stride, int offset, int offset2, float beta) {
+    gk_spec s = {0};
+    s.t[0] = gpu_t(acc);
+    s.t[1] = gpu_t(acc2);
+    s.n[0] = 2;
+    size_t end1 = (size_t)offset + (size_t)C, end2 = (size_t)offset2 + (size_t)C2;
+    size_t len = (count - 1) * (size_t)stride + (end1 > end2 ? end1 : end2);
+    tern_arg args[] = {tern_arg_buf(acc),   tern_arg_buf(acc2),     gpu_scratch_arg(scratch, 0, len),
+                       tern_arg_i32((int32_t)count), tern_arg_i32(C), tern_arg_i32(C2), tern_arg_i32(stride),
+                       tern_arg_i32(offset), tern_arg_i32(offset2), tern_arg_f32(beta)};
+    uint32_t groups = gpu_groups((size_t)C, 32) + gpu_groups((size_t)C2, 32);
+    return gpu_run(g, op, GK_PARTIAL_ADD, &s, tern_dims1(groups), tern_dims1(GK_PA_GROUP), args, 10);
+}
+
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols, float beta) {
     TERN_TRY(tern_validate_sum_rows(out, x, rows, cols, beta));
     TERN_TRY(gpu_check_index("sum_rows", "x", x.len));
