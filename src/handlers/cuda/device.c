@@ -164,6 +164,25 @@ tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     return NULL;
 }
 
+/* TERN_CUDA_GRAPH_TIMING=1 (for measurements): a replay bracketed by events and waited for,
+ * its time on the GPU printed on stderr: what the device spends in the section, against the
+ * sum of its kernels (Nsight Compute) and the wall time of the step around it. */
+static tern_error *timed_launch(tern_dev *d, CUgraphExec exec) {
+    CUevent ev[2] = {NULL, NULL};
+    tern_error *err = CU(cuEventCreate(&ev[0], CU_EVENT_DEFAULT), "cuEventCreate");
+    if (!err) err = CU(cuEventCreate(&ev[1], CU_EVENT_DEFAULT), "cuEventCreate");
+    if (!err) err = CU(cuEventRecord(ev[0], d->stream), "cuEventRecord");
+    if (!err) err = CU(cuGraphLaunch(exec, d->stream), "cuGraphLaunch");
+    if (!err) err = CU(cuEventRecord(ev[1], d->stream), "cuEventRecord");
+    if (!err) err = CU(cuEventSynchronize(ev[1]), "cuEventSynchronize");
+    float ms = 0;
+    if (!err) err = CU(cuEventElapsedTime(&ms, ev[0], ev[1]), "cuEventElapsedTime");
+    if (!err) fprintf(stderr, "graph replay: %.3f ms on the GPU\n", ms);
+    for (int k = 0; k < 2; k++)
+        if (ev[k]) d->cu->cuEventDestroy(ev[k]);
+    return err;
+}
+
 tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
     if (!d) return tern_errorf("capture_end: the device is NULL");
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL;
@@ -186,5 +205,6 @@ tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
     if (d->graphs[i].seen != 2) return NULL; /* the first, direct run */
     /* A captured section has not run yet; a replayed one runs now, its writes in flight. */
     gpu_inflight_unknown(&d->core);
+    if (getenv("TERN_CUDA_GRAPH_TIMING")) return timed_launch(d, d->graphs[i].exec);
     return CU(cuGraphLaunch(d->graphs[i].exec, d->stream), "cuGraphLaunch");
 }
