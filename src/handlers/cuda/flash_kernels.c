@@ -126,19 +126,31 @@ static void a_get(const fl_a *A, int kk, tern_v a[8]) {
  * shared memory, every thread of the group helping, as dst [TILE, LD] (element (row, col) at
  * row LD + col): 16 bytes per global read and per shared write, the eight lanes of a
  * quarter-warp on one row. A bf16 value stored as it was loaded moves as bits (the CUDA
- * emitter's bf16 pairs), so this is a copy. */
-static void stage_tile_indexed(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+ * emitter's bf16 pairs), so this is a copy. The copy goes to dst + off; with `async` by
+ * asynchronous copies (the pipelined kernels), which the caller commits and waits for. */
+static void stage_tile_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v src, int parts, int part, tern_v r0,
+                            bool async) {
     int per_row = f->hs / 8, total = TILE * per_row, n = f->threads;
     for (int i = 0; i < (total + n - 1) / n; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * n));
         if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
         tern_v row = tern_div(v, tern_int(per_row));
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
-        tern_v x[8];
-        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
-        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+        tern_v from = tern_add(row_index(f, parts, part, tern_add(r0, row)), col);
+        if (async) {
+            tern_copy_async(dst, tern_add(off, tern_add(tern_mul(row, tern_int(f->LD)), col)), src, from, 8);
+        } else {
+            tern_v x[8];
+            tern_load_vec(src, from, 8, x);
+            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+        }
         if ((i + 1) * n > total) tern_end(f->kb);
     }
+}
+
+/* stage_tile_copy at once into dst itself. */
+static void stage_tile_indexed(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
+    stage_tile_copy(f, dst, tern_int(0), src, parts, part, r0, false);
 }
 
 /* The same copy, pass i moving rows row0 + i step: constant offsets from one row and
@@ -183,16 +195,7 @@ static tern_v pipe_offset(tern_v i, int size) { return tern_mul(tern_rem(i, tern
 
 /* stage_tile_indexed with asynchronous copies into dst + off: 16 bytes a copy. */
 static void stage_tile_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v src, int parts, int part, tern_v r0) {
-    int per_row = f->hs / 8, total = TILE * per_row, n = f->threads;
-    for (int i = 0; i < (total + n - 1) / n; i++) {
-        tern_v v = tern_add(f->tid, tern_int(i * n));
-        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
-        tern_v row = tern_div(v, tern_int(per_row));
-        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
-        tern_copy_async(dst, tern_add(off, tern_add(tern_mul(row, tern_int(f->LD)), col)), src,
-                        tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8);
-        if ((i + 1) * n > total) tern_end(f->kb);
-    }
+    stage_tile_copy(f, dst, off, src, parts, part, r0, true);
 }
 
 /* The top of a pipelined tile's step (above): waits for the tile, then, when `more`, starts
