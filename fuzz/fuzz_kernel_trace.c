@@ -42,7 +42,7 @@ static const tern_type types[] = {TERN_T_BOOL, TERN_T_I32, TERN_T_U32, TERN_T_I6
 static void step(state *s, reader *r) {
     tern_kb *kb = s->kb;
     tern_loc at = {"fuzz", (int)r->n};
-    unsigned op = take(r) % 24;
+    unsigned op = take(r) % 27;
     switch (op) {
     case 0: {
         unsigned t = take(r) % 5;
@@ -169,6 +169,18 @@ static void step(state *s, reader *r) {
         for (int j = 0; j < 8; j++) push(s, out[j]);
         break;
     }
+    case 24: { /* an asynchronous copy: into the shared buffers from a parameter most of the
+                * time, indices aligned and in bounds most of the time; other buffers, sizes
+                * and types must come back as trace errors, bad indices as run-time faults */
+        tern_v dst = take(r) & 1 ? s->tile : s->bufs[take(r) % 4], src = s->bufs[take(r) % 4];
+        int n = 1 << (take(r) % 4);
+        tern_v di = tern_binary_at(at, TERN_MUL, tern_binary_at(at, TERN_AND, pick(s, r), tern_int(15)), tern_int(n));
+        tern_v si = tern_binary_at(at, TERN_MUL, tern_binary_at(at, TERN_AND, pick(s, r), tern_int(7)), tern_int(n));
+        tern_copy_async_at(at, dst, take(r) & 1 ? di : pick(s, r), src, take(r) & 1 ? si : pick(s, r), n);
+        break;
+    }
+    case 25: tern_copy_async_commit_at(at, kb); break;
+    case 26: tern_copy_async_wait_at(at, kb, (int)(take(r) % 9)); break; /* 8: an error */
     }
 }
 
