@@ -22,16 +22,10 @@
 
 #include "kernels/kutil.h"
 
-/* The chunks a pass walks: [from, to) with stride G from the thread's first. */
-typedef void (*ce_body)(tern_kb *kb, const void *ctx, tern_v k);
-static void ce_walk(tern_kb *kb, tern_v from, tern_v to, int G, ce_body body, const void *ctx) {
-    TERN_FOR(kb, k, from, to, tern_int(G)) { body(kb, ctx, k); }
-}
-
 /* What both passes read: the row and its geometry. */
 typedef struct ce_ctx {
     tern_v logits, base, V;
-    int G, W;
+    int W;
     bool masked;   /* the chunks that reach past V (their columns there are padding) */
     tern_v m, sum;   /* pass 1: the running maximum and sum */
     tern_v M, scale; /* pass 2: the row's maximum and grad_scale / sum */
@@ -48,9 +42,7 @@ static void ce_load(const ce_ctx *c, tern_v k, tern_v *x) {
 
 /* Pass 1 on chunk k: the running maximum m and sum of exp2((x - m) l2e) (a -inf column
  * adds exp2(-inf) = 0). */
-static void ce_pass1(tern_kb *kb, const void *ctx, tern_v k) {
-    (void)kb;
-    const ce_ctx *c = ctx;
+static void ce_pass1(const ce_ctx *c, tern_v k) {
     tern_v l2e = tern_f32(1.44269504088896341f); /* log2(e) */
     tern_v x[8];
     ce_load(c, k, x);
@@ -68,9 +60,7 @@ static void ce_pass1(tern_kb *kb, const void *ctx, tern_v k) {
 
 /* Pass 2 on chunk k: each element becomes exp2((x - M) l2e) scale (0 for a -inf column:
  * the padding when masked). */
-static void ce_pass2(tern_kb *kb, const void *ctx, tern_v k) {
-    (void)kb;
-    const ce_ctx *c = ctx;
+static void ce_pass2(const ce_ctx *c, tern_v k) {
     tern_v l2e = tern_f32(1.44269504088896341f);
     tern_v x[8], g[8];
     ce_load(c, k, x);
@@ -100,10 +90,10 @@ void gk_trace_cross_entropy(tern_kb *kb, void *spec) {
     /* pass 1: online max and sum per thread */
     tern_v m = tern_var(kb, "m", tern_f32(-INFINITY));
     tern_v sum = tern_var(kb, "sum", tern_f32(0.0f));
-    ce_ctx c = {.logits = logits, .base = base, .V = V, .G = G, .W = W, .m = m, .sum = sum};
-    ce_walk(kb, tid, whole, G, ce_pass1, &c);
+    ce_ctx c = {.logits = logits, .base = base, .V = V, .W = W, .m = m, .sum = sum};
+    TERN_FOR(kb, k, tid, whole, tern_int(G)) { ce_pass1(&c, k); }
     c.masked = true;
-    ce_walk(kb, tern_add(whole, tid), chunks_v, G, ce_pass1, &c);
+    TERN_FOR(kb, k, tern_add(whole, tid), chunks_v, tern_int(G)) { ce_pass1(&c, k); }
 
     /* the target's logit, read by thread 0 before the reductions' barriers, so before any
      * thread overwrites it in pass 2 */
@@ -129,9 +119,9 @@ void gk_trace_cross_entropy(tern_kb *kb, void *spec) {
         c.M = M;
         c.scale = tern_div(gs, S);
         c.masked = false;
-        ce_walk(kb, tid, whole, G, ce_pass2, &c);
+        TERN_FOR(kb, k, tid, whole, tern_int(G)) { ce_pass2(&c, k); }
         c.masked = true;
-        ce_walk(kb, tern_add(whole, tid), tern_div(Vp, tern_int(W)), G, ce_pass2, &c);
+        TERN_FOR(kb, k, tern_add(whole, tid), tern_div(Vp, tern_int(W)), tern_int(G)) { ce_pass2(&c, k); }
         tern_barrier(kb); /* the target's element was written in pass 2 by its owner */
         TERN_IF(kb, tern_land(tern_eq(tid, tern_int(0)), tgt_ok)) {
             tern_v p = tern_mul(tern_exp2(tern_mul(tern_sub(x_t, M), l2e)), c.scale);

@@ -775,9 +775,10 @@ typedef struct bqs_state {
 } bqs_state;
 
 /* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + TILE - 1, as dst
- * [TILE, TILE + 8]; keys past T as zeros (queries past T are read but feed only dQ rows
- * past T, which are not stored). 16 bytes per load and store, as stage_tile. */
-static void stage_ds(const fl_ctx *f, tern_v dst, tern_v dsg, tern_v k0, tern_v q0) {
+ * [TILE, TILE + 8] at dst + off; keys past T as zeros (queries past T are read but feed only
+ * dQ rows past T, which are not stored). 16 bytes per load and store, as stage_tile; with
+ * `async` the live keys by asynchronous copies (the pipelined kernel), zeros stored at once. */
+static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0, bool async) {
     int per_row = TILE / 8, total = TILE * per_row, n = f->threads, ld = TILE + 8;
     for (int i = 0; i < (total + n - 1) / n; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * n));
@@ -785,31 +786,22 @@ static void stage_ds(const fl_ctx *f, tern_v dst, tern_v dsg, tern_v k0, tern_v 
         tern_v row = tern_div(v, tern_int(per_row));
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v key = tern_add(k0, row);
-        tern_v x[8];
-        tern_load_vec(dsg, tern_add(ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), q0), col), 8, x);
-        tern_v live = tern_lt(key, f->T);
-        for (int e = 0; e < 8; e++) x[e] = tern_select(live, x[e], tern_f32(0.0f));
-        tern_store_vec(dst, tern_add(tern_mul(row, tern_int(ld)), col), 8, x);
-        if ((i + 1) * n > total) tern_end(f->kb);
-    }
-}
-
-/* stage_ds with asynchronous copies into dst + off; keys past T are zeros, stored as such. */
-static void stage_ds_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0) {
-    int per_row = TILE / 8, total = TILE * per_row, n = f->threads, ld = TILE + 8;
-    for (int i = 0; i < (total + n - 1) / n; i++) {
-        tern_v v = tern_add(f->tid, tern_int(i * n));
-        if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
-        tern_v row = tern_div(v, tern_int(per_row));
-        tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
-        tern_v key = tern_add(k0, row), at = tern_add(off, tern_add(tern_mul(row, tern_int(ld)), col));
-        TERN_IF(f->kb, tern_lt(key, f->T)) {
-            tern_copy_async(dst, at, dsg, tern_add(ds_index(f, key, q0), col), 8);
-        }
-        TERN_ELSE(f->kb) {
-            tern_v z[8];
-            for (int e = 0; e < 8; e++) z[e] = tern_f32(0.0f);
-            tern_store_vec(dst, at, 8, z);
+        if (!async) {
+            tern_v x[8];
+            tern_load_vec(dsg, tern_add(ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), q0), col), 8, x);
+            tern_v live = tern_lt(key, f->T);
+            for (int e = 0; e < 8; e++) x[e] = tern_select(live, x[e], tern_f32(0.0f));
+            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(ld)), col), 8, x);
+        } else {
+            tern_v at = tern_add(off, tern_add(tern_mul(row, tern_int(ld)), col));
+            TERN_IF(f->kb, tern_lt(key, f->T)) {
+                tern_copy_async(dst, at, dsg, tern_add(ds_index(f, key, q0), col), 8);
+            }
+            TERN_ELSE(f->kb) {
+                tern_v z[8];
+                for (int e = 0; e < 8; e++) z[e] = tern_f32(0.0f);
+                tern_store_vec(dst, at, 8, z);
+            }
         }
         if ((i + 1) * n > total) tern_end(f->kb);
     }
@@ -821,7 +813,7 @@ static void backward_q_saved_issue(const fl_ctx *f, const void *state, tern_v ne
     const bqs_state *st = state;
     tern_v k0 = tern_mul(next, tern_int(TILE));
     stage_tile_async(f, st->Ks, pipe_offset(next, TILE * f->LD), st->qkv, 3, 1, k0);
-    stage_ds_async(f, st->DSs, pipe_offset(next, TILE * (TILE + 8)), st->dsg, k0, st->q0);
+    stage_ds_copy(f, st->DSs, pipe_offset(next, TILE * (TILE + 8)), st->dsg, k0, st->q0, true);
 }
 
 /* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
@@ -840,7 +832,7 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
     } else {
         tern_barrier(kb);
         stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
-        stage_ds(f, st->DSs, st->dsg, k0, st->q0);
+        stage_ds_copy(f, st->DSs, tern_int(0), st->dsg, k0, st->q0, false);
         tern_barrier(kb);
     }
     tern_v lm = tern_add(st->lm, doff), lk = tern_add(f->lm_rows_k, koff);
