@@ -68,19 +68,19 @@ static tern_v sort_key(tern_v tokens, tern_v j, tern_v n, tern_v V) {
     return tern_select(tern_lt(j, n), key, tern_u32(0xffffffffu));
 }
 
-/* The packed form of embed_sort (spec n[0] = 1; V <= 0xffff, n <= 0x10000): place(i) =
- * #{j : key(j) < key(i)}, one unsigned comparison a pair and four keys a shared load, where
+/* The packed form's count (spec n[0] = 1; V <= 0xffff, n <= 0x10000): rows j of the part
+ * with key(j) < key(i), one unsigned comparison a pair and four keys a shared load, where
  * the general form compares tokens and rows apart (on the H200: 228 us for GPT-2's 16,384
  * rows, run 25). */
-static void embed_sort_packed(tern_kb *kb, tern_v tokens, tern_v perm, tern_v n) {
+static void sort_count_packed(tern_kb *kb, tern_v tokens, tern_v n, tern_v j0, tern_v j1, tern_v i, tern_v place) {
     tern_v V = tern_param_scalar(kb, "V", TERN_T_I32);
     tern_v tile = tern_shared(kb, "tile", TERN_T_U32, GK_SORT_GROUP);
-    tern_v i = tern_global_id(kb, 0);
     tern_v local = tern_local_id(kb, 0);
     tern_v mine = sort_key(tokens, i, n, V);
-    tern_v place = tern_var(kb, "place", tern_i32(0));
-    TERN_FOR(kb, t0, tern_int(0), n, tern_int(GK_SORT_GROUP)) {
-        tern_store(tile, local, sort_key(tokens, tern_add(t0, local), n, V));
+    TERN_FOR(kb, t0, j0, j1, tern_int(GK_SORT_GROUP)) {
+        /* rows past the part (or past n) as 0xffffffff: below no key */
+        tern_v j = tern_add(t0, local);
+        tern_store(tile, local, sort_key(tokens, j, tern_min(n, j1), V));
         tern_barrier(kb);
         TERN_FOR(kb, q, tern_int(0), tern_int(GK_SORT_GROUP), tern_int(4)) {
             tern_v other[4];
@@ -91,32 +91,19 @@ static void embed_sort_packed(tern_kb *kb, tern_v tokens, tern_v perm, tern_v n)
         }
         tern_barrier(kb);
     }
-    TERN_IF(kb, tern_lt(i, n)) { tern_store(perm, place, i); }
 }
 
-/* Parameters: tokens, perm, n[, V]. perm[place(i)] = i, place(i) = #{j : tokens[j] <
- * tokens[i]} + #{j < i : tokens[j] == tokens[i]}. One thread per row; tiles of tokens in
- * shared. Spec n[0] = 1: the packed form (above), which orders tokens outside [0, V) after
- * the valid ones (still each token's rows together, in row order). */
-void gk_trace_embed_sort(tern_kb *kb, void *spec) {
-    const gk_spec *s = spec;
-    tern_v tokens = tern_param_buf(kb, "tokens", TERN_T_I32, TERN_READ);
-    tern_v perm = tern_param_buf(kb, "perm", TERN_T_I32, TERN_WRITE);
-    tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
-    if (s->n[0]) {
-        embed_sort_packed(kb, tokens, perm, n);
-        return;
-    }
+/* The general form's count: rows j of the part before row i in (token, row) order. */
+static void sort_count_general(tern_kb *kb, tern_v tokens, tern_v n, tern_v j0, tern_v j1, tern_v i, tern_v place) {
     tern_v tile = tern_shared(kb, "tile", TERN_T_I32, GK_SORT_GROUP);
-    tern_v i = tern_global_id(kb, 0);
     tern_v local = tern_local_id(kb, 0);
     tern_v mine = tern_load(tokens, tern_min(i, tern_sub(n, tern_int(1))));
-    tern_v place = tern_var(kb, "place", tern_i32(0));
-    TERN_FOR(kb, t0, tern_int(0), n, tern_int(GK_SORT_GROUP)) {
+    tern_v end = tern_min(n, j1);
+    TERN_FOR(kb, t0, j0, end, tern_int(GK_SORT_GROUP)) {
         tern_v j = tern_add(t0, local);
         tern_store(tile, local, tern_load(tokens, tern_min(j, tern_sub(n, tern_int(1)))));
         tern_barrier(kb);
-        tern_v len = tern_min(tern_int(GK_SORT_GROUP), tern_sub(n, t0));
+        tern_v len = tern_min(tern_int(GK_SORT_GROUP), tern_sub(end, t0));
         TERN_FOR(kb, q, tern_int(0), len, tern_int(1)) {
             tern_v other = tern_load(tile, q);
             tern_v before = tern_lor(tern_lt(other, mine),
@@ -125,7 +112,47 @@ void gk_trace_embed_sort(tern_kb *kb, void *spec) {
         }
         tern_barrier(kb);
     }
-    TERN_IF(kb, tern_lt(i, n)) { tern_store(perm, place, i); }
+}
+
+/* Parameters: tokens, partial, n, per[, V]. The rank of row i in (token, row) order,
+ * place(i) = #{j : tokens[j] < tokens[i]} + #{j < i : tokens[j] == tokens[i]}, counted in
+ * parts: group (x, y) counts over rows j in [y per, (y + 1) per) for its rows i, into
+ * partial[y n + i] (EMBED_SORT_SCATTER adds the parts). One thread per row i; tiles of
+ * tokens in shared. The parts are what fills the GPU: one part is 64 groups for GPT-2's
+ * 16,384 rows, each comparing against all of them. Spec n[0] = 1: the packed form (above),
+ * which orders tokens outside [0, V) after the valid ones (still each token's rows together,
+ * in row order). */
+void gk_trace_embed_sort(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    tern_v tokens = tern_param_buf(kb, "tokens", TERN_T_I32, TERN_READ);
+    tern_v partial = tern_param_buf(kb, "partial", TERN_T_I32, TERN_WRITE);
+    tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
+    tern_v per = tern_param_scalar(kb, "per", TERN_T_I32);
+    tern_v i = tern_global_id(kb, 0);
+    tern_v part = tern_group_id(kb, 1);
+    tern_v j0 = tern_mul(part, per), j1 = tern_add(j0, per);
+    tern_v place = tern_var(kb, "place", tern_i32(0));
+    if (s->n[0]) sort_count_packed(kb, tokens, n, j0, j1, i, place);
+    else sort_count_general(kb, tokens, n, j0, j1, i, place);
+    TERN_IF(kb, tern_lt(i, n)) { tern_store(partial, tern_add(tern_mul(part, n), i), place); }
+}
+
+/* Parameters: partial, perm, n, parts. perm[place(i)] = i, place(i) the sum of row i's
+ * parts. One thread per row. */
+void gk_trace_embed_sort_scatter(tern_kb *kb, void *spec) {
+    (void)spec;
+    tern_v partial = tern_param_buf(kb, "partial", TERN_T_I32, TERN_READ);
+    tern_v perm = tern_param_buf(kb, "perm", TERN_T_I32, TERN_WRITE);
+    tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
+    tern_v parts = tern_param_scalar(kb, "parts", TERN_T_I32);
+    tern_v i = tern_global_id(kb, 0);
+    TERN_IF(kb, tern_lt(i, n)) {
+        tern_v place = tern_var(kb, "place", tern_i32(0));
+        TERN_FOR(kb, p, tern_int(0), parts, tern_int(1)) {
+            tern_assign(place, tern_add(place, tern_load(partial, tern_add(tern_mul(p, n), i))));
+        }
+        tern_store(perm, place, i);
+    }
 }
 
 /* Spec: t[0] dwte, t[1] dout; n[0] = W. Parameters: dwte, dout, tokens, perm, fault, BT,

@@ -19,6 +19,7 @@ static const struct {
     [GK_PARTIAL_ADD] = {"partial_add", gk_trace_partial_add},
     [GK_EMBED] = {"embed", gk_trace_embed},
     [GK_EMBED_SORT] = {"embed_sort", gk_trace_embed_sort},
+    [GK_EMBED_SORT_SCATTER] = {"embed_sort_scatter", gk_trace_embed_sort_scatter},
     [GK_EMBED_BACKWARD_WTE] = {"embed_backward_wte", gk_trace_embed_backward_wte},
     [GK_EMBED_BACKWARD_WPE] = {"embed_backward_wpe", gk_trace_embed_backward_wpe},
     [GK_ATTENTION] = {"attention", gk_trace_attention},

@@ -31,7 +31,8 @@ typedef enum gk_family {
     GK_LAYERNORM_BACKWARD, /* dx, and per-SIMD-group partial dw, db */
     GK_PARTIAL_ADD,        /* acc = beta acc + sum over p of partial[p, :] (sum_rows, dw, db) */
     GK_EMBED,
-    GK_EMBED_SORT,         /* perm: rows ordered by (token, row), by rank counting */
+    GK_EMBED_SORT,         /* ranks of rows in (token, row) order, counted in parts */
+    GK_EMBED_SORT_SCATTER, /* perm: rows ordered by (token, row), from the parts' ranks */
     GK_EMBED_BACKWARD_WTE, /* dwte rows, one leader per distinct token */
     GK_EMBED_BACKWARD_WPE,
     GK_ATTENTION,          /* flash-style forward; saves logsumexp per (b, h, t) */
@@ -131,7 +132,9 @@ tern_v gk_ln_row_col(const gk_ln_row *r, int k);
 void gk_ln_row_out(gk_ln_row *r, tern_v w, tern_v b, int k, tern_v out[8]);
 
 /* EMBED, EMBED_BACKWARD_WPE: one thread per W channels of a row; groups of GK_EW_GROUP.
- * EMBED_SORT: one thread per row, groups of GK_SORT_GROUP (a tile of tokens in shared).
+ * EMBED_SORT: one thread per row, groups of GK_SORT_GROUP (a tile of tokens in shared);
+ * grid.y over parts of the rows compared against, a multiple of GK_SORT_GROUP each.
+ * EMBED_SORT_SCATTER: one thread per row.
  * EMBED_BACKWARD_WTE: one SIMD group per sorted row, GK_LN_ROWS per group; grid.y over
  * channel chunks of 32 * W. */
 #define GK_SORT_GROUP 256
@@ -239,6 +242,7 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec);
 void gk_trace_partial_add(tern_kb *kb, void *spec);
 void gk_trace_embed(tern_kb *kb, void *spec);
 void gk_trace_embed_sort(tern_kb *kb, void *spec);
+void gk_trace_embed_sort_scatter(tern_kb *kb, void *spec);
 void gk_trace_embed_backward_wte(tern_kb *kb, void *spec);
 void gk_trace_embed_backward_wpe(tern_kb *kb, void *spec);
 void gk_trace_attention(tern_kb *kb, void *spec);

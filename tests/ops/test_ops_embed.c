@@ -41,14 +41,16 @@ static void test_forward(ot_ctx *c) {
 static void test_backward(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_seed(42);
-    /* the last: 600 rows, three tiles of a GPU sort and a part of one */
-    const int shapes[][3] = {{1, 1, 1}, {2, 5, 7}, {4, 64, 768}, {3, 9, 130}, {5, 120, 3}};
-    for (int s = 0; s < 5; s++)
+    /* {5, 120, 3}: 600 rows, three tiles of a GPU sort and a part of one; {3, 1000, 3}: 3,000
+     * rows, two parts of the GPU sort's rank counting (2,048 rows each); the last, with a
+     * vocabulary over 65,535, the GPU sort's general form (not the packed keys) */
+    const int shapes[][3] = {{1, 1, 1}, {2, 5, 7}, {4, 64, 768}, {3, 9, 130}, {5, 120, 3}, {3, 1000, 3}, {3, 1000, 2}};
+    for (int s = 0; s < 7; s++)
         for (int combo = 0; combo < 8; combo++) {
             int B = shapes[s][0], T = shapes[s][1], C = shapes[s][2];
             /* a small vocabulary: many repeats (about 70 a token in the 600 rows: every
              * handler sums a token's rows before it rounds them into a bf16 dwte) */
-            int vocab = 6 + combo, max_t = T + 2;
+            int vocab = (s == 6 ? 70000 : 6) + combo, max_t = T + 2;
             bool has_wte = combo != 5, has_wpe = combo != 6;
             tern_dtype d_g = ot_float2[combo & 1], d_wte = ot_float2[(combo >> 1) & 1], d_wpe = ot_float2[(combo >> 2) & 1];
             size_t bt = (size_t)B * T, n = bt * C, nwte = (size_t)vocab * C, nwpe = (size_t)max_t * C;

@@ -28,6 +28,7 @@
 #include "kernel/disk_cache.h"
 
 #define GEMM_CANDIDATES 8
+#define CUDA_BGRAD_SUM_ROWS true /* bias_grad_by_sum_rows */
 #define GEMM_CANDIDATES_MAX 64
 
 /* The candidates the heuristic is asked for: GEMM_CANDIDATES, or TERN_CUDA_GEMM_CANDIDATES
@@ -420,8 +421,8 @@ static bool epilogue_fits(const tern_matmul *mm, const tern_matmul_dims *dims) {
 /* Where cuBLASLt's BGRADA writes a bias gradient (it writes, in C's dtype, which bias_grad
  * has here): bias_grad itself when beta is 0 and it is 16-byte aligned, else the handler's
  * bias-gradient scratch, which the caller then adds in with sum_rows (beta * bias_grad +
- * scratch). On the H200 BGRADA runs as a reduction kernel of its own after the product
- * (23.7 us for GPT-2's shapes, as long as sum_rows' two kernels: run 23); it saves a launch. */
+ * scratch). On the H200 BGRADA runs as a reduction kernel of its own after the product;
+ * since sum_rows reads with wide loads it is the slower of the two (bias_grad_by_sum_rows). */
 static tern_error *bias_grad_target(tern_dev *d, tern_buf c, const tern_matmul *mm, tern_buf *out) {
     tern_buf g = mm->bias_grad;
     if (mm->beta == 0 && g.dtype == c.dtype && pointer_alignment(address(g)) >= EPILOGUE_ALIGNMENT) {
@@ -468,10 +469,29 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
     return NULL;
 }
 
+/* Whether a product's bias gradient (the column sums of B [k, n]) is summed by sum_rows
+ * after the plain product rather than by cuBLASLt's BGRADA epilogue, which runs a reduction
+ * kernel of its own after the product anyway. TERN_CUDA_BGRAD=sum_rows|epilogue chooses.
+ * On the H200 (bench/h200/NOTES.md, run 52), GPT-2's 24 bias gradients a step: BGRADA 0.82
+ * ms, sum_rows (wide loads, four rows at a time) 0.56 + 0.09 for the partial sums; the step
+ * 30.09 against 30.29 ms (three rounds each, alternated). */
+static bool bias_grad_by_sum_rows(const tern_matmul *mm, const tern_matmul_dims *dims) {
+    const char *env = getenv("TERN_CUDA_BGRAD");
+    bool want = env ? !strcmp(env, "sum_rows") : CUDA_BGRAD_SUM_ROWS;
+    return want && tern_present(mm->bias_grad) && !dims->trans_b && dims->batch == 1 && dims->ldb == (size_t)dims->n;
+}
+
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
     if (mm->m == 0 || mm->n == 0) return NULL;
+    if (bias_grad_by_sum_rows(mm, &dims)) {
+        tern_matmul plain = *mm;
+        plain.bias_grad = tern_none();
+        TERN_TRY(tern_cuda_matmul(d, c, a, b, &plain));
+        return tern_cuda_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
+                                  mm->beta);
+    }
     bool has_aux = tern_present(mm->aux);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
     if (gemv_wanted(&dims)) {

@@ -42,15 +42,26 @@ tern_error *gpu_embed_backward(gpu_core *g, tern_buf dwte, tern_buf dwpe, tern_b
     size_t c = (size_t)C, bt = (size_t)B * (size_t)T;
     if (tern_present(dwte)) {
         TERN_TRY(gpu_check_index("embed_backward", "dwte", dwte.len));
-        tern_dbuf perm;
-        TERN_TRY(tern_error_wrap(gpu_scratch_i32(g, bt, &perm), "embed_backward"));
-        tern_arg perm_arg = tern_arg_dev((tern_dbuf){perm.mem, perm.offset, bt, TERN_T_I32});
+        /* the rows in (token, row) order: ranks counted in parts of sort_per rows (partial
+         * [parts, bt]), then summed and scattered into perm [bt]; one i32 scratch holds both */
+        const size_t sort_per = 8 * GK_SORT_GROUP;
+        size_t parts = (bt + sort_per - 1) / sort_per;
+        tern_dbuf scratch;
+        TERN_TRY(tern_error_wrap(gpu_scratch_i32(g, (parts + 1) * bt, &scratch), "embed_backward"));
+        tern_arg perm_arg = tern_arg_dev((tern_dbuf){scratch.mem, scratch.offset, bt, TERN_T_I32});
+        tern_arg partial_arg = tern_arg_dev((tern_dbuf){scratch.mem, scratch.offset + bt, parts * bt, TERN_T_I32});
         gk_spec so = {0};
         int32_t V = (int32_t)(dwte.len / c);
         so.n[0] = V <= 0xffff && bt <= 0x10000; /* the packed keys fit */
-        tern_arg sa[] = {tern_arg_buf(tokens), perm_arg, tern_arg_i32((int32_t)bt), tern_arg_i32(V)};
-        TERN_TRY(gpu_run(g, "embed_backward", GK_EMBED_SORT, &so, tern_dims1(gpu_groups(bt, GK_SORT_GROUP)),
-                         tern_dims1(GK_SORT_GROUP), sa, so.n[0] ? 4 : 3));
+        tern_arg sa[] = {tern_arg_buf(tokens), partial_arg, tern_arg_i32((int32_t)bt), tern_arg_i32((int32_t)sort_per),
+                         tern_arg_i32(V)};
+        TERN_TRY(gpu_run(g, "embed_backward", GK_EMBED_SORT, &so,
+                         tern_dims2(gpu_groups(bt, GK_SORT_GROUP), (uint32_t)parts), tern_dims1(GK_SORT_GROUP), sa,
+                         so.n[0] ? 5 : 4));
+        gk_spec sc = {0};
+        tern_arg ca[] = {partial_arg, perm_arg, tern_arg_i32((int32_t)bt), tern_arg_i32((int32_t)parts)};
+        TERN_TRY(gpu_run(g, "embed_backward", GK_EMBED_SORT_SCATTER, &sc, tern_dims1(gpu_groups(bt, GK_EW_GROUP)),
+                         tern_dims1(GK_EW_GROUP), ca, 4));
         tern_buf both[2] = {dwte, dout};
         gk_spec s = {0};
         s.t[0] = gpu_t(dwte);

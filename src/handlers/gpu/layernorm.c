@@ -48,6 +48,18 @@ tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rst
                    tern_dims1(32 * simd_groups), args, c);
 }
 
+/* The rows per SIMD group of layernorm_backward: 16, or TERN_GPU_LNB_ROWS (1 to 64) to
+ * measure others. Each SIMD group writes P C partial sums, which partial_add then reads:
+ * with 16 rows rather than 8, GPT-2's 16,384 rows make half as many (1,024 SIMD groups,
+ * still one wave of the H200's 132 multiprocessors at the one group of 8 SIMD groups each
+ * that the kernel's registers allow). On the H200 (bench/h200/NOTES.md, run 51): the layer
+ * norm backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
+static int gpu_lnb_rows(void) {
+    const char *env = getenv("TERN_GPU_LNB_ROWS");
+    int n = env ? atoi(env) : 0;
+    return n >= 1 && n <= 64 ? n : 16;
+}
+
 tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                    tern_buf rstd, int rows, int C, float grad_beta) {
@@ -55,9 +67,10 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
     /* P partial rows per SIMD group: dw's and db's column sums, and dsum's when asked for */
     int P = tern_present(dsum) ? 3 : 2;
-    /* SIMD groups: about 8 rows each (enough in flight to hide memory latency; the partial
-     * rows cost P * C floats each), at most 4096, a whole number of groups */
-    size_t S = ((size_t)rows + 7) / 8;
+    /* SIMD groups: about lnb_rows rows each (enough in flight to hide memory latency; the
+     * partial rows cost P * C floats each), at most 4096, a whole number of groups */
+    size_t per = (size_t)gpu_lnb_rows();
+    size_t S = ((size_t)rows + per - 1) / per;
     if (S > 4096) S = 4096;
     S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
     size_t iters = ((size_t)rows + S - 1) / S;

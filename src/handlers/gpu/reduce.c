@@ -42,10 +42,12 @@ tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int co
     TERN_TRY(tern_error_wrap(gpu_scratch(g, chunks * c, &scratch), "sum_rows"));
     gk_spec s = {0};
     s.t[0] = gpu_t(x);
+    s.n[0] = gpu_width(&x, 1, c); /* columns a thread: whole rows stay aligned */
     tern_arg pa[] = {gpu_scratch_arg(scratch, 0, chunks * c), tern_arg_buf(x), tern_arg_i32(rows),
                      tern_arg_i32(cols), tern_arg_i32((int32_t)per)};
-    TERN_TRY(gpu_run(g, "sum_rows", GK_SUM_ROWS_PARTIAL, &s, tern_dims2(gpu_groups(c, GK_SR_GROUP), (uint32_t)chunks),
-                     tern_dims1(GK_SR_GROUP), pa, 5));
+    TERN_TRY(gpu_run(g, "sum_rows", GK_SUM_ROWS_PARTIAL, &s,
+                     tern_dims2(gpu_groups(c / (size_t)s.n[0], GK_SR_GROUP), (uint32_t)chunks), tern_dims1(GK_SR_GROUP),
+                     pa, 5));
     return gpu_partial_add(g, "sum_rows", out, scratch, chunks, cols, cols, 0, beta);
 }
 
@@ -56,12 +58,15 @@ tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) {
     size_t groups = (n + GK_SS_GROUP * 8 - 1) / (GK_SS_GROUP * 8);
     if (groups > GK_SS_MAX_GROUPS) groups = GK_SS_MAX_GROUPS;
     if (groups == 0) groups = 1;
+    int W = gpu_width(&x, 1, n);
     size_t span = (n + groups - 1) / groups;
+    span = (span + (size_t)W - 1) / (size_t)W * (size_t)W; /* whole loads in each group */
     groups = span ? (n + span - 1) / span : 1;
     tern_dbuf scratch;
     TERN_TRY(tern_error_wrap(gpu_scratch(g, 2 * groups, &scratch), "norm2"));
     gk_spec s = {0};
     s.t[0] = gpu_t(x);
+    s.n[0] = W;
     tern_arg args[] = {gpu_scratch_arg(scratch, 0, 2 * groups), tern_arg_buf(x), tern_arg_i32((int32_t)n),
                        tern_arg_i32((int32_t)span)};
     TERN_TRY(gpu_run(g, "norm2", GK_SUM_SQUARES, &s, tern_dims1((uint32_t)groups), tern_dims1(GK_SS_GROUP), args, 4));
