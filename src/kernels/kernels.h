@@ -97,11 +97,19 @@ enum {
 /* LAYERNORM: one SIMD group per row, GK_LN_ROWS rows per group of 32 * GK_LN_ROWS (fewer
  * rows: one group of 32 * rows).
  * LAYERNORM_BACKWARD: the same groups; SIMD group s of the grid takes rows s, s + S, ...
- * and writes its partial dw, db to partial[s, 2, C]. */
+ * and writes its partial dw, db (and dsum) to partial[s, P, C]; or, when
+ * gk_lnb_group_partials, the group's SIMD groups add theirs first (through threadgroup
+ * memory, in a fixed tree) and group g writes partial[g, P, C]. */
 #define GK_LN_ROWS 8
 /* n[1] = C when the row fits in registers (C % 32 == 0, C / 32 <= GK_LN_MAX_PER_LANE):
  * the unrolled path; 0: C is a runtime scalar (generic path). */
 #define GK_LN_MAX_PER_LANE 64
+/* Whether LAYERNORM_BACKWARD's register path (C = Cc) with P partial rows adds its SIMD
+ * groups' partial sums within each group: when the tree's GK_LN_ROWS / 2 slots of P Cc
+ * floats fit in 48 KB of threadgroup memory. */
+static inline bool gk_lnb_group_partials(int Cc, int P) {
+    return Cc > 0 && (long)(GK_LN_ROWS / 2) * P * Cc * 4 <= 48 * 1024;
+}
 /* The forward's register path also loads w and b with x, before the statistics, when a
  * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers; and
  * only for at most GK_LN_EARLY_ROWS rows (spec n[2] bit 2), about one wave of an H200's

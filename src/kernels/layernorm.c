@@ -214,6 +214,39 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                 }
             }
         }
+        tern_v *sums[3] = {dw, db, ds};
+        if (gk_lnb_group_partials(Cc, P)) {
+            /* the SIMD groups' sums added in a fixed tree: in each round SIMD groups [h, 2h)
+             * put theirs in slots 0 .. h - 1 and SIMD groups [0, h) add them; SIMD group 0
+             * writes the group's partial row. 8x fewer partial rows to write and to add. */
+            tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)(GK_LN_ROWS / 2) * P * Cc);
+            tern_v warp = tern_simd_group(kb);
+            for (int h = GK_LN_ROWS / 2; h >= 1; h /= 2) {
+                TERN_IF(kb, tern_land(tern_ge(warp, tern_int(h)), tern_lt(warp, tern_int(2 * h)))) {
+                    tern_v slot = tern_mul(tern_sub(warp, tern_int(h)), tern_int(P * Cc));
+                    for (int p = 0; p < P; p++)
+                        for (int k = 0; k < chunks; k++) {
+                            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+                            ku_store_f32(red, tern_add(slot, tern_add(col, tern_int(p * Cc))), W, sums[p] + k * W);
+                        }
+                }
+                tern_barrier(kb);
+                TERN_IF(kb, tern_lt(warp, tern_int(h))) {
+                    tern_v slot = tern_mul(warp, tern_int(P * Cc));
+                    for (int p = 0; p < P; p++)
+                        for (int k = 0; k < chunks; k++) {
+                            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+                            for (int j = 0; j < W; j++) {
+                                tern_v v = tern_load(red, tern_add(slot, tern_add(col, tern_int(p * Cc + j))));
+                                tern_assign(sums[p][k * W + j], tern_add(sums[p][k * W + j], v));
+                            }
+                        }
+                }
+                if (h > 1) tern_barrier(kb); /* the slots are free for the next round */
+            }
+            pbase = tern_mul(tern_group_id(kb, 0), tern_mul(C, tern_int(P)));
+            tern_if(kb, tern_eq(warp, tern_int(0)));
+        }
         for (int k = 0; k < chunks; k++) {
             tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
             tern_v at = tern_add(pbase, col);
@@ -221,6 +254,7 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             ku_store_f32(partial, tern_add(at, C), W, db + k * W);
             if (with_dsum) ku_store_f32(partial, tern_add(at, tern_mul(C, tern_int(2))), W, ds + k * W);
         }
+        if (gk_lnb_group_partials(Cc, P)) tern_end(kb);
     } else {
         TERN_FOR(kb, j, lane, C, tern_int(32)) {
             for (int p = 0; p < P; p++)

@@ -65,9 +65,11 @@ static float *to_float(const double *x, size_t n) {
 static void test_forward_backward(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_seed(31);
-    const int shapes[][2] = {{1, 1}, {3, 7}, {64, 768}, {17, 1000}, {5, 16}};
+    /* {300, 64}: several groups of the GPU's backward, each adding its SIMD groups' partial
+     * sums before writing them */
+    const int shapes[][2] = {{1, 1}, {3, 7}, {64, 768}, {17, 1000}, {5, 16}, {300, 64}};
     const float eps = 1e-5f;
-    for (int s = 0; s < 5; s++)
+    for (int s = 0; s < 6; s++)
         for (int combo = 0; combo < (s == 1 ? 256 : 10); combo++) {
             int rows = shapes[s][0], C = shapes[s][1];
             size_t n = (size_t)rows * C;

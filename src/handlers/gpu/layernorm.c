@@ -92,6 +92,8 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
                        tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
     TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
                      tern_dims1(32 * GK_LN_ROWS), args, 11));
+    /* the partial rows: one per group, or one per SIMD group */
+    size_t count = gk_lnb_group_partials(s.n[1], P) ? S / GK_LN_ROWS : S;
     /* Partial row p is added into outs[p]. Outputs that follow each other in one buffer (as
      * a model's flat gradients lay out a layer norm's gain and bias) are added by one pass:
      * a run of k adjacent outputs is k C columns of the one allocation. */
@@ -103,8 +105,8 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
         db.offset == dw.offset + (size_t)C) {
         tern_buf both = dw; /* [dw | db], 2C elements of the one allocation */
         both.len = 2 * (size_t)C;
-        return gpu_partial_add2(g, "layernorm_backward", both, dsum, scratch, S, 2 * C, C, (int)stride, 0, 2 * C,
-                                grad_beta);
+        return gpu_partial_add2(g, "layernorm_backward", both, dsum, scratch, count, 2 * C, C, (int)stride, 0,
+                                2 * C, grad_beta);
     }
     for (int p = 0; p < P;) {
         int k = 1;
@@ -113,7 +115,7 @@ tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_b
             k++;
         tern_buf run = outs[p]; /* outs[p .. p + k), k C elements */
         run.len = (size_t)k * (size_t)C;
-        TERN_TRY(gpu_partial_add(g, "layernorm_backward", run, scratch, S, k * C, (int)stride, p * C, grad_beta));
+        TERN_TRY(gpu_partial_add(g, "layernorm_backward", run, scratch, count, k * C, (int)stride, p * C, grad_beta));
         p += k;
     }
     return NULL;
