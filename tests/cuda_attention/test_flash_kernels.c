@@ -64,9 +64,9 @@ static tern_error *launch(tern_kernel *k, cuda_flash_kernel which, const cuda_fl
 /* The options, for the report. */
 static const char *opts_name(const cuda_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
-    snprintf(buf, size, " (groups %d%s%s%s%s%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
+    snprintf(buf, size, " (groups %d%s%s%s%s%s, %d stages)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->kv_shared ? ", K V shared" : "", o->q_rows128 ? ", 128 query rows" : "",
-             o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "");
+             o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2);
     return buf;
 }
 
@@ -239,6 +239,8 @@ int main(void) {
          * checks the double buffers' indexing and the tiles walked, not the overlap) */
         {.pipelined = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true},
+        {.ds_saved = true, .pipelined = true, .stages = 3},
+        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4},
         {.q_rows128 = true, .pipelined = true},
         {.kv_shared = true, .ds_saved = true, .pipelined = true},
     };

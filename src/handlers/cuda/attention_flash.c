@@ -33,6 +33,11 @@
  * dK dV 3.55 -> 3.64 (its K, V, dK and dV fragments already fill the registers) */
 static const bool CUDA_FLASH_PIPELINED[3] = {true, false, true};
 #define CUDA_FLASH_GROUPS_KV_SHARED 0
+/* The dQ pass's pipeline depth (cuda_flash_opts.stages). On the H200 (bench/h200/NOTES.md,
+ * run 54) the pass reading the stored dS^T is bound by L2 (82% busy, 62% hits: every query
+ * block reads each key tile again) and waits on its loads: three tiles in flight rather than
+ * one took it from 104.7 to 99.5 us a layer, the step 29.80 / 29.77 -> 29.69 / 29.62 ms. */
+#define CUDA_FLASH_Q_STAGES 4
 #define CUDA_FLASH_KV_HALVES_SHARED false
 
 /* An on/off switch from the environment ("1" on, anything else off), or the default. */
@@ -71,6 +76,10 @@ static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
     if (which == CUDA_FLASH_FORWARD) o.min_groups = groups[0], o.q_rows128 = rows128, o.pipelined = pipelined[0];
     if (which == CUDA_FLASH_BACKWARD_KV) o.min_groups = groups[1], o.kv_shared = kv_shared, o.pipelined = pipelined[1];
     if (which == CUDA_FLASH_BACKWARD_Q) o.min_groups = groups[2], o.q_rows128 = rows128, o.pipelined = pipelined[2];
+    /* TERN_CUDA_FLASH_Q_STAGES: the dQ pass's pipeline depth (2 to CUDA_FLASH_MAX_STAGES) */
+    const char *qs = getenv("TERN_CUDA_FLASH_Q_STAGES");
+    int stages = qs ? atoi(qs) : CUDA_FLASH_Q_STAGES;
+    if (which == CUDA_FLASH_BACKWARD_Q && stages >= 2 && stages <= CUDA_FLASH_MAX_STAGES) o.stages = stages;
     return o;
 }
 

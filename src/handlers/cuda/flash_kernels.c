@@ -190,8 +190,11 @@ static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int p
  *   start the copies of tile i + 1 (if the group walks one), commit; compute on tile i.
  * One barrier a tile instead of two, and no registers hold the next tile. */
 
-/* The element offset of buffer (i mod 2) of a double buffer of `size` elements each. */
-static tern_v pipe_offset(tern_v i, int size) { return tern_mul(tern_rem(i, tern_int(2)), tern_int(size)); }
+/* The element offset of buffer (i mod n) of n buffers of `size` elements each. */
+static tern_v pipe_offset_n(tern_v i, int size, int n) { return tern_mul(tern_rem(i, tern_int(n)), tern_int(size)); }
+
+/* ... of a double buffer. */
+static tern_v pipe_offset(tern_v i, int size) { return pipe_offset_n(i, size, 2); }
 
 /* stage_tile_indexed with asynchronous copies into dst + off: 16 bytes a copy. */
 static void stage_tile_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v src, int parts, int part, tern_v r0) {
@@ -203,6 +206,17 @@ static void stage_tile_async(const fl_ctx *f, tern_v dst, tern_v off, tern_v src
 typedef void (*fl_issue)(const fl_ctx *f, const void *state, tern_v next);
 static void pipe_step(tern_kb *kb, const fl_ctx *f, tern_v more, fl_issue issue, const void *state, tern_v next) {
     tern_copy_async_wait(kb, 0);
+    tern_barrier(kb);
+    TERN_IF(kb, more) { issue(f, state, next); }
+    tern_copy_async_commit(kb);
+}
+
+/* The same with n buffers, n - 1 tiles staged ahead: the wait leaves the n - 2 newest
+ * batches in flight (every step commits one batch, empty past the last tile, so that the
+ * count holds), and `next` is the tile n - 1 ahead, into the buffer tile i - 1 left. */
+static void pipe_step_n(tern_kb *kb, const fl_ctx *f, int n, tern_v more, fl_issue issue, const void *state,
+                        tern_v next) {
+    tern_copy_async_wait(kb, n - 2);
     tern_barrier(kb);
     TERN_IF(kb, more) { issue(f, state, next); }
     tern_copy_async_commit(kb);
@@ -771,6 +785,7 @@ typedef struct bqs_state {
     tern_v qkv, dsg, Ks, DSs, q0, lm; /* lm: this lane's row start for the A fragments of DSs */
     tern_v (*dq)[4];
     bool pipelined;
+    int stages;  /* pipelined: buffers of each tile (stages - 1 tiles staged ahead) */
     tern_v last; /* pipelined: the last key tile the group walks */
 } bqs_state;
 
@@ -812,8 +827,8 @@ static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, t
 static void backward_q_saved_issue(const fl_ctx *f, const void *state, tern_v next) {
     const bqs_state *st = state;
     tern_v k0 = tern_mul(next, tern_int(TILE));
-    stage_tile_async(f, st->Ks, pipe_offset(next, TILE * f->LD), st->qkv, 3, 1, k0);
-    stage_ds_copy(f, st->DSs, pipe_offset(next, TILE * (TILE + 8)), st->dsg, k0, st->q0, true);
+    stage_tile_async(f, st->Ks, pipe_offset_n(next, TILE * f->LD, st->stages), st->qkv, 3, 1, k0);
+    stage_ds_copy(f, st->DSs, pipe_offset_n(next, TILE * (TILE + 8), st->stages), st->dsg, k0, st->q0, true);
 }
 
 /* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
@@ -825,10 +840,10 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
     const bqs_state *st = state;
     tern_v koff = tern_int(0), doff = tern_int(0); /* where the tile is in Ks and DSs */
     if (st->pipelined) {
-        tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
-        koff = pipe_offset(kt, TILE * f->LD);
-        doff = pipe_offset(kt, TILE * (TILE + 8));
-        pipe_step(kb, f, tern_le(next, st->last), backward_q_saved_issue, st, next);
+        tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(st->stages - 1));
+        koff = pipe_offset_n(kt, TILE * f->LD, st->stages);
+        doff = pipe_offset_n(kt, TILE * (TILE + 8), st->stages);
+        pipe_step_n(kb, f, st->stages, tern_le(next, st->last), backward_q_saved_issue, st, next);
     } else {
         tern_barrier(kb);
         stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
@@ -857,7 +872,8 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     fl_ctx f = in->f;
     tern_v dsg = tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_READ);
     bool pipelined = u->opts.pipelined;
-    size_t bufs = pipelined ? 2 : 1;
+    int stages = u->opts.stages > 2 ? u->opts.stages : 2;
+    size_t bufs = pipelined ? (size_t)stages : 1;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * f.LD);
     tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, bufs * TILE * (TILE + 8));
     tern_v tiles = tern_div(tern_add(in->T, tern_int(TILE - 1)), tern_int(TILE));
@@ -870,10 +886,15 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     tern_v dq[MAX_HS / 8][4];
     acc_vars(kb, f.NT, "dq", dq);
     bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(TILE)), .lm = lm,
-                    .dq = dq, .pipelined = pipelined, .last = qb}; /* 64-row groups: the diagonal tile is the last */
-    if (pipelined) {
-        backward_q_saved_issue(&f, &st, tern_int(0));
-        tern_copy_async_commit(kb);
+                    .dq = dq, .pipelined = pipelined, .stages = stages,
+                    .last = qb}; /* 64-row groups: the diagonal tile is the last */
+    if (pipelined) { /* tiles 0 .. stages - 2 staged ahead, a batch each (empty past the last) */
+        for (int i = 0; i < stages - 1; i++) {
+            if (i) tern_if(kb, tern_le(tern_int(i), qb));
+            backward_q_saved_issue(&f, &st, tern_int(i));
+            if (i) tern_end(kb);
+            tern_copy_async_commit(kb);
+        }
     }
     walk_key_tiles(kb, &f, qb, tiles, backward_q_saved_tile, &st);
     store_rows(&f, in->dqkv, 3, 0, r, dq, in->scale, in->scale); /* dS's scale, taken out of the loop */
@@ -936,6 +957,8 @@ tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_
     fl_build u = {.hs = hs, .opts = opts ? *opts : (cuda_flash_opts){0}, .threads = cuda_flash_threads(which, opts)};
     if (!cuda_flash_fits(hs, NULL, 0))
         return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
+    if (u.opts.stages < 0 || u.opts.stages > CUDA_FLASH_MAX_STAGES)
+        return tern_errorf("flash attention: %d pipeline stages (0, or 2 to %d)", u.opts.stages, CUDA_FLASH_MAX_STAGES);
     switch (which) {
     case CUDA_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &u, out);
     case CUDA_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &u, out);

@@ -56,7 +56,14 @@ typedef struct cuda_flash_opts {
      * asynchronous copies into double buffers (tern_copy_async): the next tile loads while
      * the products run on this one. Twice the tiles' shared memory. */
     bool pipelined;
+    /* BACKWARD_Q with ds_saved and pipelined: the tiles in flight plus one, 2 to
+     * CUDA_FLASH_MAX_STAGES (0 is 2: double buffers). Its products are short, so each tile's
+     * step waits mostly on memory: more tiles in flight, more bytes. stages times the two
+     * tiles' shared memory. */
+    int stages;
 } cuda_flash_opts;
+
+#define CUDA_FLASH_MAX_STAGES 4
 
 /* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
  * B * NH)), and the group's threads (two per row: 16 rows per SIMD group); DELTA's groups

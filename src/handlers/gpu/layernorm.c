@@ -49,11 +49,11 @@ tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rst
 }
 
 /* The rows per SIMD group of layernorm_backward: 16, or TERN_GPU_LNB_ROWS (1 to 64) to
- * measure others. Each SIMD group writes P C partial sums, which partial_add then reads:
- * with 16 rows rather than 8, GPT-2's 16,384 rows make half as many (1,024 SIMD groups,
- * still one wave of the H200's 132 multiprocessors at the one group of 8 SIMD groups each
- * that the kernel's registers allow). On the H200 (bench/h200/NOTES.md, run 51): the layer
- * norm backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
+ * measure others. With 16 rows rather than 8, GPT-2's 16,384 rows take half as many SIMD
+ * groups (1,024: still one wave of the H200's 132 multiprocessors at the one group of 8
+ * SIMD groups each that the kernel's registers allow), so half as many partial sums. On the
+ * H200 (bench/h200/NOTES.md, run 51, partial rows then per SIMD group): the layer norm
+ * backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
 static int gpu_lnb_rows(void) {
     const char *env = getenv("TERN_GPU_LNB_ROWS");
     int n = env ? atoi(env) : 0;
