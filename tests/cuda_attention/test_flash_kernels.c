@@ -240,6 +240,8 @@ int main(void) {
         {.pipelined = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true},
         {.ds_saved = true, .pipelined = true, .stages = 3},
+        {.q_rows128 = true, .ds_saved = true},
+        {.q_rows128 = true, .ds_saved = true, .pipelined = true, .stages = 4},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4},
         {.q_rows128 = true, .pipelined = true},
         {.kv_shared = true, .ds_saved = true, .pipelined = true},

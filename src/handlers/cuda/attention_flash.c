@@ -38,6 +38,8 @@ static const bool CUDA_FLASH_PIPELINED[3] = {true, false, true};
  * block reads each key tile again) and waits on its loads: three tiles in flight rather than
  * one took it from 104.7 to 99.5 us a layer, the step 29.80 / 29.77 -> 29.69 / 29.62 ms. */
 #define CUDA_FLASH_Q_STAGES 4
+/* The dQ pass from the stored dS^T with 128 query rows a group (cuda_flash_opts.q_rows128) */
+#define CUDA_FLASH_Q_SAVED_ROWS128 false
 #define CUDA_FLASH_KV_HALVES_SHARED false
 
 /* An on/off switch from the environment ("1" on, anything else off), or the default. */
@@ -83,11 +85,12 @@ static cuda_flash_opts flash_opts(cuda_flash_kernel which) {
     return o;
 }
 
-/* The options of a backward kernel that hands dS^T over (ds_saved): whole 64-row tiles. */
+/* The options of a backward kernel that hands dS^T over (ds_saved); the dQ pass takes 64 or
+ * (TERN_CUDA_FLASH_Q_SAVED_ROWS128=1) 128 query rows a group. */
 static cuda_flash_opts saved_opts(cuda_flash_kernel which) {
     cuda_flash_opts o = flash_opts(which);
     o.ds_saved = true;
-    o.q_rows128 = false;
+    o.q_rows128 = which == CUDA_FLASH_BACKWARD_Q && env_flag("TERN_CUDA_FLASH_Q_SAVED_ROWS128", CUDA_FLASH_Q_SAVED_ROWS128);
     return o;
 }
 

@@ -789,28 +789,36 @@ typedef struct bqs_state {
     tern_v last; /* pipelined: the last key tile the group walks */
 } bqs_state;
 
-/* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + TILE - 1, as dst
- * [TILE, TILE + 8] at dst + off; keys past T as zeros (queries past T are read but feed only
- * dQ rows past T, which are not stored). 16 bytes per load and store, as stage_tile; with
- * `async` the live keys by asynchronous copies (the pipelined kernel), zeros stored at once. */
+/* The row stride of the staged dS^T tiles of BACKWARD_Q with ds_saved: the group's query
+ * rows, padded by 16 bytes. */
+static int ds_ld(const fl_ctx *f) { return f->rows + 8; }
+
+/* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + rows - 1 (the
+ * group's), as dst [TILE, rows + 8] at dst + off. Zeros where nothing was stored: keys past
+ * T, queries past T, and queries in a tile before the key tile (the lower half of a 128-row
+ * group, against its second diagonal tile: BACKWARD_KV stores the causal tiles only). 16
+ * bytes per load and store, as stage_tile; with `async` the live runs by asynchronous copies
+ * (the pipelined kernel), zeros stored at once. */
 static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0, bool async) {
-    int per_row = TILE / 8, total = TILE * per_row, n = f->threads, ld = TILE + 8;
+    int per_row = f->rows / 8, total = TILE * per_row, n = f->threads, ld = ds_ld(f);
     for (int i = 0; i < (total + n - 1) / n; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * n));
         if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
         tern_v row = tern_div(v, tern_int(per_row));
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
-        tern_v key = tern_add(k0, row);
+        tern_v key = tern_add(k0, row), q = tern_add(q0, col);
+        tern_v live = tern_lt(key, f->T);
+        if (f->rows > TILE) live = tern_land(live, tern_land(tern_ge(q, k0), tern_lt(q, f->T)));
         if (!async) {
             tern_v x[8];
-            tern_load_vec(dsg, tern_add(ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), q0), col), 8, x);
-            tern_v live = tern_lt(key, f->T);
+            tern_v from = ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), tern_min(q, tern_sub(f->T, tern_int(8))));
+            tern_load_vec(dsg, from, 8, x);
             for (int e = 0; e < 8; e++) x[e] = tern_select(live, x[e], tern_f32(0.0f));
             tern_store_vec(dst, tern_add(tern_mul(row, tern_int(ld)), col), 8, x);
         } else {
             tern_v at = tern_add(off, tern_add(tern_mul(row, tern_int(ld)), col));
-            TERN_IF(f->kb, tern_lt(key, f->T)) {
-                tern_copy_async(dst, at, dsg, tern_add(ds_index(f, key, q0), col), 8);
+            TERN_IF(f->kb, live) {
+                tern_copy_async(dst, at, dsg, ds_index(f, key, q), 8);
             }
             TERN_ELSE(f->kb) {
                 tern_v z[8];
@@ -828,7 +836,7 @@ static void backward_q_saved_issue(const fl_ctx *f, const void *state, tern_v ne
     const bqs_state *st = state;
     tern_v k0 = tern_mul(next, tern_int(TILE));
     stage_tile_async(f, st->Ks, pipe_offset_n(next, TILE * f->LD, st->stages), st->qkv, 3, 1, k0);
-    stage_ds_copy(f, st->DSs, pipe_offset_n(next, TILE * (TILE + 8), st->stages), st->dsg, k0, st->q0, true);
+    stage_ds_copy(f, st->DSs, pipe_offset_n(next, TILE * ds_ld(f), st->stages), st->dsg, k0, st->q0, true);
 }
 
 /* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
@@ -842,7 +850,7 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(st->stages - 1));
         koff = pipe_offset_n(kt, TILE * f->LD, st->stages);
-        doff = pipe_offset_n(kt, TILE * (TILE + 8), st->stages);
+        doff = pipe_offset_n(kt, TILE * ds_ld(f), st->stages);
         pipe_step_n(kb, f, st->stages, tern_le(next, st->last), backward_q_saved_issue, st, next);
     } else {
         tern_barrier(kb);
@@ -853,7 +861,7 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
     tern_v lm = tern_add(st->lm, doff), lk = tern_add(f->lm_rows_k, koff);
     for (int kk = 0; kk < TILE / 16; kk++) {
         tern_v a[8];
-        tern_load_matrix(st->DSs, tern_add(lm, tern_int(16 * kk * (TILE + 8))), true, a);
+        tern_load_matrix(st->DSs, tern_add(lm, tern_int(16 * kk * ds_ld(f))), true, a);
         for (int n = 0; n < f->NT; n += 2) {
             tern_v b[8];
             tern_load_matrix(st->Ks, tern_add(lk, tern_int(16 * kk * f->LD + 8 * n)), true, b);
@@ -875,22 +883,25 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     int stages = u->opts.stages > 2 ? u->opts.stages : 2;
     size_t bufs = pipelined ? (size_t)stages : 1;
     tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * f.LD);
-    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, bufs * TILE * (TILE + 8));
+    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, bufs * TILE * (size_t)ds_ld(&f));
     tern_v tiles = tern_div(tern_add(in->T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
     /* lane l names row l % 8 of matrix l / 8 = 2 hi + lo: keys 8 hi + l % 8, queries 8 lo */
     tern_v lu = tern_rem(f.lane, tern_int(8)), lo = tern_rem(tern_div(f.lane, tern_int(8)), tern_int(2));
     tern_v hi = tern_div(f.lane, tern_int(16));
-    tern_v lm = tern_add(tern_mul(tern_add(tern_mul(hi, tern_int(8)), lu), tern_int(TILE + 8)),
+    tern_v lm = tern_add(tern_mul(tern_add(tern_mul(hi, tern_int(8)), lu), tern_int(ds_ld(&f))),
                          tern_add(tern_mul(lo, tern_int(8)), tern_mul(f.warp, tern_int(16))));
     tern_v dq[MAX_HS / 8][4];
     acc_vars(kb, f.NT, "dq", dq);
-    bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(TILE)), .lm = lm,
-                    .dq = dq, .pipelined = pipelined, .stages = stages,
-                    .last = qb}; /* 64-row groups: the diagonal tile is the last */
+    /* the last key tile the group walks: its last diagonal one (of 64-row groups, qb) */
+    int per = f.rows / TILE;
+    tern_v last = per == 1 ? qb : tern_min(tern_add(tern_mul(qb, tern_int(per)), tern_int(per - 1)),
+                                          tern_sub(tiles, tern_int(1)));
+    bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(f.rows)), .lm = lm,
+                    .dq = dq, .pipelined = pipelined, .stages = stages, .last = last};
     if (pipelined) { /* tiles 0 .. stages - 2 staged ahead, a batch each (empty past the last) */
         for (int i = 0; i < stages - 1; i++) {
-            if (i) tern_if(kb, tern_le(tern_int(i), qb));
+            if (i) tern_if(kb, tern_le(tern_int(i), last));
             backward_q_saved_issue(&f, &st, tern_int(i));
             if (i) tern_end(kb);
             tern_copy_async_commit(kb);

@@ -49,8 +49,9 @@ typedef struct cuda_flash_opts {
     /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
      * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
      * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
-     * buffer CUDA_FLASH_TILE elements longer than B NH T T (the last tile's reads). Not with
-     * q_rows128. */
+     * buffer CUDA_FLASH_TILE elements longer than B NH T T (the last tile's reads). With
+     * q_rows128 BACKWARD_Q's groups read 128 queries of each stored key tile (the key tiles
+     * staged once for twice the rows); BACKWARD_KV is the same either way. */
     bool ds_saved;
     /* FORWARD, BACKWARD_KV and BACKWARD_Q with ds_saved stage their tiles one ahead, by
      * asynchronous copies into double buffers (tern_copy_async): the next tile loads while
