@@ -443,12 +443,15 @@ static void cuda_head(emitter *e, strbuf *out) {
                      "#endif\n");
 }
 
-static void cuda_wait_previous(emitter *e, int32_t i) {
+/* Statement i as a call of a helper without arguments, which `need` asks to be emitted. */
+static void cuda_helper_call(emitter *e, int32_t i, const char *call, uint32_t need) {
     emit_line_start(e, i);
-    sb_puts(&e->body, "tern_wait_previous();");
+    sb_puts(&e->body, call);
     emit_line_end(e);
-    e->need |= NEED_WAIT_PREVIOUS;
+    e->need |= need;
 }
+
+static void cuda_wait_previous(emitter *e, int32_t i) { cuda_helper_call(e, i, "tern_wait_previous();", NEED_WAIT_PREVIOUS); }
 
 static void cuda_prefetch(emitter *e, int32_t i) {
     emit_line_start(e, i);
@@ -474,12 +477,7 @@ static void cuda_copy_async(emitter *e, int32_t i) {
     e->need |= NEED_COPY_ASYNC;
 }
 
-static void cuda_copy_commit(emitter *e, int32_t i) {
-    emit_line_start(e, i);
-    sb_puts(&e->body, "tern_copy_async_commit();");
-    emit_line_end(e);
-    e->need |= NEED_COPY_ASYNC;
-}
+static void cuda_copy_commit(emitter *e, int32_t i) { cuda_helper_call(e, i, "tern_copy_async_commit();", NEED_COPY_ASYNC); }
 
 /* The pending count is an immediate of the instruction: a template argument. */
 static void cuda_copy_wait(emitter *e, int32_t i) {
