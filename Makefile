@@ -20,10 +20,12 @@ all: build
 setup:
 	@bash scripts/setup
 
-$(BUILD)/CMakeCache.txt:
+# The generated Makefile, not CMakeCache.txt, marks a finished configure step: a configure that
+# failed (a package missing) leaves a cache behind and is run again next time.
+$(BUILD)/Makefile:
 	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
 
-configure: $(BUILD)/CMakeCache.txt
+configure: $(BUILD)/Makefile
 
 build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)

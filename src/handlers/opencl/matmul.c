@@ -6,12 +6,15 @@
  *  - any bf16 (or f16 B) operand: the operands are converted into f32 scratch, CLBlast
  *    computes an f32 C there (C converted in first when beta != 0), and the epilogue pass
  *    adds the bias, writes aux, applies GELU and rounds into C.
- * TERN_OPENCL_MATMUL=dsl selects the DSL kernel instead (for comparisons). */
+ * Built without CLBlast (libclblast-dev absent), matmul is the GPU core's DSL kernel;
+ * bench/opencl/bench_matmul.c compares the two. */
 #include "opencl.h"
 
-#include <clblast_c.h>
 #include <stdlib.h>
 #include <string.h>
+
+#ifdef TERN_HAVE_CLBLAST
+#include <clblast_c.h>
 
 static tern_error *blast_error(CLBlastStatusCode st) {
     return tern_errorf("matmul: CLBlast failed with status %d", (int)st);
@@ -69,8 +72,6 @@ TERN_MATMUL_STEPS(tern_dev, TERN_OP(copy), TERN_OP(matmul), TERN_OP(gelu_backwar
 
 tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     CL_CHECK_DEV(d, "matmul");
-    const char *which = getenv("TERN_OPENCL_MATMUL");
-    if (which && !strcmp(which, "dsl")) return gpu_matmul(&d->core, c, a, b, mm);
     tern_matmul_dims dm;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dm));
     if (tern_matmul_composite(c, mm)) {
@@ -97,6 +98,15 @@ tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, con
     if (c.dtype == TERN_F32) return gpu_matmul_epilogue(&d->core, c, tern_none(), 0, 0, mm, &dm);
     return gpu_matmul_epilogue(&d->core, c, c32, dm.ldc, dm.stride_c, mm, &dm);
 }
+
+#else /* no CLBlast: the GPU core's DSL product */
+
+tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    CL_CHECK_DEV(d, "matmul");
+    return gpu_matmul(&d->core, c, a, b, mm);
+}
+
+#endif
 
 /* The layer norm, then CLBlast's product. (The GPU core's fused kernel, gpu_layernorm_gemv,
  * was slower than the two on the H200; tests/gpu runs it here too.) */
