@@ -13,7 +13,7 @@ MODEL ?= models/brown-mini
 PRECISION ?=
 TEMPERATURE ?=
 
-.PHONY: all setup configure build test gpt2 clean asan install fuzz
+.PHONY: all setup configure build quiet-build test gpt2 clean asan install fuzz
 
 all: build
 
@@ -31,10 +31,20 @@ build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
+	@bash scripts/setup-test-python $(BUILD)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
-gpt2: build
-	$(BUILD)/tern generate --model "$(MODEL)" --prompt "$(PROMPT)" --tokens $(TOKENS) \
+# The build as a step of running a model: its output goes to $(BUILD)/build.log, not to the
+# terminal, so the first line `make gpt2` prints is tern's own (the backend line). One line on
+# stderr says when something was built; a failed build shows the end of its log.
+quiet-build: setup
+	@mkdir -p $(BUILD) && { [ -f $(BUILD)/Makefile ] || cmake -S . -B $(BUILD) $(CMAKE_FLAGS); } > $(BUILD)/build.log 2>&1 && \
+	  cmake --build $(BUILD) -j $(JOBS) >> $(BUILD)/build.log 2>&1 || \
+	  { tail -20 $(BUILD)/build.log >&2; echo "make: the build failed; the whole log is $(BUILD)/build.log" >&2; exit 1; }
+	@! grep -q -e 'Building C object' -e 'Linking C' $(BUILD)/build.log || echo "make: built tern (log: $(BUILD)/build.log)" >&2
+
+gpt2: quiet-build
+	@$(BUILD)/tern generate --model "$(MODEL)" --prompt "$(PROMPT)" --tokens $(TOKENS) \
 	    --backend $(BACKEND) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	    $(if $(PRECISION),--precision $(PRECISION))
 

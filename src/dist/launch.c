@@ -189,6 +189,26 @@ static const char *mpiexec_path(void) {
 #endif
 }
 
+/* Open MPI's launcher refuses to run as root, and to start more ranks than there are cores,
+ * unless told; `tern train --procs N` is meant to work as typed, so tern tells it, says so on
+ * stderr, and leaves alone whatever the caller already set. (MPICH ignores these variables.) */
+#define MPI_SETTINGS 3
+static void mpi_settings(char **env, size_t at, int procs) {
+    static char *const root[] = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+    static char *const oversubscribe = "OMPI_MCA_rmaps_base_oversubscribe=1";
+    if (geteuid() == 0 && !getenv("OMPI_ALLOW_RUN_AS_ROOT")) {
+        env[at++] = root[0];
+        if (!getenv("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM")) env[at++] = root[1];
+        fprintf(stderr, "tern: --procs: running as root, so Open MPI is allowed to (OMPI_ALLOW_RUN_AS_ROOT=1)\n");
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (cores > 0 && procs > cores && !getenv("OMPI_MCA_rmaps_base_oversubscribe")) {
+        env[at++] = oversubscribe;
+        fprintf(stderr, "tern: --procs: %d ranks on %ld cores, so Open MPI may oversubscribe them "
+                        "(OMPI_MCA_rmaps_base_oversubscribe=1)\n", procs, cores);
+    }
+}
+
 static tern_error *launch_mpi(const tern_dist_launch_options *o) {
     const char *mpiexec = mpiexec_path();
     if (!mpiexec || !tern_dist_mpi_library())
@@ -207,7 +227,8 @@ static tern_error *launch_mpi(const tern_dist_launch_options *o) {
     args[k++] = (char *)o->program;
     for (size_t i = 1; i < argc; i++) args[k++] = o->argv[i];
     size_t base = 0;
-    char **env = environment_with(0, &base);
+    char **env = environment_with(MPI_SETTINGS, &base);
+    if (env) mpi_settings(env, base, o->procs);
     pid_t pid = env ? spawn(mpiexec, args, env) : -1;
     tern_error *err = NULL;
     if (pid < 0) {
