@@ -6,7 +6,7 @@
       FNV-1a 64 hashes of each block of 8192 ids (little-endian uint32), the format of
       tests/tokenizer/brown_reference.txt; the default writes
       tests/tokenizer/brown_llama_reference.txt for the llama-tiny-a fixture's tokenizer.
-  hf_ref.py bench FILE [--tokenizer JSON] [--runs N] [--raw] [--lines]
+  hf_ref.py bench FILE [--tokenizer JSON] [--runs N] [--raw] [--lines] [--no-warmup]
       times Tokenizer.encode(text, add_special_tokens=False) on the whole file, single-
       threaded; prints the median MB/s (--raw: each run's). --lines times encode_batch over
       the file's lines instead (RAYON_NUM_THREADS=1: one thread), HF's usual way to feed text.
@@ -74,7 +74,8 @@ def cmd_bench(args):
     else:
         def work():
             return len(tok.encode(text, add_special_tokens=False).ids)
-    work()  # warm-up
+    if not args.no_warmup:
+        work()
     rates = []
     for _ in range(args.runs):
         t = time.perf_counter()
@@ -105,6 +106,7 @@ def main():
     bench.add_argument("--runs", type=int, default=7)
     bench.add_argument("--raw", action="store_true")
     bench.add_argument("--lines", action="store_true")
+    bench.add_argument("--no-warmup", action="store_true")
     ids = sub.add_parser("ids")
     ids.add_argument("file")
     args = parser.parse_args()
