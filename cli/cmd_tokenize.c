@@ -1,4 +1,4 @@
-/* tern tokenize: text on stdin to GPT-2 token ids on stdout (one line, separated by
+/* tern tokenize: text on stdin to token ids (GPT-2's, or a tokenizer.json's) on stdout (one line, separated by
  * spaces), or with --decode the ids back to the exact bytes; --out writes the ids as an
  * llm.c token shard instead. */
 #include <errno.h>
@@ -19,13 +19,13 @@ static void usage(FILE *out) {
             "usage: tern tokenize [--model DIR] [--decode] [--no-special]\n"
             "                     [--out FILE.bin [--val VAL.bin] [--val-fraction F]]\n"
             "\n"
-            "Reads stdin. Encoding prints the GPT-2 token ids on one line, separated by\n"
+            "Reads stdin. Encoding prints the token ids on one line, separated by\n"
             "spaces; --decode reads ids separated by white space and writes their bytes.\n"
             "\n"
-            "  --model DIR    use DIR/vocab.json and DIR/merges.txt when DIR has them\n"
-            "                 (otherwise $TERN_TOKENIZER_DIR, else %s)\n"
+            "  --model DIR    use DIR/tokenizer.json, or DIR/vocab.json and DIR/merges.txt,\n"
+            "                 when DIR has them (otherwise $TERN_TOKENIZER_DIR, else %s)\n"
             "  --decode       ids to text\n"
-            "  --no-special   treat <|endoftext|> in the text as text, not as its id\n"
+            "  --no-special   treat special tokens in the text as text, and add none (BOS)\n"
             "  --out FILE     write the ids as an llm.c token shard (written atomically)\n"
             "  --val FILE     with --out: the last part of the ids goes to this shard instead\n"
             "  --val-fraction F  that part's share (default 0.1)\n"

@@ -18,10 +18,11 @@ static int is_file(const char *path) {
 
 const char *cli_tokenizer_dir(const char *model_dir) {
     if (model_dir) {
-        char vocab[4096], merges[4096];
+        char vocab[4096], merges[4096], json[4096];
         snprintf(vocab, sizeof vocab, "%s/vocab.json", model_dir);
         snprintf(merges, sizeof merges, "%s/merges.txt", model_dir);
-        if (is_file(vocab) && is_file(merges)) return model_dir;
+        snprintf(json, sizeof json, "%s/tokenizer.json", model_dir);
+        if (is_file(json) || (is_file(vocab) && is_file(merges))) return model_dir;
     }
     const char *env = getenv("TERN_TOKENIZER_DIR");
     if (env && *env) return env;
@@ -35,10 +36,11 @@ tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out) {
         struct stat st;
         if (stat(model_dir, &st) != 0) return tern_errorf("model directory %s: %s", model_dir, strerror(errno));
         if (!S_ISDIR(st.st_mode)) return tern_errorf("model directory %s is not a directory", model_dir);
-        char vocab[4096], merges[4096];
+        char vocab[4096], merges[4096], json[4096];
         snprintf(vocab, sizeof vocab, "%s/vocab.json", model_dir);
         snprintf(merges, sizeof merges, "%s/merges.txt", model_dir);
-        if (is_file(vocab) != is_file(merges))
+        snprintf(json, sizeof json, "%s/tokenizer.json", model_dir);
+        if (!is_file(json) && is_file(vocab) != is_file(merges))
             return tern_errorf("%s has %s but no %s", model_dir,
                                is_file(vocab) ? "vocab.json" : "merges.txt",
                                is_file(vocab) ? "merges.txt" : "vocab.json");

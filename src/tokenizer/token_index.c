@@ -20,6 +20,12 @@ static int32_t find_slot(const tern_token_index *index, const uint8_t *bytes, si
 }
 
 tern_error *tern_token_index_build(tern_token_index *index, const struct tern_tokenizer *tok) {
+    return tern_token_index_build_some(index, tok, NULL);
+}
+
+tern_error *tern_token_index_build_some(tern_token_index *index,
+                                        const struct tern_tokenizer *tok,
+                                        const uint8_t *include) {
     size_t slots = 16;
     while (slots < 2 * tok->vocab_size) slots *= 2;
     index->slots = malloc(slots * sizeof *index->slots);
@@ -28,6 +34,7 @@ tern_error *tern_token_index_build(tern_token_index *index, const struct tern_to
     index->mask = slots - 1;
     index->tok = tok;
     for (size_t id = 0; id < tok->vocab_size; id++) {
+        if (include && !include[id]) continue;
         size_t slot;
         int32_t other = find_slot(index, tok->bytes + tok->offsets[id],
                                   tok->offsets[id + 1] - tok->offsets[id], &slot);

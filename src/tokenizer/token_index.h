@@ -17,6 +17,11 @@ typedef struct {
 
 /* Indexes every token of tok. Two ids with the same bytes are an error naming both. */
 tern_error *tern_token_index_build(tern_token_index *index, const struct tern_tokenizer *tok);
+/* The same for the ids whose include[id] is non-zero (tokenizer.json: the model's own
+ * vocabulary, without added tokens that only the added vocabulary has). */
+tern_error *tern_token_index_build_some(tern_token_index *index,
+                                        const struct tern_tokenizer *tok,
+                                        const uint8_t *include);
 void tern_token_index_free(tern_token_index *index);
 
 /* The id of the token with these bytes, or -1. */

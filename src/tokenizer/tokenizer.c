@@ -1,11 +1,13 @@
 /* Encoding and decoding. Encoding splits the text at each <|endoftext|> (when asked),
  * pre-tokenizes each part (pretokenize.h) and runs BPE on each piece (bpe.h), through a
- * cache of pieces already seen (piece_cache.h). */
+ * cache of pieces already seen (piece_cache.h). A tokenizer.json's pipeline (added tokens,
+ * normalizer, its pre-tokenizers) is hf_encode.c, which comes back here for each piece. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "tokenizer/bpe.h"
 #include "tokenizer/bytes_hash.h"
+#include "tokenizer/hf_pipeline.h"
 #include "tokenizer/piece_cache.h"
 #include "tokenizer/pretokenize.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -22,34 +24,58 @@ int32_t tern_tokenizer_eot(const tern_tokenizer *tok) {
     return tok ? tok->eot : -1;
 }
 
+/* The id of the whole piece when the tokenizer has ignore_merges and the piece is a token
+ * of its vocabulary, else -1. */
+static int32_t whole_piece_token(const tern_tokenizer *tok, const uint8_t *piece, size_t len) {
+    if (!tok->hf || !tok->hf->ignore_merges) return -1;
+    return tern_token_index_find(&tok->hf->vocab_index, piece, len);
+}
+
 /* BPE of one short piece (2..TERN_BPE_SMALL_MAX bytes), through the cache if there is one. */
 static tern_error *encode_short_piece(const tern_tokenizer *tok, tern_piece_cache *cache,
                                       const uint8_t *piece, size_t len, tern_id_vec *out) {
     TERN_TRY(tern_id_vec_reserve(out, len));
     int32_t *ids = out->data + out->count;
-    if (!cache) {
-        out->count += tern_bpe_small(&tok->merges, tok->byte_token, piece, len, ids);
-        return NULL;
+    uint32_t h = 0;
+    tern_piece_slot *slot = NULL;
+    if (cache) {
+        h = (uint32_t)tern_bytes_hash(piece, len);
+        slot = tern_piece_cache_find(cache, piece, len, h);
+        if (slot->bytes) {
+            const int32_t *cached = cache->ids.data + slot->at;
+            if (slot->count == 1) /* the usual case: a word that is one token */
+                ids[0] = cached[0];
+            else
+                memcpy(ids, cached, slot->count * sizeof *ids);
+            out->count += slot->count;
+            return NULL;
+        }
     }
-    uint32_t h = (uint32_t)tern_bytes_hash(piece, len);
-    tern_piece_slot *slot = tern_piece_cache_find(cache, piece, len, h);
-    if (slot->bytes) {
-        const int32_t *cached = cache->ids.data + slot->at;
-        if (slot->count == 1) /* the usual case: a word that is one token */
-            ids[0] = cached[0];
-        else
-            memcpy(ids, cached, slot->count * sizeof *ids);
-        out->count += slot->count;
-        return NULL;
+    size_t count;
+    int32_t whole = whole_piece_token(tok, piece, len);
+    if (whole >= 0) {
+        ids[0] = whole;
+        count = 1;
+    } else {
+        count = tern_bpe_small(&tok->merges, tok->byte_token, piece, len, ids);
     }
-    size_t count = tern_bpe_small(&tok->merges, tok->byte_token, piece, len, ids);
     out->count += count;
+    if (!cache) return NULL;
     return tern_piece_cache_put(cache, slot, piece, len, h, ids, count);
 }
 
-/* Encodes text with no special tokens: GPT-2's encode_ordinary. */
-static tern_error *encode_ordinary(const tern_tokenizer *tok, tern_piece_cache *cache,
-                                   const uint8_t *s, size_t n, tern_id_vec *out) {
+tern_error *tern_encode_piece(const tern_tokenizer *tok, tern_piece_cache *cache,
+                              const uint8_t *s, size_t len, tern_id_vec *out) {
+    if (len == 1) return tern_id_vec_push(out, tok->byte_token[s[0]]);
+    if (len <= TERN_BPE_SMALL_MAX) return encode_short_piece(tok, cache, s, len, out);
+    if (len == 0) return NULL;
+    int32_t whole = whole_piece_token(tok, s, len);
+    if (whole >= 0) return tern_id_vec_push(out, whole);
+    return tern_bpe_large(&tok->merges, tok->byte_token, s, len, out);
+}
+
+tern_error *tern_encode_gpt2_pieces(const tern_tokenizer *tok, tern_piece_cache *cache,
+                                    const uint8_t *s, size_t n, tern_id_vec *out) {
     size_t p = 0;
     while (p < n) {
         size_t q = tern_pretokenize_next(s, n, p);
@@ -59,7 +85,7 @@ static tern_error *encode_ordinary(const tern_tokenizer *tok, tern_piece_cache *
         } else if (len <= TERN_BPE_SMALL_MAX) {
             TERN_TRY(encode_short_piece(tok, cache, s + p, len, out));
         } else {
-            TERN_TRY(tern_bpe_large(&tok->merges, tok->byte_token, s + p, len, out));
+            TERN_TRY(tern_encode_piece(tok, cache, s + p, len, out));
         }
         p = q;
     }
@@ -81,11 +107,19 @@ static const uint8_t *find_bytes(const uint8_t *s, size_t len, const uint8_t *ne
 
 tern_error *tern_tokenizer_encode(const tern_tokenizer *tok, const char *text, size_t len,
                                   bool special, int32_t **ids, size_t *count) {
+    unsigned flags = special ? TERN_ENCODE_SPECIAL_IN_TEXT | TERN_ENCODE_ADD_SPECIAL : 0;
+    return tern_tokenizer_encode_flags(tok, text, len, flags, ids, count);
+}
+
+tern_error *tern_tokenizer_encode_flags(const tern_tokenizer *tok, const char *text,
+                                        size_t len, unsigned flags, int32_t **ids,
+                                        size_t *count) {
     if (!tok || !ids || !count) return tern_errorf("tern_tokenizer_encode: missing argument");
     *ids = NULL;
     *count = 0;
     if (!text && len) return tern_errorf("tern_tokenizer_encode: no text");
     const uint8_t *s = (const uint8_t *)text;
+    bool special = flags & TERN_ENCODE_SPECIAL_IN_TEXT;
     tern_id_vec out = {0};
     tern_piece_cache cache_store, *cache = NULL;
     tern_error *err = tern_id_vec_reserve(&out, len / 4 + 16); /* about 4.5 bytes a token */
@@ -93,20 +127,22 @@ tern_error *tern_tokenizer_encode(const tern_tokenizer *tok, const char *text, s
         err = tern_piece_cache_init(&cache_store);
         if (!err) cache = &cache_store;
     }
-    if (!err && special && tok->eot >= 0) {
+    if (!err && tok->hf) {
+        err = tern_hf_encode(tok, s, len, flags, cache, &out);
+    } else if (!err && special && tok->eot >= 0) {
         const uint8_t *eot = tok->bytes + tok->offsets[tok->eot];
         size_t eot_len = tok->offsets[tok->eot + 1] - tok->offsets[tok->eot];
         size_t p = 0;
         while (!err) {
             const uint8_t *hit = find_bytes(s + p, len - p, eot, eot_len);
             size_t end = hit ? (size_t)(hit - s) : len;
-            err = encode_ordinary(tok, cache, s + p, end - p, &out);
+            err = tern_encode_gpt2_pieces(tok, cache, s + p, end - p, &out);
             if (err || !hit) break;
             err = tern_id_vec_push(&out, tok->eot);
             p = end + eot_len;
         }
     } else if (!err && len) {
-        err = encode_ordinary(tok, cache, s, len, &out);
+        err = tern_encode_gpt2_pieces(tok, cache, s, len, &out);
     }
     if (cache) tern_piece_cache_free(cache);
     if (err) {

@@ -6,17 +6,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "tokenizer/byte_alphabet.h"
+#include "tokenizer/hf_pipeline.h"
+#include "tokenizer/load_util.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer_internal.h"
 #include "tokenizer/utf8.h"
 
 #define MAX_FILE_BYTES ((size_t)1 << 30)
 
-/* A short printable rendering of s for error messages: quoted, at most ~40 characters,
- * bytes outside printable ASCII as \xNN. */
-static const char *quote(const char *s, size_t n, char *buf, size_t cap) {
+const char *tern_tok_quote(const char *s, size_t n, char *buf, size_t cap) {
     size_t o = 0;
     buf[o++] = '\'';
     for (size_t i = 0; i < n && o + 8 < cap; i++) {
@@ -36,9 +37,7 @@ static const char *quote(const char *s, size_t n, char *buf, size_t cap) {
     return buf;
 }
 
-/* Decodes token text spelled in the byte alphabet into bytes at out (room for n bytes);
- * returns the byte count, or 0 if the text is empty or not in the alphabet. */
-static size_t spelled_to_bytes(const char *text, size_t n, uint8_t *out) {
+size_t tern_tok_spelled_to_bytes(const char *text, size_t n, uint8_t *out) {
     const uint8_t *s = (const uint8_t *)text;
     size_t i = 0, len = 0;
     while (i < n) {
@@ -100,25 +99,25 @@ static tern_error *parse_vocab(struct tern_tokenizer *tok, const char *text, siz
         size_t key_len = strlen(key);
         if (!cJSON_IsNumber(item)) {
             err = tern_errorf("token %s: the id is not a number",
-                              quote(key, key_len, q, sizeof q));
+                              tern_tok_quote(key, key_len, q, sizeof q));
             goto done;
         }
         double v = item->valuedouble;
         if (!(v >= 0 && v < (double)n) || v != floor(v)) {
             err = tern_errorf("token %s: id %g is not a whole number from 0 to %zu",
-                              quote(key, key_len, q, sizeof q), v, n - 1);
+                              tern_tok_quote(key, key_len, q, sizeof q), v, n - 1);
             goto done;
         }
         size_t id = (size_t)v;
         if (start[id] != SIZE_MAX) {
             err = tern_errorf("id %zu is given to two tokens (one is %s)", id,
-                              quote(key, key_len, q, sizeof q));
+                              tern_tok_quote(key, key_len, q, sizeof q));
             goto done;
         }
-        size_t bytes = spelled_to_bytes(key, key_len, scratch + used);
+        size_t bytes = tern_tok_spelled_to_bytes(key, key_len, scratch + used);
         if (!bytes) {
             err = tern_errorf("token %s is empty or not spelled in GPT-2's byte alphabet",
-                              quote(key, key_len, q, sizeof q));
+                              tern_tok_quote(key, key_len, q, sizeof q));
             goto done;
         }
         start[id] = used;
@@ -188,16 +187,16 @@ static tern_error *parse_merges(struct tern_tokenizer *tok, const tern_token_ind
         if (!space || left_len == 0 || left_len + 1 == n ||
             memchr(space + 1, ' ', n - left_len - 1)) {
             err = tern_errorf("line %zu: expected two tokens separated by one space, got %s",
-                              line_no, quote(line, n, q1, sizeof q1));
+                              line_no, tern_tok_quote(line, n, q1, sizeof q1));
             break;
         }
         const char *right = space + 1;
         size_t right_len = n - left_len - 1;
-        size_t lb = spelled_to_bytes(line, left_len, scratch);
-        size_t rb = lb ? spelled_to_bytes(right, right_len, scratch + lb) : 0;
+        size_t lb = tern_tok_spelled_to_bytes(line, left_len, scratch);
+        size_t rb = lb ? tern_tok_spelled_to_bytes(right, right_len, scratch + lb) : 0;
         if (!lb || !rb) {
             err = tern_errorf("line %zu: %s is not spelled in GPT-2's byte alphabet", line_no,
-                              quote(line, n, q1, sizeof q1));
+                              tern_tok_quote(line, n, q1, sizeof q1));
             break;
         }
         int32_t a = tern_token_index_find(index, scratch, lb);
@@ -207,17 +206,17 @@ static tern_error *parse_merges(struct tern_tokenizer *tok, const tern_token_ind
             const char *missing = a < 0 ? line : right;
             size_t missing_len = a < 0 ? left_len : right_len;
             err = tern_errorf("line %zu: the token %s is not in the vocabulary", line_no,
-                              quote(missing, missing_len, q1, sizeof q1));
+                              tern_tok_quote(missing, missing_len, q1, sizeof q1));
             break;
         }
         if (merged < 0) {
             err = tern_errorf("line %zu: %s merges into a token that is not in the vocabulary",
-                              line_no, quote(line, n, q1, sizeof q1));
+                              line_no, tern_tok_quote(line, n, q1, sizeof q1));
             break;
         }
         if (!tern_merge_table_add(&tok->merges, a, b, rank, merged)) {
             err = tern_errorf("line %zu: the rule %s appears twice", line_no,
-                              quote(line, n, q2, sizeof q2));
+                              tern_tok_quote(line, n, q2, sizeof q2));
             break;
         }
         rank++;
@@ -261,12 +260,16 @@ tern_error *tern_tokenizer_load_memory(const char *vocab_json, size_t vocab_len,
                         merges_txt ? merges_txt : "", merges_len, "merges.txt", out);
 }
 
-/* Reads a whole file into a new buffer (NUL-terminated). */
-static tern_error *read_file(const char *path, char **data, size_t *len) {
+tern_error *tern_tok_read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
     FILE *f = fopen(path, "rb");
     if (!f) return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        fclose(f);
+        return tern_errorf("%s is not a regular file", path);
+    }
     char *buf = NULL;
     size_t cap = 0, n = 0;
     tern_error *err = NULL;
@@ -310,8 +313,8 @@ tern_error *tern_tokenizer_load(const char *vocab_json_path, const char *merges_
     if (!vocab_json_path || !merges_txt_path) return tern_errorf("tern_tokenizer_load: no path");
     char *vocab = NULL, *merges = NULL;
     size_t vocab_len, merges_len;
-    tern_error *err = read_file(vocab_json_path, &vocab, &vocab_len);
-    if (!err) err = read_file(merges_txt_path, &merges, &merges_len);
+    tern_error *err = tern_tok_read_file(vocab_json_path, &vocab, &vocab_len);
+    if (!err) err = tern_tok_read_file(merges_txt_path, &merges, &merges_len);
     if (!err)
         err = load_buffers(vocab, vocab_len, vocab_json_path, merges, merges_len,
                            merges_txt_path, out);
@@ -320,23 +323,37 @@ tern_error *tern_tokenizer_load(const char *vocab_json_path, const char *merges_
     return err;
 }
 
+static bool is_regular_file(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
 tern_error *tern_tokenizer_load_dir(const char *dir, tern_tokenizer **out) {
     if (!out) return tern_errorf("tern_tokenizer_load_dir: no output pointer");
     *out = NULL;
     if (!dir) return tern_errorf("tern_tokenizer_load_dir: no directory");
     size_t n = strlen(dir);
+    char *json = malloc(n + sizeof "/tokenizer.json");
     char *vocab = malloc(n + sizeof "/vocab.json");
     char *merges = malloc(n + sizeof "/merges.txt");
     tern_error *err;
-    if (!vocab || !merges) {
+    if (!json || !vocab || !merges) {
         err = tern_errorf("out of memory");
     } else {
+        memcpy(json, dir, n);
+        memcpy(json + n, "/tokenizer.json", sizeof "/tokenizer.json");
         memcpy(vocab, dir, n);
         memcpy(vocab + n, "/vocab.json", sizeof "/vocab.json");
         memcpy(merges, dir, n);
         memcpy(merges + n, "/merges.txt", sizeof "/merges.txt");
-        err = tern_tokenizer_load(vocab, merges, out);
+        /* tokenizer.json says everything (Qwen2 also ships vocab.json and merges.txt, with
+         * another pre-tokenizer than GPT-2's); a GPT-2 one gives the same ids. */
+        if (is_regular_file(json))
+            err = tern_tokenizer_load_json(json, out);
+        else
+            err = tern_tokenizer_load(vocab, merges, out);
     }
+    free(json);
     free(vocab);
     free(merges);
     return err;
@@ -347,5 +364,6 @@ void tern_tokenizer_free(tern_tokenizer *tok) {
     free(tok->bytes);
     free(tok->offsets);
     tern_merge_table_free(&tok->merges);
+    tern_hf_pipeline_free(tok->hf);
     free(tok);
 }

@@ -42,6 +42,17 @@ check "no special" test "$(printf 'a<|endoftext|>' | "$TERN" tokenize --no-speci
 check "empty input" test "$(printf '' | "$TERN" tokenize)" = ""
 check "tokenizer from --model" test \
     "$(printf 'Hello' | "$TERN" tokenize --model "$SHARED/data/gpt2-tokenizer")" = "15496"
+# A tokenizer.json (the llama-tiny-a fixture's, with HF's ids from its expected.json): BOS
+# first, special tokens matched; --no-special adds none and matches none.
+LLAMA=$SHARED/fixtures/llama-tiny-a
+check "tokenizer.json from --model" test \
+    "$(printf 'Hello, world!' | "$TERN" tokenize --model "$LLAMA")" = "0 477 309 80 13 881 2"
+check "tokenizer.json special in text" test \
+    "$(printf 'hello<|end_of_text|>world' | "$TERN" tokenize --model "$LLAMA")" = "0 259 309 80 1 88 2784"
+check "tokenizer.json --no-special" test \
+    "$(printf 'Hello, world!' | "$TERN" tokenize --model "$LLAMA" --no-special)" = "477 309 80 13 881 2"
+check "tokenizer.json decode" test \
+    "$(echo 0 477 309 80 13 881 2 | "$TERN" tokenize --model "$LLAMA" --decode)" = "<|begin_of_text|>Hello, world!"
 check "model dir without tokenizer files" test \
     "$(printf 'Hello' | "$TERN" tokenize --model "$TMP")" = "15496"
 
