@@ -13,7 +13,7 @@ MODEL ?= models/brown-mini
 PRECISION ?=
 TEMPERATURE ?=
 
-.PHONY: all setup configure build quiet-build test gpt2 clean asan install fuzz
+.PHONY: all setup configure build quiet-build test test-slow test-all gpt2 clean asan install fuzz
 
 all: build
 
@@ -30,9 +30,21 @@ configure: $(BUILD)/Makefile
 build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
+# PoCL (the OpenCL tests' device) compiles each kernel variant in seconds; its cache lives in
+# the build folder, shared by every test and by the sanitizer build (the same OpenCL source).
+export POCL_CACHE_DIR ?= $(abspath $(BUILD))/pocl-cache
+
+# make test: every handler, every operation, the fixtures. make test-all adds the slow suite
+# (label `slow`: the GPU core's kernel-variant matrices on PoCL, every kernel variant through
+# NVRTC and the Metal check); CI runs both.
 test: build
 	@bash scripts/setup-test-python $(BUILD)
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
+
+test-slow: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
+
+test-all: test test-slow
 
 # The build as a step of running a model: its output goes to $(BUILD)/build.log, not to the
 # terminal, so the first line `make gpt2` prints is tern's own (the backend line). One line on
@@ -48,11 +60,11 @@ gpt2: quiet-build
 	    --backend $(BACKEND) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	    $(if $(PRECISION),--precision $(PRECISION))
 
-# The test suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+# make test's suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
 	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && ctest --output-on-failure -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
 install: build
 	cmake --install $(BUILD)

@@ -319,8 +319,13 @@ static inline double gt_tol(tern_dtype dt, double f32_tol) {
 
 /* Whether to run every dtype/offset combination: on the interpreter (cheap to build) yes;
  * on compiled runtimes a reduced set, since each combination is a kernel variant the
- * driver compiles (PoCL takes seconds per kernel; its cache helps only the second run). */
-static inline bool gt_full(void) { return !strcmp(gt_runtime, "host"); }
+ * driver compiles (PoCL takes seconds per kernel; its cache helps only the second run).
+ * TERN_GPU_TEST_REDUCED=1 asks for the reduced set on the interpreter too (the kernels that
+ * the representative NVRTC/Metal compile check dumps). */
+static inline bool gt_full(void) {
+    const char *reduced = getenv("TERN_GPU_TEST_REDUCED");
+    return !strcmp(gt_runtime, "host") && !(reduced && !strcmp(reduced, "1"));
+}
 
 /* Runs fn on each runtime under test. The reference side is the cpu handler, or with
  * TERN_GPU_TEST_REFERENCE=host the core itself over the host interpreter (for machines
