@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "tern/file.h"
 #include "tokenizer/byte_alphabet.h"
 #include "tokenizer/token_index.h"
 #include "tokenizer/tokenizer_internal.h"
@@ -265,8 +267,14 @@ tern_error *tern_tokenizer_load_memory(const char *vocab_json, size_t vocab_len,
 static tern_error *read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    int fd;
+    size_t size;
+    TERN_TRY(tern_open_regular(path, &fd, &size)); /* a FIFO or a device is refused, not read */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    }
     char *buf = NULL;
     size_t cap = 0, n = 0;
     tern_error *err = NULL;
