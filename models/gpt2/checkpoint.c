@@ -85,10 +85,12 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     char step[32];
     snprintf(step, sizeof step, "%d", m->step);
     const char *metadata[] = {"tern_step", step, NULL};
-    sprintf(path, "%s/model.safetensors", dir);
-    if ((err = tern_safetensors_write(path, tensors, t, metadata))) goto done;
+    /* The config first: a folder with weights is never without the config they need (a
+     * kill between the two leaves a config with the previous weights, which it fits). */
     sprintf(path, "%s/config.json", dir);
-    err = tern_gpt2_config_write(path, cfg);
+    if ((err = tern_gpt2_config_write(path, cfg))) goto done;
+    sprintf(path, "%s/model.safetensors", dir);
+    err = tern_safetensors_write(path, tensors, t, metadata);
 done:
     free(flat);
     free(tensors);
