@@ -1,4 +1,5 @@
 /* tern train: train a GPT-2 from scratch or fine-tune one, with checkpoints and resume. */
+#include <float.h>
 #include <math.h>
 #include <signal.h>
 #include <stdio.h>
@@ -202,11 +203,12 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         progress_start(&bar, start, o->steps);
     }
 
+    int current = start; /* the step being taken, for the error of a failed one */
     for (int step = start; step < end; step++) {
+        current = step + 1;
         double t0 = now_seconds();
         float lr = train_lr(o, step), loss_sum = 0, norm = 0;
-        /* test hook: this step's gradients NaN, as a diverged step's would be */
-        float scale = o->hook.nan_at == step + 1 ? NAN : 1.0f / o->grad_accum;
+        float scale = 1.0f / o->grad_accum;
         if ((err = tern_gpt2_zero_grad(m))) goto failed;
         for (int micro = 0; micro < o->grad_accum; micro++) {
             size_t k = (size_t)step * o->grad_accum + micro; /* the data position */
@@ -224,6 +226,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         }
         tern_gpt2_adamw hp = o->adamw;
         hp.lr = lr;
+        if (o->hook.diverge_at == step + 1) hp.lr = FLT_MAX; /* test hook: weights blow up */
         /* a non-finite gradient norm is an error here, before any weight changes */
         if ((err = tern_gpt2_update(m, &hp, &norm))) goto failed;
         result->step = step + 1;
@@ -272,7 +275,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
     }
     goto done;
 failed:
-    err = step_failed(err, o, result->step + 1, kept);
+    err = step_failed(err, o, current, kept);
 done:
     progress_clear(&bar);
     train_history_free(&hist);

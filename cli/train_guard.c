@@ -215,8 +215,8 @@ tern_error *train_hook_parse(const char *text, train_hook *hook) {
             TERN_TRY(hook_step(at + 1, vlen - name - 1, &hook->kill_step));
         } else if (key == 7 && !memcmp(text, "stop-at", 7)) {
             TERN_TRY(hook_step(v, vlen, &hook->stop_at));
-        } else if (key == 6 && !memcmp(text, "nan-at", 6)) {
-            TERN_TRY(hook_step(v, vlen, &hook->nan_at));
+        } else if (key == 10 && !memcmp(text, "diverge-at", 10)) {
+            TERN_TRY(hook_step(v, vlen, &hook->diverge_at));
         } else {
             return tern_errorf("TERN_TEST_HOOK: unknown hook '%.*s'", (int)key, text);
         }

@@ -260,9 +260,11 @@ static tern_error *restore_batch(train_options *o, int saved_batch, int saved_ra
         o->B = (int)(global / o->world);
     } else if ((long)o->B * o->world != global) {
         return tern_errorf("--batch %d on %d rank%s makes a global batch of %ld rows; the run "
-                           "trains with a global batch of %ld rows (%d ranks x --batch %d): give "
-                           "--batch %ld / ranks", o->B, o->world, o->world == 1 ? "" : "s",
-                           (long)o->B * o->world, global, saved_ranks, saved_batch, global);
+                           "trains with a global batch of %ld rows (%d rank%s x --batch %d): on "
+                           "%d rank%s that is --batch %ld", o->B, o->world, o->world == 1 ? "" : "s",
+                           (long)o->B * o->world, global, saved_ranks, saved_ranks == 1 ? "" : "s",
+                           saved_batch, o->world, o->world == 1 ? "" : "s",
+                           global % o->world ? 0L : global / o->world);
     }
     if (o->world != saved_ranks) {
         char was[48], now[48];

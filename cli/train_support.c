@@ -328,7 +328,14 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
         TERN_TRY(write_history(hist, path));
         train_hook_point(hook, "losses.tsv", step);
     }
-    TERN_TRY(tern_gpt2_save_as(m, dir, o->save_dtype));
+    tern_error *err = tern_gpt2_save_as(m, dir, o->save_dtype);
+    if (err) {
+        /* The model stays at its last step: the optimizer file of this one would only wait
+         * for the next save's cleanup. */
+        snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
+        if (lead) unlink(path);
+        return err;
+    }
     if (!lead) return NULL;
     train_hook_point(hook, "model.safetensors", step);
     snprintf(path, sizeof path, "%s/loss.svg", dir);

@@ -13,11 +13,11 @@ typedef enum train_schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE } train_schedul
 /* Test-only faults at exact moments, from $TERN_TEST_HOOK (read once, at start; see
  * docs/RELIABILITY.md): "kill-after=FILE@STEP" (SIGKILL right after FILE lands in the
  * checkpoint of STEP; FILE is run.json, tokenizer, optimizer, losses.tsv, model.safetensors,
- * loss.svg or cleanup), "stop-at=STEP" (SIGSTOP after STEP), "nan-at=STEP" (that step's
- * gradients are NaN), separated by commas. */
+ * loss.svg or cleanup), "stop-at=STEP" (SIGSTOP after STEP), "diverge-at=STEP"
+ * (that step's gradients overflow, as a diverged step's), separated by commas. */
 typedef struct train_hook {
     char kill_after[24];
-    int kill_step, stop_at, nan_at;
+    int kill_step, stop_at, diverge_at;
 } train_hook;
 
 typedef struct train_options {

@@ -52,7 +52,7 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     size_t bad = first_nonfinite(flat, m->n_flat);
     if (bad < m->n_flat) {
         err = tern_errorf("not saving %s: the weights at step %d are not finite (element %zu is "
-                          "%g); the folder keeps its last checkpoint", dir, m->step, bad, flat[bad]);
+                          "%g)", dir, m->step, bad, flat[bad]);
         goto done;
     }
     if ((err = tern_make_dirs(dir))) goto done;
@@ -192,8 +192,8 @@ tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char 
     if ((err = read_moments(m, o.host)) || (err = each_tensor(m, collect_moments, &o))) goto done;
     size_t bad = first_nonfinite(o.host, 2 * m->n_flat);
     if (bad < 2 * m->n_flat) {
-        err = tern_errorf("not saving %s: AdamW's moments at step %d are not finite; the folder "
-                          "keeps its last checkpoint", path, m->step);
+        err = tern_errorf("not saving %s: AdamW's moments at step %d are not finite", path,
+                          m->step);
         goto done;
     }
     char step[32];
