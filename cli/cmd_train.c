@@ -17,14 +17,17 @@
 #include "tern/gpt2.h"
 
 static const char usage[] =
-    "usage: tern train (--model DIR | --init CONFIG | --resume DIR) --data FILE --steps N\n"
+    "usage: tern train (--model DIR | --init CONFIG) --data FILE --steps N | --resume DIR\n"
     "                  [--batch B] [--seq T] [--lr X] [--warmup N] [--schedule constant|cosine]\n"
     "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
     "                  [--seed S] [--out DIR] [--save-every N] [--stop-after N] [--val FILE]\n"
     "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl]\n"
     "                  [--precision fp32|bf16] [--procs N] [--zero1]\n"
     "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
-    "  --resume DIR    continue a run from the checkpoint in DIR (written by --out)\n"
+    "  --resume DIR    continue a run from the checkpoint in DIR (written by --out), with the\n"
+    "                  run's settings and data (DIR/run.json); a setting given differently is\n"
+    "                  an error, except --steps, --stop-after, --save-every, --val,\n"
+    "                  --val-every, --val-batches, --backend, --procs, --zero1 and --out\n"
     "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
     "  --stop-after N  stop after step N with a checkpoint (the schedule stays that of --steps),\n"
     "                  to continue later with --resume\n"
@@ -41,7 +44,9 @@ static const char usage[] =
     "  --zero1         ZeRO-1: each of the ranks keeps AdamW's moments (and in bf16 the f32\n"
     "                  master weights) for 1/ranks of the parameters only, then the ranks\n"
     "                  gather the updated weights; the same steps, less memory. Needs several\n"
-    "                  ranks; checkpoints stay whole and resume with or without it\n";
+    "                  ranks; checkpoints stay whole and resume with or without it\n"
+    "A checkpoint folder is locked while a run writes it. SIGINT or SIGTERM stops after the\n"
+    "step with a checkpoint; a second signal stops at once.\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -109,9 +114,9 @@ typedef struct train_end {
 /* Whether the job stops after this step: a signal reached this rank, or (with ranks) any
  * rank; every rank must stop after the same step, or the others would wait in the next
  * step's gradient sum. */
-static tern_error *stop_requested(const train_options *o, tern_dist *dist, bool *stop) {
+static tern_error *stop_requested(const train_options *o, tern_gpt2 *m, bool *stop) {
     float flag = train_signal_pending() ? 1.0f : 0.0f;
-    if (o->world > 1) TERN_TRY(tern_dist_allreduce_host(dist, &flag, 1, TERN_F32));
+    if (o->world > 1) TERN_TRY(tern_gpt2_sum_across_ranks(m, &flag));
     *stop = flag > 0;
     return NULL;
 }
@@ -143,7 +148,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
 
     /* --out first: a folder that cannot be written is an error now, not after the run. */
     if (lead && o->out && (err = train_prepare_out(o->out, o->resume))) goto done;
-    bool out_is_resumed = o->resume && o->out && !strcmp(o->out, o->resume);
+    bool out_is_resumed = o->resume && o->out && train_same_folder(o->out, o->resume);
     if (lead && o->resume && !out_is_resumed && (err = train_check_not_written(o->resume))) goto done;
     const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
     if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
@@ -179,13 +184,15 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
     int kept = out_is_resumed ? start : 0; /* the step checkpointed in o->out */
     result->step = start;
     if (lead) {
+        char *shown = o->resume ? tern_printable_copy(saved->present ? saved->changes : o->resume) : NULL;
         if (o->resume && !saved->present)
             printf("resume: %s has no run.json (from an older tern): the settings are the ones "
-                   "given now\n", o->resume);
+                   "given now\n", shown ? shown : "?");
         else if (o->resume && saved->changes[0])
-            printf("resume: the run's settings, changed: %s\n", saved->changes);
+            printf("resume: the run's settings, changed: %s\n", shown ? shown : "?");
         else if (o->resume)
             printf("resume: the run's settings, unchanged\n");
+        free(shown);
         printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
         printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
                cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
@@ -240,7 +247,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto failed;
         if (o->hook.stop_at == step + 1) raise(SIGSTOP); /* test hook: a pause at a known step */
         bool stop = false;
-        if ((err = stop_requested(o, dist, &stop))) goto failed;
+        if ((err = stop_requested(o, m, &stop))) goto failed;
         bool save = o->out && (step + 1 == end || stop ||
                                (o->save_every && (step + 1) % o->save_every == 0));
         if (lead) {

@@ -49,7 +49,7 @@ static bool holds_checkpoint(const char *dir) {
     return there;
 }
 
-static bool same_folder(const char *a, const char *b) {
+bool train_same_folder(const char *a, const char *b) {
     struct stat x, y;
     return a && b && stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev &&
            x.st_ino == y.st_ino;
@@ -60,7 +60,7 @@ tern_error *train_prepare_out(const char *out, const char *resume) {
     if (stat(out, &st) == 0 && !S_ISDIR(st.st_mode))
         return tern_errorf("--out %s exists and is not a folder", out);
     TERN_TRY(tern_make_dirs(out));
-    bool resumed_here = resume && same_folder(out, resume);
+    bool resumed_here = resume && train_same_folder(out, resume);
     if (!resumed_here && holds_checkpoint(out))
         return tern_errorf("--out %s holds another run's checkpoint: resume it with --resume %s, "
                            "or give another folder", out, out);

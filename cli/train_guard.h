@@ -15,6 +15,11 @@
  * interrupted save left (train_remove_temporaries). */
 tern_error *train_prepare_out(const char *out, const char *resume);
 
+#include <stdbool.h>
+
+/* Whether the two paths name one folder (both must exist). */
+bool train_same_folder(const char *a, const char *b);
+
 /* Refuses to resume from DIR while another trainer writes it (its lock is held); otherwise
  * holds a shared lock on it until train_release_resume_lock, so none starts meanwhile. */
 tern_error *train_check_not_written(const char *dir);

@@ -341,9 +341,13 @@ static tern_error *restore_data(const cJSON *root, const char *path, train_optio
     if (!o->data) o->data = saved->data;
     if (!o->val) {
         o->val = saved->val;
-    } else if (!saved->val || strcmp(saved->val, o->val)) {
-        note_change(saved, "--val", saved->val ? saved->val : "(none)", o->val);
+        return NULL;
     }
+    char *given = absolute_path(o->val);
+    if (!given) return tern_errorf("out of memory");
+    if (!saved->val || strcmp(saved->val, given))
+        note_change(saved, "--val", saved->val ? saved->val : "(none)", o->val);
+    free(given);
     return NULL;
 }
 

@@ -163,10 +163,13 @@ static tern_error *check_global_batch(const train_options *o, const char *path) 
     TERN_TRY(tern_safetensors_open(path, &f));
     const char *rows = tern_safetensors_metadata(f, "global_batch");
     const char *ranks = tern_safetensors_metadata(f, "ranks");
-    long saved = rows ? strtol(rows, NULL, 10) : 0, saved_ranks = ranks ? strtol(ranks, NULL, 10) : 1;
+    long saved = 0, saved_ranks = 1;
     long now = (long)o->B * o->world;
     tern_error *err = NULL;
-    if (saved > 0 && saved != now && (o->world > 1 || saved_ranks > 1))
+    if (rows) err = cli_parse_long("global_batch", rows, 1, 1L << 40, &saved);
+    if (!err && ranks) err = cli_parse_long("ranks", ranks, 1, 1 << 20, &saved_ranks);
+    if (err) err = tern_error_wrap(err, "%s: metadata", path);
+    else if (saved > 0 && saved != now && (o->world > 1 || saved_ranks > 1))
         err = tern_errorf("the checkpoint was trained with a global batch of %ld rows (%ld ranks); "
                           "--batch %d on %d ranks makes %ld: give --batch %ld / ranks", saved,
                           saved_ranks, o->B, o->world, now, saved);

@@ -235,6 +235,11 @@ const char *tern_gpt2_backend(const tern_gpt2 *m) { return m->backend; }
 const char *tern_gpt2_device_name(const tern_gpt2 *m) { return m->device_name; }
 int tern_gpt2_step(const tern_gpt2 *m) { return m->step; }
 
+tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value) {
+    if (!m || !value) return tern_errorf("tern_gpt2_sum_across_ranks: no model or value");
+    return m->impl->sum_across_ranks(m, value);
+}
+
 /* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
 static tern_error *check_batch(const tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T) {
     if (B <= 0 || T <= 0) return tern_errorf("batch %d x %d: both must be positive", B, T);

@@ -221,7 +221,7 @@ tern_error *tern_open_regular(const char *path, int *fd_out, size_t *size) {
      * returns at once and fstat tells what the path is. Regular files ignore the flag, which
      * is cleared anyway before any read. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) return tern_errorf("cannot read %s: %s", path, strerror(errno));
+    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
     struct stat st;
     const char *why = NULL;
     int saved = 0;

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Training state a user can trust (issue 19), on the cpu handler with the tiny model:
 #   resume    a resume restores the run's settings; a changed one is refused or applied
-#   kill      SIGKILL at each moment of a checkpoint leaves a folder that loads and resumes
+#   kill-first, kill-second
+#             SIGKILL at each moment of the first (second) checkpoint leaves a folder that
+#             loads and resumes
 #   consistent a checkpoint whose files disagree, or hold non-finite values, is refused
 #   signals   SIGINT/SIGTERM stop with a checkpoint, a second signal at once; the lock
 #   files     FIFOs and devices refused, a full disk, a file-size limit, a read-only --out,
@@ -9,7 +11,7 @@
 #   messages  one printable line; a config or tokenizer that does not fit the weights
 # Kills and signals come at exact moments through the test-only hook $TERN_TEST_HOOK
 # (cli/train_guard.h), never after sleeps.
-# usage: test_train_state.sh TERN_BINARY SECTION   (TERN_SHARED_DIR set by ctest)
+# usage: test_train_state.sh TERN_BINARY SECTION (one of the above)   (TERN_SHARED_DIR set by ctest)
 set -u
 tern=$1
 section=$2
@@ -147,15 +149,19 @@ EOF
         "$tern" train --resume "$work/badrun"
     ;;
 
-kill)
-    # The uninterrupted run, then one run killed at each moment of its first and second
+kill-first|kill-second)
+    # The uninterrupted run, then one run killed at each moment of its first (or second)
     # checkpoint (--save-every 1): every folder that holds a model loads, and resumes into
     # the same steps; one killed before its first model is refused as a checkpoint, and a
     # new run may start there.
     "$tern" train --init tiny "${run[@]}" --steps 3 --save-every 1 --out "$work/full" > "$work/full.log" 2>&1 ||
         fail "3 steps: $(tail -1 "$work/full.log")"
-    for point in run.json@1 tokenizer@1 optimizer@1 losses.tsv@1 model.safetensors@1 loss.svg@1 cleanup@1 \
-                 run.json@2 optimizer@2 losses.tsv@2 model.safetensors@2 cleanup@2; do
+    if [ $section = kill-first ]; then
+        points="run.json@1 tokenizer@1 optimizer@1 losses.tsv@1 model.safetensors@1 loss.svg@1 cleanup@1"
+    else
+        points="run.json@2 tokenizer@2 optimizer@2 losses.tsv@2 model.safetensors@2 loss.svg@2 cleanup@2"
+    fi
+    for point in $points; do
         dir=$work/k-$point
         { TERN_TEST_HOOK=kill-after=$point "$tern" train --init tiny "${run[@]}" --steps 3 --save-every 1 \
             --out "$dir" > "$work/k.log" 2>&1; status=$?; } 2>/dev/null  # (no "Killed" notice)
