@@ -113,11 +113,12 @@ typedef struct train_end {
 
 /* Whether the job stops after this step: a signal reached this rank, or (with ranks) any
  * rank; every rank must stop after the same step, or the others would wait in the next
- * step's gradient sum. */
-static tern_error *stop_requested(const train_options *o, tern_gpt2 *m, bool *stop) {
-    float flag = train_signal_pending() ? 1.0f : 0.0f;
-    if (o->world > 1) TERN_TRY(tern_gpt2_sum_across_ranks(m, &flag));
-    *stop = flag > 0;
+ * step's gradient sum. *sig: the signal (this rank's, else the one the others got). */
+static tern_error *stop_requested(const train_options *o, tern_gpt2 *m, int *sig) {
+    int mine = train_signal_pending();
+    float sum = (float)mine; /* 2 (SIGINT) or 15 (SIGTERM) from each signalled rank */
+    if (o->world > 1) TERN_TRY(tern_gpt2_sum_across_ranks(m, &sum));
+    *sig = mine ? mine : sum == 0 ? 0 : (int)sum % SIGTERM == 0 ? SIGTERM : SIGINT;
     return NULL;
 }
 
@@ -246,7 +247,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         }
         if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto failed;
         if (o->hook.stop_at == step + 1) raise(SIGSTOP); /* test hook: a pause at a known step */
-        bool stop = false;
+        int stop = 0;
         if ((err = stop_requested(o, m, &stop))) goto failed;
         bool save = o->out && (step + 1 == end || stop ||
                                (o->save_every && (step + 1) % o->save_every == 0));
@@ -276,7 +277,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
             result->saved = false;
         }
         if (stop) {
-            result->signal = train_signal_pending() ? train_signal_pending() : SIGTERM;
+            result->signal = stop;
             break;
         }
     }

@@ -9,6 +9,7 @@
 #   files     FIFOs and devices refused, a full disk, a file-size limit, a read-only --out,
 #             data truncated while training, stdout on a full device
 #   messages  one printable line; a config or tokenizer that does not fit the weights
+#   ranks     (MPI launcher as the third argument) ranks agree on a stop
 # Kills and signals come at exact moments through the test-only hook $TERN_TEST_HOOK
 # (cli/train_guard.h), never after sleeps.
 # usage: test_train_state.sh TERN_BINARY SECTION (one of the above)   (TERN_SHARED_DIR set by ctest)
@@ -393,6 +394,39 @@ PY
     else
         echo "skipped: a tokenizer with fewer ids (python3 not installed)"
     fi
+    ;;
+ranks)
+    # Two MPI ranks paused after step 2; only rank 1 gets SIGINT: both stop after that step
+    # (the ranks agree), rank 0 writes the checkpoint and says where.
+    mpiexec=${3:?the MPI launcher}
+    TERN_TEST_HOOK=stop-at=2 timeout 120 "$mpiexec" -n 2 "$tern" train --init tiny "${run[@]}" --steps 50 \
+        --out "$work/r" > "$work/r.log" 2>&1 &
+    mpid=$!
+    ranks=()
+    for _ in $(seq 600); do
+        ranks=()
+        for p in $(pgrep -f -- "--out $work/r"); do
+            [ "$(cat /proc/$p/comm 2>/dev/null)" = tern ] && [ "$(awk '{print $3}' /proc/$p/stat)" = T ] && ranks+=("$p")
+        done
+        [ ${#ranks[@]} = 2 ] && break
+        sleep 0.1
+    done
+    [ ${#ranks[@]} = 2 ] || fail "ranks: ${#ranks[@]} paused ranks"
+    for p in "${ranks[@]}"; do
+        tr '\0' '\n' < /proc/$p/environ | grep -qx 'OMPI_COMM_WORLD_RANK=1' && kill -INT $p
+    done
+    for p in "${ranks[@]}"; do kill -CONT $p; done
+    wait $mpid
+    if grep -q "^tern: stopped by SIGINT after step 2: the checkpoint is in $work/r" "$work/r.log" &&
+       [ "$(step_of_model "$work/r")" = 2 ] && [ "$(grep -c '^step 3/' "$work/r.log")" = 0 ]; then
+        pass "SIGINT to one rank: every rank stops after the same step, with a checkpoint"
+    else
+        fail "ranks: $(tail -3 "$work/r.log")"
+    fi
+    "$tern" train --resume "$work/r" --stop-after 3 > "$work/r1.log" 2>&1 &&
+        grep -q '^resume: the run.s settings, changed: ranks 2 (--batch 2) -> 1 (--batch 4)' "$work/r1.log" &&
+        grep -q '^step 3/50' "$work/r1.log" && pass "... and it resumes on one rank, the global batch kept" ||
+        fail "resume on one rank: $(head -2 "$work/r1.log") $(tail -1 "$work/r1.log")"
     ;;
 *)
     echo "unknown section $section"; exit 2;;
