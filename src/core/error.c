@@ -14,7 +14,10 @@ struct tern_error {
  * (U+2028, U+2029) are not printable: terminals act on the one, editors break at the other. */
 static size_t printable_utf8(const unsigned char *s, size_t n) {
     unsigned c = s[0];
-    size_t len = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 && c <= 0xef ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    size_t len = c >= 0xf0 && c <= 0xf4   ? 4
+                 : c >= 0xe0 && c <= 0xef ? 3
+                 : c >= 0xc2 && c < 0xe0  ? 2
+                                          : 0;
     if (!len || len > n) return 0;
     uint32_t cp = c & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
     for (size_t i = 1; i < len; i++) {
