@@ -6,6 +6,13 @@
 
 #include "cli.h"
 
+tern_error *cli_check_stdout(void) {
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout))
+        return tern_errorf("writing the output (stdout): %s", errno ? strerror(errno) : "write error");
+    return NULL;
+}
+
 int cli_fail(tern_error *err) {
     fprintf(stderr, "tern: error: %s\n", tern_error_message(err));
     tern_error_free(err);

@@ -18,6 +18,10 @@ int tern_cmd_bench(int argc, char **argv);
 /* Prints "tern: error: <message>" on stderr, frees err, and returns 1 (the exit status). */
 int cli_fail(tern_error *err);
 
+/* Whether everything printed on stdout was written (a full disk, a closed pipe): flushes it
+ * and reports a failure as an error. */
+tern_error *cli_check_stdout(void);
+
 /* Strict number parsing for option values: the whole string must be a number within
  * [min, max]; the error names the option. */
 tern_error *cli_parse_long(const char *option, const char *text, long min, long max, long *out);

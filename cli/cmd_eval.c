@@ -83,9 +83,10 @@ int tern_cmd_eval(int argc, char **argv) {
         if ((err = tern_gpt2_forward(m, x, y, B, T, &loss))) goto done;
         sum += loss;
         printf("batch %ld: loss %.6f\n", k, loss);
-        fflush(stdout);
+        if ((err = cli_check_stdout())) goto done;
     }
     printf("mean loss over %ld batches of %d x %d: %.6f\n", n_batches, B, T, sum / n_batches);
+    err = cli_check_stdout();
 done:
     free(x);
     free(y);

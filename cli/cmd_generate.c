@@ -26,14 +26,13 @@ static tern_error *print_token(void *user, const int32_t *tokens, int B) {
     (void)B;
     if (p->ids) {
         printf(p->printed++ ? " %d" : "%d", tokens[0]);
-        return NULL;
+        return ferror(stdout) ? cli_check_stdout() : NULL;
     }
     const char *bytes;
     size_t len;
     TERN_TRY(tern_tokenizer_token_bytes(p->tok, tokens[0], &bytes, &len));
     fwrite(bytes, 1, len, stdout);
-    fflush(stdout);
-    return NULL;
+    return cli_check_stdout(); /* flushed: each token appears as it is made */
 }
 
 int tern_cmd_generate(int argc, char **argv) {
@@ -96,6 +95,14 @@ int tern_cmd_generate(int argc, char **argv) {
                           tern_gpt2_get_config(m)->vocab_size, tern_tokenizer_vocab_size(tok));
         goto done;
     }
+    /* Text needs every id the model can emit to be the tokenizer's: known now, not at the
+     * first such id, half way through the output. */
+    if (!ids && (size_t)tern_gpt2_get_config(m)->vocab_size > tern_tokenizer_vocab_size(tok)) {
+        err = tern_errorf("the model emits %d ids but the tokenizer has %zu: its text cannot be "
+                          "written (--ids prints the ids)", tern_gpt2_get_config(m)->vocab_size,
+                          tern_tokenizer_vocab_size(tok));
+        goto done;
+    }
     if (n_ids > (size_t)tern_gpt2_get_config(m)->max_seq) {
         err = tern_errorf("the prompt has %zu tokens; the model's context is %d", n_ids,
                           tern_gpt2_get_config(m)->max_seq);
@@ -108,6 +115,7 @@ int tern_cmd_generate(int argc, char **argv) {
     printer p = {.tok = tok, .ids = ids};
     err = tern_gpt2_generate(m, ids_in, 1, (int)n_ids, n_new, &sampling, print_token, &p);
     putchar('\n');
+    if (!err) err = cli_check_stdout();
 done:
     tern_gpt2_free(m);
     tern_tokenizer_free(tok);

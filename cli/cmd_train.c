@@ -1,5 +1,7 @@
 /* tern train: train a GPT-2 from scratch or fine-tune one, with checkpoints and resume. */
+#include <float.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,20 +9,25 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "train_guard.h"
+#include "train_run.h"
 #include "train_support.h"
 #include "tern/data.h"
 #include "tern/dist.h"
 #include "tern/gpt2.h"
 
 static const char usage[] =
-    "usage: tern train (--model DIR | --init CONFIG | --resume DIR) --data FILE --steps N\n"
+    "usage: tern train (--model DIR | --init CONFIG) --data FILE --steps N | --resume DIR\n"
     "                  [--batch B] [--seq T] [--lr X] [--warmup N] [--schedule constant|cosine]\n"
     "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
     "                  [--seed S] [--out DIR] [--save-every N] [--stop-after N] [--val FILE]\n"
     "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl]\n"
     "                  [--precision fp32|bf16] [--procs N] [--zero1]\n"
     "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
-    "  --resume DIR    continue a run from the checkpoint in DIR (written by --out)\n"
+    "  --resume DIR    continue a run from the checkpoint in DIR (written by --out), with the\n"
+    "                  run's settings and data (DIR/run.json); a setting given differently is\n"
+    "                  an error, except --steps, --stop-after, --save-every, --val,\n"
+    "                  --val-every, --val-batches, --backend, --procs, --zero1 and --out\n"
     "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
     "  --stop-after N  stop after step N with a checkpoint (the schedule stays that of --steps),\n"
     "                  to continue later with --resume\n"
@@ -37,7 +44,9 @@ static const char usage[] =
     "  --zero1         ZeRO-1: each of the ranks keeps AdamW's moments (and in bf16 the f32\n"
     "                  master weights) for 1/ranks of the parameters only, then the ranks\n"
     "                  gather the updated weights; the same steps, less memory. Needs several\n"
-    "                  ranks; checkpoints stay whole and resume with or without it\n";
+    "                  ranks; checkpoints stay whole and resume with or without it\n"
+    "A checkpoint folder is locked while a run writes it. SIGINT or SIGTERM stops after the\n"
+    "step with a checkpoint; a second signal stops at once.\n";
 
 static double now_seconds(void) {
     struct timespec ts;
@@ -52,59 +61,22 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             o->help = true;
-        } else if (!strcmp(a, "--no-decay-1d")) {
-            o->adamw.decay_all = false;
         } else if (!strcmp(a, "--zero1")) {
             o->zero1 = true;
+        } else if (train_setting_option(argc, argv, &i, o, &err)) { /* the run's settings */
         } else if (cli_option(argc, argv, &i, "--model", &v, &err)) { o->model_dir = v;
         } else if (cli_option(argc, argv, &i, "--init", &v, &err)) { o->init = v;
         } else if (cli_option(argc, argv, &i, "--resume", &v, &err)) { o->resume = v;
         } else if (cli_option(argc, argv, &i, "--data", &v, &err)) { o->data = v;
         } else if (cli_option(argc, argv, &i, "--val", &v, &err)) { o->val = v;
         } else if (cli_option(argc, argv, &i, "--out", &v, &err)) { o->out = v;
-        } else if (cli_option(argc, argv, &i, "--backend", &v, &err)) { o->backend = v;
-        } else if (cli_option(argc, argv, &i, "--schedule", &v, &err)) {
-            if (!err) err = train_schedule_parse(v, &o->schedule);
-        } else if (cli_option(argc, argv, &i, "--precision", &v, &err)) {
-            if (!err) err = tern_precision_parse(v, &o->precision);
-        } else if (cli_option(argc, argv, &i, "--save-dtype", &v, &err)) {
-            if (!err && !strcmp(v, "f32")) o->save_dtype = TERN_F32;
-            else if (!err && !strcmp(v, "bf16")) o->save_dtype = TERN_BF16;
-            else if (!err) err = tern_errorf("--save-dtype: '%s' is not f32 or bf16", v);
-        } else if (cli_option(argc, argv, &i, "--steps", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->steps);
+        } else if (cli_option(argc, argv, &i, "--backend", &v, &err)) {
+            o->backend = v;
+            o->backend_given = true;
         } else if (cli_option(argc, argv, &i, "--stop-after", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->stop_after);
-        } else if (cli_option(argc, argv, &i, "--batch", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->B);
-        } else if (cli_option(argc, argv, &i, "--seq", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o->T);
-        } else if (cli_option(argc, argv, &i, "--warmup", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->warmup);
-        } else if (cli_option(argc, argv, &i, "--grad-accum", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o->grad_accum);
         } else if (cli_option(argc, argv, &i, "--procs", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 4096, &o->procs);
-        } else if (cli_option(argc, argv, &i, "--save-every", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->save_every);
-        } else if (cli_option(argc, argv, &i, "--val-every", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 0, 1 << 30, &o->val_every);
-        } else if (cli_option(argc, argv, &i, "--val-batches", &v, &err)) {
-            if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o->val_batches);
-        } else if (cli_option(argc, argv, &i, "--seed", &v, &err)) {
-            if (!err) err = cli_parse_u64(a, v, &o->seed);
-        } else if (cli_option(argc, argv, &i, "--lr", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 0, 10, &o->adamw.lr);
-        } else if (cli_option(argc, argv, &i, "--wd", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 0, 10, &o->adamw.weight_decay);
-        } else if (cli_option(argc, argv, &i, "--beta1", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 0, 0.999999, &o->adamw.beta1);
-        } else if (cli_option(argc, argv, &i, "--beta2", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 0, 0.999999, &o->adamw.beta2);
-        } else if (cli_option(argc, argv, &i, "--eps", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 1e-30, 1, &o->adamw.eps);
-        } else if (cli_option(argc, argv, &i, "--clip", &v, &err)) {
-            if (!err) err = cli_parse_float(a, v, 0, 1e30, &o->adamw.clip);
         } else {
             err = tern_errorf("train: unknown option '%s' (see 'tern train --help')", a);
         }
@@ -112,6 +84,7 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
     if (err || o->help) return err;
     int sources = !!o->model_dir + !!o->init + !!o->resume;
     if (sources != 1) return tern_errorf("train: give exactly one of --model, --init and --resume");
+    if (o->resume) return NULL; /* --data and --steps come from the run when not given */
     if (!o->data) return tern_errorf("train: --data FILE is required");
     if (!o->steps) return tern_errorf("train: --steps N is required");
     return NULL;
@@ -131,27 +104,67 @@ static tern_error *validate(tern_gpt2 *m, const tern_dataset *val, const train_o
     return NULL;
 }
 
-static tern_error *train(train_options *o, tern_dist *dist) {
+/* How a run ended, beyond its error. */
+typedef struct train_end {
+    int signal; /* the SIGINT or SIGTERM that stopped it, or 0 */
+    int step;   /* the last step taken */
+    bool saved; /* that step is checkpointed in o->out */
+} train_end;
+
+/* Whether the job stops after this step: a signal reached this rank, or (with ranks) any
+ * rank; every rank must stop after the same step, or the others would wait in the next
+ * step's gradient sum. *sig: the signal (this rank's, else the one the others got). */
+static tern_error *stop_requested(const train_options *o, tern_gpt2 *m, int *sig) {
+    int mine = train_signal_pending();
+    float sum = (float)mine; /* 2 (SIGINT) or 15 (SIGTERM) from each signalled rank */
+    if (o->world > 1) TERN_TRY(tern_gpt2_sum_across_ranks(m, &sum));
+    *sig = mine ? mine : sum == 0 ? 0 : (int)sum % SIGTERM == 0 ? SIGTERM : SIGINT;
+    return NULL;
+}
+
+/* The error of a failed step, saying what the checkpoint folder still holds. */
+static tern_error *step_failed(tern_error *err, const train_options *o, int step, int kept) {
+    err = tern_error_wrap(err, "step %d", step);
+    if (!o->out || o->rank != 0) return err;
+    tern_error *full = kept > 0 ? tern_errorf("%s (%s keeps its checkpoint of step %d)",
+                                              tern_error_message(err), o->out, kept)
+                                : tern_errorf("%s (nothing saved in %s)", tern_error_message(err), o->out);
+    tern_error_free(err);
+    return full;
+}
+
+static tern_error *train(train_options *o, tern_dist *dist, const train_saved_run *saved,
+                         train_end *result) {
     tern_gpt2 *m = NULL;
     tern_tokenizer *tok = NULL;
     tern_dataset *data = NULL, *val = NULL;
     int32_t *x = NULL, *y = NULL;
     train_history hist = {0};
     progress bar = {0};
+    train_data_id data_id = {0};
     tern_error *err = NULL;
+    /* Rank 0 alone validates, prints and writes checkpoints; the others wait for it in the
+     * next step's gradient sum. */
+    bool lead = o->rank == 0;
 
+    /* --out first: a folder that cannot be written is an error now, not after the run. */
+    if (lead && o->out && (err = train_prepare_out(o->out, o->resume))) goto done;
+    bool out_is_resumed = o->resume && o->out && train_same_folder(o->out, o->resume);
+    if (lead && o->resume && !out_is_resumed && (err = train_check_not_written(o->resume))) goto done;
     const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
     if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
     if ((err = train_open_model(o, dist, &m, &hist))) goto done;
+    train_release_resume_lock();
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     if (o->T > cfg->max_seq) {
         err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, cfg->max_seq);
         goto done;
     }
     if ((err = tern_dataset_open(o->data, tok, (size_t)cfg->vocab_size, &data))) goto done;
-    /* Rank 0 alone validates, prints and writes checkpoints; the others wait for it in the
-     * next step's gradient sum. */
-    bool lead = o->rank == 0;
+    if (lead) {
+        train_data_identify(data, &data_id);
+        if (o->resume && (err = train_run_check_data(saved, o->data, &data_id))) goto done;
+    }
     if (lead && o->val && (err = tern_dataset_open(o->val, tok, (size_t)cfg->vocab_size, &val)))
         goto done;
     size_t batch_tokens = (size_t)o->B * o->T;
@@ -163,7 +176,24 @@ static tern_error *train(train_options *o, tern_dist *dist) {
     }
 
     int start = tern_gpt2_step(m);
+    /* --stop-after: the same run (schedule and all), cut short with a checkpoint to resume */
+    int end = o->stop_after && o->stop_after < o->steps ? o->stop_after : o->steps;
+    if (end <= start) {
+        err = tern_errorf("--stop-after %d: the run is at step %d already", o->stop_after, start);
+        goto done;
+    }
+    int kept = out_is_resumed ? start : 0; /* the step checkpointed in o->out */
+    result->step = start;
     if (lead) {
+        char *shown = o->resume ? tern_printable_copy(saved->present ? saved->changes : o->resume) : NULL;
+        if (o->resume && !saved->present)
+            printf("resume: %s has no run.json (from an older tern): the settings are the ones "
+                   "given now\n", shown ? shown : "?");
+        else if (o->resume && saved->changes[0])
+            printf("resume: the run's settings, changed: %s\n", shown ? shown : "?");
+        else if (o->resume)
+            printf("resume: the run's settings, unchanged\n");
+        free(shown);
         printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
         printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
                cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
@@ -181,55 +211,79 @@ static tern_error *train(train_options *o, tern_dist *dist) {
         progress_start(&bar, start, o->steps);
     }
 
-    /* --stop-after: the same run (schedule and all), cut short with a checkpoint to resume */
-    int end = o->stop_after && o->stop_after < o->steps ? o->stop_after : o->steps;
+    int current = start; /* the step being taken, for the error of a failed one */
     for (int step = start; step < end; step++) {
+        current = step + 1;
         double t0 = now_seconds();
         float lr = train_lr(o, step), loss_sum = 0, norm = 0;
-        if ((err = tern_gpt2_zero_grad(m))) goto done;
+        float scale = 1.0f / o->grad_accum;
+        if ((err = tern_gpt2_zero_grad(m))) goto failed;
         for (int micro = 0; micro < o->grad_accum; micro++) {
             size_t k = (size_t)step * o->grad_accum + micro; /* the data position */
             float loss;
             /* Batch k of the global B*world rows; this rank's rows r*B .. r*B+B-1 of it are
              * batch k*world + r of B rows (the data is read the same way, wrap included). */
             if ((err = tern_dataset_batch(data, k * (size_t)o->world + (size_t)o->rank, o->B, o->T, x, y)))
-                goto done;
-            if ((err = tern_gpt2_forward_backward(m, x, y, o->B, o->T, 1.0f / o->grad_accum, &loss)))
-                goto done;
+                goto failed;
+            if ((err = tern_gpt2_forward_backward(m, x, y, o->B, o->T, scale, &loss))) goto failed;
+            if (!isfinite(loss)) {
+                err = tern_errorf("the loss is %g: training diverged", loss);
+                goto failed;
+            }
             loss_sum += loss;
         }
         tern_gpt2_adamw hp = o->adamw;
         hp.lr = lr;
-        if ((err = tern_gpt2_update(m, &hp, &norm))) goto done;
+        if (o->hook.diverge_at == step + 1) hp.lr = FLT_MAX; /* test hook: weights blow up */
+        /* a non-finite gradient norm is an error here, before any weight changes */
+        if ((err = tern_gpt2_update(m, &hp, &norm))) goto failed;
+        result->step = step + 1;
         double dt = now_seconds() - t0;
         float loss = loss_sum / o->grad_accum;
         float val_loss = NAN;
         bool last = step + 1 == o->steps;
         if (val && o->val_every && ((step + 1) % o->val_every == 0 || last)) {
-            if ((err = validate(m, val, o, x, y, &val_loss))) goto done;
+            if ((err = validate(m, val, o, x, y, &val_loss))) goto failed;
         }
-        if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto done;
-        bool save = o->out && (step + 1 == end || (o->save_every && (step + 1) % o->save_every == 0));
-        if (!lead) {
-            /* ZeRO-1: rank 0's checkpoint gathers every rank's part of the optimizer state. */
-            if (save && o->zero1 && (err = train_save_checkpoint(o, m, tokenizer_dir, &hist))) goto done;
-            continue;
-        }
-        progress_clear(&bar);
-        printf("step %d/%d | loss %.4f", step + 1, o->steps, loss);
-        if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
-        printf(" | lr %.3e | norm %.3f | %.1f ms | %.0f tok/s\n", lr, norm, dt * 1e3,
-               (double)batch_tokens * o->grad_accum * o->world / dt);
-        fflush(stdout);
-        progress_update(&bar, step + 1, loss);
-        if (save) {
-            if ((err = train_save_checkpoint(o, m, tokenizer_dir, &hist))) goto done;
+        if ((err = train_history_add(&hist, step + 1, loss, val_loss))) goto failed;
+        if (o->hook.stop_at == step + 1) raise(SIGSTOP); /* test hook: a pause at a known step */
+        int stop = 0;
+        if ((err = stop_requested(o, m, &stop))) goto failed;
+        bool save = o->out && (step + 1 == end || stop ||
+                               (o->save_every && (step + 1) % o->save_every == 0));
+        if (lead) {
             progress_clear(&bar);
-            printf("checkpoint: %s (step %d)\n", o->out, step + 1);
+            printf("step %d/%d | loss %.4f", step + 1, o->steps, loss);
+            if (!isnan(val_loss)) printf(" | val %.4f", val_loss);
+            printf(" | lr %.3e | norm %.3f | %.1f ms | %.0f tok/s\n", lr, norm, dt * 1e3,
+                   (double)batch_tokens * o->grad_accum * o->world / dt);
             fflush(stdout);
+            progress_update(&bar, step + 1, loss);
+        }
+        /* ZeRO-1: rank 0's checkpoint gathers every rank's part of the optimizer state, so
+         * every rank takes part in it. */
+        if (save && (lead || o->zero1)) {
+            if ((err = train_save_checkpoint(o, m, tokenizer_dir, &hist, &data_id))) goto failed;
+            kept = step + 1;
+            result->saved = true;
+            if (lead) {
+                progress_clear(&bar);
+                char *shown = tern_printable_copy(o->out);
+                printf("checkpoint: %s (step %d)\n", shown ? shown : "?", step + 1);
+                free(shown);
+                fflush(stdout);
+            }
+        } else {
+            result->saved = false;
+        }
+        if (stop) {
+            result->signal = stop;
+            break;
         }
     }
-    progress_clear(&bar);
+    goto done;
+failed:
+    err = step_failed(err, o, current, kept);
 done:
     progress_clear(&bar);
     train_history_free(&hist);
@@ -278,11 +332,28 @@ static void pick_gpu(const tern_dist *dist) {
     setenv("TERN_CUDA_DEVICE", index, 1);
 }
 
+/* The line a run stopped by a signal ends with, on stderr. */
+static void report_stop(const train_options *o, const train_end *e) {
+    if (o->rank != 0) return;
+    const char *name = e->signal == SIGINT ? "SIGINT" : "SIGTERM";
+    char *out = o->out ? tern_printable_copy(o->out) : NULL;
+    if (e->saved && out)
+        fprintf(stderr, "tern: stopped by %s after step %d: the checkpoint is in %s (continue "
+                "with: tern train --resume %s)\n", name, e->step, out, out);
+    else
+        fprintf(stderr, "tern: stopped by %s after step %d; nothing saved (no --out)\n", name,
+                e->step);
+    free(out);
+}
+
 int tern_cmd_train(int argc, char **argv) {
     train_options o;
     train_options_default(&o);
     o.backend = cli_default_backend();
+    const char *env_backend = getenv("TERN_BACKEND");
+    o.backend_given = env_backend && *env_backend;
     tern_error *err = parse_args(argc, argv, &o);
+    if (!err) err = train_hook_parse(getenv("TERN_TEST_HOOK"), &o.hook);
     if (err) return cli_fail(err);
     if (o.help) {
         fputs(usage, stdout);
@@ -299,13 +370,29 @@ int tern_cmd_train(int argc, char **argv) {
         return cli_fail(tern_errorf("train: --zero1 shards the optimizer state across ranks: run "
                                     "it with --procs N or under mpirun (this job has 1 rank)"));
     }
-    pick_gpu(dist);
-    err = train(&o, dist);
+    train_saved_run saved = {0};
+    if (o.resume) {
+        if (!o.out) o.out = o.resume;
+        err = train_run_restore(&o, o.resume, &saved);
+        if (err) err = tern_error_wrap(err, "resuming from %s", o.resume);
+    }
+    train_end end = {0};
+    if (!err) {
+        pick_gpu(dist);
+        train_signals_install();
+        err = train(&o, dist, &saved, &end);
+    }
     if (err && o.world > 1) {
         /* One line naming the rank, then every rank stops: none is left waiting. */
         cli_fail(tern_error_wrap(err, "rank %d of %d", o.rank, o.world));
         tern_dist_abort(dist, 1);
     }
+    train_saved_run_free(&saved);
     tern_dist_close(dist);
-    return err ? cli_fail(err) : 0;
+    if (err) return cli_fail(err);
+    if (end.signal) {
+        report_stop(&o, &end);
+        return 128 + end.signal;
+    }
+    return 0;
 }

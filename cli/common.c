@@ -16,6 +16,11 @@ static int is_file(const char *path) {
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);
 }
 
+static int exists(const char *path) {
+    struct stat st;
+    return lstat(path, &st) == 0;
+}
+
 const char *cli_tokenizer_dir(const char *model_dir) {
     if (model_dir) {
         char vocab[4096], merges[4096], json[4096];
@@ -40,6 +45,12 @@ tern_error *cli_open_tokenizer(const char *model_dir, tern_tokenizer **out) {
         snprintf(vocab, sizeof vocab, "%s/vocab.json", model_dir);
         snprintf(merges, sizeof merges, "%s/merges.txt", model_dir);
         snprintf(json, sizeof json, "%s/tokenizer.json", model_dir);
+        /* One that is there but no regular file (a FIFO, a folder) is an error, not a reason
+         * to take the default tokenizer instead. */
+        const char *odd = exists(json) && !is_file(json)       ? json
+                          : exists(vocab) && !is_file(vocab)   ? vocab
+                          : exists(merges) && !is_file(merges) ? merges : NULL;
+        if (odd) return tern_errorf("cannot read %s: not a regular file", odd);
         if (!is_file(json) && is_file(vocab) != is_file(merges))
             return tern_errorf("%s has %s but no %s", model_dir,
                                is_file(vocab) ? "vocab.json" : "merges.txt",

@@ -1,3 +1,4 @@
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -24,6 +25,10 @@ static void usage(FILE *out) {
 }
 
 int main(int argc, char **argv) {
+    /* Past a file-size limit (ulimit -f) a write then fails with EFBIG, which the writers
+     * report naming the file (and remove their partial file), instead of SIGXFSZ killing
+     * the process with a core dump. */
+    signal(SIGXFSZ, SIG_IGN);
     if (argc < 2) {
         usage(stderr);
         return 1;
@@ -34,6 +39,5 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(argv[1], commands[i].name)) return commands[i].run(argc - 1, argv + 1);
-    fprintf(stderr, "tern: error: unknown command '%s' (try 'tern --help')\n", argv[1]);
-    return 1;
+    return cli_fail(tern_errorf("unknown command '%s' (try 'tern --help')", argv[1]));
 }

@@ -9,6 +9,8 @@
 #include "cli.h"
 #include "tern/file.h"
 #include "tern/safetensors.h"
+#include "train_guard.h"
+#include "train_run.h"
 #include "train_support.h"
 
 void train_options_default(train_options *o) {
@@ -66,46 +68,91 @@ void train_history_free(train_history *h) {
     *h = (train_history){0};
 }
 
-tern_error *train_history_read(train_history *h, const char *dir) {
+/* A step number at p (digits only, no sign or space), ending at the first non-digit. */
+static bool read_step(const char *p, const char **end, int *out) {
+    long v = 0;
+    const char *q = p;
+    for (; *q >= '0' && *q <= '9'; q++) {
+        v = v * 10 + (*q - '0');
+        if (v > 1L << 30) return false;
+    }
+    *end = q;
+    *out = (int)v;
+    return q > p && v > 0;
+}
+
+/* A finite number at p: it must start like one (strtof alone would skip white space, even
+ * newlines, and read "nan"). */
+static bool read_number(const char *p, const char **end, float *out) {
+    if (!((*p >= '0' && *p <= '9') || *p == '-' || *p == '.')) return false;
+    char *e = NULL;
+    float v = strtof(p, &e);
+    *end = e;
+    *out = v;
+    return e > p && isfinite(v);
+}
+
+/* One pass over the text, each line parsed where it lies: linear in the file's size. */
+tern_error *train_history_read(train_history *h, const char *dir, int last_step) {
     char path[4096];
     snprintf(path, sizeof path, "%s/losses.tsv", dir);
     if (access(path, F_OK) != 0) return NULL;
     char *text;
     size_t len;
     TERN_TRY(tern_read_file(path, &text, &len));
+    static const char header[] = "step\tloss\tval_loss\n";
     tern_error *err = NULL;
-    char *line = strchr(text, '\n'); /* skip the header */
-    int lineno = 1;
-    while (line && *++line && !err) {
+    if (strlen(text) != len) err = tern_errorf("%s: holds a NUL byte", path);
+    else if (strncmp(text, header, sizeof header - 1))
+        err = tern_errorf("%s: does not start with the header 'step<TAB>loss<TAB>val_loss'", path);
+    const char *p = text + sizeof header - 1;
+    int lineno = 1, prev = 0;
+    while (!err && p < text + len) {
         lineno++;
-        int step;
-        char val[32];
-        float loss;
-        if (sscanf(line, "%d\t%f\t%31s", &step, &loss, val) != 3)
-            err = tern_errorf("%s: line %d is not 'step<TAB>loss<TAB>val'", path, lineno);
-        else
-            err = train_history_add(h, step, loss, strcmp(val, "-") ? strtof(val, NULL) : NAN);
-        line = strchr(line, '\n');
+        int step = 0;
+        float loss = 0, val = NAN;
+        const char *q = p;
+        bool ok = read_step(q, &q, &step) && *q++ == '\t' && read_number(q, &q, &loss) &&
+                  *q++ == '\t';
+        if (ok && q[0] == '-' && (q[1] == '\n' || q[1] == '\0')) q++;
+        else if (ok) ok = read_number(q, &q, &val);
+        ok = ok && (*q == '\n' || *q == '\0');
+        if (!ok)
+            err = tern_errorf("%s: line %d is not 'step<TAB>loss<TAB>val' (finite numbers, val "
+                              "or '-')", path, lineno);
+        else if (step <= prev)
+            err = tern_errorf("%s: line %d: step %d does not follow step %d", path, lineno, step,
+                              prev);
+        else if (step <= last_step) /* later ones: a save interrupted before its model */
+            err = train_history_add(h, step, loss, val);
+        prev = step;
+        p = *q ? q + 1 : q;
     }
     free(text);
     return err;
 }
 
+/* Each line is at most 11 + 2 * 47 + 3 bytes ("%.6f" of the largest float is 46 digits and
+ * a sign), so a fixed buffer bounds it whatever the values. */
 static tern_error *write_history(const train_history *h, const char *path) {
-    size_t cap = 64 + (size_t)h->n * 48, used = 0;
-    char *text = malloc(cap);
-    if (!text) return tern_errorf("out of memory");
-    used += (size_t)snprintf(text, cap, "step\tloss\tval_loss\n");
-    for (int i = 0; i < h->n; i++) {
-        if (isnan(h->val[i]))
-            used += (size_t)snprintf(text + used, cap - used, "%d\t%.6f\t-\n", h->step[i], h->loss[i]);
-        else
-            used += (size_t)snprintf(text + used, cap - used, "%d\t%.6f\t%.6f\n", h->step[i],
-                                     h->loss[i], h->val[i]);
+    tern_atomic_file *f;
+    TERN_TRY(tern_atomic_open(path, &f));
+    static const char header[] = "step\tloss\tval_loss\n";
+    tern_error *err = tern_atomic_write(f, header, sizeof header - 1);
+    for (int i = 0; i < h->n && !err; i++) {
+        char line[160];
+        int n = isnan(h->val[i])
+                    ? snprintf(line, sizeof line, "%d\t%.6f\t-\n", h->step[i], h->loss[i])
+                    : snprintf(line, sizeof line, "%d\t%.6f\t%.6f\n", h->step[i], h->loss[i],
+                               h->val[i]);
+        if (n < 0 || (size_t)n >= sizeof line) err = tern_errorf("writing %s: a line too long", path);
+        else err = tern_atomic_write(f, line, (size_t)n);
     }
-    tern_error *err = tern_write_file(path, text, used);
-    free(text);
-    return err;
+    if (err) {
+        tern_atomic_abort(f);
+        return err;
+    }
+    return tern_atomic_commit(f);
 }
 
 /* A data-parallel run reads rows [r*B, (r+1)*B) of each global batch of B*world rows, so a
@@ -116,10 +163,13 @@ static tern_error *check_global_batch(const train_options *o, const char *path) 
     TERN_TRY(tern_safetensors_open(path, &f));
     const char *rows = tern_safetensors_metadata(f, "global_batch");
     const char *ranks = tern_safetensors_metadata(f, "ranks");
-    long saved = rows ? strtol(rows, NULL, 10) : 0, saved_ranks = ranks ? strtol(ranks, NULL, 10) : 1;
+    long saved = 0, saved_ranks = 1;
     long now = (long)o->B * o->world;
     tern_error *err = NULL;
-    if (saved > 0 && saved != now && (o->world > 1 || saved_ranks > 1))
+    if (rows) err = cli_parse_long("global_batch", rows, 1, 1L << 40, &saved);
+    if (!err && ranks) err = cli_parse_long("ranks", ranks, 1, 1 << 20, &saved_ranks);
+    if (err) err = tern_error_wrap(err, "%s: metadata", path);
+    else if (saved > 0 && saved != now && (o->world > 1 || saved_ranks > 1))
         err = tern_errorf("the checkpoint was trained with a global batch of %ld rows (%ld ranks); "
                           "--batch %d on %d ranks makes %ld: give --batch %ld / ranks", saved,
                           saved_ranks, o->B, o->world, now, saved);
@@ -139,6 +189,26 @@ static tern_error *attach_dist(const train_options *o, tern_dist *dist, tern_gpt
     return err;
 }
 
+/* The optimizer file of a checkpoint: its step must be the model's, and its data position
+ * (global batches read) the step's. */
+static tern_error *check_optimizer_step(const train_options *o, tern_gpt2 *m, const char *path,
+                                        int step) {
+    if (tern_gpt2_step(m) != step)
+        return tern_errorf("%s is at step %d but model.safetensors at step %d: the checkpoint's "
+                           "files disagree", path, tern_gpt2_step(m), step);
+    tern_safetensors *f = NULL;
+    TERN_TRY(tern_safetensors_open(path, &f));
+    const char *position = tern_safetensors_metadata(f, "data_batch");
+    char want[32];
+    snprintf(want, sizeof want, "%lld", (long long)step * o->grad_accum);
+    tern_error *err = NULL;
+    if (position && strcmp(position, want))
+        err = tern_errorf("%s: data position %s is not step %d x --grad-accum %d", path,
+                          position, step, o->grad_accum);
+    tern_safetensors_close(f);
+    return err;
+}
+
 tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist) {
     if (o->init) {
         tern_gpt2_config cfg;
@@ -152,17 +222,21 @@ tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, t
     }
 
     int step;
-    TERN_TRY(tern_gpt2_saved_step(o->resume, &step));
-    TERN_TRY(tern_gpt2_load(o->backend, o->resume, o->precision, m));
+    TERN_TRY(tern_error_wrap(tern_gpt2_saved_step(o->resume, &step), "resuming from %s", o->resume));
+    TERN_TRY(tern_error_wrap(tern_gpt2_load(o->backend, o->resume, o->precision, m), "resuming from %s", o->resume));
     TERN_TRY(attach_dist(o, dist, m)); /* before the optimizer: --zero1 loads this rank's part */
     tern_error *err = NULL;
     if (step > 0) {
         char path[4096];
         snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", o->resume, step);
-        err = tern_gpt2_load_optimizer(*m, path);
+        if (access(path, F_OK) != 0)
+            err = tern_errorf("model.safetensors is at step %d but optimizer-%d.safetensors is "
+                              "missing", step, step);
+        if (!err) err = tern_gpt2_load_optimizer(*m, path);
+        if (!err) err = check_optimizer_step(o, *m, path, step);
         if (!err) err = check_global_batch(o, path);
     }
-    if (!err) err = train_history_read(hist, o->resume);
+    if (!err) err = train_history_read(hist, o->resume, step);
     if (!err && step >= o->steps)
         err = tern_errorf("%s is at step %d already; --steps %d leaves nothing to do", o->resume,
                           step, o->steps);
@@ -171,7 +245,6 @@ tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, t
         *m = NULL;
         return tern_error_wrap(err, "resuming from %s", o->resume);
     }
-    if (!o->out) o->out = o->resume;
     return NULL;
 }
 
@@ -184,31 +257,64 @@ static tern_error *copy_file(const char *from, const char *to) {
     return err;
 }
 
-/* Removes optimizer-<n>.safetensors files of other steps than `keep`. */
-static void remove_stale_optimizers(const char *dir, int keep) {
+/* Whether name is optimizer-<n>.safetensors exactly, n a step written as tern writes it. */
+static bool optimizer_file(const char *name, int *step) {
+    static const char prefix[] = "optimizer-", suffix[] = ".safetensors";
+    size_t n = strlen(name), p = sizeof prefix - 1, x = sizeof suffix - 1;
+    if (n <= p + x || strncmp(name, prefix, p) || strcmp(name + n - x, suffix)) return false;
+    long v = 0;
+    for (size_t i = p; i < n - x; i++) {
+        if (name[i] < '0' || name[i] > '9' || (i == p && name[i] == '0' && n - x - p > 1)) return false;
+        v = v * 10 + (name[i] - '0');
+        if (v > 1L << 30) return false;
+    }
+    *step = (int)v;
+    return true;
+}
+
+/* Removes optimizer files of other steps than `keep`, and temporary files of interrupted
+ * saves. */
+static void remove_stale_files(const char *dir, int keep) {
     DIR *d = opendir(dir);
     if (!d) return;
     struct dirent *e;
     char path[4096];
     while ((e = readdir(d))) {
         int n;
-        char tail[32];
-        if (sscanf(e->d_name, "optimizer-%d.%31s", &n, tail) == 2 && !strcmp(tail, "safetensors") &&
-            n != keep) {
+        if (optimizer_file(e->d_name, &n) && n != keep) {
             snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
             unlink(path);
         }
     }
     closedir(d);
+    train_remove_temporaries(dir);
 }
 
+/* The order makes every moment leave a checkpoint: model.safetensors, which records its
+ * step S, lands last of the files a resume needs, so when it names step S the folder already
+ * holds run.json, config.json (written by tern_gpt2_save_as before the weights), the
+ * tokenizer, optimizer-S and a losses.tsv that covers step S (entries past the model's step
+ * are dropped on resume); older optimizer files go only after the new model is in place. */
 tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
-                                  const train_history *hist) {
+                                  const train_history *hist, const train_data_id *data) {
     const char *dir = o->out;
     char path[4096], from[4096], position[32], seed[32], global_batch[32], ranks[32];
     int step = tern_gpt2_step(m);
     bool lead = o->rank == 0; /* the others only give their parts of the state (--zero1) */
-    if (lead) TERN_TRY(tern_make_dirs(dir));
+    const train_hook *hook = &o->hook;
+    if (lead) {
+        TERN_TRY(tern_make_dirs(dir));
+        TERN_TRY(train_run_write(o, dir, data));
+        train_hook_point(hook, "run.json", step);
+        static const char *const tokenizer_files[] = {"vocab.json", "merges.txt"};
+        const char *src_dir = cli_tokenizer_dir(tokenizer_dir);
+        for (size_t i = 0; i < 2; i++) {
+            snprintf(path, sizeof path, "%s/%s", dir, tokenizer_files[i]);
+            snprintf(from, sizeof from, "%s/%s", src_dir, tokenizer_files[i]);
+            if (access(path, F_OK) != 0) TERN_TRY(copy_file(from, path));
+        }
+        train_hook_point(hook, "tokenizer", step);
+    }
 
     snprintf(position, sizeof position, "%lld", (long long)step * o->grad_accum);
     snprintf(seed, sizeof seed, "%llu", (unsigned long long)o->seed);
@@ -219,21 +325,27 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
                               "ranks", ranks, NULL};
     snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
     TERN_TRY(tern_gpt2_save_optimizer(m, path, metadata));
-    TERN_TRY(tern_gpt2_save_as(m, dir, o->save_dtype));
-    if (!lead) return NULL;
-
-    static const char *const tokenizer_files[] = {"vocab.json", "merges.txt"};
-    const char *src_dir = cli_tokenizer_dir(tokenizer_dir);
-    for (size_t i = 0; i < 2; i++) {
-        snprintf(path, sizeof path, "%s/%s", dir, tokenizer_files[i]);
-        snprintf(from, sizeof from, "%s/%s", src_dir, tokenizer_files[i]);
-        if (access(path, F_OK) != 0) TERN_TRY(copy_file(from, path));
+    if (lead) {
+        train_hook_point(hook, "optimizer", step);
+        snprintf(path, sizeof path, "%s/losses.tsv", dir);
+        TERN_TRY(write_history(hist, path));
+        train_hook_point(hook, "losses.tsv", step);
     }
-    snprintf(path, sizeof path, "%s/losses.tsv", dir);
-    TERN_TRY(write_history(hist, path));
+    tern_error *err = tern_gpt2_save_as(m, dir, o->save_dtype);
+    if (err) {
+        /* The model stays at its last step: the optimizer file of this one would only wait
+         * for the next save's cleanup. */
+        snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
+        if (lead) unlink(path);
+        return err;
+    }
+    if (!lead) return NULL;
+    train_hook_point(hook, "model.safetensors", step);
     snprintf(path, sizeof path, "%s/loss.svg", dir);
     TERN_TRY(train_plot_svg(hist, path));
-    remove_stale_optimizers(dir, step);
+    train_hook_point(hook, "loss.svg", step);
+    remove_stale_files(dir, step);
+    train_hook_point(hook, "cleanup", step);
     return NULL;
 }
 

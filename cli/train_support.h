@@ -10,6 +10,16 @@
 
 typedef enum train_schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE } train_schedule;
 
+/* Test-only faults at exact moments, from $TERN_TEST_HOOK (read once, at start; see
+ * docs/RELIABILITY.md): "kill-after=FILE@STEP" (SIGKILL right after FILE lands in the
+ * checkpoint of STEP; FILE is run.json, tokenizer, optimizer, losses.tsv, model.safetensors,
+ * loss.svg or cleanup), "stop-at=STEP" (SIGSTOP after STEP), "diverge-at=STEP"
+ * (that step's gradients overflow, as a diverged step's), separated by commas. */
+typedef struct train_hook {
+    char kill_after[24];
+    int kill_step, stop_at, diverge_at;
+} train_hook;
+
 typedef struct train_options {
     const char *model_dir, *init, *resume, *data, *val, *out, *backend;
     int steps, B, T, warmup, grad_accum, save_every, val_every, val_batches;
@@ -23,6 +33,9 @@ typedef struct train_options {
     tern_precision precision;
     tern_dtype save_dtype; /* of the weights in checkpoints */
     bool help;
+    uint32_t given;     /* the run's settings given on the command line (train_run.c's table) */
+    bool backend_given; /* by --backend or $TERN_BACKEND */
+    train_hook hook;
 } train_options;
 
 void train_options_default(train_options *o);
@@ -41,24 +54,29 @@ typedef struct train_history {
 
 tern_error *train_history_add(train_history *h, int step, float loss, float val_loss);
 void train_history_free(train_history *h);
-/* Reads DIR/losses.tsv written by a checkpoint (absent: empty history). */
-tern_error *train_history_read(train_history *h, const char *dir);
+/* Reads DIR/losses.tsv written by a checkpoint (absent: empty history), strictly (steps
+ * increasing, finite losses), keeping the entries up to last_step, the checkpoint's. */
+tern_error *train_history_read(train_history *h, const char *dir, int last_step);
 
 /* Opens the model of --model, --init or --resume and attaches the job's communicator (dist
  * may be NULL), sharding the optimizer state with --zero1; a resume then restores the
- * optimizer (this rank's part with --zero1) and the loss history, and sets o->out to the
- * resumed folder when --out is not given. A resume checks that --batch times the ranks gives
- * the global batch the checkpoint was trained with (when either run had several ranks). */
+ * optimizer (this rank's part with --zero1) and the loss history, after checking that the
+ * checkpoint's files agree: optimizer-<S> of the model's step S, whose own step and data
+ * position are S's, with finite moments (the weights' are checked as they load). A resume
+ * also checks that --batch times the ranks gives the global batch the checkpoint was
+ * trained with (when either run had several ranks). */
 tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist);
 
-/* Writes a checkpoint into o->out: the optimizer state (optimizer-<step>.safetensors), the
- * model (config.json, model.safetensors), the tokenizer files, losses.tsv and loss.svg. Each
- * file is written atomically, the optimizer before the model, and older optimizer files are
- * removed last, so a run killed at any moment leaves a model whose step has its optimizer.
- * Rank 0 writes; with --zero1 every rank calls it, since the optimizer state (and in bf16 the
- * f32 weights) is gathered from the ranks. */
+/* Writes a checkpoint into o->out: run.json, the tokenizer files, the optimizer state
+ * (optimizer-<step>.safetensors), losses.tsv, the model (config.json, then
+ * model.safetensors, which records the step), loss.svg; then removes older optimizer files
+ * and temporary files of interrupted saves. Each file is written atomically and in that
+ * order, so a run killed at any moment leaves a folder whose model has all the rest (see
+ * train_support.c). Rank 0 writes; with --zero1 every rank calls it, since the optimizer
+ * state (and in bf16 the f32 weights) is gathered from the ranks. */
+struct train_data_id;
 tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
-                                  const train_history *hist);
+                                  const train_history *hist, const struct train_data_id *data);
 
 /* An SVG line plot of the training (and validation) loss against the step. */
 tern_error *train_plot_svg(const train_history *h, const char *path);

@@ -39,7 +39,7 @@ typedef struct tern_dataset tern_dataset;
 tern_error *tern_dataset_open(const char *path, const tern_tokenizer *tok, size_t vocab_size,
                               tern_dataset **out);
 
-/* Opens a token shard (memory-mapped); anything else is an error. */
+/* Opens a token shard (read into memory); anything else is an error. */
 tern_error *tern_dataset_open_shard(const char *path, size_t vocab_size, tern_dataset **out);
 
 /* A data set from the len bytes of a token shard in memory (copied); `name` is used in

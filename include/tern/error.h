@@ -23,6 +23,12 @@ typedef struct tern_error tern_error;
 #define TERN_MUST_USE
 #endif
 
+/* Messages are one printable line: control characters (newlines included), bytes that are
+ * not UTF-8 and non-printing Unicode controls in the formatted text are escaped (\n, \t,
+ * \xNN), so a path or argument echoed in an error cannot break the line or drive the
+ * terminal. Printable text is left as it is (so escaping twice changes nothing). */
+char *tern_printable_copy(const char *text); /* the same escaping; free() it; NULL: no memory */
+
 /* A new error with a printf-formatted message. Never returns NULL: if memory for the
  * message cannot be had, a static "out of memory" error is returned instead. */
 tern_error *tern_errorf(const char *fmt, ...) TERN_PRINTF(1, 2) TERN_MUST_USE;

@@ -39,12 +39,21 @@ void tern_atomic_abort(tern_atomic_file *f);
 /* Writes n bytes to `path` atomically (open, write, commit). */
 tern_error *tern_write_file(const char *path, const void *data, size_t n);
 
+/* Opens `path` for reading only if it is a regular file: the open cannot block (a FIFO is
+ * opened non-blocking, then refused), and a folder, pipe, device or socket is an error naming
+ * what it is. *fd (blocking, close-on-exec) and *size (fstat's) on success. Every reader of
+ * files by name goes through this. */
+tern_error *tern_open_regular(const char *path, int *fd, size_t *size);
+
 /* Reads the whole regular file `path` into a new buffer *data of *len bytes, followed by a
- * NUL that *len does not count (so text can be used as a C string). Free with free(). */
+ * NUL that *len does not count (so text can be used as a C string). Free with free(). At
+ * most the size the file had when opened is read. */
 tern_error *tern_read_file(const char *path, char **data, size_t *len);
 
 /* Maps the whole regular file `path` read-only (private), for readers that parse it in
- * place. An empty file gives *data NULL and *len 0. Errors name `path` ("cannot open X: it is
+ * place. A mapped file that someone truncates faults (SIGBUS) on access to the lost pages, so
+ * only files read once, right after opening, are mapped (model weights); data read during
+ * training is read into memory instead. An empty file gives *data NULL and *len 0. Errors name `path` ("cannot open X: it is
  * a folder"). Release with tern_unmap_file. */
 tern_error *tern_map_file(const char *path, const void **data, size_t *len);
 void tern_unmap_file(const void *data, size_t len);

@@ -96,6 +96,9 @@ typedef struct tern_gpt2_adamw {
  * norm before clipping. */
 tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
 int tern_gpt2_step(const tern_gpt2 *m); /* optimizer steps taken */
+/* *value summed over the ranks of the model's communicator (through the handler's allreduce,
+ * NCCL or MPI), in place; a no-op with one rank. Every rank must call it. */
+tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value);
 
 /* Reading tensors back (tests, checkpoints). Names are Hugging Face's without a prefix
  * ("wte.weight", "h.0.attn.c_attn.weight", ...); wte is [V, C]. count must match. With ZeRO-1

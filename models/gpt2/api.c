@@ -84,11 +84,36 @@ static const tern_tensor_info *find_param(const tern_safetensors *f, const char 
     return t ? t : tern_safetensors_find(f, name);
 }
 
-/* Reads every parameter of `cfg` from the safetensors file into the flat host array. */
+/* The layer index of a tensor named "[transformer.]h.<l>.<rest>", or -1 for other names. */
+static long layer_of(const char *name) {
+    if (!strncmp(name, "transformer.", 12)) name += 12;
+    if (name[0] != 'h' || name[1] != '.' || name[2] < '0' || name[2] > '9') return -1;
+    long l = 0;
+    const char *p = name + 2;
+    for (; *p >= '0' && *p <= '9' && l < 1L << 30; p++)
+        l = l * 10 + (*p - '0');
+    return *p == '.' ? l : -1;
+}
+
+/* A config naming fewer layers than the file holds would drop the rest without a word. */
+static tern_error *check_layer_count(const tern_safetensors *f, const char *path, int n_layer) {
+    long most = -1;
+    for (size_t i = 0; i < tern_safetensors_count(f); i++) {
+        long l = layer_of(tern_safetensors_at(f, i)->name);
+        if (l > most) most = l;
+    }
+    if (most >= n_layer)
+        return tern_errorf("%s holds %ld layers but config.json names %d: the config does not "
+                           "match these weights", path, most + 1, n_layer);
+    return NULL;
+}
+
+/* Reads every parameter of `cfg` from the safetensors file into the flat host array; each
+ * must be finite. */
 static tern_error *read_weights(const char *path, const tern_gpt2_config *cfg, float *flat) {
     tern_safetensors *f = NULL;
     TERN_TRY(tern_safetensors_open(path, &f));
-    tern_error *err = NULL;
+    tern_error *err = check_layer_count(f, path, cfg->n_layer);
     char name[96];
     for (int k = 0; k < GPT2_TENSOR_KINDS && !err; k++) {
         int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
@@ -109,7 +134,12 @@ static tern_error *read_weights(const char *path, const tern_gpt2_config *cfg, f
                 err = tern_errorf("%s: tensor %s has the wrong shape for this config (expected "
                                   "[%zu%s%.0zu])", path, t->name, rows, cols ? ", " : "", cols);
             } else {
-                err = tern_tensor_convert(t, TERN_F32, flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l));
+                float *dst = flat + gpt2_tensor_offset(cfg, (gpt2_tensor)k, l);
+                err = tern_tensor_convert(t, TERN_F32, dst);
+                for (size_t i = 0; !err && i < t->count; i++)
+                    if (!isfinite(dst[i]))
+                        err = tern_errorf("%s: tensor %s holds a value that is not finite (%g at "
+                                          "element %zu)", path, t->name, dst[i], i);
             }
         }
     }
@@ -204,6 +234,11 @@ const tern_gpt2_config *tern_gpt2_get_config(const tern_gpt2 *m) { return &m->cf
 const char *tern_gpt2_backend(const tern_gpt2 *m) { return m->backend; }
 const char *tern_gpt2_device_name(const tern_gpt2 *m) { return m->device_name; }
 int tern_gpt2_step(const tern_gpt2 *m) { return m->step; }
+
+tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value) {
+    if (!m || !value) return tern_errorf("tern_gpt2_sum_across_ranks: no model or value");
+    return m->impl->sum_across_ranks(m, value);
+}
 
 /* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
 static tern_error *check_batch(const tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T) {

@@ -1,6 +1,7 @@
 /* Writing a model as a Hugging Face directory: config.json and model.safetensors in
  * save_pretrained's layout ("transformer." prefix, tied lm_head not stored). */
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,13 @@
 
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir) {
     return tern_gpt2_save_as(m, dir, TERN_F32);
+}
+
+/* The index of the first element of x[0, n) that is not finite, or n. */
+static size_t first_nonfinite(const float *x, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return i;
+    return n;
 }
 
 /* Whether this process writes checkpoints: rank 0 of the model's communicator. */
@@ -40,6 +48,13 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
         goto done;
     }
     if ((err = read_master(m, flat))) goto done;
+    /* A checkpoint of diverged weights would replace the last good one: refuse it. */
+    size_t bad = first_nonfinite(flat, m->n_flat);
+    if (bad < m->n_flat) {
+        err = tern_errorf("not saving %s: the weights at step %d are not finite (element %zu is "
+                          "%g)", dir, m->step, bad, flat[bad]);
+        goto done;
+    }
     if ((err = tern_make_dirs(dir))) goto done;
     /* A half-precision checkpoint: the values rounded to nearest even, in place (a 16-bit
      * value never needs more room than the f32 it came from). */
@@ -70,10 +85,12 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     char step[32];
     snprintf(step, sizeof step, "%d", m->step);
     const char *metadata[] = {"tern_step", step, NULL};
-    sprintf(path, "%s/model.safetensors", dir);
-    if ((err = tern_safetensors_write(path, tensors, t, metadata))) goto done;
+    /* The config first: a folder with weights is never without the config they need (a
+     * kill between the two leaves a config with the previous weights, which it fits). */
     sprintf(path, "%s/config.json", dir);
-    err = tern_gpt2_config_write(path, cfg);
+    if ((err = tern_gpt2_config_write(path, cfg))) goto done;
+    sprintf(path, "%s/model.safetensors", dir);
+    err = tern_safetensors_write(path, tensors, t, metadata);
 done:
     free(flat);
     free(tensors);
@@ -173,6 +190,12 @@ tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char 
         goto done;
     }
     if ((err = read_moments(m, o.host)) || (err = each_tensor(m, collect_moments, &o))) goto done;
+    size_t bad = first_nonfinite(o.host, 2 * m->n_flat);
+    if (bad < 2 * m->n_flat) {
+        err = tern_errorf("not saving %s: AdamW's moments at step %d are not finite", path,
+                          m->step);
+        goto done;
+    }
     char step[32];
     snprintf(step, sizeof step, "%d", m->step);
     metadata[0] = "step";
@@ -215,6 +238,11 @@ static tern_error *restore_moments(tern_gpt2 *m, const char *name, size_t offset
             return tern_errorf("%s: %s has %zu elements; this model's has %zu", in->path, key,
                                t->count, count);
         TERN_TRY(tern_tensor_convert(t, TERN_F32, in->scratch));
+        for (size_t i = 0; i < count; i++)
+            if (!isfinite(in->scratch[i]) || (which && in->scratch[i] < 0))
+                return tern_errorf("%s: %s[%zu] is %g: %s", in->path, key, i, in->scratch[i],
+                                   which ? "a second moment must be finite and not negative"
+                                         : "a moment must be finite");
         TERN_TRY(write_part(m, which ? m->adam_v : m->adam_m, offset, count, in->scratch));
     }
     return NULL;

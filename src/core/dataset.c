@@ -1,4 +1,4 @@
-/* Data sets of token ids: token shards (mapped or copied), ids in memory, and llm.c-style
+/* Data sets of token ids: token shards (read into memory), ids in memory, and llm.c-style
  * batches with wrap-around (see tern/data.h). Opening text files lives in dataset_text.c,
  * the one part that needs the tokenizer. */
 #include "tern/data.h"
@@ -15,9 +15,7 @@
 struct tern_dataset {
     const uint16_t *tokens;
     size_t count;
-    const void *map; /* the shard's mapping (tokens point into it), or NULL */
-    size_t map_len;
-    uint16_t *owned; /* tokens' storage when copied, or NULL */
+    void *owned; /* tokens' storage: the ids, or the whole shard file they lie in */
 };
 
 static int32_t read_i32(const unsigned char *p) {
@@ -79,7 +77,6 @@ static tern_error *check_count(size_t count, const char *name) {
 
 void tern_dataset_close(tern_dataset *ds) {
     if (!ds) return;
-    tern_unmap_file(ds->map, ds->map_len);
     free(ds->owned);
     free(ds);
 }
@@ -100,7 +97,8 @@ tern_error *tern_dataset_from_shard_bytes(const void *bytes, size_t len, const c
         return tern_errorf("%s: out of memory for %zu tokens", name, count);
     }
     memcpy(tokens, (const unsigned char *)bytes + TERN_SHARD_HEADER_BYTES, count * sizeof *tokens);
-    ds->tokens = ds->owned = tokens;
+    ds->tokens = tokens;
+    ds->owned = tokens;
     ds->count = count;
     tern_error *e = check_vocab(tokens, count, vocab_size, name);
     if (e) {
@@ -111,24 +109,25 @@ tern_error *tern_dataset_from_shard_bytes(const void *bytes, size_t len, const c
     return NULL;
 }
 
+/* The file is read, not mapped: batches are read from it all through training, and a mapped
+ * file that someone truncates meanwhile would fault (SIGBUS) instead of failing. */
 tern_error *tern_dataset_open_shard(const char *path, size_t vocab_size, tern_dataset **out) {
     *out = NULL;
-    const void *map;
+    char *bytes;
     size_t len;
-    TERN_TRY(tern_map_file(path, &map, &len));
+    TERN_TRY(tern_read_file(path, &bytes, &len));
     tern_dataset *ds = calloc(1, sizeof *ds);
     if (!ds) {
-        tern_unmap_file(map, len);
+        free(bytes);
         return tern_errorf("%s: out of memory", path);
     }
-    ds->map = map;
-    ds->map_len = len;
+    ds->owned = bytes;
     size_t count = 0;
-    tern_error *e = check_shard(map, len, path, &count);
+    tern_error *e = check_shard((const unsigned char *)bytes, len, path, &count);
     if (!e) e = check_count(count, path);
     if (!e) {
-        /* The header is 1024 bytes and mappings are page-aligned: the ids are aligned. */
-        ds->tokens = (const uint16_t *)((const unsigned char *)map + TERN_SHARD_HEADER_BYTES);
+        /* The header is 1024 bytes and malloc's blocks are aligned: so are the ids. */
+        ds->tokens = (const uint16_t *)(bytes + TERN_SHARD_HEADER_BYTES);
         ds->count = count;
         e = check_vocab(ds->tokens, count, vocab_size, path);
     }
@@ -161,7 +160,8 @@ tern_error *tern_dataset_from_ids(const int32_t *ids, size_t n, size_t vocab_siz
     }
     for (size_t i = 0; i < n; i++)
         tokens[i] = (uint16_t)ids[i];
-    ds->tokens = ds->owned = tokens;
+    ds->tokens = tokens;
+    ds->owned = tokens;
     ds->count = n;
     *out = ds;
     return NULL;

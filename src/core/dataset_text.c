@@ -2,7 +2,6 @@
  * text tokenized here. Kept apart from dataset.c because it is the one part of the data
  * code that needs the tokenizer. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,8 +12,9 @@
 
 /* Reads up to 4 bytes to tell a shard from text. */
 static tern_error *peek_magic(const char *path, bool *is_shard) {
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    int fd;
+    size_t size;
+    TERN_TRY(tern_open_regular(path, &fd, &size));
     unsigned char head[4];
     size_t got = 0;
     while (got < sizeof head) {

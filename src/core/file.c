@@ -213,46 +213,54 @@ tern_error *tern_write_file(const char *path, const void *data, size_t n) {
     return tern_atomic_commit(f);
 }
 
+tern_error *tern_open_regular(const char *path, int *fd_out, size_t *size) {
+    *fd_out = -1;
+    *size = 0;
+    if (!path || !*path) return tern_errorf("cannot read a file with an empty name");
+    /* O_NONBLOCK: opening a FIFO for reading blocks until a writer comes; with it the open
+     * returns at once and fstat tells what the path is. Regular files ignore the flag, which
+     * is cleared anyway before any read. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
+    struct stat st;
+    const char *why = NULL;
+    int saved = 0;
+    if (fstat(fd, &st) != 0) saved = errno;
+    else if (S_ISDIR(st.st_mode)) why = "it is a folder, not a regular file";
+    else if (S_ISFIFO(st.st_mode)) why = "it is a pipe (FIFO), not a regular file";
+    else if (S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode)) why = "it is a device, not a regular file";
+    else if (S_ISSOCK(st.st_mode)) why = "it is a socket, not a regular file";
+    else if (!S_ISREG(st.st_mode)) why = "not a regular file";
+    else if ((uintmax_t)st.st_size >= (uintmax_t)SIZE_MAX / 2) why = "too large for memory";
+    else {
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0 || fcntl(fd, F_SETFL, flags & ~O_NONBLOCK) != 0) saved = errno;
+    }
+    if (saved || why) {
+        close(fd);
+        return tern_errorf("cannot read %s: %s", path, why ? why : strerror(saved));
+    }
+    *fd_out = fd;
+    *size = (size_t)st.st_size;
+    return NULL;
+}
+
 tern_error *tern_read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tern_errorf("cannot read %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        tern_error *e = tern_errorf("cannot read %s: %s", path, strerror(errno));
-        close(fd);
-        return e;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        return tern_errorf("cannot read %s: %s", path,
-                           S_ISDIR(st.st_mode) ? "it is a folder" : "not a regular file");
-    }
-    if ((uintmax_t)st.st_size >= (uintmax_t)SIZE_MAX) {
-        close(fd);
-        return tern_errorf("cannot read %s: too large for memory", path);
-    }
-    /* st_size is a hint: the file may change while we read, so read until end of file. */
-    size_t cap = (size_t)st.st_size + 1, n = 0;
-    char *buf = malloc(cap);
+    int fd;
+    size_t size;
+    TERN_TRY(tern_open_regular(path, &fd, &size));
+    /* Bounded by the size fstat gave: a file that grows while it is read (someone appending
+     * to it) is read up to that size, and one that shrinks ends early, never past it. */
+    char *buf = malloc(size + 1);
     if (!buf) {
         close(fd);
-        return tern_errorf("cannot read %s: out of memory for %zu bytes", path, cap);
+        return tern_errorf("cannot read %s: out of memory for %zu bytes", path, size + 1);
     }
-    for (;;) {
-        if (n + 1 >= cap) {
-            size_t new_cap = cap < SIZE_MAX / 2 ? cap * 2 : SIZE_MAX;
-            char *grown = new_cap > cap ? realloc(buf, new_cap) : NULL;
-            if (!grown) {
-                free(buf);
-                close(fd);
-                return tern_errorf("cannot read %s: out of memory", path);
-            }
-            buf = grown;
-            cap = new_cap;
-        }
-        ssize_t r = read(fd, buf + n, cap - 1 - n);
+    size_t n = 0;
+    while (n < size) {
+        ssize_t r = read(fd, buf + n, size - n < ((size_t)1 << 30) ? size - n : (size_t)1 << 30);
         if (r < 0) {
             if (errno == EINTR) continue;
             tern_error *e = tern_errorf("cannot read %s: %s", path, strerror(errno));
@@ -304,27 +312,19 @@ tern_error *tern_make_dirs(const char *path) {
 tern_error *tern_map_file(const char *path, const void **data, size_t *len) {
     *data = NULL;
     *len = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return tern_errorf("cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    tern_error *err = NULL;
-    if (fstat(fd, &st) != 0)
-        err = tern_errorf("cannot open %s: %s", path, strerror(errno));
-    else if (!S_ISREG(st.st_mode))
-        err = tern_errorf("cannot open %s: %s", path,
-                          S_ISDIR(st.st_mode) ? "it is a folder, not a regular file" : "not a regular file");
-    else if ((unsigned long long)st.st_size > (unsigned long long)SIZE_MAX / 2)
-        err = tern_errorf("%s: too large to map", path);
-    if (err || st.st_size == 0) {
+    int fd;
+    size_t size;
+    TERN_TRY(tern_open_regular(path, &fd, &size));
+    if (size == 0) {
         close(fd);
-        return err;
+        return NULL;
     }
-    void *map = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *map = mmap(NULL, size, PROT_READ, MAP_PRIVATE, fd, 0);
     int map_errno = errno;
     close(fd); /* the mapping keeps the file */
     if (map == MAP_FAILED) return tern_errorf("cannot map %s: %s", path, strerror(map_errno));
     *data = map;
-    *len = (size_t)st.st_size;
+    *len = size;
     return NULL;
 }
 

@@ -66,6 +66,12 @@ static bool json_count(const cJSON *item, size_t *out) {
     return true;
 }
 
+static int compare_keys(const void *a, const void *b) {
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* Duplicate keys are found by sorting a copy of the key list (n log n), not by comparing each
+ * key with every earlier one: a header may hold millions of keys. */
 static tern_error *read_metadata(const cJSON *meta, const char *name, tern_safetensors *f) {
     if (!cJSON_IsObject(meta)) return tern_errorf("%s: __metadata__ is not an object", name);
     size_t n = 0;
@@ -77,17 +83,24 @@ static tern_error *read_metadata(const cJSON *meta, const char *name, tern_safet
         if (!cJSON_IsString(kv))
             return tern_errorf("%s: __metadata__ value of '%s' is not a string", name,
                                tern_display_of(kv->string).s);
-        for (size_t i = 0; i < f->meta_count; i++)
-            if (strcmp(f->meta[2 * i], kv->string) == 0)
-                return tern_errorf("%s: __metadata__ key '%s' appears twice", name,
-                                   tern_display_of(kv->string).s);
         f->meta[2 * f->meta_count] = copy_string(kv->string);
         f->meta[2 * f->meta_count + 1] = copy_string(kv->valuestring);
         f->meta_count++;
         if (!f->meta[2 * f->meta_count - 2] || !f->meta[2 * f->meta_count - 1])
             return tern_errorf("%s: out of memory", name);
     }
-    return NULL;
+    char **keys = malloc((n ? n : 1) * sizeof *keys);
+    if (!keys) return tern_errorf("%s: out of memory", name);
+    for (size_t i = 0; i < n; i++)
+        keys[i] = f->meta[2 * i];
+    qsort(keys, n, sizeof *keys, compare_keys);
+    tern_error *e = NULL;
+    for (size_t i = 1; i < n && !e; i++)
+        if (strcmp(keys[i - 1], keys[i]) == 0)
+            e = tern_errorf("%s: __metadata__ key '%s' appears twice", name,
+                            tern_display_of(keys[i]).s);
+    free(keys);
+    return e;
 }
 
 /* Fills t (except data) from a header entry; data_len is the size of the data section. */

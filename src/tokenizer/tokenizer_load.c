@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "tern/file.h"
 #include "tokenizer/byte_alphabet.h"
 #include "tokenizer/hf_pipeline.h"
 #include "tokenizer/load_util.h"
@@ -263,12 +265,13 @@ tern_error *tern_tokenizer_load_memory(const char *vocab_json, size_t vocab_len,
 tern_error *tern_tok_read_file(const char *path, char **data, size_t *len) {
     *data = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return tern_errorf("cannot open %s: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        fclose(f);
-        return tern_errorf("%s is not a regular file", path);
+    int fd;
+    size_t size;
+    TERN_TRY(tern_open_regular(path, &fd, &size)); /* a FIFO or a device is refused, not read */
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return tern_errorf("cannot open %s: %s", path, strerror(errno));
     }
     char *buf = NULL;
     size_t cap = 0, n = 0;

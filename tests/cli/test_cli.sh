@@ -1,7 +1,6 @@
 #!/usr/bin/env bash
 # The tern program end to end on the cpu handler: generation against the fixture, training
-# and an exact resume, evaluation, checkpoints that survive a kill, and one-line errors for
-# bad input. usage: test_cli.sh TERN_BINARY   (TERN_SHARED_DIR set by ctest)
+# and an exact resume, evaluation, and one-line errors for bad input. usage: test_cli.sh TERN_BINARY   (TERN_SHARED_DIR set by ctest)
 set -u
 tern=$1
 shared=${TERN_SHARED_DIR:?}
@@ -82,30 +81,7 @@ else
     echo "skipped: transformers check (python3 with torch and transformers not installed)"
 fi
 
-# ---- a kill during checkpointing leaves a loadable, resumable checkpoint ----
-# Saving every step keeps the process writing checkpoints most of the time; it is killed at
-# several moments, and each time the folder must hold a model that loads and a matching
-# optimizer state that resumes.
-kill_dir=$work/killed
-for delay in 0.7 1.1 1.6 2.2; do
-    "$tern" train --init tiny --data "$work/train.txt" --batch 2 --seq 32 --steps 1000 \
-        --save-every 1 --out "$kill_dir" > /dev/null 2>&1 &
-    pid=$!
-    sleep "$delay"
-    kill -9 $pid 2>/dev/null
-    wait $pid 2>/dev/null
-    if [ -f "$kill_dir/model.safetensors" ]; then
-        if "$tern" eval --model "$kill_dir" --data "$work/val.txt" --batch 1 --seq 16 --batches 1 >/dev/null 2>&1 &&
-           "$tern" train --resume "$kill_dir" --data "$work/train.txt" --batch 2 --seq 32 \
-               --steps $(( $(ls "$kill_dir" | sed -n 's/^optimizer-\([0-9]*\).safetensors$/\1/p' | sort -n | tail -1) + 1 )) \
-               > "$work/kill-resume.log" 2>&1; then
-            pass "killed after ${delay}s: the checkpoint loads and resumes"
-        else
-            fail "killed after ${delay}s: the checkpoint does not load or resume: $(tail -1 "$work/kill-resume.log")"
-        fi
-    fi
-    rm -rf "$kill_dir"
-done
+# (Kills at every moment of a checkpoint, signals, locks and odd files: test_train_state.sh.)
 
 # ---- bad input: one line on stderr, 'tern: error: ...', exit status 1 ----
 expect_error() { # description, expected text, command...

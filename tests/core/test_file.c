@@ -1,5 +1,6 @@
 /* Atomic writing, reading whole files, mkdir -p. */
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -195,6 +196,50 @@ static void test_read_file(const char *dir) {
     unlink(bin);
 }
 
+/* Only regular files are read: a FIFO without a writer (whose blocking open would wait
+ * forever), a device and a folder are errors naming what they are, for every reader. */
+static void test_not_regular(const char *dir) {
+    const char *fifo = tmpdir_path(dir, "fifo");
+    CHECK(mkfifo(fifo, 0600) == 0);
+    char *data = NULL;
+    size_t len = 0;
+    const void *map = NULL;
+    int fd = -1;
+    CHECK_ERR(tern_read_file(fifo, &data, &len), "it is a pipe (FIFO), not a regular file");
+    CHECK_ERR(tern_map_file(fifo, &map, &len), "it is a pipe (FIFO)");
+    CHECK_ERR(tern_open_regular(fifo, &fd, &len), "it is a pipe (FIFO)");
+    CHECK(fd == -1);
+    CHECK_ERR(tern_read_file("/dev/zero", &data, &len), "it is a device");
+    CHECK_ERR(tern_map_file(dir, &map, &len), "it is a folder");
+    unlink(fifo);
+    /* A regular file opens blocking (reads wait for data, never EAGAIN) with its size. */
+    const char *plain = tmpdir_path(dir, "plain.txt");
+    CHECK(tmpdir_write(plain, "12345", 5) == 0);
+    CHECK_OK(tern_open_regular(plain, &fd, &len));
+    CHECK(fd >= 0 && len == 5 && !(fcntl(fd, F_GETFL) & O_NONBLOCK));
+    if (fd >= 0) close(fd);
+    unlink(plain);
+}
+
+/* Messages are one printable line: control bytes, bytes that are not UTF-8 and Unicode's
+ * C1 controls and line separators escaped; printable UTF-8 kept; escaping is idempotent. */
+static void test_printable(void) {
+    char *p = tern_printable_copy("a\nb\tc\r\x1b[31m\x7f");
+    CHECK(p && !strcmp(p, "a\\nb\\tc\\r\\x1b[31m\\x7f"));
+    free(p);
+    p = tern_printable_copy("caf\xc3\xa9 \xff \xc2\x9b \xe2\x80\xa8 \xe2\x82\xac \xed\xa0\x80 \xc0\xaf");
+    CHECK(p && !strcmp(p, "caf\xc3\xa9 \\xff \\xc2\\x9b \\xe2\\x80\\xa8 \xe2\x82\xac \\xed\\xa0\\x80 \\xc0\\xaf"));
+    char *q = p ? tern_printable_copy(p) : NULL;
+    CHECK(q && p && !strcmp(p, q));
+    free(p);
+    free(q);
+    tern_error *err = tern_errorf("cannot read %s", "x\ny");
+    CHECK(!strcmp(tern_error_message(err), "cannot read x\\ny"));
+    err = tern_error_wrap(err, "loading %s", "\x01");
+    CHECK(!strcmp(tern_error_message(err), "loading \\x01: cannot read x\\ny"));
+    tern_error_free(err);
+}
+
 static void test_make_dirs(const char *dir) {
     const char *deep = tmpdir_path(dir, "x/y/z");
     CHECK_OK(tern_make_dirs(deep));
@@ -218,6 +263,8 @@ int main(void) {
     test_disk_full(dir);
     test_stale_temporary(dir);
     test_read_file(dir);
+    test_not_regular(dir);
+    test_printable();
     test_make_dirs(dir);
     tmpdir_remove(dir);
     return check_summary("test_file");

@@ -160,6 +160,31 @@ static void test_validation(void) {
     CHECK_ERR(tern_safetensors_open_memory("abc", 3, "mem", &f), "mem: too short");
 }
 
+/* __metadata__ with 200,000 keys: the duplicate at the end is found (by sorting the keys; a
+ * check of each key against every earlier one would take minutes here), and without it the
+ * file opens and every key is found. */
+static void test_many_metadata_keys(void) {
+    enum { KEYS = 200000 };
+    size_t cap = (size_t)KEYS * 24 + 64, n = 0;
+    char *header = malloc(cap);
+    CHECK(header != NULL);
+    if (!header) return;
+    n += (size_t)snprintf(header + n, cap - n, "{\"__metadata__\":{");
+    for (int i = 0; i < KEYS; i++)
+        n += (size_t)snprintf(header + n, cap - n, "%s\"k%d\":\"v\"", i ? "," : "", i);
+    size_t open_end = n;
+    n += (size_t)snprintf(header + n, cap - n, ",\"k17\":\"w\"}}");
+    expect_bad(header, 0, 0, "__metadata__ key 'k17' appears twice");
+    snprintf(header + open_end, cap - open_end, "}}");
+    const char *path = craft("many.safetensors", header, 0, 0);
+    tern_safetensors *f = NULL;
+    CHECK_OK(tern_safetensors_open(path, &f));
+    CHECK(f && tern_safetensors_metadata(f, "k199999") && !tern_safetensors_metadata(f, "k200000"));
+    tern_safetensors_close(f);
+    unlink(path);
+    free(header);
+}
+
 static void test_accepted_oddities(void) {
     tern_safetensors *f;
     /* Empty header object, header padded with spaces, unknown fields, zero-size tensors,
@@ -403,6 +428,7 @@ static void test_fixtures(void) {
 int main(void) {
     dir = tmpdir_make();
     test_validation();
+    test_many_metadata_keys();
     test_accepted_oddities();
     unlink(tmpdir_path(dir, "ok.safetensors"));
     unlink(tmpdir_path(dir, "empty.safetensors"));

@@ -147,7 +147,7 @@ static void check_files(void) {
           strstr(tern_error_message(err), "not valid JSON"));
     tern_error_free(err);
     CHECK_ERR(tern_tokenizer_load(vocab, vocab, &tok), "expected two tokens");
-    CHECK_ERR(tern_tokenizer_load(dir, merges, &tok), "is not a regular file"); /* a folder */
+    CHECK_ERR(tern_tokenizer_load(dir, merges, &tok), "not a regular file"); /* a folder */
 }
 
 static void check_decode_range(void) {
