@@ -1,5 +1,6 @@
-/* The portable kernel table: GNU C vector types of 8 lanes, which the compiler maps to the
- * target's own vectors (SSE2 on baseline x86-64, NEON on arm64) or splits into scalars. No
+/* The portable kernel table: GNU C vector types of 4 lanes (16 bytes), the width of SSE2 on
+ * baseline x86-64 and of NEON on arm64, which the compiler maps to the target's own vectors
+ * (a wider type would be split, and changes the ABI of the helpers without AVX). No
  * intrinsics: the build's flags decide the instructions. a * b + c stays two roundings here
  * (ISO C mode does not contract), which the tests' tolerances allow. */
 #include <stdint.h>
@@ -7,10 +8,10 @@
 
 #include "tern/half.h"
 
-#define VN 8
-typedef float vf __attribute__((vector_size(32)));
-typedef uint32_t vu32 __attribute__((vector_size(32)));
-typedef uint16_t vu16 __attribute__((vector_size(16)));
+#define VN 4
+typedef float vf __attribute__((vector_size(16)));
+typedef uint32_t vu32 __attribute__((vector_size(16)));
+typedef uint16_t vu16 __attribute__((vector_size(8)));
 #define VZERO() ((vf){0})
 #define VSET1(x) ((vf){0} + (x))
 #define VFMA(a, b, c) ((a) * (b) + (c))
