@@ -108,6 +108,10 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 # ---- the summary: best of the rounds, and ratios within a level ----
 python3 - "$results" <<'EOF'
 import sys
+# bytes of weights a decode step reads: GPT-2 124M's parameters in the stored type
+params = 124_439_808
+bytes_of = {"fp32": 4 * params, "f32": 4 * params, "bf16": 2 * params, "f16": 2 * params,
+            "q8_0": 34 * params // 32}
 best = {}
 for line in open(sys.argv[1]):
     key, metric, value = line.split()
@@ -119,6 +123,9 @@ for lv in levels:
     for key in sorted({k for k, _ in best if k.startswith(lv + "/")}):
         row = "  ".join(f"{m} {best[(key, m)]:8.2f}" for m in ("decode_ms", "prefill_ms", "train_ms")
                         if (key, m) in best)
+        if (key, "decode_ms") in best:
+            gbs = bytes_of[key.split("/")[-1]] / best[(key, "decode_ms")] / 1e6
+            row += f"  ({gbs:.1f} GB/s of weights decoding)"
         print(f"  {key[len(lv) + 1:]:18s} {row}")
     def ratio(a, b, m):
         ka, kb = (f"{lv}/{a}", m), (f"{lv}/{b}", m)
