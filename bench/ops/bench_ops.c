@@ -128,6 +128,9 @@ int main(int argc, char **argv) {
     bench_matmul("matmul bwd lm dw (256x50304)^T @ 256x768", Vp, C, BT, true, false, TERN_F32, TERN_F32, TERN_F32, false, false, 5);
     /* mixed: bf16 weights with a prompt-sized A */
     bench_matmul("matmul bf16 B 64x768 @ 768x3072", 64, 4 * C, C, false, false, TERN_F32, TERN_BF16, TERN_F32, true, false, 10);
+    /* a 64-token prompt's products, fp32 */
+    bench_matmul("matmul f32 64x768 @ 768x3072 +gelu", 64, 4 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, true, 10);
+    bench_matmul("matmul f32 64x3072 @ 3072x768", 64, C, 4 * C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
 
     /* decoding, batch 1: B streamed once */
     bench_matmul("decode f32 1x768 @ 768x2304", 1, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 50);

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "handlers/cpu/kernels.h"
 #include "handlers/handler.h"
 #include "handlers/validate.h"
 #include "tern/half.h"
@@ -15,11 +16,16 @@
  * operations use and one growable scratch area. A device is used by one host thread at a
  * time (operations are synchronous, so sync is a no-op). */
 struct tern_dev {
-    int threads;            /* OpenMP threads per operation (OMP_NUM_THREADS at open) */
-    char name[160];         /* "AMD EPYC 9R14, 2 threads" */
+    int threads;             /* OpenMP threads per operation (OMP_NUM_THREADS at open) */
+    const cpu_kernels *kern; /* the matmul kernels: the process's choice (isa.c) */
+    char model[96];          /* "AMD EPYC 9R14" */
+    char name[192];          /* "AMD EPYC 9R14, 2 threads, avx2 kernels" */
     unsigned char *scratch; /* 64-byte aligned, grown on demand, never shrunk */
     size_t scratch_size;
 };
+
+/* Writes d->name from its model, thread count and kernels (device.c). */
+void cpu_device_name_update(tern_dev *d);
 
 /* Returns an error from operation `op` when the device pointer is NULL. */
 #define CPU_CHECK_DEV(d, op)                                                   \
@@ -108,8 +114,7 @@ typedef struct cpu_mm {
 void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, float *t,
                    size_t ldt, bool raw);
 
-/* The small-m kernels (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
-#define CPU_SMALL_M 8
+/* The small-m products (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
 
 #endif

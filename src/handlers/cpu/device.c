@@ -1,4 +1,4 @@
-/* The cpu device: thread count, name, scratch memory. */
+/* The cpu device: thread count, kernels, name, scratch memory. */
 #include <cblas.h>
 #include <omp.h>
 #include <stdio.h>
@@ -27,9 +27,17 @@ static void cpu_model_name(char *buf, size_t size) {
     fclose(f);
 }
 
+void cpu_device_name_update(tern_dev *d) {
+    snprintf(d->name, sizeof d->name, "%s, %d thread%s, %s kernels", d->model, d->threads,
+             d->threads == 1 ? "" : "s", d->kern->name);
+}
+
 tern_error *TERN_OP(open)(tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
+    const char *why = NULL;
+    const cpu_kernels *kern = cpu_kernels_process(&why);
+    if (!kern) return tern_errorf("open: %s", why);
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("open: out of memory");
     d->threads = omp_get_max_threads(); /* honours OMP_NUM_THREADS */
@@ -37,10 +45,9 @@ tern_error *TERN_OP(open)(tern_dev **out) {
     /* Each operation splits its matmuls over our own OpenMP threads and calls BLAS
      * single-threaded inside them: two thread pools spinning on 2 cores would fight. */
     openblas_set_num_threads(1);
-    char model[96];
-    cpu_model_name(model, sizeof model);
-    snprintf(d->name, sizeof d->name, "%s, %d thread%s", model, d->threads,
-             d->threads == 1 ? "" : "s");
+    d->kern = kern;
+    cpu_model_name(d->model, sizeof d->model);
+    cpu_device_name_update(d);
     *out = d;
     return NULL;
 }

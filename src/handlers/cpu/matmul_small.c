@@ -10,19 +10,13 @@
  *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
  *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
  *    its own f32 partial [m, n]; then the partials are summed per column chunk.
- * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue. */
+ * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue.
+ * The kernels themselves are the device's table (kernels.h), this file only plans the work. */
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "cpu.h"
-
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__)
-#include <immintrin.h>
-#define SMALL_AVX512 1
-#endif
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
 
 /* Rows of B per unit of work at most ([n, k] layout): the f32 tile (m x 512) stays in L1. */
 #define UNIT_COLS 512
@@ -49,146 +43,6 @@ static void pack_a(const cpu_mm *mm, int e, float *dst) {
     }
 }
 
-#ifdef SMALL_AVX512
-
-/* 16 elements of B (f32, bf16 or f16) at element index idx, as f32; lanes outside mask are 0
- * and are not read. `dt` is a constant after inlining. */
-ALWAYS_INLINE __m512 load16(const void *base, size_t idx, tern_dtype dt, __mmask16 mask) {
-    if (dt == TERN_F32) return _mm512_maskz_loadu_ps(mask, (const float *)base + idx);
-    __m256i h = _mm256_maskz_loadu_epi16(mask, (const uint16_t *)base + idx);
-    if (dt == TERN_BF16) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-    return _mm512_cvtph_ps(h);
-}
-
-static __mmask16 tail_mask(size_t count) {
-    return count >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << count) - 1u);
-}
-
-/* t[r][0..w) += sum over kk in [k0, k1) of a[r][kk] * B[kk, j0..j0+w), B stored [k, n]:
- * one row of B at a time, read start to end. t rows are ldt >= round_up(w, 16) floats, 64-byte
- * aligned; lanes past w stay 0. */
-ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, size_t k,
-                             const void *b, size_t ldb, size_t k0, size_t k1, size_t j0,
-                             size_t w, float *t, size_t ldt) {
-    size_t nvec = ceil_div(w, 16);
-    __mmask16 last = tail_mask(w - (nvec - 1) * 16);
-    for (size_t kk = k0; kk < k1; kk++) {
-        const size_t row = kk * ldb + j0;
-        __m512 ar[CPU_SMALL_M];
-        for (int r = 0; r < R; r++) ar[r] = _mm512_set1_ps(a[(size_t)r * k + kk]);
-        size_t v = 0;
-        for (; v + 1 < nvec; v++) {
-            __m512 bv = load16(b, row + v * 16, dt, 0xffff);
-            for (int r = 0; r < R; r++) {
-                float *tr = t + (size_t)r * ldt + v * 16;
-                _mm512_store_ps(tr, _mm512_fmadd_ps(ar[r], bv, _mm512_load_ps(tr)));
-            }
-        }
-        __m512 bv = load16(b, row + v * 16, dt, last);
-        for (int r = 0; r < R; r++) {
-            float *tr = t + (size_t)r * ldt + v * 16;
-            _mm512_store_ps(tr, _mm512_fmadd_ps(ar[r], bv, _mm512_load_ps(tr)));
-        }
-    }
-}
-
-/* t[r][j] = dot(a[r][0..k), B[j0 + j, 0..k)) for j < w, B stored [n, k]: one row of B at a
- * time with U partial accumulators along k per row of A. */
-ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const float *a,
-                            size_t k, const void *b, size_t ldb, size_t j0, size_t w, float *t,
-                            size_t ldt) {
-    const size_t step = 16 * (size_t)U;
-    size_t kfull = k / step * step;
-    for (size_t j = 0; j < w; j++) {
-        size_t row = (j0 + j) * ldb;
-        __m512 acc[CPU_SMALL_M][4];
-        for (int r = 0; r < R; r++)
-            for (int u = 0; u < U; u++) acc[r][u] = _mm512_setzero_ps();
-        for (size_t kk = 0; kk < kfull; kk += step) {
-            __m512 bu[4];
-            for (int u = 0; u < U; u++) bu[u] = load16(b, row + kk + 16 * (size_t)u, dt, 0xffff);
-            for (int r = 0; r < R; r++)
-                for (int u = 0; u < U; u++)
-                    acc[r][u] = _mm512_fmadd_ps(_mm512_loadu_ps(a + (size_t)r * k + kk + 16 * (size_t)u),
-                                                bu[u], acc[r][u]);
-        }
-        for (size_t kk = kfull; kk < k; kk += 16) {
-            __mmask16 mask = tail_mask(k - kk);
-            __m512 bv = load16(b, row + kk, dt, mask);
-            for (int r = 0; r < R; r++)
-                acc[r][0] = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(mask, a + (size_t)r * k + kk), bv, acc[r][0]);
-        }
-        for (int r = 0; r < R; r++) {
-            __m512 sum = acc[r][0];
-            for (int u = 1; u < U; u++) sum = _mm512_add_ps(sum, acc[r][u]);
-            t[(size_t)r * ldt + j] = _mm512_reduce_add_ps(sum);
-        }
-    }
-}
-
-/* Instantiates a kernel for a constant row count and B dtype. */
-#define SMALL_CASES(R, CALL)                                                                 \
-    case R:                                                                                  \
-        if (dt == TERN_F32) CALL(R, TERN_F32);                                               \
-        else if (dt == TERN_BF16) CALL(R, TERN_BF16);                                        \
-        else CALL(R, TERN_F16);                                                              \
-        break;
-#define SMALL_SWITCH(CALL)                                                                   \
-    switch (m) {                                                                             \
-        SMALL_CASES(1, CALL)                                                                 \
-        SMALL_CASES(2, CALL)                                                                 \
-        SMALL_CASES(3, CALL)                                                                 \
-        SMALL_CASES(4, CALL)                                                                 \
-        SMALL_CASES(5, CALL)                                                                 \
-        SMALL_CASES(6, CALL)                                                                 \
-        SMALL_CASES(7, CALL)                                                                 \
-        SMALL_CASES(8, CALL)                                                                 \
-    default: break;                                                                          \
-    }
-
-static void block_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
-                    size_t j0, size_t w, float *t, size_t ldt) {
-#define CALL_T(R, DT) kernel_t(R, R <= 2 ? 4 : R <= 4 ? 2 : 1, DT, a, k, b, ldb, j0, w, t, ldt)
-    SMALL_SWITCH(CALL_T)
-#undef CALL_T
-}
-
-static void block_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
-                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
-#define CALL_NT(R, DT) kernel_nt(R, DT, a, k, b, ldb, k0, k1, j0, w, t, ldt)
-    SMALL_SWITCH(CALL_NT)
-#undef CALL_NT
-}
-
-#else /* portable fallback */
-
-static float load1(const void *base, size_t idx, tern_dtype dt) {
-    if (dt == TERN_F32) return ((const float *)base)[idx];
-    uint16_t h = ((const uint16_t *)base)[idx];
-    return dt == TERN_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
-}
-
-static void block_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
-                    size_t j0, size_t w, float *t, size_t ldt) {
-    for (size_t j = 0; j < w; j++)
-        for (int r = 0; r < m; r++) {
-            float s = 0;
-            for (size_t kk = 0; kk < k; kk++) s += a[(size_t)r * k + kk] * load1(b, (j0 + j) * ldb + kk, dt);
-            t[(size_t)r * ldt + j] = s;
-        }
-}
-
-static void block_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
-                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
-    for (size_t kk = k0; kk < k1; kk++)
-        for (size_t j = 0; j < w; j++) {
-            float bv = load1(b, kk * ldb + j0 + j, dt);
-            for (int r = 0; r < m; r++) t[(size_t)r * ldt + j] += a[(size_t)r * k + kk] * bv;
-        }
-}
-
-#endif
-
 /* B stored [n, k]: units are blocks of rows of B (output columns), finished one by one. */
 static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     const tern_matmul_dims *dm = &mm->dims;
@@ -214,7 +68,7 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
         for (size_t u = 0; u < units; u++) {
             size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
             if (e != packed) pack_a(mm, (int)e, a32), packed = e;
-            block_t(dm->m, mm->b.dtype, a32, k, cpu_at(mm->b, e * dm->stride_b), dm->ldb, j0, wj, t, ldt);
+            d->kern->small_t(dm->m, mm->b.dtype, a32, k, cpu_at(mm->b, e * dm->stride_b), dm->ldb, j0, wj, t, ldt);
             cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
         }
     }
@@ -262,7 +116,7 @@ static tern_error *small_nt(tern_dev *d, const cpu_mm *mm) {
             const void *b = cpu_at(mm->b, e * dm->stride_b);
             for (size_t j0 = c0; j0 < c1; j0 += NT_BLOCK) {
                 size_t wj = c1 - j0 < NT_BLOCK ? c1 - j0 : NT_BLOCK;
-                block_nt(dm->m, mm->b.dtype, a32, k, b, dm->ldb, k0, k1, j0, wj, p + j0, n_pad);
+                d->kern->small_nt(dm->m, mm->b.dtype, a32, k, b, dm->ldb, k0, k1, j0, wj, p + j0, n_pad);
             }
         }
 #pragma omp for schedule(static)

@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# tern's cpu handler against llama.cpp on random-init GPT-2 124M, 2 threads, in one run:
+#   - the machine's memory bandwidth (membw.c; decoding batch 1 reads every weight a token)
+#   - batch-1 decoding (ms a token) and prefill of 64 tokens: tern fp32 and bf16 against
+#     llama.cpp's llama-bench with the same model as GGUF f32, f16 and bf16 (gguf_gpt2.py also
+#     writes q8_0, but this llama-bench crashed loading that file: not timed until looked into)
+#   - a training step, B=4 T=64 fp32 (tern only)
+# each for two instruction-set levels: "native" (tern's best kernels, llama.cpp built with
+# GGML_NATIVE) and "avx2" (tern with TERN_CPU_ISA=avx2, llama.cpp built for AVX2+FMA+F16C with
+# AVX-512 off: the class of an AVX2-only machine such as Zen 3, measured on this one).
+# Rounds alternate tern and llama.cpp, and each figure is the best of the rounds, so load
+# from other jobs hurts both alike; the load average is printed with the results.
+#
+# Peers are fetched and built here, once, under $PEERS (default build-peers/, ignored by git):
+# the llama-cpp-python sdist (pinned) carries llama.cpp and its gguf-py; llama-bench is built
+# from it twice with cmake; a venv gets numpy and gguf-py to write the GGUF files
+# (gguf_gpt2.py). Building llama.cpp takes a while on 2 cores (ccache helps the second).
+#
+# usage: bench/cpu/bench.sh [BUILD_DIR]   env: ROUNDS (3), LEVELS ("native avx2"), PEERS
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(cd "$here/../.." && pwd)
+build=$(cd "${1:-$root/build}" && pwd)
+peers=${PEERS:-$root/build-peers}
+rounds=${ROUNDS:-3}
+levels=${LEVELS:-native avx2}
+llama_version=0.3.36
+tokenizer=${TERN_SHARED_DIR:-$root/../shared}/data/gpt2-tokenizer
+export OMP_NUM_THREADS=2
+mkdir -p "$peers"
+
+# ---- peers ----
+src=$peers/llama_cpp_python-$llama_version/vendor/llama.cpp
+if [ ! -d "$src" ]; then
+    pip download --no-deps --no-binary :all: "llama-cpp-python==$llama_version" -d "$peers" >/dev/null
+    tar -xzf "$peers/llama_cpp_python-$llama_version.tar.gz" -C "$peers"
+fi
+build_llama() { # name, cmake flags...
+    local dir=$peers/llama-$1
+    shift
+    if [ ! -x "$dir/bin/llama-bench" ]; then
+        cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
+            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "$@" >"$dir.log" 2>&1
+        cmake --build "$dir" -j2 --target llama-bench >>"$dir.log" 2>&1
+    fi
+}
+build_llama native -DGGML_NATIVE=ON
+build_llama avx2 -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+    -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF
+if [ ! -x "$peers/venv/bin/python" ]; then
+    python3 -m venv "$peers/venv"
+    "$peers/venv/bin/pip" install -q numpy "$src/gguf-py"
+fi
+for t in f32 f16 bf16; do
+    f=$peers/gpt2-$t.gguf
+    if [ ! -s "$f" ]; then
+        "$peers/venv/bin/python" "$here/gguf_gpt2.py" "$tokenizer" "$f.tmp" "$t"
+        mv "$f.tmp" "$f"
+    fi
+done
+cc -std=c11 -O3 -march=native -fopenmp -D_POSIX_C_SOURCE=200809L "$here/membw.c" -o "$peers/membw"
+
+# ---- the machine ----
+flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -xE 'avx2|fma|f16c|avx512f|avx512bw|avx512vl|avx512_bf16|avx512_fp16|amx_bf16' | tr '\n' ' ')
+echo "date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores; flags: $flags"
+echo "tern: $(git -C "$root" rev-parse --short HEAD)$(git -C "$root" diff --quiet || echo +dirty); llama.cpp: llama-cpp-python $llama_version's vendor tree"
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+for t in 1 2; do OMP_NUM_THREADS=$t "$peers/membw" 1024 5 | sed 's/^/  /'; done
+
+# ---- the runs ----
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
+record() { echo "$1 $2 $3" >>"$results"; } # key, metric, value (best kept later)
+
+tern_generate() { # level precision
+    local isa=${1/native/}
+    local line
+    line=$(TERN_CPU_ISA=$isa "$build/tern" bench generate --init gpt2 --precision "$2" --prompt-tokens 64 \
+        --tokens 64 --warmup 1 | grep '^bench:')
+    record "$1/tern/$2" decode_ms "$(sed -E 's/.*median ([0-9.]+) ms\/token.*/\1/' <<<"$line")"
+    record "$1/tern/$2" prefill_ms "$(sed -E 's/.*prefill\+first token ([0-9.]+) ms.*/\1/' <<<"$line")"
+}
+llama_run() { # level type
+    local json
+    if ! json=$("$peers/llama-$1/bin/llama-bench" -m "$peers/gpt2-$2.gguf" -t 2 -p 64 -n 64 -r 3 -o json 2>/dev/null); then
+        echo "  note: llama-bench ($1) failed on gpt2-$2.gguf"
+        return 0
+    fi
+    python3 -c '
+import json, sys
+for r in json.loads(sys.stdin.read()):
+    ms = 1e3 / r["avg_ts"]
+    if r["n_gen"] > 0: print("decode_ms", ms)
+    else: print("prefill_ms", ms * r["n_prompt"])' <<<"$json" | while read -r metric value; do
+        record "$1/llama.cpp/$2" "$metric" "$value"
+    done
+}
+for round in $(seq "$rounds"); do
+    echo "round $round of $rounds (load $(cut -d' ' -f1 /proc/loadavg))"
+    for level in $levels; do
+        for p in fp32 bf16; do tern_generate "$level" "$p"; done
+        for t in f32 f16 bf16; do llama_run "$level" "$t"; done
+        isa=${level/native/}
+        ms=$(TERN_CPU_ISA=$isa "$build/tern" bench train --init gpt2 --batch 4 --seq 64 --steps 3 --warmup 1 |
+            sed -nE 's/^bench:.*median ([0-9.]+) ms\/step.*/\1/p')
+        record "$level/tern/fp32" train_ms "$ms"
+    done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---- the summary: best of the rounds, and ratios within a level ----
+python3 - "$results" <<'EOF'
+import sys
+# bytes of weights a decode step reads: GPT-2 124M's parameters in the stored type
+params = 124_439_808
+bytes_of = {"fp32": 4 * params, "f32": 4 * params, "bf16": 2 * params, "f16": 2 * params,
+            "q8_0": 34 * params // 32}
+best = {}
+for line in open(sys.argv[1]):
+    key, metric, value = line.split()
+    k = (key, metric)
+    best[k] = min(best.get(k, float("inf")), float(value))
+levels = sorted({k.split("/")[0] for k, _ in best}, key=lambda s: s != "native")
+for lv in levels:
+    print(f"\n{lv}: best of the rounds (ms; decode per token, prefill of 64 tokens, train step)")
+    for key in sorted({k for k, _ in best if k.startswith(lv + "/")}):
+        row = "  ".join(f"{m} {best[(key, m)]:8.2f}" for m in ("decode_ms", "prefill_ms", "train_ms")
+                        if (key, m) in best)
+        if (key, "decode_ms") in best:
+            gbs = bytes_of[key.split("/")[-1]] / best[(key, "decode_ms")] / 1e6
+            row += f"  ({gbs:.1f} GB/s of weights decoding)"
+        print(f"  {key[len(lv) + 1:]:18s} {row}")
+    def ratio(a, b, m):
+        ka, kb = (f"{lv}/{a}", m), (f"{lv}/{b}", m)
+        if ka in best and kb in best:
+            print(f"  {m[:-3]:8s} {a} vs {b}: {best[kb] / best[ka]:.2f}x (>1: tern faster)")
+    for m in ("decode_ms", "prefill_ms"):
+        ratio("tern/fp32", "llama.cpp/f32", m)
+        ratio("tern/bf16", "llama.cpp/bf16", m)
+        ratio("tern/bf16", "llama.cpp/f16", m)
+EOF

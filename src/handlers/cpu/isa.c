@@ -1,0 +1,96 @@
+/* Which kernel table (kernels.h) the process runs: the best instruction set the processor
+ * and the build offer, decided once at the first device open. TERN_CPU_ISA may name a lesser
+ * one (to measure an AVX2-only or a portable machine's path on a bigger one); it is read
+ * there, once, never on a hot path. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cpu.h"
+
+static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
+
+/* Whether this processor (and its operating system, which must save the wider registers)
+ * runs the table of `isa`, and this build has it. */
+static bool isa_runs(cpu_isa isa) {
+    if (isa == CPU_ISA_PORTABLE) return true;
+#ifdef TERN_CPU_X86_KERNELS
+    __builtin_cpu_init();
+    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                __builtin_cpu_supports("f16c");
+    if (isa == CPU_ISA_AVX2) return avx2;
+    if (isa == CPU_ISA_AVX512)
+        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+               __builtin_cpu_supports("avx512vl");
+#endif
+    return false;
+}
+
+static const cpu_kernels *isa_table(cpu_isa isa) {
+    switch (isa) {
+#ifdef TERN_CPU_X86_KERNELS
+    case CPU_ISA_AVX512: return &cpu_kernels_avx512;
+    case CPU_ISA_AVX2: return &cpu_kernels_avx2;
+#endif
+    case CPU_ISA_PORTABLE: return &cpu_kernels_portable;
+    default: return NULL;
+    }
+}
+
+const cpu_kernels *cpu_kernels_for(cpu_isa isa) {
+    if ((unsigned)isa >= CPU_ISA_COUNT || !isa_runs(isa)) return NULL;
+    return isa_table(isa);
+}
+
+/* The process's choice, made once. */
+static pthread_once_t process_once = PTHREAD_ONCE_INIT;
+static const cpu_kernels *process_table;
+static char process_why[160];
+static _Atomic(const cpu_kernels *) convert_table = &cpu_kernels_portable;
+
+static void choose_process_table(void) {
+    const char *want = getenv("TERN_CPU_ISA");
+    if (want && *want) {
+        int isa = -1;
+        for (int i = 0; i < CPU_ISA_COUNT; i++)
+            if (!strcmp(want, isa_names[i])) isa = i;
+        if (isa < 0) {
+            snprintf(process_why, sizeof process_why,
+                     "TERN_CPU_ISA='%.40s' is not one of avx512, avx2, portable", want);
+            return;
+        }
+        if (!(process_table = cpu_kernels_for((cpu_isa)isa))) {
+            snprintf(process_why, sizeof process_why,
+                     "TERN_CPU_ISA=%s: this processor or this build does not have it", want);
+            return;
+        }
+    } else {
+        for (int i = CPU_ISA_COUNT - 1; i >= 0 && !process_table; i--)
+            process_table = cpu_kernels_for((cpu_isa)i);
+    }
+    atomic_store(&convert_table, process_table);
+}
+
+const cpu_kernels *cpu_kernels_process(const char **why) {
+    pthread_once(&process_once, choose_process_table);
+    if (!process_table && why) *why = process_why;
+    return process_table;
+}
+
+const cpu_kernels *cpu_kernels_convert(void) {
+    return atomic_load_explicit(&convert_table, memory_order_relaxed);
+}
+
+tern_error *cpu_device_force_isa(tern_dev *d, cpu_isa isa) {
+    CPU_CHECK_DEV(d, "force_isa");
+    const cpu_kernels *k = cpu_kernels_for(isa);
+    if (!k)
+        return tern_errorf("force_isa: the %s kernels are not available here",
+                           (unsigned)isa < CPU_ISA_COUNT ? isa_names[isa] : "unknown");
+    d->kern = k;
+    cpu_device_name_update(d);
+    return NULL;
+}

@@ -1,0 +1,69 @@
+/* The cpu handler's instruction-set-specific kernels: one table per instruction set, each
+ * compiled in its own file with its own flags (kernels_avx512.c, kernels_avx2.c,
+ * kernels_portable.c), from one body (kernels_simd.h). The best table the processor runs is
+ * chosen once, when the first device opens (isa.c), so one binary is fast on AVX-512 and on
+ * AVX2-only machines and correct everywhere else.
+ *
+ * This header does not need TERN_HANDLER, so white-box tests include it to run every table
+ * the machine supports against a double-precision reference. */
+#ifndef TERN_HANDLERS_CPU_KERNELS_H
+#define TERN_HANDLERS_CPU_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/effect.h"
+
+/* Instruction sets, from the most portable up. */
+typedef enum cpu_isa {
+    CPU_ISA_PORTABLE, /* plain C with GNU vector types: the compiler's baseline (SSE2, NEON) */
+    CPU_ISA_AVX2,     /* AVX2 + FMA + F16C */
+    CPU_ISA_AVX512,   /* AVX-512 F + BW + VL */
+    CPU_ISA_COUNT
+} cpu_isa;
+
+/* Rows of A the small-batch kernels take at most (the decoding case). */
+#define CPU_SMALL_M 8
+
+typedef struct cpu_kernels {
+    const char *name; /* "avx512", "avx2", "portable" */
+    /* B stored [n, k] (rows ldb elements apart) in dtype dt (f32, bf16, f16); a is dense f32
+     * [m, k], m <= CPU_SMALL_M: t[r * ldt + j] = sum_kk a[r * k + kk] * B[j0 + j, kk] for
+     * r < m, j < w. Accumulates in f32. */
+    void (*small_t)(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                    size_t j0, size_t w, float *t, size_t ldt);
+    /* B stored [k, n]: t[r * ldt + j] += sum over kk in [k0, k1) of a[r * k + kk] *
+     * B[kk, j0 + j] for r < m, j < w. */
+    void (*small_nt)(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt);
+    /* Row conversions of n elements, rounding to nearest even (bf16 keeps subnormals and
+     * quiets NaN as tern_f32_to_bf16 does). */
+    void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
+    void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n);
+    void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
+    void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
+} cpu_kernels;
+
+/* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use
+ * cpu_kernels_for, which checks that the processor runs them. */
+extern const cpu_kernels cpu_kernels_avx512, cpu_kernels_avx2, cpu_kernels_portable;
+
+/* The table for an instruction set, or NULL when it is not built in (not an x86 build) or
+ * this processor does not run it. */
+const cpu_kernels *cpu_kernels_for(cpu_isa isa);
+
+/* The instruction set the process uses: the best this processor runs, or the one named by
+ * TERN_CPU_ISA ("avx512", "avx2", "portable"; read once, for measuring a lesser machine's
+ * path). The first call decides; an unknown or unsupported name is an error (NULL result
+ * and *why set to a message), and later calls give the same answer. */
+const cpu_kernels *cpu_kernels_process(const char **why);
+
+/* The table the conversions of this process use (cpu_to_f32, cpu_from_f32): the process's
+ * choice once a device has opened, the portable one before. */
+const cpu_kernels *cpu_kernels_convert(void);
+
+/* Makes device d's matmul kernels those of `isa` (tests: each path on one machine); an
+ * error when that table is not available here. d must be a cpu device. */
+tern_error *cpu_device_force_isa(tern_dev *d, cpu_isa isa);
+
+#endif

@@ -1,0 +1,212 @@
+/* The body of every kernel table (kernels.h), written once over a small vector vocabulary
+ * that each kernels_<isa>.c defines before including this file:
+ *
+ *   VN                     lanes of one vector of f32
+ *   vf                     the vector type
+ *   VZERO(), VSET1(x)      all lanes 0, all lanes x
+ *   VFMA(a, b, c)          a * b + c lane by lane
+ *   VADD(a, b), VHSUM(v)   lane-wise sum; the sum of v's lanes
+ *   VLOAD(p), VSTORE(p, v) VN floats, unaligned
+ *   VLOAD_BF16(p)          VN bf16 (uint16_t *p) as f32
+ *   VLOAD_F16(p)           VN f16 as f32
+ *   VSTORE_BF16(p, v)      VN f32 into bf16, rounding to nearest even, NaN quieted as
+ *                          tern_f32_to_bf16 does
+ *   VSTORE_F16(p, v)       VN f32 into f16, rounding to nearest even
+ *   TABLE, TABLE_NAME      the cpu_kernels table to define (kernels.h declares it), and
+ *                          its name string
+ *
+ * The weights B are streamed once, in their own dtype, converted to f32 in registers; rows
+ * are read start to end in long runs (hardware prefetchers follow a few long streams far
+ * better than many short ones). Every sum is in f32 with several independent accumulators,
+ * so the loop is bound by memory, not by the latency of one chain of adds. */
+#include <string.h>
+
+#include "handlers/cpu/kernels.h"
+#include "tern/half.h"
+
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* One element of B (f32, bf16 or f16) as f32. */
+ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
+    if (dt == TERN_F32) return ((const float *)b)[i];
+    uint16_t h = ((const uint16_t *)b)[i];
+    return dt == TERN_BF16 ? tern_bf16_to_f32(h) : tern_f16_to_f32(h);
+}
+
+/* VN elements of B from element i, as f32. `dt` is a constant after inlining. */
+ALWAYS_INLINE vf loadv(const void *b, size_t i, tern_dtype dt) {
+    if (dt == TERN_F32) return VLOAD((const float *)b + i);
+    if (dt == TERN_BF16) return VLOAD_BF16((const uint16_t *)b + i);
+    return VLOAD_F16((const uint16_t *)b + i);
+}
+
+/* ---- B stored [n, k]: one dot product per output column ---- */
+
+/* Columns j0 .. j0 + w of t for R rows of A, U accumulators per row along k. Two columns
+ * are done together, so each vector of A loaded feeds two products. */
+ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const float *a,
+                            size_t k, const void *b, size_t ldb, size_t j0, size_t w, float *t,
+                            size_t ldt) {
+    const size_t step = (size_t)VN * (size_t)U;
+    const size_t kfull = k / step * step, kvec = k / VN * VN;
+    size_t j = 0;
+    for (; j + 2 <= w; j += 2) {
+        const size_t row0 = (j0 + j) * ldb, row1 = row0 + ldb;
+        vf acc0[CPU_SMALL_M][4], acc1[CPU_SMALL_M][4];
+        for (int r = 0; r < R; r++)
+            for (int u = 0; u < U; u++) acc0[r][u] = VZERO(), acc1[r][u] = VZERO();
+        for (size_t kk = 0; kk < kfull; kk += step) {
+            vf b0[4], b1[4];
+            for (int u = 0; u < U; u++) {
+                b0[u] = loadv(b, row0 + kk + (size_t)(VN * u), dt);
+                b1[u] = loadv(b, row1 + kk + (size_t)(VN * u), dt);
+            }
+            for (int r = 0; r < R; r++)
+                for (int u = 0; u < U; u++) {
+                    vf av = VLOAD(a + (size_t)r * k + kk + (size_t)(VN * u));
+                    acc0[r][u] = VFMA(av, b0[u], acc0[r][u]);
+                    acc1[r][u] = VFMA(av, b1[u], acc1[r][u]);
+                }
+        }
+        for (size_t kk = kfull; kk < kvec; kk += VN) {
+            vf b0 = loadv(b, row0 + kk, dt), b1 = loadv(b, row1 + kk, dt);
+            for (int r = 0; r < R; r++) {
+                vf av = VLOAD(a + (size_t)r * k + kk);
+                acc0[r][0] = VFMA(av, b0, acc0[r][0]);
+                acc1[r][0] = VFMA(av, b1, acc1[r][0]);
+            }
+        }
+        for (int r = 0; r < R; r++) {
+            vf s0 = acc0[r][0], s1 = acc1[r][0];
+            for (int u = 1; u < U; u++) s0 = VADD(s0, acc0[r][u]), s1 = VADD(s1, acc1[r][u]);
+            float x0 = VHSUM(s0), x1 = VHSUM(s1);
+            for (size_t kk = kvec; kk < k; kk++) {
+                x0 += a[(size_t)r * k + kk] * load1(b, row0 + kk, dt);
+                x1 += a[(size_t)r * k + kk] * load1(b, row1 + kk, dt);
+            }
+            t[(size_t)r * ldt + j] = x0;
+            t[(size_t)r * ldt + j + 1] = x1;
+        }
+    }
+    for (; j < w; j++) { /* an odd last column */
+        const size_t row = (j0 + j) * ldb;
+        vf acc[CPU_SMALL_M];
+        for (int r = 0; r < R; r++) acc[r] = VZERO();
+        for (size_t kk = 0; kk < kvec; kk += VN) {
+            vf bv = loadv(b, row + kk, dt);
+            for (int r = 0; r < R; r++) acc[r] = VFMA(VLOAD(a + (size_t)r * k + kk), bv, acc[r]);
+        }
+        for (int r = 0; r < R; r++) {
+            float x = VHSUM(acc[r]);
+            for (size_t kk = kvec; kk < k; kk++) x += a[(size_t)r * k + kk] * load1(b, row + kk, dt);
+            t[(size_t)r * ldt + j] = x;
+        }
+    }
+}
+
+/* ---- B stored [k, n]: rows of B scaled by A's entries and added into t ---- */
+
+/* G rows of B at a time: each vector of t is loaded and stored once per G rows instead of
+ * once per row, which keeps the loop on the loads of B rather than on t's stores. */
+ALWAYS_INLINE void kernel_nt_rows(const int R, const int G, const tern_dtype dt, const float *a,
+                                  size_t k, const void *b, size_t ldb, size_t kk, size_t j0,
+                                  size_t w, float *t, size_t ldt) {
+    vf ar[CPU_SMALL_M][4];
+    for (int r = 0; r < R; r++)
+        for (int g = 0; g < G; g++) ar[r][g] = VSET1(a[(size_t)r * k + kk + (size_t)g]);
+    const size_t wvec = w / VN * VN;
+    for (size_t v = 0; v < wvec; v += VN) {
+        vf bv[4];
+        for (int g = 0; g < G; g++) bv[g] = loadv(b, (kk + (size_t)g) * ldb + j0 + v, dt);
+        for (int r = 0; r < R; r++) {
+            float *tr = t + (size_t)r * ldt + v;
+            vf acc = VLOAD(tr);
+            for (int g = 0; g < G; g++) acc = VFMA(ar[r][g], bv[g], acc);
+            VSTORE(tr, acc);
+        }
+    }
+    for (size_t v = wvec; v < w; v++)
+        for (int g = 0; g < G; g++) {
+            float bx = load1(b, (kk + (size_t)g) * ldb + j0 + v, dt);
+            for (int r = 0; r < R; r++) t[(size_t)r * ldt + v] += a[(size_t)r * k + kk + (size_t)g] * bx;
+        }
+}
+
+ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, size_t k,
+                             const void *b, size_t ldb, size_t k0, size_t k1, size_t j0,
+                             size_t w, float *t, size_t ldt) {
+    size_t kk = k0;
+    for (; kk + 4 <= k1; kk += 4) kernel_nt_rows(R, 4, dt, a, k, b, ldb, kk, j0, w, t, ldt);
+    for (; kk < k1; kk++) kernel_nt_rows(R, 1, dt, a, k, b, ldb, kk, j0, w, t, ldt);
+}
+
+/* Instantiates a kernel for each constant row count and B dtype. */
+#define SMALL_CASES(R, CALL)                                                                 \
+    case R:                                                                                  \
+        if (dt == TERN_F32) CALL(R, TERN_F32);                                               \
+        else if (dt == TERN_BF16) CALL(R, TERN_BF16);                                        \
+        else CALL(R, TERN_F16);                                                              \
+        break;
+#define SMALL_SWITCH(CALL)                                                                   \
+    switch (m) {                                                                             \
+        SMALL_CASES(1, CALL)                                                                 \
+        SMALL_CASES(2, CALL)                                                                 \
+        SMALL_CASES(3, CALL)                                                                 \
+        SMALL_CASES(4, CALL)                                                                 \
+        SMALL_CASES(5, CALL)                                                                 \
+        SMALL_CASES(6, CALL)                                                                 \
+        SMALL_CASES(7, CALL)                                                                 \
+        SMALL_CASES(8, CALL)                                                                 \
+    default: break;                                                                          \
+    }
+
+static void small_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                    size_t j0, size_t w, float *t, size_t ldt) {
+    /* accumulators: 2 columns x R rows x U must fit the register file with the loads */
+#define CALL_T(R, DT) kernel_t(R, R == 1 ? 4 : R == 2 ? 2 : 1, DT, a, k, b, ldb, j0, w, t, ldt)
+    SMALL_SWITCH(CALL_T)
+#undef CALL_T
+}
+
+static void small_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
+                     size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
+#define CALL_NT(R, DT) kernel_nt(R, DT, a, k, b, ldb, k0, k1, j0, w, t, ldt)
+    SMALL_SWITCH(CALL_NT)
+#undef CALL_NT
+}
+
+/* ---- row conversions ---- */
+
+static void bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + VN <= n; i += VN) VSTORE(dst + i, VLOAD_BF16(src + i));
+    for (; i < n; i++) dst[i] = tern_bf16_to_f32(src[i]);
+}
+
+static void f32_to_bf16(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + VN <= n; i += VN) VSTORE_BF16(dst + i, VLOAD(src + i));
+    for (; i < n; i++) dst[i] = tern_f32_to_bf16(src[i]);
+}
+
+static void f16_to_f32(float *dst, const uint16_t *src, size_t n) {
+    size_t i = 0;
+    for (; i + VN <= n; i += VN) VSTORE(dst + i, VLOAD_F16(src + i));
+    for (; i < n; i++) dst[i] = tern_f16_to_f32(src[i]);
+}
+
+static void f32_to_f16(uint16_t *dst, const float *src, size_t n) {
+    size_t i = 0;
+    for (; i + VN <= n; i += VN) VSTORE_F16(dst + i, VLOAD(src + i));
+    for (; i < n; i++) dst[i] = tern_f32_to_f16(src[i]);
+}
+
+const cpu_kernels TABLE = {
+    .name = TABLE_NAME,
+    .small_t = small_t,
+    .small_nt = small_nt,
+    .bf16_to_f32 = bf16_to_f32,
+    .f32_to_bf16 = f32_to_bf16,
+    .f16_to_f32 = f16_to_f32,
+    .f32_to_f16 = f32_to_f16,
+};
