@@ -38,4 +38,17 @@ tern_error *tern_validate_swiglu(tern_buf out, tern_buf gate, tern_buf up, int r
 tern_error *tern_validate_swiglu_backward(tern_buf dgate, tern_buf dup, tern_buf dout,
                                           tern_buf gate, tern_buf up, int rows, int I, int ld);
 
+/* Grouped-query attention (the cpu bodies cpu_gqa_attention*): B, T, NH, KV, hs positive,
+ * KV dividing NH; qkv [B, T, (NH + 2 KV) hs]; out, dout [B, T, NH hs]; saved f32 of
+ * saved_len elements (the handler's attention_saved_len); caches [B, KV, max_T, hs]; pos
+ * i32 [>= 1], T <= max_T; outputs disjoint from inputs. */
+tern_error *tern_validate_gqa_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
+                                        int NH, int KV, int hs, size_t saved_len);
+tern_error *tern_validate_gqa_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                                 tern_buf out, tern_buf saved, int B, int T,
+                                                 int NH, int KV, int hs, size_t saved_len);
+tern_error *tern_validate_gqa_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
+                                               tern_buf qkv, tern_buf pos, int B, int T, int NH,
+                                               int KV, int hs, int max_T);
+
 #endif

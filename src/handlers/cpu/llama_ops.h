@@ -35,4 +35,19 @@ tern_error *cpu_swiglu(tern_dev *d, tern_buf out, tern_buf gate, tern_buf up, in
 tern_error *cpu_swiglu_backward(tern_dev *d, tern_buf dgate, tern_buf dup, tern_buf dout,
                                 tern_buf gate, tern_buf up, int rows, int I, int ld);
 
+/* Causal attention with grouped key/value heads (attention_gqa.c): NH query heads, KV
+ * key/value heads (KV divides NH), head size hs; qkv [B, T, (NH + 2 KV) hs] (queries, then
+ * keys, then values), out and dout [B, T, NH hs], saved f32 of
+ * cpu_gqa_attention_saved_len elements (the softmax probabilities), caches
+ * [B, KV, max_T, hs]. The backward overwrites dqkv; the cached form stores the T new keys
+ * and values at positions p0 = pos[0] .. p0 + T - 1 and attends from each over 0 .. itself.
+ * With KV = NH they are GPT-2's attention, attention_backward and attention_cached. */
+tern_error *cpu_gqa_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out);
+tern_error *cpu_gqa_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                              int KV, int hs);
+tern_error *cpu_gqa_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                       tern_buf saved, int B, int T, int NH, int KV, int hs);
+tern_error *cpu_gqa_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T);
+
 #endif
