@@ -10,6 +10,9 @@
  * (elementwise, with a floor of 1% of the tensor's largest), gradients 1e-3 relative to each
  * tensor's norm. */
 #include "llama_ops_test.h"
+#include <cjson/cJSON.h>
+
+#include "tern/file.h"
 #include "tern/llama_config.h"
 #include "tern/weights.h"
 
@@ -56,6 +59,99 @@ static tern_buf weights(const tern_weights *w, const char *const *names, int cou
 }
 
 static double norm_error(const float *got, const float *want, size_t n) { return check_rel_error(got, want, n); }
+
+/* What the cached forward needs of the model. */
+typedef struct model {
+    int C, I, V, NH, KV, hd, L, max_T;
+    float eps;
+    layer *ly;
+    tern_buf emb, lnf, invb, *k_cache, *v_cache;
+    const float *emb_host;
+} model;
+
+/* n tokens at positions p0 .. p0 + n - 1 of one sequence through the cached path (rope at
+ * those positions, attention_cached over the caches); the greedy token after the last. */
+static int cached_next(const model *m, const int32_t *ids, int n, int p0) {
+    int C = m->C, I = m->I, QW = (m->NH + 2 * m->KV) * m->hd, AW = m->NH * m->hd;
+    float *x0 = malloc((size_t)n * C * sizeof *x0);
+    int32_t *pos = malloc((size_t)n * sizeof *pos);
+    for (int t = 0; t < n; t++) {
+        memcpy(x0 + (size_t)t * C, m->emb_host + (size_t)ids[t] * C, (size_t)C * sizeof *x0);
+        pos[t] = p0 + t;
+    }
+    tern_buf x = lt_buf(&cpu, TERN_F32, x0, (size_t)n * C), posb = lt_buf_i32(&cpu, pos, (size_t)n);
+    tern_buf p0b = lt_buf_i32(&cpu, &p0, 1), h = zeros((size_t)n * C), r = zeros((size_t)n);
+    tern_buf qkv = zeros((size_t)n * QW), att = zeros((size_t)n * AW), gu = zeros((size_t)n * 2 * I);
+    tern_buf a = zeros((size_t)n * I), logits = zeros((size_t)m->V);
+    for (int l = 0; l < m->L; l++) {
+        const layer *y = &m->ly[l];
+        CHECK_OK(cpu_rmsnorm(cpu.d, h, r, x, y->ln1, n, C, m->eps));
+        mm(qkv, h, y->wqkv, n, QW, C, false, true, 0);
+        CHECK_OK(cpu_rope(cpu.d, qkv, qkv, posb, m->invb, n, m->NH + m->KV, m->hd, QW));
+        CHECK_OK(tern_validate_gqa_attention_cached(att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
+                                                    m->hd, m->max_T));
+        CHECK_OK(cpu_gqa_attention_cached(cpu.d, att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
+                                          m->hd, m->max_T));
+        mm(x, att, y->wo, n, C, AW, false, true, 1);
+        CHECK_OK(cpu_rmsnorm(cpu.d, h, r, x, y->ln2, n, C, m->eps));
+        mm(gu, h, y->wgu, n, 2 * I, C, false, true, 0);
+        CHECK_OK(cpu_swiglu(cpu.d, a, tern_view(gu, 0, (size_t)n * 2 * I), tern_view(gu, (size_t)I, (size_t)n * 2 * I - (size_t)I),
+                            n, I, 2 * I));
+        mm(x, a, y->wd, n, C, I, false, true, 1);
+    }
+    tern_buf last = tern_view(x, (size_t)(n - 1) * C, (size_t)C), hl = tern_view(h, 0, (size_t)C);
+    CHECK_OK(cpu_rmsnorm(cpu.d, hl, tern_none(), last, m->lnf, 1, C, m->eps));
+    mm(logits, hl, m->emb, 1, m->V, C, false, true, 0);
+    float *lg = lt_get(&cpu, logits);
+    int best = 0;
+    for (int v = 1; v < m->V; v++)
+        if (lg[v] > lg[best]) best = v;
+    free(lg), free(x0), free(pos);
+    tern_buf *bs[] = {&x, &posb, &p0b, &h, &r, &qkv, &att, &gu, &a, &logits};
+    for (size_t i = 0; i < sizeof bs / sizeof bs[0]; i++) lt_free(&cpu, bs[i]);
+    return best;
+}
+
+/* The fixture's greedy continuations (full recomputation in float64 by transformers) through
+ * the cached path: the prompt at once, then one token at a time. */
+static void test_greedy(model *m, const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%s/expected.json", dir);
+    char *text = NULL;
+    size_t len = 0;
+    CHECK_OK(tern_read_file(path, &text, &len));
+    cJSON *root = text ? cJSON_ParseWithLength(text, len) : NULL;
+    const cJSON *greedy = cJSON_GetObjectItemCaseSensitive(root, "greedy"), *g;
+    int prompts = 0;
+    cJSON_ArrayForEach(g, greedy) {
+        const cJSON *pi = cJSON_GetObjectItemCaseSensitive(g, "prompt_ids"), *ni = cJSON_GetObjectItemCaseSensitive(g, "new_ids");
+        int np = cJSON_GetArraySize(pi), nn = cJSON_GetArraySize(ni);
+        m->max_T = np + nn;
+        tern_buf kc[8], vc[8];
+        size_t nc = (size_t)m->KV * m->max_T * m->hd;
+        for (int l = 0; l < m->L; l++) kc[l] = zeros(nc), vc[l] = zeros(nc);
+        m->k_cache = kc, m->v_cache = vc;
+        int32_t ids[512];
+        int i = 0, same = 0;
+        const cJSON *v;
+        cJSON_ArrayForEach(v, pi) ids[i++] = v->valueint;
+        int next = cached_next(m, ids, np, 0);
+        i = 0;
+        cJSON_ArrayForEach(v, ni) {
+            same += next == v->valueint;
+            if (next != v->valueint) break; /* the rest would follow another path */
+            ids[np + i] = next;
+            if (++i < nn) next = cached_next(m, ids + np + i - 1, 1, np + i - 1);
+        }
+        CHECKF(same == nn, "greedy prompt %d: the first %d of %d tokens match", prompts, same, nn);
+        for (int l = 0; l < m->L; l++) lt_free(&cpu, &kc[l]), lt_free(&cpu, &vc[l]);
+        prompts++;
+    }
+    CHECKF(prompts == 4, "%d greedy prompts", prompts);
+    printf("llama-tiny-a greedy: %d prompts through the KV cache\n", prompts);
+    cJSON_Delete(root);
+    free(text);
+}
 
 int main(void) {
     cpu.ops = tern_handler_ops("cpu");
@@ -248,6 +344,10 @@ int main(void) {
     }
     CHECKF(checked == 2 + 9 * L, "%d gradients checked", checked);
     printf("llama-tiny-a backward: %d gradients, worst error %.3g relative to the tensor's norm\n", checked, worst);
+
+    model mdl = {C, I, V, NH, KV, hd, L, 0, eps, ly, emb, lnf, invb, NULL, NULL, emb_host};
+    CHECK(L <= 8);
+    test_greedy(&mdl, dir);
 
     free(dxh), free(de), free(x0), free(tokens), free(pos), free(targets), free(emb_host), free(ls), free(want_l), free(wl);
     for (int l = 0; l < L; l++) {
