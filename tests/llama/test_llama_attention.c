@@ -164,7 +164,7 @@ static void test_case(lt_cpu *cpu, shape s, tern_dtype dt) {
     e = lt_error(cached, out, no, 0.01);
     CHECKF(e <= tol, "attention_cached %s: error %.3g", what, e);
     int p_bad = max_T - 1;
-    tern_buf pb = lt_buf_i32(cpu, &p_bad, 1), rb = lt_buf(cpu, dt, qkv, (size_t)s.B * 2 * width(s));
+    tern_buf pb = lt_buf_i32(cpu, &p_bad, 1), rb = lt_buf(cpu, dt, NULL, (size_t)s.B * 2 * width(s));
     tern_buf cob = lt_buf(cpu, dt, NULL, (size_t)s.B * 2 * s.NH * s.hs);
     CHECK_ERR(cpu_gqa_attention_cached(cpu->d, cob, kc, vc, rb, pb, s.B, 2, s.NH, s.KV, s.hs, max_T),
               "are out of range of the cache");
