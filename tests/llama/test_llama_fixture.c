@@ -37,7 +37,7 @@ static tern_buf zeros(size_t n) {
     return b;
 }
 
-/* A weight as f32 on the device; `rows` weights stacked (one fused matrix). */
+/* The named weights as one f32 buffer, stacked in order (a fused matrix: [q; k; v]). */
 static tern_buf weights(const tern_weights *w, const char *const *names, int count, size_t *len) {
     size_t total = 0;
     const tern_tensor_info *t[3];
@@ -161,14 +161,13 @@ int main(void) {
     snprintf(dir, sizeof dir, "%s/fixtures/llama-tiny-a", shared ? shared : "../shared");
     snprintf(path, sizeof path, "%s/config.json", dir);
     tern_llama_config cfg;
-    tern_weights *w = NULL, *ex = NULL;
+    tern_weights *w = NULL;
     CHECK_OK(tern_llama_config_read(path, &cfg));
     CHECK_OK(tern_weights_open(dir, &w));
     tern_safetensors *exf = NULL;
     snprintf(path, sizeof path, "%s/expected.safetensors", dir);
     CHECK_OK(tern_safetensors_open(path, &exf));
     if (!w || !exf) return check_summary("test_llama_fixture");
-    (void)ex;
     const int B = 4, T = 64, BT = B * T, C = cfg.hidden, I = cfg.intermediate, V = cfg.vocab_size;
     const int NH = cfg.n_head, KV = cfg.n_kv_head, hd = cfg.head_dim, L = cfg.n_layer;
     const int QW = (NH + 2 * KV) * hd, AW = NH * hd;
