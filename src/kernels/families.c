@@ -36,6 +36,11 @@ static const struct {
     [GK_EPILOGUE] = {"epilogue", gk_trace_epilogue},
     [GK_GEMV] = {"gemv", gk_trace_gemv},
     [GK_GEMV_T] = {"gemv_t", gk_trace_gemv_t},
+    [GK_RMSNORM] = {"rmsnorm", gk_trace_rmsnorm},
+    [GK_RMSNORM_BACKWARD] = {"rmsnorm_backward", gk_trace_rmsnorm_backward},
+    [GK_ROPE] = {"rope", gk_trace_rope},
+    [GK_SWIGLU] = {"swiglu", gk_trace_swiglu},
+    [GK_SWIGLU_BACKWARD] = {"swiglu_backward", gk_trace_swiglu_backward},
 };
 
 const char *gk_family_name(gk_family f) {

@@ -49,6 +49,12 @@ typedef enum gk_family {
     GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
     GK_GEMV,               /* small-m C = alpha A B + beta C + bias, B [k, n] */
     GK_GEMV_T,             /* the same with B [n, k] (trans_b) */
+    /* the Llama family (not yet in the op list: see tests/llama) */
+    GK_RMSNORM,            /* out = x rrms w; saves rrms per row */
+    GK_RMSNORM_BACKWARD,   /* dx, and per-SIMD-group partial dw */
+    GK_ROPE,               /* rotate-half rotary embedding (n[2]: backward, by -angle) */
+    GK_SWIGLU,             /* out = silu(gate) up */
+    GK_SWIGLU_BACKWARD,    /* dgate, dup */
     GK_FAMILY_COUNT
 } gk_family;
 
@@ -236,6 +242,12 @@ static inline int gk_ac_parts(int hs, int w) {
 #define GK_GEMV_ROWS 4
 #define GK_GEMV_X_BYTES 32768
 
+/* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C
+ * under the same rule, 0 otherwise); the backward's partial is f32 [S, C], S the SIMD groups
+ * of the grid, added into dw by PARTIAL_ADD (count S, stride C, offset 0).
+ * ROPE (rope.c), SWIGLU, SWIGLU_BACKWARD (swiglu.c): one thread per W elements (pairs for
+ * ROPE), groups of GK_EW_GROUP. */
+
 /* The trace functions. */
 void gk_trace_fill(tern_kb *kb, void *spec);
 void gk_trace_copy(tern_kb *kb, void *spec);
@@ -267,5 +279,10 @@ void gk_trace_matmul(tern_kb *kb, void *spec);
 void gk_trace_epilogue(tern_kb *kb, void *spec);
 void gk_trace_gemv(tern_kb *kb, void *spec);
 void gk_trace_gemv_t(tern_kb *kb, void *spec);
+void gk_trace_rmsnorm(tern_kb *kb, void *spec);
+void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec);
+void gk_trace_rope(tern_kb *kb, void *spec);
+void gk_trace_swiglu(tern_kb *kb, void *spec);
+void gk_trace_swiglu_backward(tern_kb *kb, void *spec);
 
 #endif
