@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 
 static double now(void) {
     struct timespec ts;

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 
 static double now(void) {
     struct timespec ts;

@@ -105,7 +105,7 @@ typedef struct tern_loc {
 typedef struct tern_v {
     tern_kb *kb;
     int32_t id;
-    uint8_t kind;  /* private: TERN_V_* in src/kernel/ir.h */
+    uint8_t kind;  /* private: TERN_V_* in src/dsl/ir.h */
     uint8_t type;  /* tern_type */
     uint8_t weak;  /* a literal whose type adapts to the other operand */
     uint8_t op;    /* private: for a poisoned constant, the operation that failed */

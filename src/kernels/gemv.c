@@ -56,7 +56,7 @@
  * norm after instead (GK_GEMV only; C = n, C dense, its row register-resident for C's, ln's,
  * ln_w's and ln_b's widths; no k-chunk condition: A is staged as usual). n[11] = 1 (GK_GEMV,
  * k in one chunk): no kernel that may still run writes B or the bias (the host knows which
- * allocations the kernels in flight write: src/handlers/gpu/inflight.c), so each thread loads
+ * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for.
  * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta, [ln, ln_w, ln_b, eps],

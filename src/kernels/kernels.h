@@ -1,12 +1,12 @@
 /* The GPU kernel library: GPT-2's kernels written once in the tracing DSL (tern/kernel.h),
- * shared by every GPU handler through src/handlers/gpu/.
+ * shared by every GPU handler through src/gpu_core/.
  *
  * Each kernel family is one trace function specialised at trace time by a gk_spec: the
  * element type of each buffer (f32 or bf16 for activations) and a few shape constants
  * where they pay (the vector width; C for layernorm, so loops unroll; hs for attention).
  * A spec is plain data compared bytewise, so a cache keyed by (family, spec) builds each
  * variant once. The launch geometry each family expects is documented next to it below;
- * src/handlers/gpu/ launches accordingly.
+ * src/gpu_core/ launches accordingly.
  *
  * Index buffers (tokens, targets, positions) live on the device; kernels that read them
  * check their range and, on a bad value, skip the work and record the first fault in a

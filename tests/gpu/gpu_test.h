@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 #include "tern/effect.h"
 #include "tern/half.h"
 #include "tern/handlers.h"

@@ -11,7 +11,7 @@
  * stored in bf16 1e-2 (8 significant bits; the two sides may round an f32 tie-near value
  * to neighbouring bf16 values). */
 #include "gpu_test.h"
-#include "handlers/gpu/gpu_internal.h"
+#include "gpu_core/gpu_internal.h"
 #include "nvrtc_check.h"
 
 typedef struct gv_case {

@@ -8,7 +8,7 @@
  * the cpu handler (random logits have no near-ties at the sampled boundary at these sizes:
  * the chance that u * total falls within f32 rounding of a boundary is below 1e-5). */
 #include "gpu_test.h"
-#include "handlers/gpu/gpu_internal.h"
+#include "gpu_core/gpu_internal.h"
 #include "tern/rng.h"
 
 static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};

@@ -4,7 +4,7 @@
  *          16-byte aligned)
  *   gemm   cuBLASLt's batched products on causal blocks with DSL softmax kernels
  *          (attention_gemm.c): f32, and bf16 with TERN_CUDA_ATTENTION=gemm
- *   core   the GPU core's flash-style f32 kernels (src/handlers/gpu/attention.c):
+ *   core   the GPU core's flash-style f32 kernels (src/gpu_core/attention.c):
  *          TERN_CUDA_ATTENTION=flash, and any call whose buffers mix dtypes, which the
  *          other two do not take.
  * All three save the same record (each query row's natural logsumexp of its scaled scores,

@@ -1,5 +1,5 @@
 /* The cuda handler's device: a CUDA context and stream, cuBLASLt for matrix products, the
- * GPU core (src/handlers/gpu/: every other operation, with the DSL's kernels launched on
+ * GPU core (src/gpu_core/: every other operation, with the DSL's kernels launched on
  * this stream) and the graphs of replayable sections. */
 #ifndef TERN_HANDLERS_CUDA_H
 #define TERN_HANDLERS_CUDA_H
@@ -7,10 +7,10 @@
 #include <cublasLt.h>
 #include <cuda.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 #include "handlers/handler.h"
 #include "flash_kernels.h"
-#include "kernel/cuda_api.h"
+#include "dsl/cuda_api.h"
 
 typedef struct cuda_matmul_plan cuda_matmul_plan;
 

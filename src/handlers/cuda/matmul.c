@@ -25,7 +25,7 @@
 
 #include "cuda_handler.h"
 #include "handlers/validate.h"
-#include "kernel/disk_cache.h"
+#include "dsl/disk_cache.h"
 
 #define GEMM_CANDIDATES 8
 #define CUDA_BGRAD_SUM_ROWS true /* bias_grad_by_sum_rows */

@@ -1,4 +1,4 @@
-/* The cuda handler's operations answered by the GPU core (src/handlers/gpu/): the same
+/* The cuda handler's operations answered by the GPU core (src/gpu_core/): the same
  * DSL kernels as every GPU handler, launched on this device's stream. Each makes the
  * device's context current first (a program may switch threads between calls) and is
  * timed when TERN_CUDA_PROFILE is set (profile.c). */

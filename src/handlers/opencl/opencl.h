@@ -9,7 +9,7 @@
 #endif
 #include <CL/cl.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 #include "handlers/handler.h"
 
 struct tern_dev {

@@ -1,4 +1,4 @@
-/* Every operation but the device's and matmul: the GPU core's (src/handlers/gpu/). */
+/* Every operation but the device's and matmul: the GPU core's (src/gpu_core/). */
 #include "opencl.h"
 
 #define CORE(d, op)                                                                        \
