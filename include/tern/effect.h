@@ -183,15 +183,6 @@ typedef struct tern_adamw {
  *                   the column sums of the updated dx (when dx is a residual's gradient: the
  *                   bias gradient of the layer whose output was added into that residual).
  *                   grad_beta 0: dw, db, dsum are written, not read (they may hold NaN).
- *   layernorm_linear  layernorm(ln, -, -, x, ln_w, ln_b, mm->m, mm->k, eps), then
- *                   matmul(y, ln, w, mm): the same results, ln stored too. ln is the
- *                   product's A: not transposed, dense (lda 0 or k), one batch. A handler
- *                   may do both in one kernel (decoding: one launch fewer per layer norm).
- *   linear_layernorm  matmul(c, a, w, mm) (beta's term included), then
- *                   layernorm(ln, -, -, c, ln_w, ln_b, mm->m, mm->n, eps): the same results.
- *                   c is the layer norm's x: dense (ldc 0 or n), one batch; ln must not
- *                   overlap the product's buffers. A handler may do both in one kernel
- *                   (decoding: a residual product and the layer norm after it).
  *   gelu            out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may be x.
  *   gelu_backward   dx = dout * gelu'(x); dx may be dout.
  *   attention       qkv [B, T, 3C] holds q, k, v in channels [0, C), [C, 2C), [2C, 3C); head h
@@ -273,10 +264,6 @@ typedef struct tern_adamw {
                            tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w,          \
                            tern_buf mean, tern_buf rstd, int rows, int C,                 \
                            float grad_beta))                                              \
-    X(layernorm_linear, (tern_dev * d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, \
-                         tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm))    \
-    X(linear_layernorm, (tern_dev * d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,    \
-                         const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps)) \
     X(gelu, (tern_dev * d, tern_buf out, tern_buf x))                                     \
     X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x))              \
     X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out))             \

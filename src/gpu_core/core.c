@@ -148,12 +148,6 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt) {
         gpu_core_free(g);
         return tern_error_wrap(err, "gpu core: the fault buffer");
     }
-    err = tern_rt_alloc(rt, TERN_T_I32, 1, &g->ln_counter);
-    if (!err) err = tern_rt_upload(rt, g->ln_counter, zero);
-    if (err) {
-        gpu_core_free(g);
-        return tern_error_wrap(err, "gpu core: the GEMV's group counter");
-    }
     return NULL;
 }
 
@@ -164,7 +158,6 @@ void gpu_core_free(gpu_core *g) {
     free(g->kernels);
     if (g->rt) {
         tern_rt_free(g->rt, &g->fault);
-        tern_rt_free(g->rt, &g->ln_counter);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
         tern_rt_free(g->rt, &g->att_partial);

@@ -77,15 +77,6 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
     return kc > cap ? cap : kc;
 }
 
-/* The layer norm of a GEMV launch (NULL: a plain product): first, on A (layernorm_linear),
- * or after, on C (linear_layernorm). */
-typedef struct ln_part {
-    tern_buf ln, w, b;
-    float eps;
-    int C, width; /* gpu_layernorm_row_path's */
-    bool after;
-} ln_part;
-
 /* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
  * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
  * TERN_GPU_GEMV_EARLY=0 (for measurements). */
@@ -95,8 +86,8 @@ static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
     return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
 }
 
-static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                            const tern_matmul_dims *d, const ln_part *ln) {
+tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                     const tern_matmul_dims *d) {
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
@@ -107,8 +98,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
     TERN_TRY(gpu_check_index("matmul", "c", c.len));
     if (has_aux) TERN_TRY(gpu_check_index("matmul", "aux", mm->aux.len));
-    /* x is staged as A, or normalised as ln */
-    size_t kc = k_chunk(d, tern_dtype_size(ln && !ln->after ? ln->ln.dtype : a.dtype));
+    size_t kc = k_chunk(d, tern_dtype_size(a.dtype)); /* x is staged in A's dtype */
 
     gk_spec s = {0};
     s.t[0] = gpu_t(c);
@@ -122,11 +112,6 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
-    if (ln) {
-        s.n[8] = ln->C, s.n[9] = ln->width;
-        s.t[5] = gpu_t(ln->w), s.t[6] = gpu_t(ln->b), s.t[7] = gpu_t(ln->ln);
-        s.n[10] = ln->after;
-    }
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
@@ -139,7 +124,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    tern_arg args[17];
+    tern_arg args[12];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
@@ -148,64 +133,6 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
     args[n++] = tern_arg_i32((int32_t)d->ldc);
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
-    if (ln) {
-        args[n++] = tern_arg_buf(ln->ln);
-        args[n++] = tern_arg_buf(ln->w);
-        args[n++] = tern_arg_buf(ln->b);
-        args[n++] = tern_arg_f32(ln->eps);
-        if (ln->after) args[n++] = tern_arg_dev(g->ln_counter);
-    }
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
-}
-
-tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                     const tern_matmul_dims *d) {
-    return gemv_run(g, c, a, b, mm, d, NULL);
-}
-
-/* The layer norm's row path (register-resident, the width layernorm would take), or 0. */
-static int ln_path(tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b, int C, int *width) {
-    const tern_buf all[4] = {ln, x, ln_w, ln_b};
-    return gpu_layernorm_row_path(all, 4, C, width);
-}
-
-bool gpu_layernorm_gemv_applies(const tern_matmul_dims *d, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                tern_buf ln_b) {
-    int width;
-    return gpu_gemv_applies(d) && !d->trans_b && ln_path(ln, x, ln_w, ln_b, d->k, &width) &&
-           k_chunk(d, tern_dtype_size(ln.dtype)) >= (size_t)d->k && 32 * d->m <= GK_GEMV_GROUP;
-}
-
-tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                               float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d) {
-    if (!gpu_layernorm_gemv_applies(d, ln, x, ln_w, ln_b))
-        return tern_errorf("layernorm_linear: a %dx%dx%d product is not one for the fused GEMV kernel", d->m, d->n, d->k);
-    ln_part first = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps};
-    first.C = ln_path(ln, x, ln_w, ln_b, d->k, &first.width);
-    TERN_TRY(gpu_check_index("layernorm_linear", "x", x.len));
-    return gemv_run(g, y, x, w, mm, d, &first);
-}
-
-/* C's row path for the layer norm after: register-resident, as layernorm(ln, c) takes it. */
-static int ln_after_path(tern_buf c, tern_buf ln, tern_buf ln_w, tern_buf ln_b, int C, int *width) {
-    const tern_buf all[4] = {ln, c, ln_w, ln_b}; /* gpu_layernorm's order: out, x, w, b */
-    return gpu_layernorm_row_path(all, 4, C, width);
-}
-
-bool gpu_gemv_layernorm_applies(const tern_matmul_dims *d, tern_buf c, const tern_matmul *mm, tern_buf ln,
-                                tern_buf ln_w, tern_buf ln_b) {
-    int width;
-    return gpu_gemv_applies(d) && !d->trans_b && !tern_matmul_composite(c, mm) && d->ldc == (size_t)d->n &&
-           ln_after_path(c, ln, ln_w, ln_b, d->n, &width);
-}
-
-tern_error *gpu_gemv_layernorm(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                               const tern_matmul_dims *d, tern_buf ln, tern_buf ln_w, tern_buf ln_b, float eps) {
-    if (!gpu_gemv_layernorm_applies(d, c, mm, ln, ln_w, ln_b))
-        return tern_errorf("linear_layernorm: a %dx%dx%d product is not one for the fused GEMV kernel", d->m, d->n,
-                           d->k);
-    ln_part after = {.ln = ln, .w = ln_w, .b = ln_b, .eps = eps, .after = true};
-    after.C = ln_after_path(c, ln, ln_w, ln_b, d->n, &after.width);
-    return gemv_run(g, c, a, b, mm, d, &after);
 }

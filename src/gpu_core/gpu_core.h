@@ -55,14 +55,6 @@ typedef struct gpu_core {
     tern_dbuf argmax_v, argmax_i; /* greedy sampling's parts (argmax.c): allocated once */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
-    /* i32 [1], zero between launches: the groups of a GEMV with a layer norm after
-     * (gpu_gemv_layernorm) count themselves in here, and the last one resets it. One is
-     * enough for the core: its launches go to one stream or in-order queue, and a launch
-     * does its counting only after its tern_wait_previous, i.e. after every kernel before
-     * it has completed (with programmatic dependent launch too: the wait is for the whole
-     * previous grid, and the reset is part of that grid), so no two launches ever count at
-     * once. Allocated (and zeroed) with the core and never moved: graphs hold its address. */
-    tern_dbuf ln_counter;
     /* the allocations that kernels launched since the last barrier may still be writing
      * (inflight.c); unknown after work the core did not launch */
     void *inflight[GPU_INFLIGHT_MAX];
@@ -124,27 +116,8 @@ tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b,
  * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
  * the arguments of a validated product (d as tern_validate_matmul filled it). */
 bool gpu_gemv_applies(const tern_matmul_dims *d);
-/* layernorm_linear as one GEMV kernel that normalises x's rows itself (bit for bit as
- * gpu_layernorm then gpu_gemv would): when gpu_gemv_applies, B is [k, n], and the row is
- * register-resident for layernorm with all of it in one of the GEMV's k-chunks. The caller
- * has validated the operation (tern_validate_layernorm_linear). */
-bool gpu_layernorm_gemv_applies(const tern_matmul_dims *d, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                tern_buf ln_b);
-tern_error *gpu_layernorm_gemv(gpu_core *g, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                               float eps, tern_buf w, const tern_matmul *mm, const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
-/* linear_layernorm as one GEMV kernel: the product (gpu_gemv's), then the group that
- * finishes last normalises C's m updated rows into ln, bit for bit as gpu_gemv then
- * gpu_layernorm(ln, -, -, c, ln_w, ln_b, m, n, eps) would. When gpu_gemv_applies, B is
- * [k, n], the product is a plain one (no separate addend, no GELU_BACKWARD), and C's row
- * is register-resident for layernorm. The caller has validated the operation
- * (tern_validate_linear_layernorm: C dense, one batch). */
-bool gpu_gemv_layernorm_applies(const tern_matmul_dims *d, tern_buf c, const tern_matmul *mm, tern_buf ln,
-                                tern_buf ln_w, tern_buf ln_b);
-tern_error *gpu_gemv_layernorm(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                               const tern_matmul_dims *d, tern_buf ln, tern_buf ln_w, tern_buf ln_b,
-                               float eps) TERN_MUST_USE;
 tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols,
                          float beta) TERN_MUST_USE;
 tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) TERN_MUST_USE;

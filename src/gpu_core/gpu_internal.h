@@ -84,10 +84,6 @@ static inline uint32_t gpu_groups(size_t threads, size_t group) {
     return (uint32_t)((threads + group - 1) / group);
 }
 
-/* layernorm's row path for C over these buffers: C when register-resident (and *w its vector
- * width), else 0 (layernorm.c). */
-int gpu_layernorm_row_path(const tern_buf *bufs, int count, int C, int *w);
-
 /* The buffer arguments every matmul kernel (matmul.c, gemv.c) takes first: c, a, b, then
  * bias and aux when present. Returns how many it wrote into args. */
 static inline size_t gpu_matmul_buffer_args(tern_arg *args, tern_buf c, tern_buf a, tern_buf b,

@@ -569,38 +569,6 @@ tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, 
     return NULL;
 }
 
-tern_error *tern_validate_layernorm_linear(tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                                           float eps, tern_buf w, const tern_matmul *mm, tern_matmul_dims *dims) {
-    const char *op = "layernorm_linear";
-    if (!mm) return tern_errorf("%s: mm is NULL", op);
-    if (mm->trans_a || mm->batch > 1 || (mm->lda != 0 && mm->lda != mm->k))
-        return tern_errorf("%s: ln is the product's A, so mm must not transpose it, and takes lda 0 or k (%d) and "
-                           "one batch (got trans_a %d, lda %d, batch %d)", op, mm->k, (int)mm->trans_a, mm->lda, mm->batch);
-    TERN_TRY(tern_error_wrap(tern_validate_layernorm(ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps),
-                             "%s", op));
-    TERN_TRY(tern_error_wrap(tern_validate_matmul(y, ln, w, mm, dims), "%s", op));
-    const tern_buf ins[3] = {x, ln_w, ln_b};
-    const char *names[3] = {"x", "ln_w", "ln_b"};
-    for (int i = 0; i < 3; i++) TERN_TRY(tern_check_disjoint(op, "y", y, names[i], ins[i]));
-    return NULL;
-}
-
-tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                                           tern_buf ln_w, tern_buf ln_b, float eps, tern_matmul_dims *dims) {
-    const char *op = "linear_layernorm";
-    if (!mm) return tern_errorf("%s: mm is NULL", op);
-    TERN_TRY(tern_error_wrap(tern_validate_matmul(c, a, w, mm, dims), "%s", op));
-    if (dims->batch > 1 || dims->ldc != (size_t)mm->n)
-        return tern_errorf("%s: c is the layer norm's x, so mm takes ldc 0 or n (%d) and one batch (got ldc %d, "
-                           "batch %d)", op, mm->n, mm->ldc, mm->batch);
-    TERN_TRY(tern_error_wrap(tern_validate_layernorm(ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps),
-                             "%s", op));
-    const tern_buf ins[6] = {a, w, mm->bias, mm->aux, mm->addend, mm->bias_grad};
-    const char *names[6] = {"a", "w", "bias", "aux", "addend", "bias_grad"};
-    for (int i = 0; i < 6; i++) TERN_TRY(tern_check_disjoint(op, "ln", ln, names[i], ins[i]));
-    return NULL;
-}
-
 tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                              tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                              tern_buf rstd, int rows, int C, float grad_beta) {

@@ -157,15 +157,8 @@ tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, ter
                                 tern_buf pos, int B, int T, int C);
 tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf dout,
                                          tern_buf tokens, int B, int T, int C);
-/* layernorm_linear: the layer norm's and the product's checks, ln as the product's plain A. */
-tern_error *tern_validate_layernorm_linear(tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                                           float eps, tern_buf w, const tern_matmul *mm, tern_matmul_dims *dims);
 tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
                                     tern_buf w, tern_buf b, int rows, int C, float eps);
-/* linear_layernorm: the product's checks, c as the layer norm's x (dense, one batch), the
- * layer norm's, and ln apart from the product's other buffers. */
-tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                                           tern_buf ln_w, tern_buf ln_b, float eps, tern_matmul_dims *dims);
 /* dsum optional ([C], f32 or bf16); grad_beta finite; the outputs dx, dw, db, dsum disjoint
  * from each other and from the inputs. */
 tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,

@@ -76,27 +76,6 @@ static tern_error *gtop_layernorm(tern_dev *d, tern_buf o, tern_buf m, tern_buf 
                                 int rows, int C, float eps) {
     return gpu_layernorm(G(d), o, m, r, x, w, b, rows, C, eps);
 }
-/* the GPU core's fused kernel where it applies, else its layer norm then its matmul */
-static tern_error *gtop_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                         tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    if (gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b))
-        return gpu_layernorm_gemv(G(d), y, ln, x, ln_w, ln_b, eps, w, mm, &dims);
-    TERN_TRY(gpu_layernorm(G(d), ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-    return gpu_matmul(G(d), y, ln, w, mm);
-}
-/* the GPU core's GEMV with the layer norm after where it applies, else its matmul then its
- * layer norm */
-static tern_error *gtop_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                         const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    if (gpu_gemv_layernorm_applies(&dims, c, mm, ln, ln_w, ln_b))
-        return gpu_gemv_layernorm(G(d), c, a, w, mm, &dims, ln, ln_w, ln_b, eps);
-    TERN_TRY(gpu_matmul(G(d), c, a, w, mm));
-    return gpu_layernorm(G(d), ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
-}
 static tern_error *gtop_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf ds, tern_buf g,
                                          tern_buf x, tern_buf w, tern_buf m, tern_buf r, int rows, int C, float gb) {
     return gpu_layernorm_backward(G(d), dx, dw, db, ds, g, x, w, m, r, rows, C, gb);

@@ -126,23 +126,3 @@ tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, t
     }
     return NULL;
 }
-
-/* The layer norm, then the product: the contract's definition. */
-tern_error *TERN_OP(layernorm_linear)(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                      tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    CPU_CHECK_DEV(d, "layernorm_linear");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    TERN_TRY(TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-    return TERN_OP(matmul)(d, y, ln, w, mm);
-}
-
-/* The product, then the layer norm of its rows: the contract's definition. */
-tern_error *TERN_OP(linear_layernorm)(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                      const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    CPU_CHECK_DEV(d, "linear_layernorm");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    TERN_TRY(TERN_OP(matmul)(d, c, a, w, mm));
-    return TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
-}

@@ -1,34 +1,23 @@
 /* The cuda handler's attention: which implementation answers each call.
  *   mma    flash attention on the tensor cores, written in the DSL (attention_flash.c):
- *          the default for bf16 where it fits (head size a multiple of 16 up to 128, views
- *          16-byte aligned)
+ *          bf16 where it fits (head size a multiple of 16 up to 128, views 16-byte aligned)
  *   gemm   cuBLASLt's batched products on causal blocks with DSL softmax kernels
- *          (attention_gemm.c): f32, and bf16 with TERN_CUDA_ATTENTION=gemm
- *   core   the GPU core's flash-style f32 kernels (src/gpu_core/attention.c):
- *          TERN_CUDA_ATTENTION=flash, and any call whose buffers mix dtypes, which the
- *          other two do not take.
+ *          (attention_gemm.c): f32, and bf16 where mma does not fit
+ *   core   the GPU core's flash-style f32 kernels (src/gpu_core/attention.c): any call
+ *          whose buffers mix dtypes, which the other two do not take.
+ * Each is the fastest for what it takes (bench/h200/NOTES.md): bf16 mma 34.3 ms a step
+ * against gemm's 41.8 (run 15); f32 gemm 62 ms against the core's 244.
  * All three save the same record (each query row's natural logsumexp of its scaled scores,
  * f32 [B, NH, T]), so a backward pass may take another path than its forward did: a
  * forward with qkv and out alike runs on the tensor cores even when the backward's
  * gradients then come in another dtype and go to the GPU core. */
-#include <stdlib.h>
-#include <string.h>
-
 #include "cuda_handler.h"
 #include "flash_kernels.h"
 #include "handlers/validate.h"
 
-/* Which attention: mma (flash attention on the tensor cores, flash_kernels.c: bf16, where it
- * fits; the default), gemm (the products through cuBLASLt; TERN_CUDA_ATTENTION=gemm, and
- * whatever mma does not take), flash (the GPU core's f32 kernels). On the H200 at GPT-2
- * 124M, B=16, T=1024, bf16, the step took 34.3 ms with mma and 41.8 ms with gemm in the same
- * run (bench/h200/NOTES.md, run 15). */
 typedef enum att_kind { ATT_MMA, ATT_GEMM, ATT_CORE } att_kind;
 
 static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, int count) {
-    const char *v = getenv("TERN_CUDA_ATTENTION");
-    if (v && !strcmp(v, "flash")) return ATT_CORE;
-    if (v && !strcmp(v, "gemm")) return ATT_GEMM;
     if (act == TERN_BF16 && cuda_flash_fits(hs, offsets, count)) return ATT_MMA;
     return ATT_GEMM;
 }

@@ -24,19 +24,9 @@
 #include "cuda_handler.h"
 #include "handlers/validate.h"
 
-/* Query positions per causal block of the products: 256 (measured best of 128, 256, 512 and
- * 1024 for GPT-2 124M at T = 1024: bench/h200/NOTES.md), or TERN_CUDA_ATT_BLOCK (a multiple
- * of 16), for measuring the trade between skipped work and more, smaller products. */
-static int att_block(void) {
-    static int block = 0;
-    if (!block) {
-        const char *v = getenv("TERN_CUDA_ATT_BLOCK");
-        int b = v ? atoi(v) : 0;
-        block = b >= 16 && b % 16 == 0 ? b : 256;
-    }
-    return block;
-}
-#define ATT_BLOCK att_block()
+/* Query positions per causal block of the products: 256, measured best of 128, 256, 512 and
+ * 1024 for GPT-2 124M at T = 1024 (bench/h200/NOTES.md). */
+#define ATT_BLOCK 256
 
 /* The kernel `which` for activations of `act`. `form`: for the permutes, whether they move
  * 16-byte runs; for the softmax kernels, whether rows are held in registers. Built on first

@@ -48,7 +48,6 @@ struct tern_dev {
      * kind, and the scratch the score matrices live in */
     tern_kernel *att_kernels[2][CUDA_ATT_KERNEL_SLOTS];
     tern_buf att_scratch;
-    tern_buf bgrad_scratch; /* a bias gradient cuBLASLt writes before it is added in (matmul.c) */
     /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
     tern_kernel *flash[6]; /* by cuda_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
     cuda_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */

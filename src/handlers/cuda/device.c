@@ -43,7 +43,6 @@ tern_error *tern_cuda_close(tern_dev *d) {
         for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
             if (d->graphs[i].exec) d->cu->cuGraphExecDestroy(d->graphs[i].exec);
         if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->att_scratch));
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->bgrad_scratch));
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
         for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);

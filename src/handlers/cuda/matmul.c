@@ -28,7 +28,6 @@
 #include "dsl/disk_cache.h"
 
 #define GEMM_CANDIDATES 8
-#define CUDA_BGRAD_SUM_ROWS true /* bias_grad_by_sum_rows */
 #define GEMM_CANDIDATES_MAX 64
 
 /* The candidates the heuristic is asked for: GEMM_CANDIDATES, or TERN_CUDA_GEMM_CANDIDATES
@@ -374,8 +373,6 @@ static tern_buf lt_c(tern_buf c, const tern_matmul *mm) {
 
 static cublasLtEpilogue_t lt_epilogue(const tern_matmul *mm) {
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
-    /* cuBLASLt's A is our B: the sums of B's k rows are its BGRADA, in C's dtype */
-    if (tern_present(mm->bias_grad)) return CUBLASLT_EPILOGUE_BGRADA;
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) return CUBLASLT_EPILOGUE_DGELU; /* aux in, no bias */
     if (mm->epilogue == TERN_EPILOGUE_GELU)
         return has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -396,7 +393,7 @@ static plan_key make_key(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *
         key.stride_c = (long)dims->stride_c;
     }
     key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
-    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : tern_present(mm->bias_grad) ? c.dtype : TERN_F32;
+    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : TERN_F32;
     key.epilogue = (int)lt_epilogue(mm);
     key.beta_zero = mm->beta == 0.0f;
     key.align_a = pointer_alignment(address(a));
@@ -418,32 +415,11 @@ static bool epilogue_fits(const tern_matmul *mm, const tern_matmul_dims *dims) {
                         dims->batch == 1);
 }
 
-/* Where cuBLASLt's BGRADA writes a bias gradient (it writes, in C's dtype, which bias_grad
- * has here): bias_grad itself when beta is 0 and it is 16-byte aligned, else the handler's
- * bias-gradient scratch, which the caller then adds in with sum_rows (beta * bias_grad +
- * scratch). On the H200 BGRADA runs as a reduction kernel of its own after the product;
- * since sum_rows reads with wide loads it is the slower of the two (bias_grad_by_sum_rows). */
-static tern_error *bias_grad_target(tern_dev *d, tern_buf c, const tern_matmul *mm, tern_buf *out) {
-    tern_buf g = mm->bias_grad;
-    if (mm->beta == 0 && g.dtype == c.dtype && pointer_alignment(address(g)) >= EPILOGUE_ALIGNMENT) {
-        *out = g;
-        return NULL;
-    }
-    size_t n = (size_t)mm->n;
-    if (d->bgrad_scratch.len < n || d->bgrad_scratch.dtype != c.dtype) {
-        TERN_TRY(tern_cuda_free(d, &d->bgrad_scratch));
-        TERN_TRY(tern_cuda_alloc(d, c.dtype, n < 4096 ? 4096 : n, &d->bgrad_scratch));
-        d->core.scratch_epoch++; /* recorded graphs named the old scratch */
-    }
-    *out = tern_view(d->bgrad_scratch, 0, n);
-    return NULL;
-}
-
-/* Sets the plan's per-call pointers (bias or bias gradient, aux), runs cublasLtMatmul; *s
+/* Sets the plan's per-call pointers (bias, aux), runs cublasLtMatmul; *s
  * its status. */
 static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_buf a, tern_buf b,
                              const tern_matmul *mm, CUdeviceptr pbias, cublasStatus_t *s) {
-    if (pbias) /* the bias, or where the bias gradient goes */
+    if (pbias)
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
                                                          sizeof pbias), "bias pointer"));
     if (tern_present(mm->aux)) { /* GELU writes it, DGELU reads it */
@@ -469,23 +445,14 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
     return NULL;
 }
 
-/* Whether a product's bias gradient (the column sums of B [k, n]) is summed by sum_rows
- * after the plain product rather than by cuBLASLt's BGRADA epilogue, which runs a reduction
- * kernel of its own after the product anyway. TERN_CUDA_BGRAD=sum_rows|epilogue chooses.
- * On the H200 (bench/h200/NOTES.md, run 52), GPT-2's 24 bias gradients a step: BGRADA 0.82
- * ms, sum_rows (wide loads, four rows at a time) 0.56 + 0.09 for the partial sums; the step
- * 30.09 against 30.29 ms (three rounds each, alternated). */
-static bool bias_grad_by_sum_rows(const tern_matmul *mm, const tern_matmul_dims *dims) {
-    const char *env = getenv("TERN_CUDA_BGRAD");
-    bool want = env ? !strcmp(env, "sum_rows") : CUDA_BGRAD_SUM_ROWS;
-    return want && tern_present(mm->bias_grad) && !dims->trans_b && dims->batch == 1 && dims->ldb == (size_t)dims->n;
-}
-
 tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
     if (mm->m == 0 || mm->n == 0) return NULL;
-    if (bias_grad_by_sum_rows(mm, &dims)) {
+    /* A bias gradient is the plain product, then sum_rows over B: cuBLASLt's BGRADA epilogue
+     * runs a reduction kernel of its own after the product anyway, and was the slower on the
+     * H200 (bench/h200/NOTES.md, run 52). */
+    if (tern_present(mm->bias_grad)) {
         tern_matmul plain = *mm;
         plain.bias_grad = tern_none();
         TERN_TRY(tern_cuda_matmul(d, c, a, b, &plain));
@@ -499,18 +466,11 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
         return gemv(d, c, a, b, mm, &dims);
     }
     if (!epilogue_fits(mm, &dims)) return fallback(d, c, a, b, mm, &dims);
-    /* cuBLASLt's bias gradient is in C's dtype: a bf16 C would round an f32 one (H200 run 23) */
-    if (tern_present(mm->bias_grad) && mm->bias_grad.dtype != c.dtype) return fallback(d, c, a, b, mm, &dims);
 
     TERN_TRY(cuda_make_current(d));
     plan_key key = make_key(c, a, b, mm, &dims);
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
-    tern_buf bgrad = tern_none(); /* where cuBLASLt writes the bias gradient */
-    if (tern_present(mm->bias_grad)) {
-        TERN_TRY(bias_grad_target(d, c, mm, &bgrad));
-        pbias = address(bgrad);
-    }
     bool refused = false;
     tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
     if (err && refused) {
@@ -521,68 +481,5 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     TERN_TRY(lt_matmul(d, p, c, a, b, mm, pbias, &s));
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) return fallback(d, c, a, b, mm, &dims); /* a late refusal */
-    TERN_TRY(lt_check(s, "matmul"));
-    /* written to scratch: bias_grad = beta * bias_grad + the sums */
-    if (tern_present(bgrad) && !tern_views_same(bgrad, mm->bias_grad))
-        return tern_cuda_sum_rows(d, mm->bias_grad, bgrad, 1, mm->n, mm->beta);
-    return NULL;
-}
-
-/* layernorm_linear: the layer norm, then the product. TERN_CUDA_FUSE_LN=1 runs the decode
- * step's products (those that go to the GEMV kernels) as one kernel that normalises x
- * itself, bit for bit as the two; on the H200 that decoded GPT-2 124M at 1,853 tokens/s
- * against 2,616 with the two kernels (bench/h200/NOTES.md, run 20): every group normalises
- * the rows again, in series before its product, which costs more than the launch it saves
- * now that launches overlap. */
-tern_error *tern_cuda_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                       tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    const char *env = getenv("TERN_CUDA_FUSE_LN");
-    bool fuse = env && !strcmp(env, "1") && gemv_wanted(&dims) && !tern_matmul_composite(y, mm) &&
-                gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b);
-    if (!fuse) {
-        TERN_TRY(tern_cuda_layernorm(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-        return tern_cuda_matmul(d, y, ln, w, mm);
-    }
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_layernorm_gemv(&d->core, y, ln, x, ln_w, ln_b, eps, w, mm, &dims);
-    cuda_profile_end(d, "layernorm_linear (GEMV)", t0);
-    return err;
-}
-
-/* Whether linear_layernorm runs as the GPU core's GEMV with the layer norm after (the last
- * group to finish normalises C's rows): when tern_cuda_matmul would take this product to the
- * GEMV kernels as a plain one, and C's row is register-resident for the layer norm. That is
- * decoding's residual products, whose layer norm (ln_2, or the next layer's ln_1) then costs
- * no launch of its own: two launches fewer per layer, the bits unchanged. Measured on the
- * H200 it is slower all the same: 2,259-2,277 tokens/s against 2,591-2,610 composed (run
- * 24): the last group's fence, count and layer norm sit in series at the end of every
- * residual product, while the separate layer-norm kernel overlaps its neighbours under
- * programmatic dependent launch. So it is opt-in, TERN_CUDA_FUSE_LN_PREV=1, as the layer
- * norm fused before the product is (TERN_CUDA_FUSE_LN above). */
-static bool fuse_ln_after(const tern_matmul_dims *dims, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                          tern_buf ln, tern_buf ln_w, tern_buf ln_b) {
-    const char *env = getenv("TERN_CUDA_FUSE_LN_PREV");
-    if (!env || strcmp(env, "1")) return false;
-    if (a.dtype != w.dtype || (tern_present(mm->aux) && mm->aux.dtype != c.dtype)) return false; /* cuBLASLt's fallback */
-    return gemv_wanted(dims) && gpu_gemv_layernorm_applies(dims, c, mm, ln, ln_w, ln_b);
-}
-
-/* linear_layernorm: the product, then the layer norm of C's rows; one kernel when
- * fuse_ln_after says so. */
-tern_error *tern_cuda_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                       const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    if (!fuse_ln_after(&dims, c, a, w, mm, ln, ln_w, ln_b)) {
-        TERN_TRY(tern_cuda_matmul(d, c, a, w, mm));
-        return tern_cuda_layernorm(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
-    }
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_gemv_layernorm(&d->core, c, a, w, mm, &dims, ln, ln_w, ln_b, eps);
-    cuda_profile_end(d, "linear_layernorm (GEMV)", t0);
-    return err;
+    return lt_check(s, "matmul");
 }

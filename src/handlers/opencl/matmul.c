@@ -107,14 +107,3 @@ tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, con
 }
 
 #endif
-
-/* The layer norm, then CLBlast's product. (The GPU core's fused kernel, gpu_layernorm_gemv,
- * was slower than the two on the H200; tests/gpu runs it here too.) */
-tern_error *TERN_OP(layernorm_linear)(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                      tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    CL_CHECK_DEV(d, "layernorm_linear");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    TERN_TRY(TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-    return TERN_OP(matmul)(d, y, ln, w, mm);
-}

@@ -73,17 +73,6 @@ tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_bu
     CORE(d, "layernorm");
     return gpu_layernorm(&d->core, out, mean, rstd, x, w, b, rows, C, eps);
 }
-/* The product (CLBlast's, or the GEMV kernels'), then the layer norm: composed, since the
- * GPU core's fused kernel (gpu_gemv_layernorm) pays for the launch it saves only where
- * launches overlap (cuda); tests/gpu runs it on OpenCL too. */
-tern_error *TERN_OP(linear_layernorm)(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                      const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    CL_CHECK_DEV(d, "linear_layernorm");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    TERN_TRY(TERN_OP(matmul)(d, c, a, w, mm));
-    return TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
-}
 tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                         tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd,
                                         int rows, int C, float grad_beta) {
