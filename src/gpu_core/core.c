@@ -130,10 +130,13 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
     return NULL;
 }
 
-tern_error *gpu_core_init(gpu_core *g, tern_rt *rt) {
+tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *device_name) {
+    static const gpu_hooks none = {0};
     memset(g, 0, sizeof *g);
     if (!rt) return tern_errorf("gpu core: the runtime is NULL");
     g->rt = rt;
+    g->hooks = hooks ? hooks : &none;
+    g->name = device_name ? device_name : tern_rt_device(rt);
     const char *name = tern_rt_name(rt);
     g->host = name && !strcmp(name, "host");
     /* a wide group per row for GPUs; 256 elsewhere (the interpreter, CPU OpenCL) */
@@ -198,7 +201,8 @@ tern_error *gpu_check_faults(gpu_core *g) {
     return fault_error(f);
 }
 
-tern_error *gpu_sync(gpu_core *g) {
+tern_error *gpu_sync(tern_dev *d) {
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(tern_error_wrap(tern_rt_sync(g->rt), "sync"));
     gpu_inflight_barrier(g);
     return gpu_check_faults(g);

@@ -8,8 +8,8 @@ static tern_dims ew_grid(size_t n, int w) {
     return tern_dims1(gpu_groups((n + (size_t)w - 1) / (size_t)w, GK_EW_GROUP));
 }
 
-tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) {
-    TERN_TRY(tern_validate_add(out, a, b));
+tern_error *gpu_add(tern_dev *d, tern_buf out, tern_buf a, tern_buf b) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = out.len;
     TERN_TRY(gpu_check_index("add", "out", n));
     tern_buf all[3] = {out, a, b};
@@ -22,8 +22,8 @@ tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) {
     return gpu_run(g, "add", GK_ADD, &s, ew_grid(n, s.n[0]), tern_dims1(GK_EW_GROUP), args, 4);
 }
 
-tern_error *gpu_gelu(gpu_core *g, tern_buf out, tern_buf x) {
-    TERN_TRY(tern_validate_gelu(out, x));
+tern_error *gpu_gelu(tern_dev *d, tern_buf out, tern_buf x) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = out.len;
     TERN_TRY(gpu_check_index("gelu", "out", n));
     tern_buf all[2] = {out, x};
@@ -35,8 +35,8 @@ tern_error *gpu_gelu(gpu_core *g, tern_buf out, tern_buf x) {
     return gpu_run(g, "gelu", GK_GELU, &s, ew_grid(n, s.n[0]), tern_dims1(GK_EW_GROUP), args, 3);
 }
 
-tern_error *gpu_gelu_backward(gpu_core *g, tern_buf dx, tern_buf dout, tern_buf x) {
-    TERN_TRY(tern_validate_gelu_backward(dx, dout, x));
+tern_error *gpu_gelu_backward(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf x) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = dx.len;
     TERN_TRY(gpu_check_index("gelu_backward", "dx", n));
     tern_buf all[3] = {dx, dout, x};
@@ -50,9 +50,9 @@ tern_error *gpu_gelu_backward(gpu_core *g, tern_buf dx, tern_buf dout, tern_buf 
                    args, 4);
 }
 
-tern_error *gpu_adamw(gpu_core *g, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
+tern_error *gpu_adamw(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
                       tern_buf v, const tern_adamw *h) {
-    TERN_TRY(tern_validate_adamw(param, shadow, grad, m, v, h));
+    gpu_core *g = gpu_core_of(d);
     size_t n = param.len;
     TERN_TRY(gpu_check_index("adamw", "param", n));
     bool has_shadow = tern_present(shadow);

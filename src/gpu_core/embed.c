@@ -2,9 +2,9 @@
  * device data: the kernels check them and a bad one is reported at the next sync. */
 #include "gpu_core/gpu_internal.h"
 
-tern_error *gpu_embed(gpu_core *g, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
+tern_error *gpu_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
                       tern_buf pos, int B, int T, int C) {
-    TERN_TRY(tern_validate_embed(out, tokens, wte, wpe, pos, B, T, C));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("embed", "out", out.len));
     TERN_TRY(gpu_check_index("embed", "wte", wte.len));
     TERN_TRY(gpu_check_index("embed", "wpe", wpe.len));
@@ -35,9 +35,9 @@ tern_error *gpu_embed(gpu_core *g, tern_buf out, tern_buf tokens, tern_buf wte, 
                    args, n);
 }
 
-tern_error *gpu_embed_backward(gpu_core *g, tern_buf dwte, tern_buf dwpe, tern_buf dout,
+tern_error *gpu_embed_backward(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout,
                                tern_buf tokens, int B, int T, int C) {
-    TERN_TRY(tern_validate_embed_backward(dwte, dwpe, dout, tokens, B, T, C));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("embed_backward", "dout", dout.len));
     size_t c = (size_t)C, bt = (size_t)B * (size_t)T;
     if (tern_present(dwte)) {

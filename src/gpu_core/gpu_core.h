@@ -1,13 +1,14 @@
-/* The GPU core: every effect operation except matmul, implemented once over a DSL runtime
- * (tern_rt) with the kernels of src/kernels/. A GPU handler (opencl, cuda, ...) holds a
- * gpu_core in its device and answers each operation with one call, e.g.
- *
- *     tern_error *tern_opencl_layernorm(tern_dev *d, ...) { return gpu_layernorm(&d->core, ...); }
+/* The GPU core: the body of every effect operation for the GPU handlers (cuda, opencl,
+ * host), implemented once over a DSL runtime (tern_rt) with the kernels of src/kernels/.
+ * A GPU handler's entries (generated: src/handlers/seam.h) call gpu_<op> directly; what
+ * differs between the handlers (a vendor GEMM, vendor attention, graphs, collectives) the
+ * core asks the handler for through hooks (gpu_hooks). Its device structure begins with
+ * its gpu_core (the core reaches it from the tern_dev * it is given: gpu_core_of).
  *
  * Buffers are runtime allocations: tern_buf.mem is the runtime's handle (a cl_mem, a
  * CUdeviceptr, a host pointer for the "host" runtime), passed to kernels with
- * tern_arg_buf. Every operation validates its arguments with src/handlers/validate.h
- * first, so a bad call gives the same error on every handler.
+ * tern_arg_buf. The arguments were validated by the entry (src/handlers/validate.h); the
+ * core checks only its own limits (kernels index with i32).
  *
  * Kernels are traced and built once per (family, specialisation) and kept in a table, so
  * an operation's host cost is a table lookup and a launch. Faults that kernels detect in
@@ -34,11 +35,31 @@
 
 #define GPU_INFLIGHT_MAX 32
 
+/* What a GPU handler answers itself; NULL where the core's own implementation is used. Each
+ * takes the validated arguments of its op. */
+typedef struct gpu_hooks {
+    /* replayable sections (CUDA graphs); NULL: none, the caller runs the section directly */
+    tern_error *(*capture_begin)(tern_dev *d, uint64_t key, bool *replay);
+    tern_error *(*capture_end)(tern_dev *d, uint64_t key);
+    /* a vendor GEMM; NULL: the core's DSL matmul (gpu_matmul_dsl) */
+    tern_error *(*matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
+    /* vendor or handler-specific attention; NULL: the core's kernels (gpu_attention_dsl). It
+     * must save what gpu_attention_saved_len says (each row's logsumexp). */
+    tern_error *(*attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH);
+    tern_error *(*attention_backward)(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                      tern_buf saved, int B, int T, int C, int NH);
+    /* a device-side collective engine (NCCL); NULL: through host memory and MPI */
+    tern_error *(*allreduce)(tern_dev *d, tern_buf buf, tern_dist *comm);
+    tern_error *(*allgather)(tern_dev *d, tern_buf buf, tern_dist *comm);
+} gpu_hooks;
+
 typedef struct gpu_kernel_slot gpu_kernel_slot; /* the kernel table (core.c) */
 typedef struct gpu_alloc_slot gpu_alloc_slot;   /* live allocations (memory.c) */
 
 typedef struct gpu_core {
     tern_rt *rt;
+    const gpu_hooks *hooks;  /* never NULL (a table of NULLs: none) */
+    const char *name;        /* device_name's answer (the handler's, or the runtime's) */
     bool host;               /* the "host" interpreter runtime */
     int sample_group;        /* threads per sample group */
     int ce_group;            /* threads per cross-entropy group */
@@ -62,28 +83,33 @@ typedef struct gpu_core {
     bool inflight_unknown;
 } gpu_core;
 
-/* Sets up a core over rt (which stays the caller's: close it after gpu_core_free). */
-tern_error *gpu_core_init(gpu_core *g, tern_rt *rt) TERN_MUST_USE;
+/* Sets up a core over rt (which stays the caller's: close it after gpu_core_free) with a
+ * handler's hooks (NULL: none) and device name (NULL: the runtime's). */
+tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *name) TERN_MUST_USE;
 void gpu_core_free(gpu_core *g);
+
+/* The core of a GPU handler's device (whose structure begins with it), and back. */
+static inline gpu_core *gpu_core_of(tern_dev *d) { return (gpu_core *)(void *)d; }
+static inline tern_dev *gpu_dev(gpu_core *g) { return (tern_dev *)(void *)g; }
 
 /* Reports (and clears) a fault recorded by a kernel since the last check. Synchronising. */
 tern_error *gpu_check_faults(gpu_core *g) TERN_MUST_USE;
 
-/* ---- the operations (arguments as in TERN_OPS, less the device) ---- */
+/* ---- the bodies: gpu_<op>, with the op list's signatures ---- */
 
-tern_error *gpu_sync(gpu_core *g) TERN_MUST_USE;
-tern_error *gpu_alloc(gpu_core *g, tern_dtype dtype, size_t len, tern_buf *out) TERN_MUST_USE;
-tern_error *gpu_free(gpu_core *g, tern_buf *buf) TERN_MUST_USE;
-tern_error *gpu_upload(gpu_core *g, tern_buf dst, const void *src) TERN_MUST_USE;
-tern_error *gpu_download(gpu_core *g, void *dst, tern_buf src) TERN_MUST_USE;
-tern_error *gpu_copy(gpu_core *g, tern_buf dst, tern_buf src) TERN_MUST_USE;
-tern_error *gpu_fill(gpu_core *g, tern_buf dst, double value) TERN_MUST_USE;
-tern_error *gpu_get(gpu_core *g, tern_buf a, size_t index, double *out) TERN_MUST_USE;
-tern_error *gpu_length(gpu_core *g, tern_buf a, size_t *out) TERN_MUST_USE;
-tern_error *gpu_from_list(gpu_core *g, tern_dtype dtype, const double *values, size_t count,
-                          tern_buf *out) TERN_MUST_USE;
-tern_error *gpu_load(gpu_core *g, const char *path, const char *name, tern_dtype dtype,
-                     tern_buf *out) TERN_MUST_USE;
+#define GPU_DECLARE_BODY_(name, params, args) tern_error *gpu_##name params TERN_MUST_USE;
+TERN_OPS_SEAM(GPU_DECLARE_BODY_)
+#undef GPU_DECLARE_BODY_
+
+/* The core's own matmul (a tiled DSL kernel; products that gpu_gemv_applies to go to the
+ * GEMV kernels) and attention (flash-style f32 kernels), for hooks that take only some
+ * calls. */
+tern_error *gpu_matmul_dsl(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) TERN_MUST_USE;
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                              int NH) TERN_MUST_USE;
+tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                       tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+
 /* ---- work outside the core (inflight.c) ---- */
 
 /* The device has finished all work so far (a handler's capture of a replayable section
@@ -106,11 +132,6 @@ tern_error *gpu_scratch_buf(gpu_core *g, size_t len, tern_buf *out) TERN_MUST_US
 tern_error *gpu_matmul_epilogue(gpu_core *g, tern_buf c, tern_buf src, size_t src_ld, size_t src_stride,
                                 const tern_matmul *mm, const tern_matmul_dims *d) TERN_MUST_USE;
 
-/* The DSL matmul (a tiled kernel; a handler may prefer a vendor library). Products that
- * gpu_gemv_applies to go to the GEMV kernels. */
-tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b,
-                       const tern_matmul *mm) TERN_MUST_USE;
-
 /* The small-m products (src/kernels/gemv.c, gemv.c here): m <= GK_GEMV_MAX_M, batch 1, A not
  * transposed; the rest of the contract (B either way, strides, alpha, beta, bias, GELU, aux)
  * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
@@ -118,42 +139,5 @@ tern_error *gpu_matmul(gpu_core *g, tern_buf c, tern_buf a, tern_buf b,
 bool gpu_gemv_applies(const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
-tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols,
-                         float beta) TERN_MUST_USE;
-tern_error *gpu_add(gpu_core *g, tern_buf out, tern_buf a, tern_buf b) TERN_MUST_USE;
-tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) TERN_MUST_USE;
-tern_error *gpu_embed(gpu_core *g, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
-                      tern_buf pos, int B, int T, int C) TERN_MUST_USE;
-tern_error *gpu_embed_backward(gpu_core *g, tern_buf dwte, tern_buf dwpe, tern_buf dout,
-                               tern_buf tokens, int B, int T, int C) TERN_MUST_USE;
-tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
-                          tern_buf w, tern_buf b, int rows, int C, float eps) TERN_MUST_USE;
-tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
-                                   tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                   tern_buf rstd, int rows, int C, float grad_beta) TERN_MUST_USE;
-tern_error *gpu_gelu(gpu_core *g, tern_buf out, tern_buf x) TERN_MUST_USE;
-tern_error *gpu_gelu_backward(gpu_core *g, tern_buf dx, tern_buf dout, tern_buf x) TERN_MUST_USE;
-/* saved holds B * NH * T floats: each row's base-2 logsumexp of its scaled scores. */
-tern_error *gpu_attention_saved_len(gpu_core *g, int B, int T, int NH, size_t *out) TERN_MUST_USE;
-tern_error *gpu_attention(gpu_core *g, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                          int C, int NH) TERN_MUST_USE;
-tern_error *gpu_attention_backward(gpu_core *g, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                   tern_buf out, tern_buf saved, int B, int T, int C,
-                                   int NH) TERN_MUST_USE;
-tern_error *gpu_attention_cached(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                 tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
-                                 int max_T) TERN_MUST_USE;
-tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, tern_buf targets,
-                              int rows, int V, int Vp, float grad_scale) TERN_MUST_USE;
-tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int V, int Vp,
-                       float temperature, int top_k, uint64_t seed,
-                       tern_buf counter) TERN_MUST_USE;
-tern_error *gpu_adamw(gpu_core *g, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
-                      tern_buf v, const tern_adamw *h) TERN_MUST_USE;
-/* allreduce by way of host memory and MPI (download, sum, upload): for handlers without a
- * device-side collective engine. */
-tern_error *gpu_allreduce_via_host(gpu_core *g, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
-/* allgather the same way: this rank's segment down, MPI's gather, the whole buffer up. */
-tern_error *gpu_allgather_via_host(gpu_core *g, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
 
 #endif

@@ -17,9 +17,9 @@ static int layernorm_row_path(const tern_buf *bufs, int count, int C, int *w) {
     return C;
 }
 
-tern_error *gpu_layernorm(gpu_core *g, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
                           tern_buf w, tern_buf b, int rows, int C, float eps) {
-    TERN_TRY(tern_validate_layernorm(out, mean, rstd, x, w, b, rows, C, eps));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("layernorm", "x", x.len));
     tern_buf all[4] = {out, x, w, b};
     gk_spec s = {0};
@@ -59,10 +59,10 @@ static int gpu_lnb_rows(void) {
     return n >= 1 && n <= 64 ? n : 16;
 }
 
-tern_error *gpu_layernorm_backward(gpu_core *g, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                    tern_buf rstd, int rows, int C, float grad_beta) {
-    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
     /* P partial rows per SIMD group: dw's and db's column sums, and dsum's when asked for */
     int P = tern_present(dsum) ? 3 : 2;

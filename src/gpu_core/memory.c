@@ -69,46 +69,46 @@ static tern_dbuf dview(tern_buf b) {
     return d;
 }
 
-tern_error *gpu_alloc(gpu_core *g, tern_dtype dtype, size_t len, tern_buf *out) {
-    TERN_TRY(tern_validate_alloc(dtype, len, out));
-    tern_dbuf d = {0};
-    TERN_TRY(tern_error_wrap(tern_rt_alloc(g->rt, tern_type_of_dtype(dtype), len, &d),
+tern_error *gpu_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+    gpu_core *g = gpu_core_of(d);
+    tern_dbuf m = {0};
+    TERN_TRY(tern_error_wrap(tern_rt_alloc(g->rt, tern_type_of_dtype(dtype), len, &m),
                              "alloc: %zu elements of %s", len, tern_dtype_name(dtype)));
-    tern_buf b = {d.mem, 0, len, dtype};
+    tern_buf b = {m.mem, 0, len, dtype};
     tern_error *err = add_alloc(g, b);
     if (err) {
-        tern_rt_free(g->rt, &d);
+        tern_rt_free(g->rt, &m);
         return tern_error_wrap(err, "alloc");
     }
     *out = b;
     return NULL;
 }
 
-tern_error *gpu_free(gpu_core *g, tern_buf *buf) {
-    TERN_TRY(tern_validate_free(buf));
+tern_error *gpu_free(tern_dev *d, tern_buf *buf) {
+    gpu_core *g = gpu_core_of(d);
     if (!buf->mem) return NULL;
     gpu_alloc_slot *s = find_alloc(g, buf->mem);
     if (!s) return tern_errorf("free: buf was not allocated by this handler");
     if (s->len != buf->len || s->dtype != buf->dtype || buf->offset != 0)
         return tern_errorf("free: buf is a view of %zu elements of an allocation of %zu; free the whole allocation",
                            buf->len, s->len);
-    tern_dbuf d = {buf->mem, 0, s->len, tern_type_of_dtype(s->dtype)};
+    tern_dbuf m = {buf->mem, 0, s->len, tern_type_of_dtype(s->dtype)};
     remove_alloc(g, s);
-    tern_rt_free(g->rt, &d);
+    tern_rt_free(g->rt, &m);
     *buf = tern_none();
     return NULL;
 }
 
-tern_error *gpu_upload(gpu_core *g, tern_buf dst, const void *src) {
-    TERN_TRY(tern_validate_upload(dst, src));
+tern_error *gpu_upload(tern_dev *d, tern_buf dst, const void *src) {
+    gpu_core *g = gpu_core_of(d);
     if (!dst.len) return NULL;
     TERN_TRY(tern_error_wrap(tern_rt_upload(g->rt, dview(dst), src), "upload"));
     gpu_inflight_barrier(g); /* the copy came after all work before it, and is done */
     return NULL;
 }
 
-tern_error *gpu_download(gpu_core *g, void *dst, tern_buf src) {
-    TERN_TRY(tern_validate_download(dst, src));
+tern_error *gpu_download(tern_dev *d, void *dst, tern_buf src) {
+    gpu_core *g = gpu_core_of(d);
     if (src.len) {
         TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, dst, dview(src)), "download"));
         gpu_inflight_barrier(g);
@@ -116,8 +116,8 @@ tern_error *gpu_download(gpu_core *g, void *dst, tern_buf src) {
     return gpu_check_faults(g);
 }
 
-tern_error *gpu_copy(gpu_core *g, tern_buf dst, tern_buf src) {
-    TERN_TRY(tern_validate_copy(dst, src));
+tern_error *gpu_copy(tern_dev *d, tern_buf dst, tern_buf src) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = dst.len;
     if (!n) return NULL;
     TERN_TRY(gpu_check_index("copy", "dst", n));
@@ -142,8 +142,8 @@ static tern_arg fill_value(tern_dtype dtype, double v) {
     }
 }
 
-tern_error *gpu_fill(gpu_core *g, tern_buf dst, double value) {
-    TERN_TRY(tern_validate_fill(dst, value));
+tern_error *gpu_fill(tern_dev *d, tern_buf dst, double value) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = dst.len;
     if (!n) return NULL;
     TERN_TRY(gpu_check_index("fill", "dst", n));
@@ -200,8 +200,8 @@ static void element_store(void *p, tern_dtype dtype, double v) {
     }
 }
 
-tern_error *gpu_get(gpu_core *g, tern_buf a, size_t index, double *out) {
-    TERN_TRY(tern_validate_get(a, index, out));
+tern_error *gpu_get(tern_dev *d, tern_buf a, size_t index, double *out) {
+    gpu_core *g = gpu_core_of(d);
     unsigned char one[8];
     TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, one, dview(tern_view(a, index, 1))), "get"));
     TERN_TRY(gpu_check_faults(g));
@@ -209,9 +209,9 @@ tern_error *gpu_get(gpu_core *g, tern_buf a, size_t index, double *out) {
     return NULL;
 }
 
-tern_error *gpu_length(gpu_core *g, tern_buf a, size_t *out) {
+tern_error *gpu_length(tern_dev *d, tern_buf a, size_t *out) {
+    gpu_core *g = gpu_core_of(d);
     (void)g;
-    TERN_TRY(tern_validate_length(a, out));
     *out = a.len;
     return NULL;
 }
@@ -220,19 +220,19 @@ tern_error *gpu_length(gpu_core *g, tern_buf a, size_t *out) {
 static tern_error *new_from_host(gpu_core *g, tern_dtype dtype, size_t count, const void *host,
                                  tern_buf *out) {
     tern_buf b = tern_none();
-    TERN_TRY(gpu_alloc(g, dtype, count, &b));
+    TERN_TRY(gpu_alloc(gpu_dev(g), dtype, count, &b));
     tern_error *err = tern_rt_upload(g->rt, dview(b), host);
     if (err) {
-        tern_error_free(gpu_free(g, &b));
+        tern_error_free(gpu_free(gpu_dev(g), &b));
         return err;
     }
     *out = b;
     return NULL;
 }
 
-tern_error *gpu_from_list(gpu_core *g, tern_dtype dtype, const double *values, size_t count,
+tern_error *gpu_from_list(tern_dev *d, tern_dtype dtype, const double *values, size_t count,
                           tern_buf *out) {
-    TERN_TRY(tern_validate_from_list(dtype, values, count, out));
+    gpu_core *g = gpu_core_of(d);
     size_t size = tern_dtype_size(dtype);
     unsigned char *host = malloc(count * size);
     if (!host) return tern_errorf("from_list: out of memory for %zu elements", count);
@@ -242,9 +242,9 @@ tern_error *gpu_from_list(gpu_core *g, tern_dtype dtype, const double *values, s
     return tern_error_wrap(err, "from_list");
 }
 
-tern_error *gpu_load(gpu_core *g, const char *path, const char *name, tern_dtype dtype,
+tern_error *gpu_load(tern_dev *d, const char *path, const char *name, tern_dtype dtype,
                      tern_buf *out) {
-    TERN_TRY(tern_validate_load(path, name, dtype, out));
+    gpu_core *g = gpu_core_of(d);
     tern_safetensors *f;
     TERN_TRY(tern_error_wrap(tern_safetensors_open(path, &f), "load"));
     tern_error *err = NULL;

@@ -29,8 +29,8 @@ tern_error *gpu_partial_add2(gpu_core *g, const char *op, tern_buf acc, tern_buf
     return gpu_run(g, op, GK_PARTIAL_ADD, &s, tern_dims1(groups), tern_dims1(GK_PA_GROUP), args, 10);
 }
 
-tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int cols, float beta) {
-    TERN_TRY(tern_validate_sum_rows(out, x, rows, cols, beta));
+tern_error *gpu_sum_rows(tern_dev *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("sum_rows", "x", x.len));
     size_t r = (size_t)rows, c = (size_t)cols;
     size_t chunks = (r + GK_SR_ROWS - 1) / GK_SR_ROWS;
@@ -51,8 +51,8 @@ tern_error *gpu_sum_rows(gpu_core *g, tern_buf out, tern_buf x, int rows, int co
     return gpu_partial_add(g, "sum_rows", out, scratch, chunks, cols, cols, 0, beta);
 }
 
-tern_error *gpu_norm2(gpu_core *g, tern_buf x, double *out) {
-    TERN_TRY(tern_validate_norm2(x, out));
+tern_error *gpu_norm2(tern_dev *d, tern_buf x, double *out) {
+    gpu_core *g = gpu_core_of(d);
     size_t n = x.len;
     TERN_TRY(gpu_check_index("norm2", "x", n));
     size_t groups = (n + GK_SS_GROUP * 8 - 1) / (GK_SS_GROUP * 8);

@@ -15,9 +15,9 @@ static int gpu_ce_group(const gpu_core *g) {
     return n >= 64 && n <= 1024 && (n & (n - 1)) == 0 ? n : g->ce_group;
 }
 
-tern_error *gpu_cross_entropy(gpu_core *g, tern_buf losses, tern_buf logits, tern_buf targets,
+tern_error *gpu_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets,
                               int rows, int V, int Vp, float grad_scale) {
-    TERN_TRY(tern_validate_cross_entropy(losses, logits, targets, rows, V, Vp, grad_scale));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("cross_entropy", "logits", logits.len));
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
@@ -64,9 +64,9 @@ static tern_error *greedy_parts(gpu_core *g, tern_buf out, tern_buf logits, int 
     return gpu_run(g, "sample", GK_ARGMAX_MERGE, &m, tern_dims1((uint32_t)rows), tern_dims1(32), ma, 6);
 }
 
-tern_error *gpu_sample(gpu_core *g, tern_buf out, tern_buf logits, int rows, int V, int Vp,
+tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp,
                        float temperature, int top_k, uint64_t seed, tern_buf counter) {
-    TERN_TRY(tern_validate_sample(out, logits, rows, V, Vp, temperature, counter));
+    gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("sample", "logits", logits.len));
     int k = top_k <= 0 || top_k >= V ? V : top_k;
     /* candidates below max + tail weigh less than 2^-26 of the max all together */

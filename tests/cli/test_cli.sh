@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The tern program end to end on the cpu handler: generation against the fixture, training
+# The tern program end to end on the cpu handler (and generation on interp, the GPU core): generation against the fixture, training
 # and an exact resume, evaluation, checkpoints that survive a kill, and one-line errors for
 # bad input. usage: test_cli.sh TERN_BINARY   (TERN_SHARED_DIR set by ctest)
 set -u
@@ -26,6 +26,14 @@ if [[ "$(echo "$out" | sed -n 1p)" == "backend: cpu ("*")" ]] && [ "$(echo "$out
     pass "generate --ids matches the fixture's greedy continuation"
 else
     fail "generate --ids printed: $out"
+fi
+# the GPU handlers' code path on the DSL's interpreter: the same greedy continuation
+out=$("$tern" generate --model "$model" --prompt "The capital of France is" --tokens 16 \
+      --temperature 0 --ids --backend interp 2>&1)
+if [[ "$(echo "$out" | sed -n 1p)" == "backend: interp ("*")" ]] && [ "$(echo "$out" | sed -n 2p)" = "$want" ]; then
+    pass "generate --backend interp (the GPU core on the interpreter) matches the fixture"
+else
+    fail "generate --backend interp printed: $out"
 fi
 text=$("$tern" generate --model "$model" --prompt "The capital of France is" --tokens 8 --temperature 0 | sed -n 2p)
 [ "$text" = "The capital of France is a few-range-range-range" ] && pass "generate prints the text" ||

@@ -239,7 +239,7 @@ static void test_inflight(void) {
     gt_pair pw2 = gt_make(TERN_BF16, (size_t)k * n, 0, NULL), pc = gt_make(TERN_F32, (size_t)m * n, 0, NULL);
     CHECKF(gpu_inflight_clear(g, pw.view[1]) && gpu_inflight_clear(g, pw2.view[1]), "[%s] uploaded: clear",
            gt_runtime);
-    CHECK_OK(gpu_copy(g, pw2.view[1], pw.view[1])); /* a kernel writes pw2 */
+    CHECK_OK(gpu_copy(gt_gpu.d, pw2.view[1], pw.view[1])); /* a kernel writes pw2 */
     CHECKF(!gpu_inflight_clear(g, pw2.view[1]), "[%s] written by a kernel: not clear", gt_runtime);
     CHECKF(gpu_inflight_clear(g, pw.view[1]), "[%s] only read by a kernel: clear", gt_runtime);
     CHECK_OK(gt_cpu.ops->copy(gt_cpu.d, pw2.view[0], pw.view[0]));
@@ -252,7 +252,7 @@ static void test_inflight(void) {
     }
     gpu_inflight_unknown(g);
     CHECKF(!gpu_inflight_clear(g, pw.view[1]), "[%s] after outside work: not clear", gt_runtime);
-    CHECK_OK(gpu_sync(g));
+    CHECK_OK(gpu_sync(gt_gpu.d));
     CHECKF(gpu_inflight_clear(g, pw2.view[1]), "[%s] after a sync: clear", gt_runtime);
     gt_pair all[] = {pa, pw, pw2, pc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);

@@ -52,14 +52,13 @@ tern_error *TERN_OP(close)(tern_dev *d) {
     return NULL;
 }
 
-tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
+tern_error *cpu_device_name(tern_dev *d, const char **out) {
     *out = d->name;
     return NULL;
 }
 
-tern_error *TERN_OP(sync)(tern_dev *d) {
-    if (!d) return tern_errorf("sync: the device is NULL");
+tern_error *cpu_sync(tern_dev *d) {
+    (void)d;
     return NULL; /* every cpu operation has finished when it returns */
 }
 

@@ -6,10 +6,8 @@
 
 #include "cpu.h"
 
-tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+tern_error *cpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
                                tern_buf w, tern_buf b, int rows, int C, float eps) {
-    CPU_CHECK_DEV(d, "layernorm");
-    TERN_TRY(tern_validate_layernorm(out, mean, rstd, x, w, b, rows, C, eps));
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     unsigned char *s;
     TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes * (2 + 2 * (size_t)d->threads), (void **)&s), "layernorm"));
@@ -43,11 +41,9 @@ tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_bu
     return NULL;
 }
 
-tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                         tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                         tern_buf rstd, int rows, int C, float grad_beta) {
-    CPU_CHECK_DEV(d, "layernorm_backward");
-    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta));
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     int threads = (size_t)rows * c > 16384 ? d->threads : 1;
     bool with_dsum = tern_present(dsum);

@@ -22,61 +22,28 @@ static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, in
     return ATT_GEMM;
 }
 
-/* The contract's checks (mixed dtypes never get here: they go to the GPU core). */
-static tern_error *validate_forward(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                                    int NH) {
-    size_t saved_len = 0;
-    tern_error *err = gpu_attention_saved_len(&d->core, B, T, NH, &saved_len);
-    if (err) { /* a bad shape: reported under this operation's name */
-        tern_error *named = tern_validate_attention(out, saved, qkv, B, T, C, NH, 0);
-        if (!named) return err;
-        tern_error_free(err);
-        return named;
-    }
-    return tern_validate_attention(out, saved, qkv, B, T, C, NH, saved_len);
-}
-
-static tern_error *validate_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                     tern_buf saved, int B, int T, int C, int NH) {
-    size_t saved_len = 0;
-    tern_error *err = gpu_attention_saved_len(&d->core, B, T, NH, &saved_len);
-    if (err) {
-        tern_error *named = tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, 0);
-        if (!named) return err;
-        tern_error_free(err);
-        return named;
-    }
-    return tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, saved_len);
-}
-
-tern_error *tern_cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
-                                int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
+/* The GPU core's attention hooks (the entry has validated the arguments; saved's length,
+ * the core's own record, is checked here as the core's kernels do). */
+tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
     size_t offsets[] = {out.offset, qkv.offset};
-    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 2) : ATT_GEMM;
-    if (qkv.dtype != out.dtype) kind = ATT_CORE;
-    tern_error *err = NULL;
-    if (kind == ATT_CORE) err = gpu_attention(&d->core, out, saved, qkv, B, T, C, NH);
-    else if (!(err = validate_forward(d, out, saved, qkv, B, T, C, NH)))
-        err = kind == ATT_GEMM ? cuda_attention_gemm(d, out, saved, qkv, B, T, C, NH)
-                               : cuda_attention_flash(d, out, saved, qkv, B, T, C, NH);
-    cuda_profile_end(d, "attention", t0);
-    return err;
+    att_kind kind = qkv.dtype != out.dtype ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 2);
+    if (kind == ATT_CORE) return gpu_attention_dsl(d, out, saved, qkv, B, T, C, NH);
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
+    TERN_TRY(tern_check_saved("attention", saved, saved_len));
+    return kind == ATT_GEMM ? cuda_attention_gemm(d, out, saved, qkv, B, T, C, NH)
+                            : cuda_attention_flash(d, out, saved, qkv, B, T, C, NH);
 }
 
-tern_error *tern_cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
+tern_error *cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                    tern_buf saved, int B, int T, int C, int NH) {
     size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
-    att_kind kind = NH > 0 && C % NH == 0 ? attention_kind(qkv.dtype, C / NH, offsets, 4) : ATT_GEMM;
-    if (qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype) kind = ATT_CORE;
-    tern_error *err = NULL;
-    if (kind == ATT_CORE) err = gpu_attention_backward(&d->core, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    else if (!(err = validate_backward(d, dqkv, dout, qkv, out, saved, B, T, C, NH)))
-        err = kind == ATT_GEMM ? cuda_attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH)
-                               : cuda_attention_backward_flash(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    cuda_profile_end(d, "attention_backward", t0);
-    return err;
+    bool mixed = qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype;
+    att_kind kind = mixed ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 4);
+    if (kind == ATT_CORE) return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    size_t saved_len = 0;
+    TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
+    TERN_TRY(tern_check_saved("attention_backward", saved, saved_len));
+    return kind == ATT_GEMM ? cuda_attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH)
+                            : cuda_attention_backward_flash(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
 }

@@ -153,8 +153,8 @@ static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bo
              len * 2 <= CUDA_FLASH_DS_MAX_BYTES;
     if (!*saved) return NULL;
     if (d->flash_ds.len < len) {
-        TERN_TRY(tern_cuda_free(d, &d->flash_ds));
-        TERN_TRY(tern_cuda_alloc(d, TERN_BF16, len, &d->flash_ds));
+        TERN_TRY(gpu_free(d, &d->flash_ds));
+        TERN_TRY(gpu_alloc(d, TERN_BF16, len, &d->flash_ds));
         d->core.scratch_epoch++; /* recorded graphs named the old buffer */
     }
     *ds = tern_view(d->flash_ds, 0, len);

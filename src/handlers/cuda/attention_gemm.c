@@ -48,8 +48,8 @@ static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bo
 /* At least `len` elements of scratch of `dtype`. */
 static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     if (d->att_scratch.len < len || d->att_scratch.dtype != dtype) {
-        TERN_TRY(tern_cuda_free(d, &d->att_scratch));
-        TERN_TRY(tern_cuda_alloc(d, dtype, len, &d->att_scratch));
+        TERN_TRY(gpu_free(d, &d->att_scratch));
+        TERN_TRY(gpu_alloc(d, dtype, len, &d->att_scratch));
         d->core.scratch_epoch++; /* recorded graphs named the old scratch */
     }
     *out = d->att_scratch;
@@ -106,7 +106,7 @@ static tern_error *per_head(tern_dev *d, head_mat c, head_mat a, head_mat b, int
     tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b, .batch = heads,
                       .lda = a.ld, .ldb = b.ld, .ldc = c.ld, .stride_a = a.stride, .stride_b = b.stride,
                       .stride_c = c.stride, .alpha = 1.0f, .beta = 0.0f};
-    return tern_cuda_matmul(d, c.buf, a.buf, b.buf, &mm);
+    return cuda_matmul(d, c.buf, a.buf, b.buf, &mm);
 }
 
 /* The causal block products of one attention, heads of T x hs (Q, K, V, dY, dQ, dK, dV:

@@ -1,11 +1,15 @@
-/* The cuda handler's device: a CUDA context and stream, cuBLASLt for matrix products, the
- * GPU core (src/gpu_core/: every other operation, with the DSL's kernels launched on
- * this stream) and the graphs of replayable sections. */
+/* The cuda handler's device: the GPU core (src/gpu_core/: the body of every operation,
+ * with the DSL's kernels launched on this device's stream), a CUDA context and stream, and
+ * what the core asks this handler for through its hooks: cuBLASLt's products (matmul.c),
+ * attention on the tensor cores (attention*.c), graphs of replayable sections (device.c)
+ * and NCCL's collectives (allreduce.c). */
 #ifndef TERN_HANDLERS_CUDA_H
 #define TERN_HANDLERS_CUDA_H
 
 #include <cublasLt.h>
 #include <cuda.h>
+
+#include <stddef.h>
 
 #include "gpu_core/gpu_core.h"
 #include "handlers/handler.h"
@@ -28,6 +32,7 @@ typedef struct cuda_graph {
 #define CUDA_ATT_KERNEL_SLOTS 12
 
 struct tern_dev {
+    gpu_core core; /* first: the core reaches the device through it (gpu_core_of) */
     const tern_cuda_api *cu;
     CUdevice device;
     CUcontext ctx;
@@ -38,7 +43,6 @@ struct tern_dev {
     size_t workspace_size;
     cuda_matmul_plan *plans;
     tern_rt *rt;
-    gpu_core core;
     bool core_ready;
     cuda_graph graphs[CUDA_GRAPH_SLOTS];
     int capturing;      /* index of the graph being captured, or -1 */
@@ -70,7 +74,9 @@ typedef struct cuda_profile_entry {
     long calls;
 } cuda_profile_entry;
 
-/* The per-operation profile (profile.c); no-ops unless TERN_CUDA_PROFILE is set. */
+/* The per-operation profile (profile.c); no-ops unless TERN_CUDA_PROFILE is set. Every entry
+ * times its operation (TERN_SEAM_CALL below) but matmul, whose body times each path by
+ * shape. */
 double cuda_profile_begin(tern_dev *d);
 void cuda_profile_end(tern_dev *d, const char *name, double t0);
 void cuda_profile_report(tern_dev *d);
@@ -89,8 +95,33 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
 
 /* Makes the device's context current on this thread. */
 tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;
+
+/* The GPU core's hooks (gpu_hooks): graphs (device.c), cuBLASLt (matmul.c), the attention
+ * paths (attention.c), NCCL (allreduce.c). */
+extern const gpu_hooks cuda_hooks;
+tern_error *cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) TERN_MUST_USE;
+tern_error *cuda_capture_end(tern_dev *d, uint64_t key) TERN_MUST_USE;
+tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) TERN_MUST_USE;
+tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
+                           int NH) TERN_MUST_USE;
+tern_error *cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                    tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+tern_error *cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
+tern_error *cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
+
+/* The entries' hook (src/handlers/seam.h): the device's context made current on this
+ * thread first (a program may switch threads between calls), the operation timed when
+ * profiling. */
+#define TERN_SEAM_CALL(name, args)                                                        \
+    TERN_TRY(cuda_make_current(d));                                                      \
+    double t0_ = cuda_profile_begin(d);                                                  \
+    tern_error *err_ = TERN_SEAM_BODY(name) args;                                        \
+    cuda_profile_end(d, #name, t0_);                                                     \
+    return err_;
 void cuda_matmul_plans_free(tern_dev *d);
 /* Releases the NCCL communicator, if any (allreduce.c). */
 void cuda_nccl_close(tern_dev *d);
+
+_Static_assert(offsetof(struct tern_dev, core) == 0, "the GPU core comes first in the device");
 
 #endif

@@ -42,11 +42,11 @@ tern_error *tern_cuda_close(tern_dev *d) {
         if (d->stream) d->cu->cuStreamSynchronize(d->stream);
         for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
             if (d->graphs[i].exec) d->cu->cuGraphExecDestroy(d->graphs[i].exec);
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->att_scratch));
+        if (d->core_ready) tern_error_free(gpu_free(d, &d->att_scratch));
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
         for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->flash_ds));
+        if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_ds));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
         cuda_matmul_plans_free(d);
@@ -85,7 +85,7 @@ tern_error *tern_cuda_open(tern_dev **out) {
         if (s != CUBLAS_STATUS_SUCCESS) err = tern_errorf("cublasLtCreate: %s", cublasLtGetStatusString(s));
     }
     if (!err) err = tern_rt_wrap_cuda(d->ctx, d->stream, &d->rt);
-    if (!err && !(err = gpu_core_init(&d->core, d->rt))) d->core_ready = true;
+    if (!err && !(err = gpu_core_init(&d->core, d->rt, &cuda_hooks, d->name))) d->core_ready = true;
     if (err) {
         tern_cuda_close(d);
         return err;
@@ -94,17 +94,15 @@ tern_error *tern_cuda_open(tern_dev **out) {
     return NULL;
 }
 
-tern_error *tern_cuda_device_name(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
-    *out = d->name;
-    return NULL;
-}
-
-tern_error *tern_cuda_sync(tern_dev *d) {
-    TERN_TRY(cuda_make_current(d));
-    TERN_TRY(CU(cuStreamSynchronize(d->stream), "cuStreamSynchronize"));
-    return gpu_sync(&d->core);
-}
+const gpu_hooks cuda_hooks = {
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .matmul = cuda_matmul,
+    .attention = cuda_attention,
+    .attention_backward = cuda_attention_backward,
+    .allreduce = cuda_allreduce,
+    .allgather = cuda_allgather,
+};
 
 /* ---- replayable sections ---- */
 
@@ -129,12 +127,10 @@ static int claim_graph(tern_dev *d, uint64_t key) {
     return best;
 }
 
-tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
-    if (!d || !replay) return tern_errorf("capture_begin: %s is NULL", d ? "replay" : "the device");
+tern_error *cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     *replay = false;
     if (d->capturing >= 0) return tern_errorf("capture_begin: a section is already being captured");
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL; /* for measuring what graphs save */
-    TERN_TRY(cuda_make_current(d));
     if (d->graphs_epoch != d->core.scratch_epoch) {
         /* the scratch the graphs recorded was reallocated: record every section anew */
         for (int j = 0; j < CUDA_GRAPH_SLOTS; j++) {
@@ -182,8 +178,7 @@ static tern_error *timed_launch(tern_dev *d, CUgraphExec exec) {
     return err;
 }
 
-tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
-    if (!d) return tern_errorf("capture_end: the device is NULL");
+tern_error *cuda_capture_end(tern_dev *d, uint64_t key) {
     if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL;
     int i = find_graph(d, key);
     if (d->capturing >= 0) {

@@ -328,7 +328,6 @@ static bool gemv_wanted(const tern_matmul_dims *dims) {
 
 static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                         const tern_matmul_dims *dims) {
-    TERN_TRY(cuda_make_current(d));
     double t0 = cuda_profile_begin(d);
     tern_error *err = gpu_gemv(&d->core, c, a, b, mm, dims);
     if (d->profile) {
@@ -346,15 +345,14 @@ static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
  * core's DSL matmul, which has the whole tern_matmul contract. The model never asks for
  * them; the op-level tests do. */
 static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    TERN_TRY(cuda_make_current(d));
     double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_matmul(&d->core, c, a, b, mm);
+    tern_error *err = gpu_matmul_dsl(d, c, a, b, mm);
     cuda_profile_end(d, "matmul (GPU core)", t0);
     return err;
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, tern_cuda_copy, tern_cuda_matmul, tern_cuda_gelu_backward, tern_cuda_sum_rows)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows)
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to
@@ -445,18 +443,18 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
     return NULL;
 }
 
-tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+/* The GPU core's matmul hook (the entry has validated the product). */
+tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
-    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
-    if (mm->m == 0 || mm->n == 0) return NULL;
+    tern_matmul_resolve(mm, &dims);
     /* A bias gradient is the plain product, then sum_rows over B: cuBLASLt's BGRADA epilogue
      * runs a reduction kernel of its own after the product anyway, and was the slower on the
      * H200 (bench/h200/NOTES.md, run 52). */
     if (tern_present(mm->bias_grad)) {
         tern_matmul plain = *mm;
         plain.bias_grad = tern_none();
-        TERN_TRY(tern_cuda_matmul(d, c, a, b, &plain));
-        return tern_cuda_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
+        TERN_TRY(cuda_matmul(d, c, a, b, &plain));
+        return gpu_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
                                   mm->beta);
     }
     bool has_aux = tern_present(mm->aux);
@@ -467,7 +465,6 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     }
     if (!epilogue_fits(mm, &dims)) return fallback(d, c, a, b, mm, &dims);
 
-    TERN_TRY(cuda_make_current(d));
     plan_key key = make_key(c, a, b, mm, &dims);
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;

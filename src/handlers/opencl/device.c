@@ -102,38 +102,12 @@ tern_error *TERN_OP(open)(tern_dev **out) {
         if (code != CL_SUCCESS) err = tern_errorf("open: cannot create an OpenCL queue on %s (%d)", d->name, (int)code);
     }
     if (!err) err = tern_rt_wrap_opencl(d->context, d->device, d->queue, &d->rt);
-    if (!err) err = gpu_core_init(&d->core, d->rt);
+    if (!err) err = gpu_core_init(&d->core, d->rt, &opencl_hooks, d->name);
     if (err) {
         tern_error_free(TERN_OP(close)(d));
         return tern_error_wrap(err, "opencl");
     }
     *out = d;
-    return NULL;
-}
-
-tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
-    *out = d->name;
-    return NULL;
-}
-
-tern_error *TERN_OP(sync)(tern_dev *d) {
-    CL_CHECK_DEV(d, "sync");
-    return gpu_sync(&d->core);
-}
-
-/* No graphs in OpenCL: the caller runs the section every time. */
-tern_error *TERN_OP(capture_begin)(tern_dev *d, uint64_t key, bool *replay) {
-    (void)key;
-    CL_CHECK_DEV(d, "capture_begin");
-    if (!replay) return tern_errorf("capture_begin: replay is NULL");
-    *replay = false;
-    return NULL;
-}
-
-tern_error *TERN_OP(capture_end)(tern_dev *d, uint64_t key) {
-    (void)key;
-    CL_CHECK_DEV(d, "capture_end");
     return NULL;
 }
 
