@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
     if (argc > 5) reps = atoi(argv[5]);
     tern_rt *rt;
     TRY(tern_rt_open(runtime, &rt));
-    TRY(gpu_core_init(&G, rt, NULL, NULL));
+    TRY(gpu_core_init(&G, rt, NULL, NULL, NULL));
     printf("runtime %s (%s), B %d T %d C %d NH %d, %s activations\n", runtime, tern_rt_device(rt), c.B, c.T, c.C,
            c.NH, tern_dtype_name(dt));
     size_t bt = (size_t)c.B * c.T, C = (size_t)c.C, es = tern_dtype_size(dt);

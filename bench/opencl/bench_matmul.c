@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     tern_error *err = tern_rt_wrap_opencl(ctx, dev, q, &rt);
     if (err) return fail(err);
     gpu_core g;
-    if ((err = gpu_core_init(&g, rt, NULL, NULL))) return fail(err);
+    if ((err = gpu_core_init(&g, rt, NULL, NULL, NULL))) return fail(err);
     printf("device: %s\n", tern_rt_device(rt));
     for (int s = 0; s < nshapes; s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];

@@ -135,8 +135,10 @@ typedef struct tern_adamw {
 /* Operation contracts (docs/effects.md has the full text, errors included).
  *
  * device
- *   open            a new device of this handler (the first one; environment variables such as
- *                   TERN_OPENCL_DEVICE may pick another); close releases it (free its buffers
+ *   open            a new device of this handler, tuned by `options` ("key=value,..." or NULL:
+ *                   e.g. "device=1"; after the handler's one environment variable,
+ *                   TERN_<H>_TUNE; an unknown key is an error naming it; docs/effects.md
+ *                   lists each handler's keys); close releases it (free its buffers
  *                   first). device_name: a string owned by the device, e.g. "NVIDIA H200".
  *   sync            waits for queued work; reports an asynchronous fault as an error.
  * memory
@@ -227,7 +229,7 @@ typedef struct tern_adamw {
  * check, and close takes NULL). TERN_OPS_SEAM: every other operation, the device d first;
  * each handler writes only its body, and the seam generates the entry point. */
 #define TERN_OPS_OWN(X)                                                                    \
-    X(open, (tern_dev * *out), (out))                                                      \
+    X(open, (const char *options, tern_dev **out), (options, out))                         \
     X(close, (tern_dev * d), (d))
 
 #define TERN_OPS_SEAM(X)                                                                   \

@@ -593,6 +593,10 @@ tern_error *tern_rt_wrap_opencl(void *context, void *device, void *queue,
  * call. tern_rt_set_stream changes the stream later launches go to. */
 tern_error *tern_rt_wrap_cuda(void *context, void *stream, tern_rt **out) TERN_MUST_USE;
 tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) TERN_MUST_USE;
+/* Kernels with tern_wait_previous launch after the previous kernel has completed from now on,
+ * not overlapping it (programmatic dependent launch off: for measurements; cuda only, a no-op
+ * on the other runtimes). */
+void tern_rt_no_overlap(tern_rt *rt);
 void tern_rt_close(tern_rt *rt);
 
 const char *tern_rt_name(const tern_rt *rt);   /* "host", "opencl", "cuda" */

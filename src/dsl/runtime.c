@@ -43,6 +43,10 @@ tern_error *tern_rt_wrap_cuda(void *context, void *stream, tern_rt **out) {
     return rt_wrap_cuda(context, stream, out);
 }
 
+void tern_rt_no_overlap(tern_rt *rt) {
+    if (rt && rt->ops->no_overlap) rt->ops->no_overlap(rt);
+}
+
 tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) {
     if (!rt) return tern_errorf("tern_rt_set_stream: the runtime is NULL");
     if (!rt->ops->set_stream)

@@ -311,6 +311,11 @@ static tern_error *cu_set_stream(tern_rt *rt, void *stream) {
     return NULL;
 }
 
+static void cu_no_overlap(tern_rt *rt) {
+    cu_rt *c = rt->impl;
+    c->pdl = false;
+}
+
 static const rt_ops cu_ops = {
     .name = "cuda",
     .host_memory = false,
@@ -323,13 +328,16 @@ static const rt_ops cu_ops = {
     .prepare = cu_prepare,
     .launch = cu_launch,
     .set_stream = cu_set_stream,
+    .no_overlap = cu_no_overlap,
 };
 
 /* Whether kernels with tern_wait_previous launch overlapped: compute capability 9.0 or newer
  * (griddepcontrol), a driver with cuLaunchKernelEx, and TERN_CUDA_PDL not "0". */
 static bool pdl_wanted(const cu_rt *c, int major) {
 #if CUDA_VERSION >= 11080
-    const char *env = getenv("TERN_CUDA_PDL");
+    /* the environment is for the runtime opened by name; a wrapping handler has its own
+     * switch (tern_rt_no_overlap) */
+    const char *env = c->owned ? getenv("TERN_CUDA_PDL") : NULL;
     return major >= 9 && c->cu->cuLaunchKernelEx && !(env && !strcmp(env, "0"));
 #else
     (void)c, (void)major;

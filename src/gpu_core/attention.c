@@ -115,11 +115,10 @@ tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout
  * the shape, never on the position, so a captured graph replays it at every position. Head
  * sizes whose split kernel would hold more than GK_AC_PART_MAX values of a row per thread
  * (hs / gk_ac_parts, for hs with few factors of two) are not split.
- * TERN_GPU_AC_SPLITS=<n> lowers the most parts to n (1: no split), for measurements. */
-static int cached_splits(size_t rows, int max_T, int hs, int W) {
+ * The ac_splits option lowers the most parts to n (1: no split), for measurements. */
+static int cached_splits(const gpu_core *g, size_t rows, int max_T, int hs, int W) {
     size_t s = GK_AC_MAX_SPLITS;
-    const char *env = getenv("TERN_GPU_AC_SPLITS");
-    int want = env && *env ? atoi(env) : 0;
+    int want = g->tune.ac_splits;
     if (want >= 1 && (size_t)want < s) s = (size_t)want;
     if (s > GK_AC_SPLIT_ROWS / rows) s = GK_AC_SPLIT_ROWS / rows;
     size_t by_len = ((size_t)max_T + GK_AC_SPLIT_MIN - 1) / GK_AC_SPLIT_MIN;
@@ -154,7 +153,7 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     s.n[0] = hs;
     s.n[1] = gpu_width(all, 3, (size_t)hs);
     size_t rows = (size_t)B * (size_t)NH * (size_t)T;
-    int splits = cached_splits(rows, max_T, hs, s.n[1]);
+    int splits = cached_splits(g, rows, max_T, hs, s.n[1]);
     tern_arg dst = tern_arg_buf(out);
     uint32_t threads = GK_AC_GROUP;
     if (splits > 1) {

@@ -1,9 +1,11 @@
 /* The GPU core's state: the table of built kernels, scratch memory, the fault buffer. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gpu_core/gpu_internal.h"
+#include "handlers/options.h"
 
 struct gpu_kernel_slot {
     bool used;
@@ -130,20 +132,42 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
     return NULL;
 }
 
-tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *device_name) {
+gpu_tune gpu_tune_defaults(void) {
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .lnb_rows = 16, .ln_merge = true, .argmax_parts = true};
+}
+
+const tern_option gpu_tune_keys[] = {
+    {"gemv_tc", TERN_OPTION_INT, offsetof(gpu_tune, gemv_tc), 0, 32},
+    {"gemv_narrow", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_narrow), 0, 1},
+    {"gemv_early", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_early), 0, 1},
+    {"ac_splits", TERN_OPTION_INT, offsetof(gpu_tune, ac_splits), 0, GK_AC_MAX_SPLITS},
+    {"lnb_rows", TERN_OPTION_INT, offsetof(gpu_tune, lnb_rows), 1, 64},
+    {"ln_merge", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_merge), 0, 1},
+    {"ce_group", TERN_OPTION_INT, offsetof(gpu_tune, ce_group), 0, 1024},
+    {"argmax_parts", TERN_OPTION_BOOL, offsetof(gpu_tune, argmax_parts), 0, 1},
+};
+const size_t gpu_tune_key_count = sizeof gpu_tune_keys / sizeof gpu_tune_keys[0];
+
+tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *device_name,
+                          const gpu_tune *tune) {
     static const gpu_hooks none = {0};
     memset(g, 0, sizeof *g);
     if (!rt) return tern_errorf("gpu core: the runtime is NULL");
     g->rt = rt;
     g->hooks = hooks ? hooks : &none;
     g->name = device_name ? device_name : tern_rt_device(rt);
+    g->tune = tune ? *tune : gpu_tune_defaults();
+    if (g->tune.gemv_tc & (g->tune.gemv_tc - 1))
+        return tern_errorf("gpu core: gemv_tc = %d is not a power of two", g->tune.gemv_tc);
+    if (g->tune.ce_group && (g->tune.ce_group < 64 || (g->tune.ce_group & (g->tune.ce_group - 1))))
+        return tern_errorf("gpu core: ce_group = %d is not a power of two from 64 to 1024", g->tune.ce_group);
     const char *name = tern_rt_name(rt);
     g->host = name && !strcmp(name, "host");
     /* a wide group per row for GPUs; 256 elsewhere (the interpreter, CPU OpenCL) */
     g->sample_group = name && !strcmp(name, "cuda") ? 1024 : 256;
     /* cross-entropy: on CUDA, groups of 1,024 keep fewer rows in flight, so that they stay
      * in L2 between the kernel's two passes (src/kernels/cross_entropy.c) */
-    g->ce_group = name && !strcmp(name, "cuda") ? 1024 : GK_CE_GROUP;
+    g->ce_group = g->tune.ce_group ? g->tune.ce_group : name && !strcmp(name, "cuda") ? 1024 : GK_CE_GROUP;
     int32_t zero[GK_FAULT_LEN] = {0};
     tern_error *err = tern_rt_alloc(rt, TERN_T_I32, GK_FAULT_LEN, &g->fault);
     if (!err) err = tern_rt_upload(rt, g->fault, zero);

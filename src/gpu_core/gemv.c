@@ -28,15 +28,13 @@ static int b_width(tern_buf b, size_t ldb, size_t row) {
  * otherwise. Until the decode kernels overlapped (programmatic dependent launch), groups
  * stayed narrower while that left two per SM of an H200; with the overlap the widest tile
  * won on the H200: GPT-2 124M bf16 decoding at 2,627 tokens/s with TC = 8 against 2,467 with
- * that rule's TC = 2 for n = 768 (bench/h200/NOTES.md, run 18). TERN_GPU_GEMV_TC (a power of
- * two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
+ * that rule's TC = 2 for n = 768 (bench/h200/NOTES.md, run 18). The gemv_tc option (a power
+ * of two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
  * which bounds the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
-static int columns_threads(int w, size_t esize) {
+static int columns_threads(const gpu_core *g, int w, size_t esize) {
     int tc = (int)(32 / ((size_t)w * esize));
     if (tc < 8) tc = 8;
-    const char *env = getenv("TERN_GPU_GEMV_TC");
-    int want = env && *env ? atoi(env) : 0;
-    if (want >= 1 && want <= 32 && (want & (want - 1)) == 0) tc = want;
+    if (g->tune.gemv_tc) tc = g->tune.gemv_tc;
     while (tc > 1 && tc * w > 64) tc /= 2;
     return tc;
 }
@@ -56,11 +54,10 @@ static int group_threads(int m, int tc, size_t kc) {
  * thread's share be among the rows loaded then (gemv_unroll's 8 for m <= 2): GPT-2's 3072 x
  * 768 projection at TC = 2 is 48 groups of 1,024 threads with 6 rows each, all loaded
  * early, instead of 12 groups with 8 of their 24 rows loaded early. The groups' rows of B
- * are then 32 contiguous bytes (TC W bf16), a whole sector. TERN_GPU_GEMV_NARROW=0 keeps
- * TC (for measurements). */
-static void narrow_for_early(int m, size_t rows, int32_t *tc, int32_t *g) {
-    const char *env = getenv("TERN_GPU_GEMV_NARROW");
-    if (m > 2 || (env && !strcmp(env, "0"))) return;
+ * are then 32 contiguous bytes (TC W bf16), a whole sector. gemv_narrow=0 keeps TC
+ * (for measurements). */
+static void narrow_for_early(const gpu_core *core, int m, size_t rows, int32_t *tc, int32_t *g) {
+    if (m > 2 || !core->tune.gemv_narrow) return;
     int t = *tc, threads = *g;
     while (t > 1 && (rows + (size_t)(threads / t) - 1) / (size_t)(threads / t) > 8) {
         t /= 2;
@@ -79,10 +76,9 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
 
 /* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
  * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
- * TERN_GPU_GEMV_EARLY=0 (for measurements). */
+ * gemv_early=0 (for measurements). */
 static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
-    const char *env = getenv("TERN_GPU_GEMV_EARLY");
-    if (env && !strcmp(env, "0")) return false;
+    if (!g->tune.gemv_early) return false;
     return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
 }
 
@@ -118,9 +114,9 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
         s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
-        s.n[5] = columns_threads(s.n[1], tern_dtype_size(b.dtype));
+        s.n[5] = columns_threads(g, s.n[1], tern_dtype_size(b.dtype));
         s.n[7] = group_threads(d->m, s.n[5], rows);
-        if (s.n[11]) narrow_for_early(d->m, rows, &s.n[5], &s.n[7]);
+        if (s.n[11]) narrow_for_early(g, d->m, rows, &s.n[5], &s.n[7]);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "handlers/options.h"
 #include "handlers/validate.h"
 #include "kernels/kernels.h"
 #include "tern/effect.h"
@@ -53,6 +54,26 @@ typedef struct gpu_hooks {
     tern_error *(*allgather)(tern_dev *d, tern_buf buf, tern_dist *comm);
 } gpu_hooks;
 
+/* The core's tuning, a value filled once when a handler opens (src/handlers/options.h: the
+ * handler's options and environment variable, keys below) and kept in the core. The
+ * defaults are the choices measured on the H200 (bench/h200/NOTES.md); the rest exist to
+ * measure the alternatives again. */
+typedef struct gpu_tune {
+    int gemv_tc;       /* gemv_tc: GEMV threads across B's columns; 0 the rule (8, run 18) */
+    bool gemv_narrow;  /* gemv_narrow: fewer column threads where every row then loads early */
+    bool gemv_early;   /* gemv_early: B loaded before the wait where nothing in flight writes it */
+    int ac_splits;     /* ac_splits: most parts of attention_cached's split rows; 0 the rule */
+    int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
+    bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
+    int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
+    bool argmax_parts; /* argmax_parts: greedy sampling of few rows shared among groups */
+} gpu_tune;
+
+gpu_tune gpu_tune_defaults(void);
+/* The keys of gpu_tune, for a handler's tern_option_set. */
+extern const tern_option gpu_tune_keys[];
+extern const size_t gpu_tune_key_count;
+
 typedef struct gpu_kernel_slot gpu_kernel_slot; /* the kernel table (core.c) */
 typedef struct gpu_alloc_slot gpu_alloc_slot;   /* live allocations (memory.c) */
 
@@ -60,6 +81,7 @@ typedef struct gpu_core {
     tern_rt *rt;
     const gpu_hooks *hooks;  /* never NULL (a table of NULLs: none) */
     const char *name;        /* device_name's answer (the handler's, or the runtime's) */
+    gpu_tune tune;
     bool host;               /* the "host" interpreter runtime */
     int sample_group;        /* threads per sample group */
     int ce_group;            /* threads per cross-entropy group */
@@ -84,8 +106,10 @@ typedef struct gpu_core {
 } gpu_core;
 
 /* Sets up a core over rt (which stays the caller's: close it after gpu_core_free) with a
- * handler's hooks (NULL: none) and device name (NULL: the runtime's). */
-tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *name) TERN_MUST_USE;
+ * handler's hooks (NULL: none), device name (NULL: the runtime's) and tuning (NULL: the
+ * defaults). */
+tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, const char *name,
+                          const gpu_tune *tune) TERN_MUST_USE;
 void gpu_core_free(gpu_core *g);
 
 /* The core of a GPU handler's device (whose structure begins with it), and back. */

@@ -47,18 +47,11 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
                    tern_dims1(32 * simd_groups), args, c);
 }
 
-/* The rows per SIMD group of layernorm_backward: 16, or TERN_GPU_LNB_ROWS (1 to 64) to
- * measure others. With 16 rows rather than 8, GPT-2's 16,384 rows take half as many SIMD
+/* The rows per SIMD group of layernorm_backward: the lnb_rows option, 16 by default. With 16 rows rather than 8, GPT-2's 16,384 rows take half as many SIMD
  * groups (1,024: still one wave of the H200's 132 multiprocessors at the one group of 8
  * SIMD groups each that the kernel's registers allow), so half as many partial sums. On the
  * H200 (bench/h200/NOTES.md, run 51, partial rows then per SIMD group): the layer norm
  * backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
-static int gpu_lnb_rows(void) {
-    const char *env = getenv("TERN_GPU_LNB_ROWS");
-    int n = env ? atoi(env) : 0;
-    return n >= 1 && n <= 64 ? n : 16;
-}
-
 tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                    tern_buf rstd, int rows, int C, float grad_beta) {
@@ -68,7 +61,7 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     int P = tern_present(dsum) ? 3 : 2;
     /* SIMD groups: about lnb_rows rows each (enough in flight to hide memory latency; the
      * partial rows cost P * C floats each), at most 4096, a whole number of groups */
-    size_t per = (size_t)gpu_lnb_rows();
+    size_t per = (size_t)g->tune.lnb_rows;
     size_t S = ((size_t)rows + per - 1) / per;
     if (S > 4096) S = 4096;
     S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
@@ -98,9 +91,8 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
      * a run of k adjacent outputs is k C columns of the one allocation. */
     const tern_buf outs[3] = {dw, db, dsum};
     /* dw|db adjacent and a dsum elsewhere (a model's flat gradients): one launch for both
-     * runs (TERN_GPU_LN_MERGE=0: one each, for measurements) */
-    const char *merge = getenv("TERN_GPU_LN_MERGE");
-    if (P == 3 && !(merge && !strcmp(merge, "0")) && db.mem == dw.mem && db.dtype == dw.dtype &&
+     * runs (ln_merge=0: one each, for measurements) */
+    if (P == 3 && g->tune.ln_merge && db.mem == dw.mem && db.dtype == dw.dtype &&
         db.offset == dw.offset + (size_t)C) {
         tern_buf both = dw; /* [dw | db], 2C elements of the one allocation */
         both.len = 2 * (size_t)C;

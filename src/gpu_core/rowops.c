@@ -7,14 +7,6 @@
 #include "gpu_core/gpu_internal.h"
 #include "tern/rng.h"
 
-/* The cross-entropy group size: the core's (core.c), or TERN_GPU_CE_GROUP (64, 128, ...
- * 1024) to measure others. */
-static int gpu_ce_group(const gpu_core *g) {
-    const char *env = getenv("TERN_GPU_CE_GROUP");
-    int n = env ? atoi(env) : 0;
-    return n >= 64 && n <= 1024 && (n & (n - 1)) == 0 ? n : g->ce_group;
-}
-
 tern_error *gpu_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets,
                               int rows, int V, int Vp, float grad_scale) {
     gpu_core *g = gpu_core_of(d);
@@ -22,7 +14,7 @@ tern_error *gpu_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, ter
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
     s.n[0] = gpu_width(&logits, 1, (size_t)Vp);
-    s.n[1] = gpu_ce_group(g);
+    s.n[1] = g->ce_group; /* core.c: the runtime's, or the ce_group option */
     tern_arg args[] = {tern_arg_buf(losses), tern_arg_buf(logits), tern_arg_buf(targets), gpu_fault_arg(g),
                        tern_arg_i32(V), tern_arg_i32(Vp), tern_arg_f32(grad_scale)};
     return gpu_run(g, "cross_entropy", GK_CROSS_ENTROPY, &s, tern_dims1((uint32_t)rows), tern_dims1((uint32_t)s.n[1]),
@@ -31,10 +23,9 @@ tern_error *gpu_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, ter
 
 /* Whether greedy sampling shares each row among GK_ARGMAX_PARTS groups (argmax.c): few rows
  * (decoding's one per sequence, which would leave all but `rows` multiprocessors idle) of
- * many logits. TERN_GPU_ARGMAX_PARTS=0 keeps one group a row, for measurements. */
-static bool argmax_parts(int rows, int V) {
-    const char *env = getenv("TERN_GPU_ARGMAX_PARTS");
-    if (env && !strcmp(env, "0")) return false;
+ * many logits. argmax_parts=0 keeps one group a row, for measurements. */
+static bool argmax_parts(const gpu_core *g, int rows, int V) {
+    if (!g->tune.argmax_parts) return false;
     return rows <= GK_ARGMAX_ROWS && V >= GK_ARGMAX_MIN_V;
 }
 
@@ -94,7 +85,7 @@ tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int
     args[n++] = tern_arg_u32(seed_hash);
     args[n++] = tern_arg_i32(ipasses);
     tern_dims grid = tern_dims1((uint32_t)rows), group = tern_dims1((uint32_t)g->sample_group);
-    if (temperature <= 0 && argmax_parts(rows, V)) return greedy_parts(g, out, logits, rows, V, Vp);
+    if (temperature <= 0 && argmax_parts(g, rows, V)) return greedy_parts(g, out, logits, rows, V, Vp);
     if (temperature <= 0) return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n); /* greedy */
     s.n[3] = 2; /* exact */
     if (k <= GK_SAMPLE_CAP) {

@@ -16,7 +16,8 @@ struct tern_dev {
     tern_error *broken_##name params { return tern_errorf("broken: " #name " is a stub"); }
 TERN_OPS_SEAM(TERN_STUB_BODY_)
 
-tern_error *tern_broken_open(tern_dev **out) {
+tern_error *tern_broken_open(const char *options, tern_dev **out) {
+    (void)options;
     *out = calloc(1, sizeof **out);
     return *out ? NULL : tern_errorf("broken: out of memory");
 }
@@ -32,7 +33,7 @@ int tern_dist_world(const tern_dist *c) { return c ? 2 : 1; }
 int main(void) {
     extern const tern_ops tern_broken_ops;
     tern_dev *dev = NULL;
-    if (tern_broken_ops.open(&dev)) return 1;
+    if (tern_broken_ops.open(NULL, &dev)) return 1;
     /* the entry validates first (a NULL device, a bad argument: the seam's errors), then
      * calls the stub body */
     tern_error *no_dev = tern_broken_ops.sync(NULL);

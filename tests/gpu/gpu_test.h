@@ -32,7 +32,7 @@ struct tern_dev {
 #define TERN_SEAM_BODY(name) gpu_##name
 #include "handlers/seam.h"
 
-tern_error *tern_gtest_open(tern_dev **out) { (void)out; return tern_errorf("use gtop_open_runtime"); }
+tern_error *tern_gtest_open(const char *options, tern_dev **out) { (void)options, (void)out; return tern_errorf("use gtop_open_runtime"); }
 tern_error *tern_gtest_close(tern_dev *d) {
     gpu_core_free(&d->core);
     tern_rt_close(d->rt);
@@ -49,7 +49,7 @@ static const tern_ops gt_ops = {.handler = "gpu-core", TERN_OPS(GT_ENTRY_)};
 static inline tern_dev *gtop_open_runtime(const char *name, tern_error **err) {
     tern_dev *d = calloc(1, sizeof *d);
     *err = tern_rt_open(name, &d->rt);
-    if (!*err) *err = gpu_core_init(&d->core, d->rt, NULL, NULL);
+    if (!*err) *err = gpu_core_init(&d->core, d->rt, NULL, NULL, NULL);
     if (*err) {
         if (d->rt) tern_rt_close(d->rt);
         free(d);
@@ -233,7 +233,7 @@ static inline void gt_run(void (*fn)(void)) {
     } else {
 #ifndef GT_NO_CPU
         gt_cpu.ops = tern_handler_ops("cpu");
-        CHECK_OK(gt_cpu.ops->open(&gt_cpu.d));
+        CHECK_OK(gt_cpu.ops->open(NULL, &gt_cpu.d));
 #else
         CHECKF(0, "built without the cpu handler: set TERN_GPU_TEST_REFERENCE=host");
         return;

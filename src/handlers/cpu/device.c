@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "handlers/options.h"
 
 /* The processor's "model name" from /proc/cpuinfo into buf, or "cpu". */
 static void cpu_model_name(char *buf, size_t size) {
@@ -27,9 +28,11 @@ static void cpu_model_name(char *buf, size_t size) {
     fclose(f);
 }
 
-tern_error *TERN_OP(open)(tern_dev **out) {
+tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
+    /* no tuning keys (threads: OMP_NUM_THREADS), so any option is an error naming it */
+    TERN_TRY(tern_options_apply("cpu", NULL, options, NULL, 0));
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("open: out of memory");
     d->threads = omp_get_max_threads(); /* honours OMP_NUM_THREADS */

@@ -18,6 +18,27 @@
 
 typedef struct cuda_matmul_plan cuda_matmul_plan;
 
+/* The cuda handler's tuning (with the GPU core's, gpu_tune): filled once at open from
+ * TERN_CUDA_TUNE and then open's options ("key=value,..."; keys in device.c), kept in the
+ * device. The defaults are the measured choices (bench/h200/NOTES.md); the rest are there
+ * to measure them again. */
+typedef struct cuda_tune {
+    int device;           /* device: the GPU's index (0) */
+    bool profile;         /* profile: each operation timed, printed at close (profile.c) */
+    bool graphs;          /* graphs: replayable sections recorded as CUDA graphs (on) */
+    bool graph_timing;    /* graph_timing: each replay's time on the GPU printed */
+    bool pdl;             /* pdl: programmatic dependent launch where the GPU has it (on) */
+    bool gemm_tune;       /* gemm_tune: cuBLASLt's candidates timed on a shape's first use (on) */
+    int gemm_candidates;  /* gemm_candidates: how many the heuristic is asked for (8) */
+    bool gemv;            /* gemv: products with <= 8 rows of A to the GEMV kernels (on) */
+    int flash_groups[3];  /* flash_groups: f/kv/q groups a multiprocessor's registers are
+                           * budgeted for (4/2/4; 0: no hint; run 22) */
+    bool flash_kv_halves; /* flash_kv_halves: dK dV walks each query tile in halves (on) */
+    int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
+    int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
+    bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
+} cuda_tune;
+
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows
  * outside any capture), then captured, then replayed. */
 typedef struct cuda_graph {
@@ -33,6 +54,7 @@ typedef struct cuda_graph {
 
 struct tern_dev {
     gpu_core core; /* first: the core reaches the device through it (gpu_core_of) */
+    cuda_tune tune;
     const tern_cuda_api *cu;
     CUdevice device;
     CUcontext ctx;

@@ -14,8 +14,8 @@
  *
  * The algorithm: cuBLASLt's heuristic ranks candidates by a model, and its first choice was
  * measured 3-5x off the chip's rate on some of GPT-2's training shapes. So on a shape's first
- * use the candidates it offers (up to gemm_candidates()) are timed on scratch output and the
- * fastest kept (TERN_CUDA_GEMM_TUNE=0: the heuristic's first). The choice is stored in the
+ * use the candidates it offers (up to the gemm_candidates option) are timed on scratch output
+ * and the fastest kept (gemm_tune=0: the heuristic's first). The choice is stored in the
  * disk cache, keyed by device, cuBLASLt version and shape, so that later processes use the
  * same algorithm: results stay bitwise reproducible from run to run (resume relies on that),
  * which re-timing in every process would not give. */
@@ -30,13 +30,9 @@
 #define GEMM_CANDIDATES 8
 #define GEMM_CANDIDATES_MAX 64
 
-/* The candidates the heuristic is asked for: GEMM_CANDIDATES, or TERN_CUDA_GEMM_CANDIDATES
- * (1 .. GEMM_CANDIDATES_MAX) to measure others. */
-static int gemm_candidates(void) {
-    const char *env = getenv("TERN_CUDA_GEMM_CANDIDATES");
-    int n = env ? atoi(env) : 0;
-    return n >= 1 && n <= GEMM_CANDIDATES_MAX ? n : GEMM_CANDIDATES;
-}
+/* The candidates the heuristic is asked for: the gemm_candidates option (GEMM_CANDIDATES by
+ * default; at most GEMM_CANDIDATES_MAX). */
+static int gemm_candidates(const tern_dev *d) { return d->tune.gemm_candidates; }
 
 static cudaDataType_t lt_type(tern_dtype t) {
     return t == TERN_BF16 ? CUDA_R_16BF : t == TERN_F16 ? CUDA_R_16F : CUDA_R_32F;
@@ -124,7 +120,7 @@ static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t siz
     char addend[16] = "", cands[16] = "";
     if (k->align_addend != k->align_c) snprintf(addend, sizeof addend, " ac%d", k->align_addend);
     /* a choice among another number of candidates is another choice (the default's key as before) */
-    if (gemm_candidates() != GEMM_CANDIDATES) snprintf(cands, sizeof cands, " c%d", gemm_candidates());
+    if (gemm_candidates(d) != GEMM_CANDIDATES) snprintf(cands, sizeof cands, " c%d", gemm_candidates(d));
     snprintf(buf, size,
              "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d%s%s",
              d->name,
@@ -163,8 +159,7 @@ static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlg
  * leaves the heuristic's first choice: tuning is an optimisation, never an error. */
 static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHeuristicResult_t *results,
                         int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b) {
-    const char *env = getenv("TERN_CUDA_GEMM_TUNE");
-    if (found < 2 || (env && !strcmp(env, "0"))) return;
+    if (found < 2 || !d->tune.gemm_tune) return;
     char key[512];
     tune_key(d, &p->key, key, sizeof key);
     void *cached = NULL;
@@ -281,7 +276,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     for (size_t i = 0; i < sizeof aligns / sizeof aligns[0] && s == CUBLAS_STATUS_SUCCESS; i++)
         s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].bytes, sizeof aligns[i].bytes);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, gemm_candidates(),
+        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, gemm_candidates(d),
                                            results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     *refused = s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && !found);
@@ -319,11 +314,10 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
  * (src/kernels/gemv.c) rather than cuBLASLt: m <= 8 (GK_GEMV_MAX_M), batch 1, A not
  * transposed (gpu_gemv_applies), B either way round. They stream B in one pass with a group
  * per few columns; cuBLASLt's kernels for M = 1 took 5.8-6.9 us per GPT-2 124M product that
- * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. TERN_CUDA_GEMV=0 keeps
- * every product on cuBLASLt (for comparisons). */
-static bool gemv_wanted(const tern_matmul_dims *dims) {
-    const char *env = getenv("TERN_CUDA_GEMV");
-    return gpu_gemv_applies(dims) && !(env && !strcmp(env, "0"));
+ * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. gemv=0 keeps every product
+ * on cuBLASLt (for comparisons). */
+static bool gemv_wanted(const tern_dev *d, const tern_matmul_dims *dims) {
+    return d->tune.gemv && gpu_gemv_applies(dims);
 }
 
 static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
@@ -459,7 +453,7 @@ tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
     }
     bool has_aux = tern_present(mm->aux);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
-    if (gemv_wanted(&dims)) {
+    if (gemv_wanted(d, &dims)) {
         if (tern_matmul_composite(c, mm)) return fallback(d, c, a, b, mm, &dims); /* the plain one: GEMV */
         return gemv(d, c, a, b, mm, &dims);
     }

@@ -23,13 +23,16 @@ tern_error *TERN_OP(close)(tern_dev *d) {
     return NULL;
 }
 
-tern_error *TERN_OP(open)(tern_dev **out) {
+tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
+    gpu_tune tune = gpu_tune_defaults(); /* the core's keys only; no environment variable */
+    const tern_option_set sets[] = {{gpu_tune_keys, gpu_tune_key_count, &tune}};
+    TERN_TRY(tern_options_apply("interp", NULL, options, sets, 1));
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("open: out of memory");
     tern_error *err = tern_rt_open("host", &d->rt);
-    if (!err) err = gpu_core_init(&d->core, d->rt, NULL, NULL); /* no hooks: the core's own */
+    if (!err) err = gpu_core_init(&d->core, d->rt, NULL, NULL, &tune); /* no hooks: the core's own */
     if (err) {
         tern_error_free(TERN_OP(close)(d));
         return tern_error_wrap(err, "interp");

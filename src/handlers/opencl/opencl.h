@@ -15,6 +15,7 @@ _Static_assert(offsetof(struct tern_dev, core) == 0, "the GPU core comes first i
 #include <stddef.h>
 
 #include "gpu_core/gpu_core.h"
+#include "handlers/options.h"
 #include "handlers/handler.h"
 
 struct tern_dev {
