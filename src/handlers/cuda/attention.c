@@ -12,7 +12,7 @@
  * forward with qkv and out alike runs on the tensor cores even when the backward's
  * gradients then come in another dtype and go to the GPU core. */
 #include "cuda_handler.h"
-#include "flash_kernels.h"
+#include "kernels/flash.h"
 #include "handlers/validate.h"
 
 typedef enum att_kind { ATT_MMA, ATT_GEMM, ATT_CORE } att_kind;

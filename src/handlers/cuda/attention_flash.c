@@ -1,4 +1,4 @@
-/* Attention through the flash kernels on the tensor cores (flash_kernels.c, bf16 only):
+/* Attention through the flash kernels on the tensor cores (src/kernels/flash.c, bf16 only):
  * the kernels built once per head size, then one launch forward and three backward (D =
  * rowsum(dO O), then dK and dV per key tile, then dQ per query tile). attention.c picks this
  * path (the default for bf16) and checks the arguments first. */
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "cuda_handler.h"
-#include "flash_kernels.h"
+#include "kernels/flash.h"
 
 #define CUDA_FLASH_DS_MAX_BYTES ((size_t)1 << 30)
 

@@ -1,6 +1,6 @@
 /* Causal attention on the tensor cores: the four products per head (Q K^T, P V forward;
  * dP, dV, dQ, dK backward, plus Q K^T again) as cuBLASLt batched products over B * NH
- * heads, and the softmax and layout changes as DSL kernels (attention_kernels.c).
+ * heads, and the softmax and layout changes as DSL kernels (src/kernels/attention_gemm.c).
  *
  *   forward   qkv -> Q, K, V [B, NH, T, hs];  S = Q K^T;  P = softmax(S / sqrt(hs)) (causal),
  *             saving each row's logsumexp;  Y = P V;  out = Y back to [B, T, C]
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_kernels.h"
+#include "kernels/attention_gemm.h"
 #include "cuda_handler.h"
 #include "handlers/validate.h"
 

@@ -13,7 +13,7 @@
 
 #include "gpu_core/gpu_core.h"
 #include "handlers/handler.h"
-#include "flash_kernels.h"
+#include "kernels/flash.h"
 #include "dsl/cuda_api.h"
 
 typedef struct cuda_matmul_plan cuda_matmul_plan;
@@ -74,7 +74,7 @@ struct tern_dev {
      * kind, and the scratch the score matrices live in */
     tern_kernel *att_kernels[2][CUDA_ATT_KERNEL_SLOTS];
     tern_buf att_scratch;
-    /* flash attention on the tensor cores (flash_kernels.c), built for head size flash_hs */
+    /* flash attention on the tensor cores (src/kernels/flash.c), built for head size flash_hs */
     tern_kernel *flash[6]; /* by cuda_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
     cuda_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */

@@ -8,7 +8,7 @@
 
 #include "check.h"
 #include "nvrtc_check.h"
-#include "handlers/cuda/attention_kernels.h"
+#include "kernels/attention_gemm.h"
 #include "tern/half.h"
 
 static tern_rt *rt;

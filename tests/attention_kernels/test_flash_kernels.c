@@ -1,4 +1,4 @@
-/* The flash attention kernels (src/handlers/cuda/flash_kernels.c) on the host interpreter,
+/* The flash attention kernels (src/kernels/flash.c) on the host interpreter,
  * whose warp-matrix operation follows the tensor cores' fragment layout, against causal
  * attention in double precision from the same bf16 inputs (the H200 runs the same kernels
  * through the GPT-2 fixture and the 124M cross-handler test: scripts/h200/).
@@ -14,7 +14,7 @@
 
 #include "check.h"
 #include "nvrtc_check.h"
-#include "handlers/cuda/flash_kernels.h"
+#include "kernels/flash.h"
 #include "tern/half.h"
 
 static tern_rt *rt;

@@ -1,6 +1,6 @@
 /* The DSL kernels of attention on the tensor cores (see attention_gemm.c). */
-#ifndef TERN_HANDLERS_CUDA_ATTENTION_KERNELS_H
-#define TERN_HANDLERS_CUDA_ATTENTION_KERNELS_H
+#ifndef TERN_KERNELS_ATTENTION_GEMM_H
+#define TERN_KERNELS_ATTENTION_GEMM_H
 
 #include <stdbool.h>
 

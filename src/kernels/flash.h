@@ -1,7 +1,7 @@
 /* Flash attention on the tensor cores, written in the DSL with its warp-matrix operation
  * (tern_mma_bf16): causal attention over bf16 activations without materialising the score
  * matrices. Used by the cuda handler for bf16 (attention_gemm.c picks it); the kernels use
- * nothing CUDA-specific, so tests run them on the host interpreter (tests/cuda_attention).
+ * nothing CUDA-specific, so tests run them on the host interpreter (tests/attention_kernels).
  *
  * Layouts (token-major, as the model holds them; no permutes):
  *   qkv, dqkv  bf16 [B, T, 3, NH, hs]   out, dout  bf16 [B, T, NH, hs]
@@ -12,8 +12,8 @@
  * the three tiled kernels, cuda_flash_delta_groups for DELTA. With
  * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x CUDA_FLASH_THREADS threads over 2 x
  * CUDA_FLASH_TILE query rows: cuda_flash_rows and cuda_flash_threads say which. */
-#ifndef TERN_HANDLERS_CUDA_FLASH_KERNELS_H
-#define TERN_HANDLERS_CUDA_FLASH_KERNELS_H
+#ifndef TERN_KERNELS_FLASH_H
+#define TERN_KERNELS_FLASH_H
 
 #include <stdbool.h>
 #include <stddef.h>

@@ -1,10 +1,10 @@
-/* The DSL kernels of the cuda handler's attention on the tensor cores (attention_gemm.c):
+/* The DSL kernels of attention through GEMMs (the cuda handler's attention_gemm.c):
  * the matrix products go to cuBLASLt, these do the rest. They use nothing CUDA-specific,
- * so tests run them on the host interpreter (tests/cuda_attention). */
+ * so tests run them on the host interpreter (tests/attention_kernels). */
 #include <math.h>
 #include <stdio.h>
 
-#include "attention_kernels.h"
+#include "kernels/attention_gemm.h"
 
 /* Elements per vector access: 16 bytes. */
 static int vec_width(tern_type act) { return act == TERN_T_BF16 ? 8 : 4; }

@@ -1,4 +1,4 @@
-/* Flash attention kernels (see flash_kernels.h), after the FlashAttention-2 scheme: the
+/* Flash attention kernels (see flash.h), after the FlashAttention-2 scheme: the
  * forward pass walks the key tiles up to the diagonal with an online softmax, keeping the
  * running row maximum and sum; the backward pass recomputes the probabilities from the
  * saved logsumexp, once per key tile for dK and dV and once per query tile for dQ, so that
@@ -14,7 +14,7 @@
  * touches fall in different banks; tern_load_matrix reads the B fragments from them, as
  * they are for products by a tile's transpose (Q K^T) and transposed for products by the
  * tile (P V), so no tile is stored twice. */
-#include "flash_kernels.h"
+#include "kernels/flash.h"
 
 #include <math.h>
 #include <stdio.h>
