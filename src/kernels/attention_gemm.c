@@ -16,7 +16,7 @@ static int vec_width(tern_type act) { return act == TERN_T_BF16 ? 8 : 4; }
  * without it (hs or a buffer's start not a multiple of W), one element per thread. The
  * token-major side is read (to_heads) or written (from heads) contiguously. */
 static void trace_permute(tern_kb *kb, void *user) {
-    const cuda_att_spec *spec = user;
+    const gk_att_gemm_spec *spec = user;
     tern_type t = spec->act;
     int W = spec->vec ? vec_width(t) : 1;
     tern_v src = tern_param_buf(kb, "src", t, TERN_READ);
@@ -50,7 +50,7 @@ static void trace_permute(tern_kb *kb, void *user) {
     }
 }
 
-bool cuda_att_permute_vec_fits(tern_type act, int hs, size_t src_offset, size_t dst_offset) {
+bool gk_att_gemm_permute_vec_fits(tern_type act, int hs, size_t src_offset, size_t dst_offset) {
     size_t W = (size_t)vec_width(act);
     return hs % (int)W == 0 && src_offset % W == 0 && dst_offset % W == 0;
 }
@@ -68,7 +68,7 @@ typedef struct score_row {
 static score_row row_of(tern_kb *kb, tern_v T, tern_v rows, tern_v block) {
     score_row sr;
     sr.lane = tern_simd_lane(kb);
-    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(CUDA_ATT_ROWS)), tern_simd_group(kb));
+    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_ATT_GEMM_ROWS)), tern_simd_group(kb));
     sr.valid = tern_lt(row, rows);
     sr.r = tern_min(row, tern_sub(rows, tern_int(1)));
     sr.t = tern_rem(sr.r, T);
@@ -83,8 +83,8 @@ static score_row row_of(tern_kb *kb, tern_v T, tern_v rows, tern_v block) {
  * where the looping form reads them three times, two bytes at a time. */
 typedef struct resident_row {
     int W, NC;
-    tern_v x[CUDA_ATT_MAX_RESIDENT / 32]; /* scale S, or -inf where masked */
-    tern_v g[CUDA_ATT_MAX_RESIDENT / 32]; /* dP (backward) */
+    tern_v x[GK_ATT_GEMM_MAX_RESIDENT / 32]; /* scale S, or -inf where masked */
+    tern_v g[GK_ATT_GEMM_MAX_RESIDENT / 32]; /* dP (backward) */
 } resident_row;
 
 static tern_v chunk_start(const resident_row *rr, tern_v lane, int c) {
@@ -93,7 +93,7 @@ static tern_v chunk_start(const resident_row *rr, tern_v lane, int c) {
 
 /* Loads the row's causal part (columns <= t) of S, scaled, into rr->x (and of dP into
  * rr->g when dP is not NULL); -inf (0 for dP) elsewhere. */
-static void resident_load(tern_kb *kb, resident_row *rr, const cuda_att_spec *spec, const score_row *sr,
+static void resident_load(tern_kb *kb, resident_row *rr, const gk_att_gemm_spec *spec, const score_row *sr,
                           tern_v S, const tern_v *dP, tern_v scale) {
     rr->W = vec_width(spec->act);
     rr->NC = spec->resident / (32 * rr->W);
@@ -140,7 +140,7 @@ static void resident_store(tern_kb *kb, const resident_row *rr, const score_row 
  * diagonal, as the next product needs), and the row's logsumexp. Rows past the end
  * compute on the last row and store nothing, so that SIMD operations stay uniform. */
 static void trace_softmax_forward(tern_kb *kb, void *user) {
-    const cuda_att_spec *spec = user;
+    const gk_att_gemm_spec *spec = user;
     tern_v S = tern_param_buf(kb, "S", spec->act, TERN_READ_WRITE);
     tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_WRITE);
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
@@ -158,7 +158,7 @@ static void trace_softmax_forward(tern_kb *kb, void *user) {
         tern_v m = rr.x[0];
         for (int i = 1; i < n; i++) m = tern_max(m, rr.x[i]);
         tern_v M = tern_name(tern_simd_max(m), "row_max");
-        tern_v p[CUDA_ATT_MAX_RESIDENT / 32];
+        tern_v p[GK_ATT_GEMM_MAX_RESIDENT / 32];
         tern_v sum = tern_f32(0.0f);
         for (int i = 0; i < n; i++) {
             p[i] = tern_exp(tern_sub(rr.x[i], M));
@@ -199,7 +199,7 @@ static void trace_softmax_forward(tern_kb *kb, void *user) {
  * saved logsumexp: P = exp(scale S - lse) below the diagonal, D = sum P dP, then S <- P and
  * dP <- P (dP - D) scale, the gradient of the unscaled scores (up to the block end). */
 static void trace_softmax_backward(tern_kb *kb, void *user) {
-    const cuda_att_spec *spec = user;
+    const gk_att_gemm_spec *spec = user;
     tern_v S = tern_param_buf(kb, "S", spec->act, TERN_READ_WRITE);
     tern_v dP = tern_param_buf(kb, "dP", spec->act, TERN_READ_WRITE);
     tern_v lse = tern_param_buf(kb, "lse", TERN_T_F32, TERN_READ);
@@ -215,7 +215,7 @@ static void trace_softmax_backward(tern_kb *kb, void *user) {
         resident_row rr = {0};
         resident_load(kb, &rr, spec, &sr, S, &dP, scale);
         int n = rr.NC * rr.W;
-        tern_v p[CUDA_ATT_MAX_RESIDENT / 32], g[CUDA_ATT_MAX_RESIDENT / 32];
+        tern_v p[GK_ATT_GEMM_MAX_RESIDENT / 32], g[GK_ATT_GEMM_MAX_RESIDENT / 32];
         tern_v dot = tern_f32(0.0f);
         for (int i = 0; i < n; i++) {
             p[i] = tern_exp(tern_sub(rr.x[i], L)); /* 0 where masked: x = -inf */
@@ -249,23 +249,23 @@ static void trace_softmax_backward(tern_kb *kb, void *user) {
     }
 }
 
-bool cuda_att_resident_fits(tern_type act, int T) {
-    return T <= CUDA_ATT_MAX_RESIDENT && T % vec_width(act) == 0;
+bool gk_att_gemm_resident_fits(tern_type act, int T) {
+    return T <= GK_ATT_GEMM_MAX_RESIDENT && T % vec_width(act) == 0;
 }
 
-tern_error *cuda_att_kernel_build(cuda_att_kernel which, const cuda_att_spec *spec, tern_kernel **out) {
-    cuda_att_spec s = *spec;
-    if (s.resident < 0 || s.resident > CUDA_ATT_MAX_RESIDENT || s.resident % (32 * vec_width(s.act)))
+tern_error *gk_att_gemm_kernel_build(gk_att_gemm_kernel which, const gk_att_gemm_spec *spec, tern_kernel **out) {
+    gk_att_gemm_spec s = *spec;
+    if (s.resident < 0 || s.resident > GK_ATT_GEMM_MAX_RESIDENT || s.resident % (32 * vec_width(s.act)))
         return tern_errorf("attention kernels: resident row length %d is not a multiple of %d up to %d",
-                           s.resident, 32 * vec_width(s.act), CUDA_ATT_MAX_RESIDENT);
+                           s.resident, 32 * vec_width(s.act), GK_ATT_GEMM_MAX_RESIDENT);
     switch (which) {
-    case CUDA_ATT_PERMUTE:
+    case GK_ATT_GEMM_PERMUTE:
         if (s.vec) return tern_kernel_build(s.to_heads ? "att_to_heads_vec" : "att_from_heads_vec", trace_permute, &s, out);
         return tern_kernel_build(s.to_heads ? "att_to_heads" : "att_from_heads", trace_permute, &s, out);
-    case CUDA_ATT_SOFTMAX_FORWARD:
+    case GK_ATT_GEMM_SOFTMAX_FORWARD:
         return tern_kernel_build(s.resident ? "att_softmax_forward_resident" : "att_softmax_forward",
                                  trace_softmax_forward, &s, out);
-    case CUDA_ATT_SOFTMAX_BACKWARD:
+    case GK_ATT_GEMM_SOFTMAX_BACKWARD:
         return tern_kernel_build(s.resident ? "att_softmax_backward_resident" : "att_softmax_backward",
                                  trace_softmax_backward, &s, out);
     }

@@ -19,14 +19,14 @@
 #include <math.h>
 #include <stdio.h>
 
-#define TILE CUDA_FLASH_TILE
-#define THREADS CUDA_FLASH_THREADS
+#define TILE GK_FLASH_TILE
+#define THREADS GK_FLASH_THREADS
 #define MAX_HS 128
 
 /* What a kernel is built for: the head size, the group's threads and the tuning options. */
 typedef struct fl_build {
     int hs, threads;
-    cuda_flash_opts opts;
+    gk_flash_opts opts;
 } fl_build;
 
 /* The lane's place in the fragments, and the group's head. */
@@ -527,7 +527,7 @@ static void trace_delta(tern_kb *kb, void *user) {
     }
 }
 
-uint32_t cuda_flash_delta_groups(int B, int T, int NH, int hs) {
+uint32_t gk_flash_delta_groups(int B, int T, int NH, int hs) {
     size_t threads = (size_t)B * T * NH * (size_t)delta_lanes(hs);
     return (uint32_t)((threads + THREADS - 1) / THREADS);
 }
@@ -946,35 +946,35 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     store_rows(&f, dqkv, 3, 0, r, dq, scale, scale); /* dS's scale, taken out of the loop */
 }
 
-int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts) {
-    bool rows128 = opts && opts->q_rows128 && (which == CUDA_FLASH_FORWARD || which == CUDA_FLASH_BACKWARD_Q);
-    return which == CUDA_FLASH_DELTA ? THREADS : rows128 ? 2 * TILE : TILE;
+int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts) {
+    bool rows128 = opts && opts->q_rows128 && (which == GK_FLASH_FORWARD || which == GK_FLASH_BACKWARD_Q);
+    return which == GK_FLASH_DELTA ? THREADS : rows128 ? 2 * TILE : TILE;
 }
 
-int cuda_flash_threads(cuda_flash_kernel which, const cuda_flash_opts *opts) {
-    return which == CUDA_FLASH_DELTA ? THREADS : 2 * cuda_flash_rows(which, opts);
+int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts) {
+    return which == GK_FLASH_DELTA ? THREADS : 2 * gk_flash_rows(which, opts);
 }
 
-bool cuda_flash_fits(int hs, const size_t *offsets, int count) {
+bool gk_flash_fits(int hs, const size_t *offsets, int count) {
     if (hs <= 0 || hs % 16 || hs > MAX_HS) return false;
     for (int i = 0; i < count; i++)
         if (offsets[i] % 8) return false; /* 16 bytes of bf16 */
     return true;
 }
 
-tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts,
+tern_error *gk_flash_kernel_build(gk_flash_kernel which, int hs, const gk_flash_opts *opts,
                                     tern_kernel **out) {
     *out = NULL;
-    fl_build u = {.hs = hs, .opts = opts ? *opts : (cuda_flash_opts){0}, .threads = cuda_flash_threads(which, opts)};
-    if (!cuda_flash_fits(hs, NULL, 0))
+    fl_build u = {.hs = hs, .opts = opts ? *opts : (gk_flash_opts){0}, .threads = gk_flash_threads(which, opts)};
+    if (!gk_flash_fits(hs, NULL, 0))
         return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
-    if (u.opts.stages < 0 || u.opts.stages > CUDA_FLASH_MAX_STAGES)
-        return tern_errorf("flash attention: %d pipeline stages (0, or 2 to %d)", u.opts.stages, CUDA_FLASH_MAX_STAGES);
+    if (u.opts.stages < 0 || u.opts.stages > GK_FLASH_MAX_STAGES)
+        return tern_errorf("flash attention: %d pipeline stages (0, or 2 to %d)", u.opts.stages, GK_FLASH_MAX_STAGES);
     switch (which) {
-    case CUDA_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &u, out);
-    case CUDA_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &u, out);
-    case CUDA_FLASH_BACKWARD_KV: return tern_kernel_build("flash_backward_kv", trace_backward_kv, &u, out);
-    case CUDA_FLASH_BACKWARD_Q: return tern_kernel_build("flash_backward_q", trace_backward_q, &u, out);
+    case GK_FLASH_FORWARD: return tern_kernel_build("flash_forward", trace_forward, &u, out);
+    case GK_FLASH_DELTA: return tern_kernel_build("flash_delta", trace_delta, &u, out);
+    case GK_FLASH_BACKWARD_KV: return tern_kernel_build("flash_backward_kv", trace_backward_kv, &u, out);
+    case GK_FLASH_BACKWARD_Q: return tern_kernel_build("flash_backward_q", trace_backward_q, &u, out);
     }
     return tern_errorf("unknown flash attention kernel %d", (int)which);
 }

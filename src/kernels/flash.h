@@ -7,11 +7,11 @@
  *   qkv, dqkv  bf16 [B, T, 3, NH, hs]   out, dout  bf16 [B, T, NH, hs]
  *   lse, D     f32  [B, NH, T]          (the logsumexp of each query row; D = rowsum(dO * O))
  *
- * Every kernel runs groups of CUDA_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
- * over tiles of CUDA_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
- * the three tiled kernels, cuda_flash_delta_groups for DELTA. With
- * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x CUDA_FLASH_THREADS threads over 2 x
- * CUDA_FLASH_TILE query rows: cuda_flash_rows and cuda_flash_threads say which. */
+ * Every kernel runs groups of GK_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
+ * over tiles of GK_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
+ * the three tiled kernels, gk_flash_delta_groups for DELTA. With
+ * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x GK_FLASH_THREADS threads over 2 x
+ * GK_FLASH_TILE query rows: gk_flash_rows and gk_flash_threads say which. */
 #ifndef TERN_KERNELS_FLASH_H
 #define TERN_KERNELS_FLASH_H
 
@@ -21,20 +21,20 @@
 
 #include "tern/kernel.h"
 
-#define CUDA_FLASH_TILE 64
-#define CUDA_FLASH_THREADS 128
+#define GK_FLASH_TILE 64
+#define GK_FLASH_THREADS 128
 
-typedef enum cuda_flash_kernel {
-    CUDA_FLASH_FORWARD,     /* qkv, out, lse, B, T, NH, scale: out and lse */
-    CUDA_FLASH_DELTA,       /* out, dout, D, B, T, NH: D = rowsum(dout * out) per query row */
-    CUDA_FLASH_BACKWARD_KV, /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dK and dV into dqkv */
-    CUDA_FLASH_BACKWARD_Q,  /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dQ into dqkv */
-} cuda_flash_kernel;
+typedef enum gk_flash_kernel {
+    GK_FLASH_FORWARD,     /* qkv, out, lse, B, T, NH, scale: out and lse */
+    GK_FLASH_DELTA,       /* out, dout, D, B, T, NH: D = rowsum(dout * out) per query row */
+    GK_FLASH_BACKWARD_KV, /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dK and dV into dqkv */
+    GK_FLASH_BACKWARD_Q,  /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dQ into dqkv */
+} gk_flash_kernel;
 
 /* How a kernel is compiled (zero: no hints, today's kernels). Chosen on the H200
  * (bench/h200/NOTES.md). */
-typedef struct cuda_flash_opts {
-    /* groups of CUDA_FLASH_THREADS threads per SM the compiler budgets registers for
+typedef struct gk_flash_opts {
+    /* groups of GK_FLASH_THREADS threads per SM the compiler budgets registers for
      * (tern_min_groups); a kernel with twice the threads (q_rows128) asks for half as many
      * of its own groups, rounded up, so that a number means the same registers either way */
     int min_groups;
@@ -49,7 +49,7 @@ typedef struct cuda_flash_opts {
     /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
      * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
      * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
-     * buffer CUDA_FLASH_TILE elements longer than B NH T T (the last tile's reads). With
+     * buffer GK_FLASH_TILE elements longer than B NH T T (the last tile's reads). With
      * q_rows128 BACKWARD_Q's groups read 128 queries of each stored key tile (the key tiles
      * staged once for twice the rows); BACKWARD_KV is the same either way. */
     bool ds_saved;
@@ -58,30 +58,30 @@ typedef struct cuda_flash_opts {
      * the products run on this one. Twice the tiles' shared memory. */
     bool pipelined;
     /* BACKWARD_Q with ds_saved and pipelined: the tiles in flight plus one, 2 to
-     * CUDA_FLASH_MAX_STAGES (0 is 2: double buffers). Its products are short, so each tile's
+     * GK_FLASH_MAX_STAGES (0 is 2: double buffers). Its products are short, so each tile's
      * step waits mostly on memory: more tiles in flight, more bytes. stages times the two
      * tiles' shared memory. */
     int stages;
-} cuda_flash_opts;
+} gk_flash_opts;
 
-#define CUDA_FLASH_MAX_STAGES 4
+#define GK_FLASH_MAX_STAGES 4
 
 /* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
  * B * NH)), and the group's threads (two per row: 16 rows per SIMD group); DELTA's groups
- * are CUDA_FLASH_THREADS threads, one row each. opts may be NULL. */
-int cuda_flash_rows(cuda_flash_kernel which, const cuda_flash_opts *opts);
-int cuda_flash_threads(cuda_flash_kernel which, const cuda_flash_opts *opts);
+ * are GK_FLASH_THREADS threads, one row each. opts may be NULL. */
+int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts);
+int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts);
 
-/* DELTA's groups (of CUDA_FLASH_THREADS) for B sequences of T positions and NH heads of
+/* DELTA's groups (of GK_FLASH_THREADS) for B sequences of T positions and NH heads of
  * size hs: a few threads share each row. */
-uint32_t cuda_flash_delta_groups(int B, int T, int NH, int hs);
+uint32_t gk_flash_delta_groups(int B, int T, int NH, int hs);
 
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */
-bool cuda_flash_fits(int hs, const size_t *offsets, int count);
+bool gk_flash_fits(int hs, const size_t *offsets, int count);
 
 /* opts may be NULL (no hints). */
-tern_error *cuda_flash_kernel_build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts,
+tern_error *gk_flash_kernel_build(gk_flash_kernel which, int hs, const gk_flash_opts *opts,
                                     tern_kernel **out) TERN_MUST_USE;
 
 #endif

@@ -18,14 +18,14 @@ static float frand(uint32_t *s) {
     return (float)((*s >> 8) & 0xffff) / 65536.0f * 4.0f - 2.0f;
 }
 
-static tern_kernel *build_form(cuda_att_kernel which, tern_type act, bool to_heads, int resident) {
-    cuda_att_spec spec = {.act = act, .to_heads = to_heads, .resident = resident};
+static tern_kernel *build_form(gk_att_gemm_kernel which, tern_type act, bool to_heads, int resident) {
+    gk_att_gemm_spec spec = {.act = act, .to_heads = to_heads, .resident = resident};
     tern_kernel *k = NULL;
-    CHECK_OK(cuda_att_kernel_build(which, &spec, &k));
+    CHECK_OK(gk_att_gemm_kernel_build(which, &spec, &k));
     return k;
 }
 
-static tern_kernel *build(cuda_att_kernel which, tern_type act, bool to_heads) {
+static tern_kernel *build(gk_att_gemm_kernel which, tern_type act, bool to_heads) {
     return build_form(which, act, to_heads, 0);
 }
 
@@ -36,12 +36,12 @@ static void test_permute(bool vec) {
     int B = 2, T = 5, G = 3, NH = 2, hs = vec ? 8 : 6, n = B * T * G * NH * hs;
     float *src = malloc(n * sizeof *src), *heads = malloc(n * sizeof *heads), *back = malloc(n * sizeof *back);
     for (int i = 0; i < n; i++) src[i] = (float)i, heads[i] = back[i] = NAN;
-    cuda_att_spec st = {.act = TERN_T_F32, .to_heads = true, .vec = vec}, sf = st;
+    gk_att_gemm_spec st = {.act = TERN_T_F32, .to_heads = true, .vec = vec}, sf = st;
     sf.to_heads = false;
     tern_kernel *to = NULL, *from = NULL;
-    CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &st, &to));
-    CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &sf, &from));
-    CHECKF(cuda_att_permute_vec_fits(TERN_T_F32, hs, 0, 0) == vec, "vector form fits hs = %d", hs);
+    CHECK_OK(gk_att_gemm_kernel_build(GK_ATT_GEMM_PERMUTE, &st, &to));
+    CHECK_OK(gk_att_gemm_kernel_build(GK_ATT_GEMM_PERMUTE, &sf, &from));
+    CHECKF(gk_att_gemm_permute_vec_fits(TERN_T_F32, hs, 0, 0) == vec, "vector form fits hs = %d", hs);
     tern_arg a1[] = {tern_arg_host_in(TERN_T_F32, src, n), tern_arg_host(TERN_T_F32, heads, n), tern_arg_i32(B),
                      tern_arg_i32(T), tern_arg_i32(G), tern_arg_i32(NH), tern_arg_i32(hs)};
     int threads = vec ? n / 4 : n;
@@ -114,12 +114,12 @@ static void test_softmax(tern_type act, int rows, int T, int block, int resident
     for (size_t i = 0; i < n; i++) S[i] = stored(frand(&seed) * 8, act), dP[i] = stored(frand(&seed), act);
     for (int r = 0; r < rows; r++) lse[r] = NAN;
     void *Sd = to_storage(S, n, act), *dPd = to_storage(dP, n, act);
-    tern_kernel *fwd = build_form(CUDA_ATT_SOFTMAX_FORWARD, act, false, resident);
-    tern_kernel *bwd = build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, resident);
-    uint32_t groups = (uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS);
+    tern_kernel *fwd = build_form(GK_ATT_GEMM_SOFTMAX_FORWARD, act, false, resident);
+    tern_kernel *bwd = build_form(GK_ATT_GEMM_SOFTMAX_BACKWARD, act, false, resident);
+    uint32_t groups = (uint32_t)((rows + GK_ATT_GEMM_ROWS - 1) / GK_ATT_GEMM_ROWS);
     tern_arg af[] = {tern_arg_host(act, Sd, n), tern_arg_host(TERN_T_F32, lse, rows), tern_arg_i32(T),
                      tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(block)};
-    CHECK_OK(tern_launch(rt, fwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), af, 6));
+    CHECK_OK(tern_launch(rt, fwd, tern_dims1(groups), tern_dims1(32 * GK_ATT_GEMM_ROWS), af, 6));
     double *p = malloc(T * sizeof *p), worst = 0, worst_lse = 0;
     int touched = 0;
     for (int r = 0; r < rows; r++) {
@@ -139,7 +139,7 @@ static void test_softmax(tern_type act, int rows, int T, int block, int resident
     Sd = to_storage(S, n, act);
     tern_arg ab[] = {tern_arg_host(act, Sd, n), tern_arg_host(act, dPd, n), tern_arg_host_in(TERN_T_F32, lse, rows),
                      tern_arg_i32(T), tern_arg_i32(rows), tern_arg_f32(scale), tern_arg_i32(block)};
-    CHECK_OK(tern_launch(rt, bwd, tern_dims1(groups), tern_dims1(32 * CUDA_ATT_ROWS), ab, 7));
+    CHECK_OK(tern_launch(rt, bwd, tern_dims1(groups), tern_dims1(32 * GK_ATT_GEMM_ROWS), ab, 7));
     double worst_p = 0, worst_g = 0;
     touched = 0;
     for (int r = 0; r < rows; r++) {
@@ -171,15 +171,15 @@ static void test_nvrtc(void) {
     int compiled = 0;
     for (int t = 0; t < 2; t++) {
         tern_type act = t ? TERN_T_BF16 : TERN_T_F32;
-        cuda_att_spec vt = {.act = act, .to_heads = true, .vec = true}, vf = {.act = act, .vec = true};
-        tern_kernel *k[8] = {build(CUDA_ATT_PERMUTE, act, true), build(CUDA_ATT_PERMUTE, act, false),
-                             build(CUDA_ATT_SOFTMAX_FORWARD, act, false),
-                             build(CUDA_ATT_SOFTMAX_BACKWARD, act, false),
-                             build_form(CUDA_ATT_SOFTMAX_FORWARD, act, false, CUDA_ATT_MAX_RESIDENT),
-                             build_form(CUDA_ATT_SOFTMAX_BACKWARD, act, false, CUDA_ATT_MAX_RESIDENT),
+        gk_att_gemm_spec vt = {.act = act, .to_heads = true, .vec = true}, vf = {.act = act, .vec = true};
+        tern_kernel *k[8] = {build(GK_ATT_GEMM_PERMUTE, act, true), build(GK_ATT_GEMM_PERMUTE, act, false),
+                             build(GK_ATT_GEMM_SOFTMAX_FORWARD, act, false),
+                             build(GK_ATT_GEMM_SOFTMAX_BACKWARD, act, false),
+                             build_form(GK_ATT_GEMM_SOFTMAX_FORWARD, act, false, GK_ATT_GEMM_MAX_RESIDENT),
+                             build_form(GK_ATT_GEMM_SOFTMAX_BACKWARD, act, false, GK_ATT_GEMM_MAX_RESIDENT),
                              NULL, NULL};
-        CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &vt, &k[6]));
-        CHECK_OK(cuda_att_kernel_build(CUDA_ATT_PERMUTE, &vf, &k[7]));
+        CHECK_OK(gk_att_gemm_kernel_build(GK_ATT_GEMM_PERMUTE, &vt, &k[6]));
+        CHECK_OK(gk_att_gemm_kernel_build(GK_ATT_GEMM_PERMUTE, &vf, &k[7]));
         for (int i = 0; i < 8; i++) {
             int r = nvrtc_check_compile(k[i]);
             if (r < 0) {
@@ -206,8 +206,8 @@ int main(void) {
     test_softmax(TERN_T_F32, 2 * 64, 64, 64, 256);
     test_softmax(TERN_T_F32, 3 * 36, 36, 16, 128);
     test_softmax(TERN_T_BF16, 2 * 40, 40, 16, 256);
-    test_softmax(TERN_T_BF16, 2 * 96, 96, 32, CUDA_ATT_MAX_RESIDENT);
-    test_softmax(TERN_T_F32, 2 * 128, 128, 128, CUDA_ATT_MAX_RESIDENT);
+    test_softmax(TERN_T_BF16, 2 * 96, 96, 32, GK_ATT_GEMM_MAX_RESIDENT);
+    test_softmax(TERN_T_F32, 2 * 128, 128, 128, GK_ATT_GEMM_MAX_RESIDENT);
     test_nvrtc();
     tern_rt_close(rt);
     return check_summary("attention kernels");

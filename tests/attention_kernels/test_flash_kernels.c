@@ -43,9 +43,9 @@ static double rel_error(const uint16_t *got, const double *want, size_t n) {
     return worst / scale;
 }
 
-static tern_kernel *build(cuda_flash_kernel which, int hs, const cuda_flash_opts *opts) {
+static tern_kernel *build(gk_flash_kernel which, int hs, const gk_flash_opts *opts) {
     tern_kernel *k = NULL;
-    CHECK_OK(cuda_flash_kernel_build(which, hs, opts, &k));
+    CHECK_OK(gk_flash_kernel_build(which, hs, opts, &k));
     return k;
 }
 
@@ -54,15 +54,15 @@ typedef struct shape {
 } shape;
 
 /* The launch of tiled kernel `which`: its grid and group size follow the options. */
-static tern_error *launch(tern_kernel *k, cuda_flash_kernel which, const cuda_flash_opts *opts, const shape *s,
+static tern_error *launch(tern_kernel *k, gk_flash_kernel which, const gk_flash_opts *opts, const shape *s,
                           const tern_arg *args, int count) {
-    int rows = cuda_flash_rows(which, opts);
+    int rows = gk_flash_rows(which, opts);
     tern_dims grid = tern_dims2((uint32_t)((s->T + rows - 1) / rows), (uint32_t)(s->B * s->NH));
-    return tern_launch(rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, opts)), args, count);
+    return tern_launch(rt, k, grid, tern_dims1((uint32_t)gk_flash_threads(which, opts)), args, count);
 }
 
 /* The options, for the report. */
-static const char *opts_name(const cuda_flash_opts *o, char *buf, size_t size) {
+static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
     snprintf(buf, size, " (groups %d%s%s%s%s%s, %d stages)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->kv_shared ? ", K V shared" : "", o->q_rows128 ? ", 128 query rows" : "",
@@ -128,7 +128,7 @@ static void reference(const shape *s, const float *qkv, const float *dout, doubl
     free(P), free(dP);
 }
 
-static void test_shape(shape s, const cuda_flash_opts *opts) {
+static void test_shape(shape s, const gk_flash_opts *opts) {
     uint32_t seed = 11 + (uint32_t)(s.T * 7 + s.hs);
     size_t n3 = (size_t)s.B * s.T * 3 * s.NH * s.hs, n1 = n3 / 3, rows = (size_t)s.B * s.NH * s.T;
     float *qkv_f, *dout_f;
@@ -138,13 +138,13 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
     double *out_r = malloc(n1 * sizeof *out_r), *lse_r = malloc(rows * sizeof *lse_r), *dqkv_r = malloc(n3 * sizeof *dqkv_r);
     reference(&s, qkv_f, dout_f, out_r, lse_r, dqkv_r);
 
-    tern_kernel *fwd = build(CUDA_FLASH_FORWARD, s.hs, opts), *delta = build(CUDA_FLASH_DELTA, s.hs, opts);
-    tern_kernel *kv = build(CUDA_FLASH_BACKWARD_KV, s.hs, opts), *q = build(CUDA_FLASH_BACKWARD_Q, s.hs, opts);
+    tern_kernel *fwd = build(GK_FLASH_FORWARD, s.hs, opts), *delta = build(GK_FLASH_DELTA, s.hs, opts);
+    tern_kernel *kv = build(GK_FLASH_BACKWARD_KV, s.hs, opts), *q = build(GK_FLASH_BACKWARD_Q, s.hs, opts);
     float scale = 1.0f / sqrtf((float)s.hs);
     tern_arg af[] = {tern_arg_host_in(TERN_T_BF16, qkv, n3), tern_arg_host(TERN_T_BF16, out, n1),
                      tern_arg_host(TERN_T_F32, lse, rows), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
                      tern_arg_f32(scale)};
-    CHECK_OK(launch(fwd, CUDA_FLASH_FORWARD, opts, &s, af, 7));
+    CHECK_OK(launch(fwd, GK_FLASH_FORWARD, opts, &s, af, 7));
     double worst_lse = 0;
     for (size_t i = 0; i < rows; i++) worst_lse = fmax(worst_lse, fabs(lse[i] - lse_r[i]));
     double e_out = rel_error(out, out_r, n1);
@@ -156,15 +156,15 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
     for (size_t i = 0; i < rows; i++) lse[i] = (float)lse_r[i];
     tern_arg ad[] = {tern_arg_host_in(TERN_T_BF16, out, n1), tern_arg_host_in(TERN_T_BF16, dout, n1),
                      tern_arg_host(TERN_T_F32, D, rows), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH)};
-    CHECK_OK(tern_launch(rt, delta, tern_dims1(cuda_flash_delta_groups(s.B, s.T, s.NH, s.hs)),
-                         tern_dims1(CUDA_FLASH_THREADS), ad, 6));
+    CHECK_OK(tern_launch(rt, delta, tern_dims1(gk_flash_delta_groups(s.B, s.T, s.NH, s.hs)),
+                         tern_dims1(GK_FLASH_THREADS), ad, 6));
     tern_arg ab[] = {tern_arg_host_in(TERN_T_BF16, qkv, n3), tern_arg_host_in(TERN_T_BF16, dout, n1),
                      tern_arg_host_in(TERN_T_F32, lse, rows), tern_arg_host_in(TERN_T_F32, D, rows),
                      tern_arg_host(TERN_T_BF16, dqkv, n3), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
                      tern_arg_f32(scale), tern_arg_i32(0)};
     /* ds_saved: the [B NH, T, T] dS^T the two kernels hand over, poisoned with NaN (bf16
      * 0x7fc0) so that a tile the dQ pass reads but the dK, dV pass did not write shows */
-    size_t nds = (size_t)s.B * s.NH * s.T * s.T + CUDA_FLASH_TILE;
+    size_t nds = (size_t)s.B * s.NH * s.T * s.T + GK_FLASH_TILE;
     uint16_t *ds = NULL;
     bool saved = opts && opts->ds_saved;
     if (saved) {
@@ -172,8 +172,8 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
         for (size_t i = 0; i < nds; i++) ds[i] = 0x7fc0;
         ab[9] = tern_arg_host(TERN_T_BF16, ds, nds);
     }
-    CHECK_OK(launch(kv, CUDA_FLASH_BACKWARD_KV, opts, &s, ab, saved ? 10 : 9));
-    CHECK_OK(launch(q, CUDA_FLASH_BACKWARD_Q, opts, &s, ab, saved ? 10 : 9));
+    CHECK_OK(launch(kv, GK_FLASH_BACKWARD_KV, opts, &s, ab, saved ? 10 : 9));
+    CHECK_OK(launch(q, GK_FLASH_BACKWARD_Q, opts, &s, ab, saved ? 10 : 9));
     free(ds);
     /* each part of dqkv against its reference */
     double e_part[3];
@@ -202,11 +202,11 @@ static void test_shape(shape s, const cuda_flash_opts *opts) {
 
 /* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in, with
  * and without the options. */
-static void test_nvrtc(const cuda_flash_opts *opts) {
+static void test_nvrtc(const gk_flash_opts *opts) {
     char name[96];
     int compiled = 0;
     for (int w = 0; w < 4; w++) {
-        tern_kernel *k = build((cuda_flash_kernel)w, 64, opts);
+        tern_kernel *k = build((gk_flash_kernel)w, 64, opts);
         int r = nvrtc_check_compile(k);
         tern_kernel_free(k);
         if (r < 0) return;
@@ -227,7 +227,7 @@ int main(void) {
     };
     /* the options: the register hint changes nothing here, the halves change the order, K
      * and V from shared memory the operands' path, 128 query rows the tiles' walk */
-    const cuda_flash_opts variants[] = {
+    const gk_flash_opts variants[] = {
         {.min_groups = 3, .kv_halves = true},
         {.kv_shared = true},
         {.min_groups = 3, .kv_halves = true, .kv_shared = true},

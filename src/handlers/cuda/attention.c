@@ -18,7 +18,7 @@
 typedef enum att_kind { ATT_MMA, ATT_GEMM, ATT_CORE } att_kind;
 
 static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, int count) {
-    if (act == TERN_BF16 && cuda_flash_fits(hs, offsets, count)) return ATT_MMA;
+    if (act == TERN_BF16 && gk_flash_fits(hs, offsets, count)) return ATT_MMA;
     return ATT_GEMM;
 }
 

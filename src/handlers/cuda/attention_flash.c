@@ -19,24 +19,24 @@
  * 1.89 -> 1.60 ms a step, dQ 1.37 -> 1.28, but dK dV 3.55 -> 3.64, its fragments already
  * fill the registers); the dQ pass from the stored dS^T with 3 tiles in flight (run 54: L2
  * bound, 104.7 -> 99.5 us a layer). `saved`: the backward pair that hands dS^T over. */
-static cuda_flash_opts flash_opts(const tern_dev *d, cuda_flash_kernel which, bool saved) {
+static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved) {
     const cuda_tune *t = &d->tune;
-    cuda_flash_opts o = {.kv_halves = t->flash_kv_halves, .ds_saved = saved};
-    if (which != CUDA_FLASH_DELTA) {
-        int k = which == CUDA_FLASH_FORWARD ? 0 : which == CUDA_FLASH_BACKWARD_KV ? 1 : 2;
+    gk_flash_opts o = {.kv_halves = t->flash_kv_halves, .ds_saved = saved};
+    if (which != GK_FLASH_DELTA) {
+        int k = which == GK_FLASH_FORWARD ? 0 : which == GK_FLASH_BACKWARD_KV ? 1 : 2;
         o.min_groups = t->flash_groups[k];
         o.pipelined = t->flash_pipelined[k] != 0;
     }
-    if (which == CUDA_FLASH_BACKWARD_Q) o.stages = t->flash_stages;
+    if (which == GK_FLASH_BACKWARD_Q) o.stages = t->flash_stages;
     return o;
 }
 
 /* d->flash's slot of a kernel: by kind, the ds_saved pair after them. */
-static int flash_slot(cuda_flash_kernel which, bool saved) {
-    return saved ? 4 + (which == CUDA_FLASH_BACKWARD_Q) : (int)which;
+static int flash_slot(gk_flash_kernel which, bool saved) {
+    return saved ? 4 + (which == GK_FLASH_BACKWARD_Q) : (int)which;
 }
 
-static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved, int hs, const tern_kernel **out) {
+static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, int hs, const tern_kernel **out) {
     if (d->flash_hs != hs) {
         for (int i = 0; i < 6; i++) {
             tern_kernel_free(d->flash[i]);
@@ -47,7 +47,7 @@ static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved
     int slot = flash_slot(which, saved);
     if (!d->flash[slot]) {
         d->flash_opts[slot] = flash_opts(d, which, saved);
-        TERN_TRY(cuda_flash_kernel_build(which, hs, &d->flash_opts[slot], &d->flash[slot]));
+        TERN_TRY(gk_flash_kernel_build(which, hs, &d->flash_opts[slot], &d->flash[slot]));
     }
     *out = d->flash[slot];
     return NULL;
@@ -55,23 +55,23 @@ static tern_error *flash_kernel(tern_dev *d, cuda_flash_kernel which, bool saved
 
 /* Launches tiled kernel `which` over B sequences of T positions and NH heads: the rows per
  * group and the group's threads follow the options it was built with (q_rows128). */
-static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, cuda_flash_kernel which, bool saved, int B, int T,
+static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, gk_flash_kernel which, bool saved, int B, int T,
                                 int NH, const tern_arg *args, size_t count) {
-    const cuda_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
-    int rows = cuda_flash_rows(which, o);
+    const gk_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
+    int rows = gk_flash_rows(which, o);
     tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * NH));
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
-    return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)cuda_flash_threads(which, o)), args, count);
+    return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)gk_flash_threads(which, o)), args, count);
 }
 
 tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
                                  int NH) {
     int hs = C / NH;
     const tern_kernel *k;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_FORWARD, false, hs, &k));
+    TERN_TRY(flash_kernel(d, GK_FLASH_FORWARD, false, hs, &k));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(out), tern_arg_buf(saved), tern_arg_i32(B),
                        tern_arg_i32(T), tern_arg_i32(NH), tern_arg_f32(1.0f / sqrtf((float)hs))};
-    return flash_launch(d, k, CUDA_FLASH_FORWARD, false, B, T, NH, args, 7);
+    return flash_launch(d, k, GK_FLASH_FORWARD, false, B, T, NH, args, 7);
 }
 
 /* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
@@ -84,7 +84,7 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
  * multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then views
  * the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
 static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bool *saved) {
-    size_t len = (size_t)B * NH * (size_t)T * T + CUDA_FLASH_TILE;
+    size_t len = (size_t)B * NH * (size_t)T * T + GK_FLASH_TILE;
     *saved = d->tune.flash_ds_saved && T % 8 == 0 &&
              len * 2 <= CUDA_FLASH_DS_MAX_BYTES;
     if (!*saved) return NULL;
@@ -107,18 +107,18 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
     bool ds_on = false;
     TERN_TRY(ds_buffer(d, B, T, NH, &ds, &ds_on));
     const tern_kernel *delta, *kv, *q;
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_DELTA, false, hs, &delta));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_KV, ds_on, hs, &kv));
-    TERN_TRY(flash_kernel(d, CUDA_FLASH_BACKWARD_Q, ds_on, hs, &q));
+    TERN_TRY(flash_kernel(d, GK_FLASH_DELTA, false, hs, &delta));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_KV, ds_on, hs, &kv));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_Q, ds_on, hs, &q));
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
-    TERN_TRY(tern_launch(d->rt, delta, tern_dims1(cuda_flash_delta_groups(B, T, NH, hs)), tern_dims1(CUDA_FLASH_THREADS),
+    TERN_TRY(tern_launch(d->rt, delta, tern_dims1(gk_flash_delta_groups(B, T, NH, hs)), tern_dims1(GK_FLASH_THREADS),
                          da, 6));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
                        tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),
                        tern_arg_f32(1.0f / sqrtf((float)hs)), ds_on ? tern_arg_buf(ds) : tern_arg_i32(0)};
     size_t count = ds_on ? 10 : 9;
-    TERN_TRY(flash_launch(d, kv, CUDA_FLASH_BACKWARD_KV, ds_on, B, T, NH, args, count));
-    return flash_launch(d, q, CUDA_FLASH_BACKWARD_Q, ds_on, B, T, NH, args, count);
+    TERN_TRY(flash_launch(d, kv, GK_FLASH_BACKWARD_KV, ds_on, B, T, NH, args, count));
+    return flash_launch(d, q, GK_FLASH_BACKWARD_Q, ds_on, B, T, NH, args, count);
 }

@@ -75,8 +75,8 @@ struct tern_dev {
     tern_kernel *att_kernels[2][CUDA_ATT_KERNEL_SLOTS];
     tern_buf att_scratch;
     /* flash attention on the tensor cores (src/kernels/flash.c), built for head size flash_hs */
-    tern_kernel *flash[6]; /* by cuda_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
-    cuda_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
+    tern_kernel *flash[6]; /* by gk_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
+    gk_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
     int flash_hs;
     struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */

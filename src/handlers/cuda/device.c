@@ -45,7 +45,7 @@ static const tern_option tune_keys[] = {
     KEY("flash_groups", TERN_OPTION_INT3, flash_groups, 0, 32),
     KEY("flash_kv_halves", TERN_OPTION_BOOL, flash_kv_halves, 0, 1),
     KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),
-    KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, CUDA_FLASH_MAX_STAGES),
+    KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
     KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
 };
 #undef KEY
