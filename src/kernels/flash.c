@@ -34,7 +34,6 @@ typedef struct fl_ctx {
     tern_kb *kb;
     int hs, KS, NT, LD; /* head size; k-steps and 8-wide tiles over it; shared row stride */
     int threads, rows;  /* the group's threads, and its query or key rows (16 per SIMD group) */
-    bool compact_staging; /* stage_tile_rows (the new variants) rather than stage_tile_indexed */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
     /* the offset in a [TILE, LD] tile of the row start this lane gives tern_load_matrix: for
@@ -46,7 +45,6 @@ static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, t
     int hs = build->hs;
     fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8, .threads = build->threads,
                 .rows = build->threads / 2};
-    f.compact_staging = f.rows > TILE; /* q_rows128; BACKWARD_KV sets it for kv_shared */
     tern_max_threads(kb, f.threads);
     /* min_groups counts groups of THREADS: as many registers per thread for larger groups */
     if (build->opts.min_groups) tern_min_groups(kb, (build->opts.min_groups * THREADS + f.threads - 1) / f.threads);
@@ -96,30 +94,15 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
     }
 }
 
-/* Where a product's A operand, the SIMD group's 16 rows over the head dimension, comes
- * from: fragments held in registers (frag), or else rows of a [TILE, LD] tile in shared
- * memory, read at each k-step just before its products so that nothing is live between
- * them. A non-transposed tern_load_matrix gives an A fragment: its matrices 0 .. 3 are
- * (rows 0, columns 0), (8, 0), (0, 8), (8, 8) of the 16 x 16 block, which is where
- * lm_rows_k points the lanes (a_frag's a[0..1], a[2..3], a[4..5], a[6..7]). */
+/* A product's A operand, the SIMD group's 16 rows over the head dimension: fragments held
+ * in registers. */
 typedef struct fl_a {
     tern_v (*frag)[8];
-    tern_v M, at; /* without frag: the tile, and this lane's row start in it at k-step 0 */
 } fl_a;
-
-/* A fragments of rows 16 w .. 16 w + 15 (w the SIMD group) of a shared [TILE, LD] tile. */
-static fl_a a_shared(const fl_ctx *f, tern_v M) {
-    tern_v at = tern_add(f->lm_rows_k, tern_mul(f->warp, tern_int(16 * f->LD)));
-    return (fl_a){.M = M, .at = at};
-}
 
 /* The A fragment of k-step kk. */
 static void a_get(const fl_a *A, int kk, tern_v a[8]) {
-    if (A->frag) {
-        for (int i = 0; i < 8; i++) a[i] = A->frag[kk][i];
-        return;
-    }
-    tern_load_matrix(A->M, tern_add(A->at, tern_int(16 * kk)), false, a);
+    for (int i = 0; i < 8; i++) a[i] = A->frag[kk][i];
 }
 
 /* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
@@ -153,32 +136,8 @@ static void stage_tile_indexed(const fl_ctx *f, tern_v dst, tern_v src, int part
     stage_tile_copy(f, dst, tern_int(0), src, parts, part, r0, false);
 }
 
-/* The same copy, pass i moving rows row0 + i step: constant offsets from one row and
- * column per thread (per_row divides the group's threads) instead of an index divided up
- * again in each pass. Fewer values for the compiler to keep across the loop of tiles: with
- * kv_shared it is what lets BACKWARD_KV fit 168 registers (ptxas moved the other form's
- * addresses to local memory). The default kernels keep stage_tile_indexed, the code they
- * were measured with. */
-static void stage_tile_rows(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    int per_row = f->hs / 8, step = f->threads / per_row;
-    tern_v row0 = tern_div(f->tid, tern_int(per_row));
-    tern_v col = tern_mul(tern_rem(f->tid, tern_int(per_row)), tern_int(8));
-    tern_v at = tern_add(tern_mul(row0, tern_int(f->LD)), col);
-    for (int i = 0; i < (TILE + step - 1) / step; i++) {
-        tern_v row = tern_add(row0, tern_int(i * step));
-        if ((i + 1) * step > TILE) tern_if(f->kb, tern_lt(row, tern_int(TILE)));
-        tern_v x[8];
-        tern_load_vec(src, tern_add(row_index(f, parts, part, tern_add(r0, row)), col), 8, x);
-        tern_store_vec(dst, tern_add(at, tern_int(i * step * f->LD)), 8, x);
-        if ((i + 1) * step > TILE) tern_end(f->kb);
-    }
-}
-
 static void stage_tile(const fl_ctx *f, tern_v dst, tern_v src, int parts, int part, tern_v r0) {
-    if (f->compact_staging)
-        stage_tile_rows(f, dst, src, parts, part, r0);
-    else
-        stage_tile_indexed(f, dst, src, parts, part, r0);
+    stage_tile_indexed(f, dst, src, parts, part, r0);
 }
 
 /* ---- pipelined staging (opts.pipelined) ----
@@ -690,7 +649,6 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     fl_bwd in = bwd_begin(kb, u);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
-    f.compact_staging = u->opts.kv_shared;
     int LD = f.LD, KS = f.KS, NT = f.NT;
     bool pipelined = u->opts.pipelined;
     size_t bufs = pipelined ? 2 : 1;
@@ -718,23 +676,12 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
         stage_rows(&f, Ds, D, st.k0, tern_f32(1.0f));
     }
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
-    if (u->opts.kv_shared) {
-        /* K and V of the group's keys, 16 registers per lane and k-step, stay in shared
-         * memory: the first tile's barriers order these stores before every read */
-        tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
-        tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
-        stage_tile(&f, Ks, qkv, 3, 1, tern_mul(kt, tern_int(TILE)));
-        stage_tile(&f, Vs, qkv, 3, 2, tern_mul(kt, tern_int(TILE)));
-        st.ka = a_shared(&f, Ks);
-        st.va = a_shared(&f, Vs);
-    } else {
-        for (int kk = 0; kk < KS; kk++) {
-            a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
-            a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
-        }
-        st.ka = (fl_a){.frag = ka};
-        st.va = (fl_a){.frag = va};
+    for (int kk = 0; kk < KS; kk++) {
+        a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
+        a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
     }
+    st.ka = (fl_a){.frag = ka};
+    st.va = (fl_a){.frag = va};
     tern_v dk[MAX_HS / 8][4], dv[MAX_HS / 8][4];
     acc_vars(kb, NT, "dk", dk);
     acc_vars(kb, NT, "dv", dv);
@@ -947,8 +894,8 @@ static void trace_backward_q(tern_kb *kb, void *user) {
 }
 
 int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts) {
-    bool rows128 = opts && opts->q_rows128 && (which == GK_FLASH_FORWARD || which == GK_FLASH_BACKWARD_Q);
-    return which == GK_FLASH_DELTA ? THREADS : rows128 ? 2 * TILE : TILE;
+    (void)opts; /* every tiled kernel covers one tile (the 128-row variant was deleted) */
+    return which == GK_FLASH_DELTA ? THREADS : TILE;
 }
 
 int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts) {

@@ -9,9 +9,8 @@
  *
  * Every kernel runs groups of GK_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
  * over tiles of GK_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
- * the three tiled kernels, gk_flash_delta_groups for DELTA. With
- * q_rows128, FORWARD and BACKWARD_Q run groups of 2 x GK_FLASH_THREADS threads over 2 x
- * GK_FLASH_TILE query rows: gk_flash_rows and gk_flash_threads say which. */
+ * the three tiled kernels, gk_flash_delta_groups for DELTA (gk_flash_rows and
+ * gk_flash_threads say so). */
 #ifndef TERN_KERNELS_FLASH_H
 #define TERN_KERNELS_FLASH_H
 
@@ -35,23 +34,13 @@ typedef enum gk_flash_kernel {
  * (bench/h200/NOTES.md). */
 typedef struct gk_flash_opts {
     /* groups of GK_FLASH_THREADS threads per SM the compiler budgets registers for
-     * (tern_min_groups); a kernel with twice the threads (q_rows128) asks for half as many
-     * of its own groups, rounded up, so that a number means the same registers either way */
+     * (tern_min_groups) */
     int min_groups;
     bool kv_halves; /* BACKWARD_KV walks each query tile in two halves: fewer live registers */
-    /* BACKWARD_KV keeps the group's K and V rows in shared memory (staged once) instead of
-     * registers, read as A fragments at each use: fewer registers, two more shared tiles
-     * (ptxas counts by CUDA_FLASH_KV_SHARED in attention_flash.c) */
-    bool kv_shared;
-    /* FORWARD and BACKWARD_Q take 128 query rows per group (8 SIMD groups) sharing each
-     * staged key tile: half the staging and barriers per query row */
-    bool q_rows128;
     /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
      * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
      * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
-     * buffer GK_FLASH_TILE elements longer than B NH T T (the last tile's reads). With
-     * q_rows128 BACKWARD_Q's groups read 128 queries of each stored key tile (the key tiles
-     * staged once for twice the rows); BACKWARD_KV is the same either way. */
+     * buffer GK_FLASH_TILE elements longer than B NH T T (the last tile's reads). */
     bool ds_saved;
     /* FORWARD, BACKWARD_KV and BACKWARD_Q with ds_saved stage their tiles one ahead, by
      * asynchronous copies into double buffers (tern_copy_async): the next tile loads while

@@ -64,8 +64,7 @@ static tern_error *launch(tern_kernel *k, gk_flash_kernel which, const gk_flash_
 /* The options, for the report. */
 static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
-    snprintf(buf, size, " (groups %d%s%s%s%s%s, %d stages)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
-             o->kv_shared ? ", K V shared" : "", o->q_rows128 ? ", 128 query rows" : "",
+    snprintf(buf, size, " (groups %d%s%s%s, %d stages)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2);
     return buf;
 }
@@ -219,20 +218,15 @@ int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("flash kernels");
     const shape shapes[] = {
-        {1, 70, 2, 16},  /* two tiles, the second short; one 128-row block, its lower half short */
-        {2, 64, 1, 32},  /* one whole tile, two sequences; a 128-row block with no lower half */
+        {1, 70, 2, 16},  /* two tiles, the second short */
+        {2, 64, 1, 32},  /* one whole tile, two sequences */
         {1, 130, 1, 64}, /* GPT-2's head size, three tiles; a second block with 2 rows */
-        {1, 200, 3, 32}, /* several heads, four tiles, the last short; two 128-row blocks */
+        {1, 200, 3, 32}, /* several heads, four tiles, the last short */
         {1, 136, 2, 64}, /* GPT-2's head size with T a multiple of 8 (ds_saved) */
     };
-    /* the options: the register hint changes nothing here, the halves change the order, K
-     * and V from shared memory the operands' path, 128 query rows the tiles' walk */
+    /* the options: the register hint changes nothing here, the halves change the order */
     const gk_flash_opts variants[] = {
         {.min_groups = 3, .kv_halves = true},
-        {.kv_shared = true},
-        {.min_groups = 3, .kv_halves = true, .kv_shared = true},
-        {.q_rows128 = true},
-        {.min_groups = 4, .q_rows128 = true},
         {.ds_saved = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true},
         /* tiles staged one ahead by asynchronous copies (the host runs them at once: this
@@ -240,11 +234,7 @@ int main(void) {
         {.pipelined = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true},
         {.ds_saved = true, .pipelined = true, .stages = 3},
-        {.q_rows128 = true, .ds_saved = true},
-        {.q_rows128 = true, .ds_saved = true, .pipelined = true, .stages = 4},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4},
-        {.q_rows128 = true, .pipelined = true},
-        {.kv_shared = true, .ds_saved = true, .pipelined = true},
     };
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);

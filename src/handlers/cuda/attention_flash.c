@@ -54,7 +54,7 @@ static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, 
 }
 
 /* Launches tiled kernel `which` over B sequences of T positions and NH heads: the rows per
- * group and the group's threads follow the options it was built with (q_rows128). */
+ * group and the group's threads: gk_flash_rows and gk_flash_threads. */
 static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, gk_flash_kernel which, bool saved, int B, int T,
                                 int NH, const tern_arg *args, size_t count) {
     const gk_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
