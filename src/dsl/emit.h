@@ -30,17 +30,22 @@ enum {
     NEED_COPY_ASYNC = 1 << 10,
 };
 
+/* Sizes of the spelling tables (tern_op1 and tern_op2 end with TERN_ISINF and TERN_LOR). */
+#define EMIT_OP1_COUNT (TERN_ISINF + 1)
+#define EMIT_OP2_COUNT (TERN_LOR + 1)
+
 /* One SIMD helper a kernel needs: operation and operand type (emitter.simd_need). */
 #define EMIT_SIMD_TYPES TERN_TYPE_COUNT
 
 typedef struct dialect {
     tern_target target;
-    /* C spelling of a value or storage type */
-    const char *(*type)(int t);
+    /* The spellings where the dialect differs from the C-family defaults (emit_common.c,
+     * OpenCL C's); a NULL entry takes the default. Read through emit_type, emit_math1 and
+     * emit_math2. */
+    const char *types[TERN_TYPE_COUNT]; /* a value or storage type */
+    const char *math1[EMIT_OP1_COUNT];  /* the function of a float math operation (exp, ...) */
+    const char *math2[EMIT_OP2_COUNT];  /* float min, max, pow, rem */
     const char *u32_suffix, *i64_suffix, *u64_suffix;
-    /* the function for a float math operation (exp, ...) or float min/max/pow/rem */
-    const char *(*math1)(tern_op1 op);
-    const char *(*math2)(tern_op2 op);
     const char *fma_name;
     /* int min/max/abs (the name of an overloaded function) */
     const char *imin, *imax;
@@ -109,6 +114,11 @@ struct emitter {
     const char **bf16_pack;
     int32_t *bf16_pack_hi, *bf16_pack_block;
 };
+
+/* Dialect d's spelling of type t, math operation op (one operand) and op (two). */
+const char *emit_type(const dialect *d, int t);
+const char *emit_math1(const dialect *d, tern_op1 op);
+const char *emit_math2(const dialect *d, tern_op2 op);
 
 /* Emits k for dialect d: the whole source in *out; *line_ins / *nlines (may be NULL) map
  * each output line (1-based index) to the instruction it came from, or -1. */

@@ -2,6 +2,44 @@
  * use, expressions with C precedence, statements and blocks. See emit.h. */
 #include "dsl/emit.h"
 
+/* ---- the C-family spellings every dialect starts from (OpenCL C's) ---- */
+
+static const char *const default_types[TERN_TYPE_COUNT] = {
+    [TERN_T_VOID] = "void", [TERN_T_BOOL] = "bool",  [TERN_T_I32] = "int",     [TERN_T_U32] = "uint",
+    [TERN_T_I64] = "long",  [TERN_T_U64] = "ulong",  [TERN_T_F32] = "float",   [TERN_T_F16] = "ushort",
+    [TERN_T_BF16] = "ushort", [TERN_T_U16] = "ushort", /* 16-bit floats travel as their bits */
+};
+
+static const char *const default_math1[EMIT_OP1_COUNT] = {
+    [TERN_ABS] = "fabs",    [TERN_EXP] = "exp",     [TERN_EXP2] = "exp2",
+    [TERN_LOG] = "log",     [TERN_LOG2] = "log2",   [TERN_SQRT] = "sqrt",
+    [TERN_RSQRT] = "rsqrt", [TERN_TANH] = "tanh",   [TERN_ERF] = "erf",
+    [TERN_SIN] = "sin",     [TERN_COS] = "cos",     [TERN_FLOOR] = "floor",
+    [TERN_CEIL] = "ceil",   [TERN_ROUND] = "round", [TERN_TRUNC] = "trunc",
+    [TERN_ISNAN] = "isnan", [TERN_ISINF] = "isinf",
+};
+
+static const char *const default_math2[EMIT_OP2_COUNT] = {
+    [TERN_MIN] = "fmin", [TERN_MAX] = "fmax", [TERN_POW] = "pow", [TERN_REM] = "fmod",
+};
+
+const char *emit_type(const dialect *d, int t) {
+    if (t < 0 || t >= TERN_TYPE_COUNT) return "void";
+    return d->types[t] ? d->types[t] : default_types[t];
+}
+
+const char *emit_math1(const dialect *d, tern_op1 op) {
+    if ((unsigned)op >= EMIT_OP1_COUNT) return "?";
+    const char *name = d->math1[op] ? d->math1[op] : default_math1[op];
+    return name ? name : "?";
+}
+
+const char *emit_math2(const dialect *d, tern_op2 op) {
+    if ((unsigned)op >= EMIT_OP2_COUNT) return "?";
+    const char *name = d->math2[op] ? d->math2[op] : default_math2[op];
+    return name ? name : "?";
+}
+
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -200,7 +238,7 @@ void emit_from_storage(emitter *e, strbuf *out, int elem, const char *x) {
         e->need |= NEED_BF16;
         sb_printf(out, "tern_bf16_to_f32(%s)", x);
         break;
-    case TERN_T_U16: sb_printf(out, "(%s)%s", e->d->type(TERN_T_U32), x); break;
+    case TERN_T_U16: sb_printf(out, "(%s)%s", emit_type(e->d, TERN_T_U32), x); break;
     default: sb_puts(out, x); break;
     }
 }
@@ -215,7 +253,7 @@ void emit_to_storage(emitter *e, strbuf *out, int elem, const char *x) {
         e->need |= NEED_BF16;
         sb_printf(out, "tern_f32_to_bf16(%s)", x);
         break;
-    case TERN_T_U16: sb_printf(out, "(%s)(%s)", e->d->type(TERN_T_U16), x); break;
+    case TERN_T_U16: sb_printf(out, "(%s)(%s)", emit_type(e->d, TERN_T_U16), x); break;
     default: sb_puts(out, x); break;
     }
 }
@@ -291,14 +329,14 @@ static int ins_expr(emitter *e, strbuf *out, int32_t i) {
                 operand(e, out, a[0], PREC_PRIMARY);
                 return PREC_PRIMARY;
             }
-            if (d->target == TERN_TARGET_OPENCL) sb_printf(out, "(%s)", d->type(t));
+            if (d->target == TERN_TARGET_OPENCL) sb_printf(out, "(%s)", emit_type(d, t));
             sb_puts(out, d->target == TERN_TARGET_CUDA && t == TERN_T_I64 ? "llabs(" : "abs(");
             emit_expr(e, out, a[0]);
             sb_putc(out, ')');
             return d->target == TERN_TARGET_OPENCL ? PREC_UNARY : PREC_PRIMARY;
         }
         if (op == TERN_ERF && d->target == TERN_TARGET_METAL) e->need |= NEED_ERF;
-        sb_printf(out, "%s(", d->math1(op));
+        sb_printf(out, "%s(", emit_math1(d, op));
         emit_expr(e, out, a[0]);
         sb_putc(out, ')');
         return PREC_PRIMARY;
@@ -309,7 +347,7 @@ static int ins_expr(emitter *e, strbuf *out, int32_t i) {
         bool fn = op == TERN_MIN || op == TERN_MAX || op == TERN_POW ||
                   (op == TERN_REM && t == TERN_T_F32);
         if (fn) {
-            const char *name = t == TERN_T_F32 ? d->math2(op) : op == TERN_MIN ? d->imin : d->imax;
+            const char *name = t == TERN_T_F32 ? emit_math2(d, op) : op == TERN_MIN ? d->imin : d->imax;
             sb_printf(out, "%s(", name);
             emit_expr(e, out, a[0]);
             sb_puts(out, ", ");
@@ -485,7 +523,7 @@ static bool writes_statement(const emitter *e, int32_t i) {
 /* ---- statements ---- */
 
 void emit_decl(emitter *e, int32_t v) {
-    sb_printf(&e->body, "%s %s = ", e->d->type(e->k->vals[v].type), emit_val_name(e, v));
+    sb_printf(&e->body, "%s %s = ", emit_type(e->d, e->k->vals[v].type), emit_val_name(e, v));
 }
 
 void emit_decl_if_used(emitter *e, int32_t v) {
@@ -518,7 +556,7 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         return;
     case IR_VAR_DECL:
         emit_line_start(e, i);
-        sb_printf(b, "%s %s = ", e->d->type(k->vars[a[0]].type), e->var_name[a[0]]);
+        sb_printf(b, "%s %s = ", emit_type(e->d, k->vars[a[0]].type), e->var_name[a[0]]);
         emit_expr(e, b, a[1]);
         sb_putc(b, ';');
         emit_line_end(e);
@@ -617,7 +655,7 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         return;
     }
     case IR_FOR: {
-        const char *t = e->d->type(in->type);
+        const char *t = emit_type(e->d, in->type);
         const char *iv = emit_val_name(e, in->dst);
         emit_line_start(e, i);
         sb_printf(b, "for (%s %s = ", t, iv);

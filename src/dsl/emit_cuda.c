@@ -6,42 +6,7 @@
 #include "dsl/emit.h"
 #include "dsl/emit_cuda.h"
 
-static const char *cuda_type(int t) {
-    switch (t) {
-    case TERN_T_BOOL: return "bool";
-    case TERN_T_I32: return "int";
-    case TERN_T_U32: return "unsigned int";
-    case TERN_T_I64: return "long long";
-    case TERN_T_U64: return "unsigned long long";
-    case TERN_T_F32: return "float";
-    case TERN_T_F16:
-    case TERN_T_BF16:
-    case TERN_T_U16: return "unsigned short";
-    default: return "void";
-    }
-}
-
-static const char *cuda_math1(tern_op1 op) {
-    static const char *const names[] = {
-        [TERN_ABS] = "fabsf",   [TERN_EXP] = "expf",     [TERN_EXP2] = "tern_exp2f",
-        [TERN_LOG] = "logf",    [TERN_LOG2] = "log2f",   [TERN_SQRT] = "sqrtf",
-        [TERN_RSQRT] = "rsqrtf", [TERN_TANH] = "tanhf",  [TERN_ERF] = "erff",
-        [TERN_SIN] = "sinf",    [TERN_COS] = "cosf",     [TERN_FLOOR] = "floorf",
-        [TERN_CEIL] = "ceilf",  [TERN_ROUND] = "roundf", [TERN_TRUNC] = "truncf",
-        [TERN_ISNAN] = "isnan", [TERN_ISINF] = "isinf",
-    };
-    return (unsigned)op < sizeof names / sizeof *names && names[op] ? names[op] : "?";
-}
-
-static const char *cuda_math2(tern_op2 op) {
-    switch (op) {
-    case TERN_MIN: return "fminf";
-    case TERN_MAX: return "fmaxf";
-    case TERN_POW: return "powf";
-    case TERN_REM: return "fmodf";
-    default: return "?";
-    }
-}
+static const char *cuda_type(int t) { return emit_type(&emit_cuda_dialect, t); }
 
 static void cuda_cast(emitter *e, strbuf *out, int from, int to, const char *x) {
     (void)e;
@@ -649,12 +614,18 @@ static void cuda_prelude(emitter *e, strbuf *out) {
 
 const dialect emit_cuda_dialect = {
     .target = TERN_TARGET_CUDA,
-    .type = cuda_type,
+    /* CUDA C spells out the unsigned and 64-bit types, and its single-precision math
+     * functions end in f (exp2 is tern_exp2f: a prelude helper, see there) */
+    .types = {[TERN_T_U32] = "unsigned int", [TERN_T_I64] = "long long", [TERN_T_U64] = "unsigned long long",
+              [TERN_T_F16] = "unsigned short", [TERN_T_BF16] = "unsigned short", [TERN_T_U16] = "unsigned short"},
+    .math1 = {[TERN_ABS] = "fabsf",  [TERN_EXP] = "expf",     [TERN_EXP2] = "tern_exp2f", [TERN_LOG] = "logf",
+              [TERN_LOG2] = "log2f", [TERN_SQRT] = "sqrtf",   [TERN_RSQRT] = "rsqrtf",    [TERN_TANH] = "tanhf",
+              [TERN_ERF] = "erff",   [TERN_SIN] = "sinf",     [TERN_COS] = "cosf",        [TERN_FLOOR] = "floorf",
+              [TERN_CEIL] = "ceilf", [TERN_ROUND] = "roundf", [TERN_TRUNC] = "truncf"},
+    .math2 = {[TERN_MIN] = "fminf", [TERN_MAX] = "fmaxf", [TERN_POW] = "powf", [TERN_REM] = "fmodf"},
     .u32_suffix = "u",
     .i64_suffix = "ll",
     .u64_suffix = "ull",
-    .math1 = cuda_math1,
-    .math2 = cuda_math2,
     .fma_name = "fmaf",
     .imin = "min",
     .imax = "max",

@@ -8,42 +8,7 @@
 
 #include "dsl/emit.h"
 
-static const char *mtl_type(int t) {
-    switch (t) {
-    case TERN_T_BOOL: return "bool";
-    case TERN_T_I32: return "int";
-    case TERN_T_U32: return "uint";
-    case TERN_T_I64: return "long";
-    case TERN_T_U64: return "ulong";
-    case TERN_T_F32: return "float";
-    case TERN_T_F16:
-    case TERN_T_BF16:
-    case TERN_T_U16: return "ushort";
-    default: return "void";
-    }
-}
-
-static const char *mtl_math1(tern_op1 op) {
-    static const char *const names[] = {
-        [TERN_ABS] = "fabs",    [TERN_EXP] = "exp",       [TERN_EXP2] = "exp2",
-        [TERN_LOG] = "log",     [TERN_LOG2] = "log2",     [TERN_SQRT] = "sqrt",
-        [TERN_RSQRT] = "rsqrt", [TERN_TANH] = "tanh",     [TERN_ERF] = "tern_erf",
-        [TERN_SIN] = "sin",     [TERN_COS] = "cos",       [TERN_FLOOR] = "floor",
-        [TERN_CEIL] = "ceil",   [TERN_ROUND] = "round",   [TERN_TRUNC] = "trunc",
-        [TERN_ISNAN] = "isnan", [TERN_ISINF] = "isinf",
-    };
-    return (unsigned)op < sizeof names / sizeof *names && names[op] ? names[op] : "?";
-}
-
-static const char *mtl_math2(tern_op2 op) {
-    switch (op) {
-    case TERN_MIN: return "fmin";
-    case TERN_MAX: return "fmax";
-    case TERN_POW: return "pow";
-    case TERN_REM: return "fmod";
-    default: return "?";
-    }
-}
+static const char *mtl_type(int t) { return emit_type(&emit_metal_dialect, t); }
 
 static void mtl_cast(emitter *e, strbuf *out, int from, int to, const char *x) {
     (void)e;
@@ -446,12 +411,10 @@ static void mtl_prelude(emitter *e, strbuf *out) {
 
 const dialect emit_metal_dialect = {
     .target = TERN_TARGET_METAL,
-    .type = mtl_type,
+    .math1 = {[TERN_ERF] = "tern_erf"}, /* a prelude helper: Metal has no erf */
     .u32_suffix = "u",
     .i64_suffix = "l",
     .u64_suffix = "ul",
-    .math1 = mtl_math1,
-    .math2 = mtl_math2,
     .fma_name = "fma",
     .imin = "min",
     .imax = "max",
