@@ -492,7 +492,7 @@ int tern_once_at(tern_loc at, tern_kb *kb);
  * memory at all (an earlier kernel may still be reading it); threadgroup memory is fine. The
  * cuda runtime launches a kernel that has the wait so that it may start while the previous
  * kernel still runs (programmatic dependent launch, sm_90 and newer; TERN_CUDA_PDL=0 turns it
- * off), and the wait is PTX griddepcontrol.wait. Kernels run one after the other on the other
+ * off for a runtime opened by name, tern_rt_no_overlap for any), and the wait is PTX griddepcontrol.wait. Kernels run one after the other on the other
  * runtimes, so there it does nothing. It must be traced at top level (every thread reaches
  * it), after no store, atomic or exit to device memory; later waits do nothing. A function
  * (tern_result) may contain it, but tern_call leaves it out: the caller's own statements come

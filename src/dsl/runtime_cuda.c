@@ -236,7 +236,7 @@ static CUresult launch_fn(cu_rt *c, const tern_kernel *k, CUfunction fn, tern_di
         attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
         attr.value.programmaticStreamSerializationAllowed = 1;
         CUlaunchConfig cfg = {grid.x, grid.y, grid.z, group.x, group.y, group.z, shared, c->stream, &attr, 1};
-        *what = "cuda runtime: cuLaunchKernelEx with programmatic dependent launch (TERN_CUDA_PDL=0 turns it off)";
+        *what = "cuda runtime: cuLaunchKernelEx with programmatic dependent launch (pdl=0 in TERN_CUDA_TUNE turns it off; TERN_CUDA_PDL=0 for the runtime opened by name)";
         return c->cu->cuLaunchKernelEx(&cfg, fn, params, NULL);
     }
 #else

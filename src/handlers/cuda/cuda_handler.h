@@ -79,7 +79,7 @@ struct tern_dev {
     gk_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
     int flash_hs;
-    struct cuda_profile_entry *profile; /* TERN_CUDA_PROFILE: time per operation (profile.c) */
+    struct cuda_profile_entry *profile; /* tune.profile: time per operation (profile.c) */
     int profile_len;
     /* allreduce and allgather (allreduce.c): NCCL's communicator (ncclComm_t), made on first
      * use for one tern communicator; after a failure it is aborted and both refuse */
@@ -96,7 +96,7 @@ typedef struct cuda_profile_entry {
     long calls;
 } cuda_profile_entry;
 
-/* The per-operation profile (profile.c); no-ops unless TERN_CUDA_PROFILE is set. Every entry
+/* The per-operation profile (profile.c); no-ops unless tune.profile is set. Every entry
  * times its operation (TERN_SEAM_CALL below) but matmul, whose body times each path by
  * shape. */
 double cuda_profile_begin(tern_dev *d);
