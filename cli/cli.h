@@ -30,6 +30,11 @@ tern_error *cli_parse_u64(const char *option, const char *text, uint64_t *out);
 tern_error *cli_parse_float(const char *option, const char *text, double min, double max,
                             float *out);
 
+/* The backend to open: `backend`, with the handler option device=<device> added when
+ * `device` (--device N) is given ("cuda" -> "cuda:device=1"; "cuda:gemv=0" ->
+ * "cuda:gemv=0,device=1"), in buf. */
+const char *cli_backend_on_device(const char *backend, const char *device, char *buf, size_t cap);
+
 /* Option scanning: at argv[*i], if the argument is `name`, takes its value (the next
  * argument) into *value, advances *i and returns true. A missing value is an error. */
 bool cli_option(int argc, char **argv, int *i, const char *name, const char **value,

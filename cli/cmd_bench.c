@@ -16,9 +16,9 @@
 
 static const char usage[] =
     "usage: tern bench train    [--init CONFIG | --model DIR] [--batch B] [--seq T] [--steps N]\n"
-    "                           [--warmup N] [--backend ...] [--precision fp32|bf16]\n"
+    "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "       tern bench generate [--init CONFIG | --model DIR] [--prompt-tokens N] [--tokens N]\n"
-    "                           [--warmup N] [--backend ...] [--precision fp32|bf16]\n"
+    "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "  defaults: --init gpt2 (124M, random weights), batch 4, seq 64, steps 5, warmup 1,\n"
     "  prompt-tokens 16, tokens 64; generation is greedy.\n";
 
@@ -168,13 +168,15 @@ int tern_cmd_bench(int argc, char **argv) {
     bench_options o = {.init = "gpt2", .backend = cli_default_backend(), .B = 4, .T = 64,
                        .steps = 5, .warmup = 1, .prompt_tokens = 16, .tokens = 64,
                        .precision = TERN_PRECISION_FP32};
-    const char *mode = argv[1], *v;
+    const char *mode = argv[1], *v, *device = NULL;
+    char backend_buf[256];
     tern_error *err = NULL;
     for (int i = 2; i < argc && !err; i++) {
         const char *a = argv[i];
         if (cli_option(argc, argv, &i, "--init", &v, &err)) o.init = v;
         else if (cli_option(argc, argv, &i, "--model", &v, &err)) o.model_dir = v;
         else if (cli_option(argc, argv, &i, "--backend", &v, &err)) o.backend = v;
+        else if (cli_option(argc, argv, &i, "--device", &v, &err)) device = v;
         else if (cli_option(argc, argv, &i, "--batch", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 16, &o.B); }
         else if (cli_option(argc, argv, &i, "--seq", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.T); }
         else if (cli_option(argc, argv, &i, "--steps", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.steps); }
@@ -184,6 +186,7 @@ int tern_cmd_bench(int argc, char **argv) {
         else if (cli_option(argc, argv, &i, "--precision", &v, &err)) { if (!err) err = tern_precision_parse(v, &o.precision); }
         else err = tern_errorf("bench: unknown option '%s'", a);
     }
+    o.backend = cli_backend_on_device(o.backend, device, backend_buf, sizeof backend_buf);
     if (!err) {
         if (!strcmp(mode, "train")) err = bench_train(&o);
         else if (!strcmp(mode, "generate")) err = bench_generate(&o);

@@ -9,14 +9,15 @@
 
 static const char usage[] =
     "usage: tern eval --model DIR --data FILE [--batch B] [--seq T] [--batches N]\n"
-    "                 [--backend cpu|cuda|opencl] [--precision fp32|bf16]\n"
+    "                 [--backend cpu|cuda|opencl|interp] [--device N] [--precision fp32|bf16]\n"
     "  --batch B     sequences per batch (default 4)\n"
     "  --seq T       tokens per sequence (default: the model's context, at most 1024)\n"
     "  --batches N   batches to evaluate (default: every whole batch in the data)\n"
     "FILE is an llm.c token shard or UTF-8 text (tokenized with the model's tokenizer).\n";
 
 int tern_cmd_eval(int argc, char **argv) {
-    const char *model_dir = NULL, *data_path = NULL, *backend = cli_default_backend(), *value;
+    const char *model_dir = NULL, *data_path = NULL, *backend = cli_default_backend(), *value, *device = NULL;
+    char backend_buf[256];
     int B = 4, T = 0;
     long n_batches = 0;
     tern_precision precision = TERN_PRECISION_FP32;
@@ -31,6 +32,8 @@ int tern_cmd_eval(int argc, char **argv) {
             data_path = value;
         } else if (cli_option(argc, argv, &i, "--backend", &value, &err)) {
             backend = value;
+        } else if (cli_option(argc, argv, &i, "--device", &value, &err)) {
+            device = value;
         } else if (cli_option(argc, argv, &i, "--batch", &value, &err)) {
             if (!err) err = cli_parse_int("--batch", value, 1, 1 << 16, &B);
         } else if (cli_option(argc, argv, &i, "--seq", &value, &err)) {
@@ -51,6 +54,7 @@ int tern_cmd_eval(int argc, char **argv) {
     tern_dataset *data = NULL;
     tern_gpt2 *m = NULL;
     int32_t *x = NULL, *y = NULL;
+    backend = cli_backend_on_device(backend, device, backend_buf, sizeof backend_buf);
     if ((err = tern_gpt2_load(backend, model_dir, precision, &m))) goto done;
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     if (!T) T = cfg->max_seq < 1024 ? cfg->max_seq : 1024;

@@ -8,7 +8,8 @@
 
 static const char usage[] =
     "usage: tern generate --model DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K]\n"
-    "                     [--seed S] [--backend cpu|cuda|opencl] [--precision fp32|bf16] [--ids]\n"
+    "                     [--seed S] [--backend cpu|cuda|opencl|interp] [--device N]\n"
+    "                     [--precision fp32|bf16] [--ids]\n"
     "  --tokens N        new tokens to generate (default 64)\n"
     "  --temperature T   0 is greedy decoding (default 0.8)\n"
     "  --top-k K         sample among the K likeliest tokens; 0: all (default 40)\n"
@@ -36,7 +37,8 @@ static tern_error *print_token(void *user, const int32_t *tokens, int B) {
 }
 
 int tern_cmd_generate(int argc, char **argv) {
-    const char *model_dir = NULL, *prompt = NULL, *backend = cli_default_backend();
+    const char *model_dir = NULL, *prompt = NULL, *backend = cli_default_backend(), *device = NULL;
+    char backend_buf[256];
     const char *value = NULL;
     int n_new = 64;
     bool ids = false;
@@ -56,6 +58,8 @@ int tern_cmd_generate(int argc, char **argv) {
             prompt = value;
         } else if (cli_option(argc, argv, &i, "--backend", &value, &err)) {
             backend = value;
+        } else if (cli_option(argc, argv, &i, "--device", &value, &err)) {
+            device = value;
         } else if (cli_option(argc, argv, &i, "--tokens", &value, &err)) {
             if (!err) err = cli_parse_int("--tokens", value, 0, 1 << 20, &n_new);
         } else if (cli_option(argc, argv, &i, "--temperature", &value, &err)) {
@@ -89,6 +93,7 @@ int tern_cmd_generate(int argc, char **argv) {
         ids_in[0] = tern_tokenizer_eot(tok);
         n_ids = 1;
     }
+    backend = cli_backend_on_device(backend, device, backend_buf, sizeof backend_buf);
     if ((err = tern_gpt2_load(backend, model_dir, precision, &m))) goto done;
     if ((size_t)tern_gpt2_get_config(m)->vocab_size < tern_tokenizer_vocab_size(tok)) {
         err = tern_errorf("the model's vocabulary (%d) is smaller than the tokenizer's (%zu)",

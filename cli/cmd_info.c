@@ -13,7 +13,7 @@ static const char usage[] = "usage: tern info [--model DIR]\n";
 /* Opens each built-in handler's device to name it; a handler whose device is missing (no
  * GPU, no driver) says why. */
 static void print_handlers(void) {
-    static const char *const all[] = {"cpu", "cuda", "opencl", "metal"};
+    static const char *const all[] = {"cpu", "cuda", "opencl", "metal", "interp"};
     printf("handlers:\n");
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
         const tern_ops *ops = tern_handler_ops(all[i]);
@@ -22,7 +22,7 @@ static void print_handlers(void) {
             continue;
         }
         tern_dev *dev = NULL;
-        tern_error *err = ops->open(&dev);
+        tern_error *err = ops->open(NULL, &dev);
         const char *name = NULL;
         if (!err) err = ops->device_name(dev, &name);
         if (err) printf("  %-7s built in; no device: %s\n", all[i], tern_error_message(err));

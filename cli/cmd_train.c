@@ -21,8 +21,8 @@ static const char usage[] =
     "                  [--batch B] [--seq T] [--lr X] [--warmup N] [--schedule constant|cosine]\n"
     "                  [--wd X] [--beta1 X] [--beta2 X] [--eps X] [--clip X] [--grad-accum N]\n"
     "                  [--seed S] [--out DIR] [--save-every N] [--stop-after N] [--val FILE]\n"
-    "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl]\n"
-    "                  [--precision fp32|bf16] [--procs N] [--zero1]\n"
+    "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl|interp]\n"
+    "                  [--device N] [--precision fp32|bf16] [--procs N] [--zero1]\n"
     "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
     "  --resume DIR    continue a run from the checkpoint in DIR (written by --out), with the\n"
     "                  run's settings and data (DIR/run.json); a setting given differently is\n"
@@ -73,6 +73,7 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
         } else if (cli_option(argc, argv, &i, "--backend", &v, &err)) {
             o->backend = v;
             o->backend_given = true;
+        } else if (cli_option(argc, argv, &i, "--device", &v, &err)) { o->device = v;
         } else if (cli_option(argc, argv, &i, "--stop-after", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->stop_after);
         } else if (cli_option(argc, argv, &i, "--procs", &v, &err)) {
@@ -324,12 +325,13 @@ static int launch_ranks(const train_options *o, int argc, char **argv) {
     return err ? cli_fail(err) : 0;
 }
 
-/* Each rank of a cuda job takes the GPU of its rank on the host, unless told otherwise. */
-static void pick_gpu(const tern_dist *dist) {
-    if (tern_dist_world(dist) <= 1 || getenv("TERN_CUDA_DEVICE")) return;
-    char index[16];
-    snprintf(index, sizeof index, "%d", tern_dist_local_rank(dist));
-    setenv("TERN_CUDA_DEVICE", index, 1);
+/* Each rank of a cuda job takes the GPU of its rank on the host, unless --device says. */
+static void pick_gpu(const tern_dist *dist, train_options *o, char *index, size_t index_cap, char *buf, size_t cap) {
+    if (!o->device && tern_dist_world(dist) > 1 && tern_dist_engine_for(o->backend) == TERN_DIST_ENGINE_NCCL) {
+        snprintf(index, index_cap, "%d", tern_dist_local_rank(dist));
+        o->device = index;
+    }
+    o->backend = cli_backend_on_device(o->backend, o->device, buf, cap);
 }
 
 /* The line a run stopped by a signal ends with, on stderr. */
@@ -377,8 +379,9 @@ int tern_cmd_train(int argc, char **argv) {
         if (err) err = tern_error_wrap(err, "resuming from %s", o.resume);
     }
     train_end end = {0};
+    char gpu_index[16], backend_buf[256];
     if (!err) {
-        pick_gpu(dist);
+        pick_gpu(dist, &o, gpu_index, sizeof gpu_index, backend_buf, sizeof backend_buf);
         train_signals_install();
         err = train(&o, dist, &saved, &end);
     }

@@ -11,6 +11,12 @@ const char *cli_default_backend(void) {
     return env && *env ? env : "cpu";
 }
 
+const char *cli_backend_on_device(const char *backend, const char *device, char *buf, size_t cap) {
+    if (!device) return backend;
+    snprintf(buf, cap, "%s%sdevice=%s", backend, strchr(backend, ':') ? "," : ":", device);
+    return buf;
+}
+
 static int is_file(const char *path) {
     struct stat st;
     return stat(path, &st) == 0 && S_ISREG(st.st_mode);

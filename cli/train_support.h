@@ -22,6 +22,7 @@ typedef struct train_hook {
 
 typedef struct train_options {
     const char *model_dir, *init, *resume, *data, *val, *out, *backend;
+    const char *device; /* --device N: the handler's device option, or NULL */
     int steps, B, T, warmup, grad_accum, save_every, val_every, val_batches;
     int stop_after; /* --stop-after: stop (and checkpoint) after this step; 0: run to --steps */
     int procs;      /* --procs N: ranks this command starts on this host (1: none) */

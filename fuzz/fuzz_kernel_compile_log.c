@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernel/compile_error.h"
+#include "dsl/compile_error.h"
 #include "tern/kernel.h"
 
 static void small(tern_kb *kb, void *user) {

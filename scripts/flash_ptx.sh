@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 build=${1:-build}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-TERN_KERNEL_DUMP_DIR=$dir "$build/tests/cuda_attention/test_cuda_flash_kernels" > /dev/null
+TERN_KERNEL_DUMP_DIR=$dir "$build/tests/attention_kernels/test_flash_kernels" > /dev/null
 for k in flash_forward flash_backward_kv flash_backward_q; do
     src=$(ls -S "$dir"/$k-*.cu | head -1)
     nvcc -arch=sm_90 -ptx -o "$dir/$k.ptx" "$src"

@@ -11,7 +11,7 @@
 
 static inline bool handler_has_device(const tern_ops *ops) {
     tern_dev *probe = NULL;
-    tern_error *no_device = ops->open(&probe);
+    tern_error *no_device = ops->open(NULL, &probe);
     if (no_device) {
         printf("%s: skipped, no device: %s\n", ops->handler, tern_error_message(no_device));
         tern_error_free(no_device);

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 
 static double now(void) {
     struct timespec ts;
@@ -37,28 +37,28 @@ static double total_step_us;
 /* A buffer of n elements filled with values in [lo, hi). */
 static tern_buf make(tern_dtype dt, size_t n, float lo, float hi) {
     tern_buf b;
-    TRY(gpu_alloc(&G, dt, n, &b));
+    TRY(gpu_alloc(gpu_dev(&G), dt, n, &b));
     tern_buf f;
-    TRY(gpu_alloc(&G, TERN_F32, n, &f));
+    TRY(gpu_alloc(gpu_dev(&G), TERN_F32, n, &f));
     float *host = malloc(n * sizeof *host);
     uint64_t s = 0x1234567ull + n;
     for (size_t i = 0; i < n; i++) {
         s = s * 6364136223846793005ull + 1442695040888963407ull;
         host[i] = lo + (hi - lo) * (float)((s >> 40) & 0xffffff) / 16777216.0f;
     }
-    TRY(gpu_upload(&G, f, host));
-    TRY(gpu_copy(&G, b, f));
-    TRY(gpu_free(&G, &f));
+    TRY(gpu_upload(gpu_dev(&G), f, host));
+    TRY(gpu_copy(gpu_dev(&G), b, f));
+    TRY(gpu_free(gpu_dev(&G), &f));
     free(host);
     return b;
 }
 
 static tern_buf make_i32(size_t n, int32_t mod) {
     tern_buf b;
-    TRY(gpu_alloc(&G, TERN_I32, n, &b));
+    TRY(gpu_alloc(gpu_dev(&G), TERN_I32, n, &b));
     int32_t *host = malloc(n * sizeof *host);
     for (size_t i = 0; i < n; i++) host[i] = (int32_t)((i * 7919u + 13u) % (uint32_t)mod);
-    TRY(gpu_upload(&G, b, host));
+    TRY(gpu_upload(gpu_dev(&G), b, host));
     free(host);
     return b;
 }
@@ -69,10 +69,10 @@ typedef tern_error *(*op_fn)(void *ctx);
  * (0: not part of the step's sum). */
 static void timeit(const char *name, op_fn fn, void *ctx, double bytes, int per_step) {
     TRY(fn(ctx));
-    TRY(gpu_sync(&G));
+    TRY(gpu_sync(gpu_dev(&G)));
     double t0 = now();
     for (int r = 0; r < reps; r++) TRY(fn(ctx));
-    TRY(gpu_sync(&G));
+    TRY(gpu_sync(gpu_dev(&G)));
     double us = (now() - t0) / reps * 1e6;
     printf("%-34s %10.1f us", name, us);
     if (bytes > 0) printf("  %7.0f GB/s", bytes / (us * 1e-6) * 1e-9);
@@ -92,94 +92,94 @@ typedef struct ctx {
 
 static tern_error *op_layernorm(void *p) {
     ctx *c = p;
-    return gpu_layernorm(&G, c->out, c->mean, c->rstd, c->x, c->w, c->b, c->B * c->T, c->C, 1e-5f);
+    return gpu_layernorm(gpu_dev(&G), c->out, c->mean, c->rstd, c->x, c->w, c->b, c->B * c->T, c->C, 1e-5f);
 }
 static tern_error *op_layernorm_backward(void *p) {
     ctx *c = p;
-    return gpu_layernorm_backward(&G, c->dx, c->dw, c->db, tern_none(), c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, tern_none(), c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
                                   c->C, 1.0f);
 }
 /* as the model's training step calls it: dsum (a projection's bias gradient), written */
 static tern_error *op_layernorm_backward_dsum(void *p) {
     ctx *c = p;
-    return gpu_layernorm_backward(&G, c->dx, c->dw, c->db, c->ds, c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, c->ds, c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
                                   c->C, 0.0f);
 }
 static tern_error *op_gelu(void *p) {
     ctx *c = p;
-    return gpu_gelu(&G, c->dh, c->h);
+    return gpu_gelu(gpu_dev(&G), c->dh, c->h);
 }
 static tern_error *op_gelu_backward(void *p) {
     ctx *c = p;
-    return gpu_gelu_backward(&G, c->dh, c->dh, c->h);
+    return gpu_gelu_backward(gpu_dev(&G), c->dh, c->dh, c->h);
 }
 static tern_error *op_add(void *p) {
     ctx *c = p;
-    return gpu_add(&G, c->out, c->x, c->y);
+    return gpu_add(gpu_dev(&G), c->out, c->x, c->y);
 }
 static tern_error *op_sum_rows(void *p) {
     ctx *c = p;
-    return gpu_sum_rows(&G, c->sum_out, c->dh, c->B * c->T, 4 * c->C, 1.0f);
+    return gpu_sum_rows(gpu_dev(&G), c->sum_out, c->dh, c->B * c->T, 4 * c->C, 1.0f);
 }
 static tern_error *op_attention(void *p) {
     ctx *c = p;
-    return gpu_attention(&G, c->att, c->saved, c->qkv, c->B, c->T, c->C, c->NH);
+    return gpu_attention(gpu_dev(&G), c->att, c->saved, c->qkv, c->B, c->T, c->C, c->NH);
 }
 static tern_error *op_attention_backward(void *p) {
     ctx *c = p;
-    return gpu_attention_backward(&G, c->dqkv, c->y, c->qkv, c->att, c->saved, c->B, c->T, c->C, c->NH);
+    return gpu_attention_backward(gpu_dev(&G), c->dqkv, c->y, c->qkv, c->att, c->saved, c->B, c->T, c->C, c->NH);
 }
 static tern_error *op_cross_entropy(void *p) {
     ctx *c = p;
-    return gpu_cross_entropy(&G, c->losses, c->logits, c->tokens, c->B * c->T, c->V, c->Vp, 1.0f / (float)(c->B * c->T));
+    return gpu_cross_entropy(gpu_dev(&G), c->losses, c->logits, c->tokens, c->B * c->T, c->V, c->Vp, 1.0f / (float)(c->B * c->T));
 }
 static tern_error *op_embed(void *p) {
     ctx *c = p;
-    return gpu_embed(&G, c->x, c->tokens, c->wte, c->wpe, tern_none(), c->B, c->T, c->C);
+    return gpu_embed(gpu_dev(&G), c->x, c->tokens, c->wte, c->wpe, tern_none(), c->B, c->T, c->C);
 }
 static tern_error *op_embed_backward(void *p) {
     ctx *c = p;
-    return gpu_embed_backward(&G, c->dwte, c->dwpe, c->y, c->tokens, c->B, c->T, c->C);
+    return gpu_embed_backward(gpu_dev(&G), c->dwte, c->dwpe, c->y, c->tokens, c->B, c->T, c->C);
 }
 static tern_error *op_adamw(void *p) {
     ctx *c = p;
     tern_adamw h = {.lr = 1e-4f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f, .weight_decay = 0.1f, .step = 1,
                     .grad_scale = 1.0f};
-    return gpu_adamw(&G, c->param, c->shadow, c->grad, c->m, c->v, &h);
+    return gpu_adamw(gpu_dev(&G), c->param, c->shadow, c->grad, c->m, c->v, &h);
 }
 static double norm_out;
 static tern_error *op_norm2(void *p) {
     ctx *c = p;
-    return gpu_norm2(&G, c->grad, &norm_out);
+    return gpu_norm2(gpu_dev(&G), c->grad, &norm_out);
 }
 /* decode: one row per sequence, B = 1 */
 static tern_error *op_dec_layernorm(void *p) {
     ctx *c = p;
-    return gpu_layernorm(&G, c->one_out, tern_none(), tern_none(), c->one_row, c->w, c->b, 1, c->C, 1e-5f);
+    return gpu_layernorm(gpu_dev(&G), c->one_out, tern_none(), tern_none(), c->one_row, c->w, c->b, 1, c->C, 1e-5f);
 }
 static tern_error *op_dec_attention(void *p) {
     ctx *c = p;
-    return gpu_attention_cached(&G, c->one_att, c->kc, c->vc, c->one_qkv, c->pos, 1, 1, c->C, c->NH, 1024);
+    return gpu_attention_cached(gpu_dev(&G), c->one_att, c->kc, c->vc, c->one_qkv, c->pos, 1, 1, c->C, c->NH, 1024);
 }
 static tern_error *op_dec_sample(void *p) {
     ctx *c = p;
-    return gpu_sample(&G, c->token, c->one_logits, 1, c->V, c->Vp, 0.8f, 40, 42, c->pos);
+    return gpu_sample(gpu_dev(&G), c->token, c->one_logits, 1, c->V, c->Vp, 0.8f, 40, 42, c->pos);
 }
 static tern_error *op_dec_sample_all(void *p) {
     ctx *c = p;
-    return gpu_sample(&G, c->token, c->one_logits, 1, c->V, c->Vp, 1.0f, 0, 42, c->pos);
+    return gpu_sample(gpu_dev(&G), c->token, c->one_logits, 1, c->V, c->Vp, 1.0f, 0, 42, c->pos);
 }
 static tern_error *op_dec_greedy(void *p) {
     ctx *c = p;
-    return gpu_sample(&G, c->token, c->one_logits, 1, c->V, c->Vp, 0.0f, 0, 42, c->pos);
+    return gpu_sample(gpu_dev(&G), c->token, c->one_logits, 1, c->V, c->Vp, 0.0f, 0, 42, c->pos);
 }
 static tern_error *op_dec_add(void *p) {
     ctx *c = p;
-    return gpu_add(&G, c->one_row, c->one_row, c->one_out);
+    return gpu_add(gpu_dev(&G), c->one_row, c->one_row, c->one_out);
 }
 static tern_error *op_dec_embed(void *p) {
     ctx *c = p;
-    return gpu_embed(&G, c->one_row, c->token, c->wte, c->wpe, c->pos, 1, 1, c->C);
+    return gpu_embed(gpu_dev(&G), c->one_row, c->token, c->wte, c->wpe, c->pos, 1, 1, c->C);
 }
 
 int main(int argc, char **argv) {
@@ -190,7 +190,7 @@ int main(int argc, char **argv) {
     if (argc > 5) reps = atoi(argv[5]);
     tern_rt *rt;
     TRY(tern_rt_open(runtime, &rt));
-    TRY(gpu_core_init(&G, rt));
+    TRY(gpu_core_init(&G, rt, NULL, NULL, NULL));
     printf("runtime %s (%s), B %d T %d C %d NH %d, %s activations\n", runtime, tern_rt_device(rt), c.B, c.T, c.C,
            c.NH, tern_dtype_name(dt));
     size_t bt = (size_t)c.B * c.T, C = (size_t)c.C, es = tern_dtype_size(dt);
@@ -213,7 +213,7 @@ int main(int argc, char **argv) {
     c.att = make(dt, bt * C, 0, 0);
     c.dqkv = make(dt, bt * 3 * C, 0, 0);
     size_t saved_len;
-    TRY(gpu_attention_saved_len(&G, c.B, c.T, c.NH, &saved_len));
+    TRY(gpu_attention_saved_len(gpu_dev(&G), c.B, c.T, c.NH, &saved_len));
     c.saved = make(TERN_F32, saved_len, 0, 0);
     c.tokens = make_i32(bt, c.V);
     c.logits = make(dt, bt * (size_t)c.Vp, -5, 5);
@@ -230,8 +230,8 @@ int main(int argc, char **argv) {
     c.kc = make(dt, 1024 * C, -1, 1);
     c.vc = make(dt, 1024 * C, -1, 1);
     int32_t p0 = 512;
-    TRY(gpu_alloc(&G, TERN_I32, 1, &c.pos));
-    TRY(gpu_upload(&G, c.pos, &p0));
+    TRY(gpu_alloc(gpu_dev(&G), TERN_I32, 1, &c.pos));
+    TRY(gpu_upload(gpu_dev(&G), c.pos, &p0));
     c.one_row = make(dt, C, -1, 1);
     c.one_out = make(dt, C, 0, 0);
     c.one_qkv = make(dt, 3 * C, -1, 1);

@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "handlers/gpu/gpu_core.h"
+#include "gpu_core/gpu_core.h"
 
 static double now(void) {
     struct timespec ts;
@@ -47,7 +47,7 @@ int main(int argc, char **argv) {
     tern_error *err = tern_rt_wrap_opencl(ctx, dev, q, &rt);
     if (err) return fail(err);
     gpu_core g;
-    if ((err = gpu_core_init(&g, rt))) return fail(err);
+    if ((err = gpu_core_init(&g, rt, NULL, NULL, NULL))) return fail(err);
     printf("device: %s\n", tern_rt_device(rt));
     for (int s = 0; s < nshapes; s++) {
         int m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
@@ -55,9 +55,9 @@ int main(int argc, char **argv) {
         float *host = malloc((na > nb ? na : nb) * sizeof *host);
         for (size_t i = 0; i < (na > nb ? na : nb); i++) host[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
         tern_buf a, b, c;
-        if ((err = gpu_alloc(&g, TERN_F32, na, &a)) || (err = gpu_alloc(&g, TERN_F32, nb, &b)) ||
-            (err = gpu_alloc(&g, TERN_F32, nc, &c)) || (err = gpu_upload(&g, a, host)) ||
-            (err = gpu_upload(&g, b, host)))
+        if ((err = gpu_alloc(gpu_dev(&g), TERN_F32, na, &a)) || (err = gpu_alloc(gpu_dev(&g), TERN_F32, nb, &b)) ||
+            (err = gpu_alloc(gpu_dev(&g), TERN_F32, nc, &c)) || (err = gpu_upload(gpu_dev(&g), a, host)) ||
+            (err = gpu_upload(gpu_dev(&g), b, host)))
             return fail(err);
         double flops = 2.0 * m * n * k;
         /* CLBlast: row-major C[m, n] = A[m, k] B[k, n] */
@@ -79,13 +79,13 @@ int main(int argc, char **argv) {
         tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1, .beta = 0};
         for (int r = 0; r <= reps; r++) {
             double t0 = now();
-            if ((err = gpu_matmul(&g, c, a, b, &mm)) || (err = gpu_sync(&g))) return fail(err);
+            if ((err = gpu_matmul_dsl(gpu_dev(&g), c, a, b, &mm)) || (err = gpu_sync(gpu_dev(&g)))) return fail(err);
             double t = now() - t0;
             if (r > 0 && t < best_dsl) best_dsl = t;
         }
         printf("m %5d n %5d k %5d   clblast %8.2f ms %7.1f GFLOP/s   dsl %8.2f ms %7.1f GFLOP/s\n", m, n, k,
                best_blast * 1e3, flops / best_blast * 1e-9, best_dsl * 1e3, flops / best_dsl * 1e-9);
-        if ((err = gpu_free(&g, &a)) || (err = gpu_free(&g, &b)) || (err = gpu_free(&g, &c))) return fail(err);
+        if ((err = gpu_free(gpu_dev(&g), &a)) || (err = gpu_free(gpu_dev(&g), &b)) || (err = gpu_free(gpu_dev(&g), &c))) return fail(err);
         free(host);
     }
     gpu_core_free(&g);

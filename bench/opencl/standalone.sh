@@ -28,7 +28,7 @@ tern_error *tern_tensor_convert(const tern_tensor_info *t, tern_dtype to, void *
 STUB
 cc=${CC:-cc}
 flags="-O2 -std=c11 -D_POSIX_C_SOURCE=200809L -DTERN_HAVE_CUDA -DGT_NO_CPU -Iinclude -Isrc -Itests -I$cuda/include"
-common="src/kernels/*.c src/handlers/gpu/*.c src/handlers/validate.c src/kernel/*.c src/core/error.c src/core/dtype.c $out/no_safetensors.c"
+common="src/kernels/*.c src/gpu_core/*.c src/handlers/validate.c src/dsl/*.c src/core/error.c src/core/dtype.c $out/no_safetensors.c"
 libs="-L$cuda/lib64 -lnvrtc -ldl -lm -lpthread -fopenmp"
 mkdir -p "$out/obj"
 # one object per source, named after its path (several folders have an attention.c)

@@ -111,7 +111,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_ops: handler %s is not built in\n", handler);
         return 1;
     }
-    die_on(o->open(&dev), "open");
+    die_on(o->open(NULL, &dev), "open");
     const char *dn;
     die_on(o->device_name(dev, &dn), "device_name");
     printf("handler %s (%s)\n", handler, dn);

@@ -1,11 +1,12 @@
 /* The Tensor effect: the one list of tensor operations that every handler answers.
  *
- * A model is written against these operations only. A handler `h` (cpu, cuda, opencl)
- * provides one function per operation, named tern_<h>_<op>, with the signature given by
- * the op list below. The list is an X-macro, so every handler's build expands the same
- * list into declarations (a wrong signature is a compile error: "conflicting types for
- * 'tern_cpu_matmul'") and into a table of references (a missing operation is a link error:
- * "undefined reference to `tern_cpu_matmul'"). See docs/effects.md for each operation's
+ * A model is written against these operations only. A handler `h` (cpu, cuda, opencl, host)
+ * answers each with a function tern_<h>_<op> of the signature given by the op list below.
+ * The list is an X-macro: each handler's build expands it into its entry points (generated:
+ * the device check, the shared validation, then the handler's body <h>_<op>; see
+ * src/handlers/seam.h), the bodies' declarations (a wrong signature is a compile error:
+ * "conflicting types for 'cpu_matmul'") and a table of references (a missing body is a link
+ * error: "undefined reference to `cpu_matmul'"). See docs/effects.md for each operation's
  * contract and errors.
  *
  * Conventions shared by every operation:
@@ -134,8 +135,10 @@ typedef struct tern_adamw {
 /* Operation contracts (docs/effects.md has the full text, errors included).
  *
  * device
- *   open            a new device of this handler (the first one; environment variables such as
- *                   TERN_OPENCL_DEVICE may pick another); close releases it (free its buffers
+ *   open            a new device of this handler, tuned by `options` ("key=value,..." or NULL:
+ *                   e.g. "device=1"; after the handler's one environment variable,
+ *                   TERN_<H>_TUNE; an unknown key is an error naming it; docs/effects.md
+ *                   lists each handler's keys); close releases it (free its buffers
  *                   first). device_name: a string owned by the device, e.g. "NVIDIA H200".
  *   sync            waits for queued work; reports an asynchronous fault as an error.
  * memory
@@ -183,15 +186,6 @@ typedef struct tern_adamw {
  *                   the column sums of the updated dx (when dx is a residual's gradient: the
  *                   bias gradient of the layer whose output was added into that residual).
  *                   grad_beta 0: dw, db, dsum are written, not read (they may hold NaN).
- *   layernorm_linear  layernorm(ln, -, -, x, ln_w, ln_b, mm->m, mm->k, eps), then
- *                   matmul(y, ln, w, mm): the same results, ln stored too. ln is the
- *                   product's A: not transposed, dense (lda 0 or k), one batch. A handler
- *                   may do both in one kernel (decoding: one launch fewer per layer norm).
- *   linear_layernorm  matmul(c, a, w, mm) (beta's term included), then
- *                   layernorm(ln, -, -, c, ln_w, ln_b, mm->m, mm->n, eps): the same results.
- *                   c is the layer norm's x: dense (ldc 0 or n), one batch; ln must not
- *                   overlap the product's buffers. A handler may do both in one kernel
- *                   (decoding: a residual product and the layer norm after it).
  *   gelu            out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may be x.
  *   gelu_backward   dx = dout * gelu'(x); dx may be dout.
  *   attention       qkv [B, T, 3C] holds q, k, v in channels [0, C), [C, 2C), [2C, 3C); head h
@@ -225,85 +219,100 @@ typedef struct tern_adamw {
  *                   every rank holds every rank's segment, in place. Same engines, rules and
  *                   errors as allreduce; comm NULL or of one rank: no-op.
  */
-/* The op list. X(name, parameter list). Every operation returns tern_error *.
+/* The op list. X(name, parameter list, argument list): the argument list names the
+ * parameters in order, so that handlers' entry points can be generated from it
+ * (src/handlers/seam.h). Every operation returns tern_error *.
  * Shapes: B batch, T sequence, C channels, NH heads (C % NH == 0), V vocabulary, Vp the
- * padded row length of logits and of the embedding table (Vp >= V). */
-#define TERN_OPS(X)                                                                       \
-    /* device */                                                                          \
-    X(open, (tern_dev * *out))                                                            \
-    X(close, (tern_dev * d))                                                              \
-    X(device_name, (tern_dev * d, const char **out))                                      \
-    X(sync, (tern_dev * d))                                                               \
-    /* memory */                                                                          \
-    X(alloc, (tern_dev * d, tern_dtype dtype, size_t len, tern_buf *out))                 \
-    X(free, (tern_dev * d, tern_buf *buf))                                                \
-    X(upload, (tern_dev * d, tern_buf dst, const void *src))                              \
-    X(download, (tern_dev * d, void *dst, tern_buf src))                                  \
-    X(copy, (tern_dev * d, tern_buf dst, tern_buf src))                                   \
-    X(fill, (tern_dev * d, tern_buf dst, double value))                                   \
-    /* generic */                                                                         \
-    X(get, (tern_dev * d, tern_buf a, size_t index, double *out))                         \
-    X(length, (tern_dev * d, tern_buf a, size_t *out))                                    \
-    X(from_list, (tern_dev * d, tern_dtype dtype, const double *values, size_t count,     \
-                  tern_buf *out))                                                         \
-    X(load, (tern_dev * d, const char *path, const char *name, tern_dtype dtype,          \
-             tern_buf *out))                                                              \
-    X(build, (tern_dev * d, tern_buf out, const tern_kernel *k))                          \
-    X(zip_with, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b,                      \
-                 const tern_kernel *combine))                                             \
-    X(reduce, (tern_dev * d, tern_buf a, double init, const tern_kernel *combine,         \
-               double *out))                                                              \
-    X(index_of, (tern_dev * d, tern_buf a, double value, int64_t *out))                   \
-    /* replayable sections (CUDA graphs); see docs/effects.md */                          \
-    X(capture_begin, (tern_dev * d, uint64_t key, bool *replay))                          \
-    X(capture_end, (tern_dev * d, uint64_t key))                                          \
-    /* linear algebra */                                                                  \
-    X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm))  \
-    X(sum_rows, (tern_dev * d, tern_buf out, tern_buf x, int rows, int cols, float beta)) \
-    X(add, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b))                          \
-    X(norm2, (tern_dev * d, tern_buf x, double *out))                                     \
-    /* GPT-2 */                                                                           \
-    X(embed, (tern_dev * d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,    \
-              tern_buf pos, int B, int T, int C))                                         \
-    X(embed_backward, (tern_dev * d, tern_buf dwte, tern_buf dwpe, tern_buf dout,         \
-                       tern_buf tokens, int B, int T, int C))                             \
-    X(layernorm, (tern_dev * d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,   \
-                  tern_buf w, tern_buf b, int rows, int C, float eps))                    \
-    X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,           \
-                           tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w,          \
-                           tern_buf mean, tern_buf rstd, int rows, int C,                 \
-                           float grad_beta))                                              \
-    X(layernorm_linear, (tern_dev * d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, \
-                         tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm))    \
-    X(linear_layernorm, (tern_dev * d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,    \
-                         const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps)) \
-    X(gelu, (tern_dev * d, tern_buf out, tern_buf x))                                     \
-    X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x))              \
-    X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out))             \
-    X(attention, (tern_dev * d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, \
-                  int C, int NH))                                                         \
-    X(attention_backward, (tern_dev * d, tern_buf dqkv, tern_buf dout, tern_buf qkv,      \
-                           tern_buf out, tern_buf saved, int B, int T, int C, int NH))    \
-    X(attention_cached, (tern_dev * d, tern_buf out, tern_buf k_cache, tern_buf v_cache,  \
-                         tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,         \
-                         int max_T))                                                      \
-    X(cross_entropy, (tern_dev * d, tern_buf losses, tern_buf logits, tern_buf targets,   \
-                      int rows, int V, int Vp, float grad_scale))                         \
-    X(sample, (tern_dev * d, tern_buf out, tern_buf logits, int rows, int V, int Vp,      \
-               float temperature, int top_k, uint64_t seed, tern_buf counter))            \
-    X(adamw, (tern_dev * d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,   \
-              tern_buf v, const tern_adamw *h))                                           \
-    /* across processes (tern/dist.h) */                                                  \
-    X(allreduce, (tern_dev * d, tern_buf buf, tern_dist *comm))                           \
-    X(allgather, (tern_dev * d, tern_buf buf, tern_dist *comm))
+ * padded row length of logits and of the embedding table (Vp >= V).
+ *
+ * TERN_OPS_OWN: open and close, which each handler writes whole (there is no device yet to
+ * check, and close takes NULL). TERN_OPS_SEAM: every other operation, the device d first;
+ * each handler writes only its body, and the seam generates the entry point. */
+#define TERN_OPS_OWN(X)                                                                    \
+    X(open, (const char *options, tern_dev **out), (options, out))                         \
+    X(close, (tern_dev * d), (d))
+
+#define TERN_OPS_SEAM(X)                                                                   \
+    /* device */                                                                           \
+    X(device_name, (tern_dev * d, const char **out), (d, out))                             \
+    X(sync, (tern_dev * d), (d))                                                           \
+    /* memory */                                                                           \
+    X(alloc, (tern_dev * d, tern_dtype dtype, size_t len, tern_buf *out), (d, dtype, len, out)) \
+    X(free, (tern_dev * d, tern_buf *buf), (d, buf))                                       \
+    X(upload, (tern_dev * d, tern_buf dst, const void *src), (d, dst, src))                \
+    X(download, (tern_dev * d, void *dst, tern_buf src), (d, dst, src))                    \
+    X(copy, (tern_dev * d, tern_buf dst, tern_buf src), (d, dst, src))                     \
+    X(fill, (tern_dev * d, tern_buf dst, double value), (d, dst, value))                   \
+    /* generic */                                                                          \
+    X(get, (tern_dev * d, tern_buf a, size_t index, double *out), (d, a, index, out))      \
+    X(length, (tern_dev * d, tern_buf a, size_t *out), (d, a, out))                        \
+    X(from_list, (tern_dev * d, tern_dtype dtype, const double *values, size_t count,      \
+                  tern_buf *out), (d, dtype, values, count, out))                          \
+    X(load, (tern_dev * d, const char *path, const char *name, tern_dtype dtype,           \
+             tern_buf *out), (d, path, name, dtype, out))                                  \
+    X(build, (tern_dev * d, tern_buf out, const tern_kernel *k), (d, out, k))              \
+    X(zip_with, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b,                       \
+                 const tern_kernel *combine), (d, out, a, b, combine))                     \
+    X(reduce, (tern_dev * d, tern_buf a, double init, const tern_kernel *combine,          \
+               double *out), (d, a, init, combine, out))                                   \
+    X(index_of, (tern_dev * d, tern_buf a, double value, int64_t *out), (d, a, value, out)) \
+    /* replayable sections (CUDA graphs); see docs/effects.md */                           \
+    X(capture_begin, (tern_dev * d, uint64_t key, bool *replay), (d, key, replay))         \
+    X(capture_end, (tern_dev * d, uint64_t key), (d, key))                                 \
+    /* linear algebra */                                                                   \
+    X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm),   \
+      (d, c, a, b, mm))                                                                    \
+    X(sum_rows, (tern_dev * d, tern_buf out, tern_buf x, int rows, int cols, float beta),  \
+      (d, out, x, rows, cols, beta))                                                       \
+    X(add, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b), (d, out, a, b))           \
+    X(norm2, (tern_dev * d, tern_buf x, double *out), (d, x, out))                         \
+    /* GPT-2 */                                                                            \
+    X(embed, (tern_dev * d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,     \
+              tern_buf pos, int B, int T, int C), (d, out, tokens, wte, wpe, pos, B, T, C)) \
+    X(embed_backward, (tern_dev * d, tern_buf dwte, tern_buf dwpe, tern_buf dout,          \
+                       tern_buf tokens, int B, int T, int C),                              \
+      (d, dwte, dwpe, dout, tokens, B, T, C))                                              \
+    X(layernorm, (tern_dev * d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,    \
+                  tern_buf w, tern_buf b, int rows, int C, float eps),                     \
+      (d, out, mean, rstd, x, w, b, rows, C, eps))                                         \
+    X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,            \
+                           tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w,           \
+                           tern_buf mean, tern_buf rstd, int rows, int C,                  \
+                           float grad_beta),                                               \
+      (d, dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta))                   \
+    X(gelu, (tern_dev * d, tern_buf out, tern_buf x), (d, out, x))                         \
+    X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x), (d, dx, dout, x)) \
+    X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out),              \
+      (d, B, T, NH, out))                                                                  \
+    X(attention, (tern_dev * d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,  \
+                  int C, int NH), (d, out, saved, qkv, B, T, C, NH))                       \
+    X(attention_backward, (tern_dev * d, tern_buf dqkv, tern_buf dout, tern_buf qkv,       \
+                           tern_buf out, tern_buf saved, int B, int T, int C, int NH),     \
+      (d, dqkv, dout, qkv, out, saved, B, T, C, NH))                                       \
+    X(attention_cached, (tern_dev * d, tern_buf out, tern_buf k_cache, tern_buf v_cache,   \
+                         tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,          \
+                         int max_T), (d, out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T)) \
+    X(cross_entropy, (tern_dev * d, tern_buf losses, tern_buf logits, tern_buf targets,    \
+                      int rows, int V, int Vp, float grad_scale),                          \
+      (d, losses, logits, targets, rows, V, Vp, grad_scale))                               \
+    X(sample, (tern_dev * d, tern_buf out, tern_buf logits, int rows, int V, int Vp,       \
+               float temperature, int top_k, uint64_t seed, tern_buf counter),             \
+      (d, out, logits, rows, V, Vp, temperature, top_k, seed, counter))                    \
+    X(adamw, (tern_dev * d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,    \
+              tern_buf v, const tern_adamw *h), (d, param, shadow, grad, m, v, h))         \
+    /* across processes (tern/dist.h) */                                                   \
+    X(allreduce, (tern_dev * d, tern_buf buf, tern_dist *comm), (d, buf, comm))            \
+    X(allgather, (tern_dev * d, tern_buf buf, tern_dist *comm), (d, buf, comm))
+
+#define TERN_OPS(X) TERN_OPS_OWN(X) TERN_OPS_SEAM(X)
 
 /* Every handler also exports its operations as a table, `const tern_ops tern_<h>_ops`.
- * Building that table is the completeness check (each entry references tern_<h>_<op>, so a
- * missing one fails the link with its name) and, together with the declarations every
- * handler source includes, the signature check. Models do not dispatch through it: they
+ * Building that table references every entry tern_<h>_<op>; each generated entry calls its
+ * body <h>_<op>, declared from this list, so a missing body fails the link with its name and
+ * a body of another signature fails to compile (tests/effect_check proves both). Models do not dispatch through it: they
  * are compiled once per handler and call tern_<h>_<op> directly. Tests use it to run the
  * same checks on every handler. */
-#define TERN_OP_FIELD_(name, params) tern_error *(*name) params;
+#define TERN_OP_FIELD_(name, params, args) tern_error *(*name) params;
 typedef struct tern_ops {
     const char *handler; /* "cpu", "cuda", ... */
     TERN_OPS(TERN_OP_FIELD_)

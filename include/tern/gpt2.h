@@ -31,7 +31,8 @@ tern_error *tern_precision_parse(const char *text, tern_precision *out);
 const char *tern_precision_name(tern_precision p);
 
 /* Opens a Hugging Face GPT-2 directory (config.json, model.safetensors in either key layout)
- * on the handler `backend`. */
+ * on the handler `backend`: its name, optionally followed by ':' and the handler's options
+ * ("cuda:device=1,gemv=0": the keys docs/effects.md lists). */
 tern_error *tern_gpt2_load(const char *backend, const char *dir, tern_precision precision,
                            tern_gpt2 **out);
 

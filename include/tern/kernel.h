@@ -105,7 +105,7 @@ typedef struct tern_loc {
 typedef struct tern_v {
     tern_kb *kb;
     int32_t id;
-    uint8_t kind;  /* private: TERN_V_* in src/kernel/ir.h */
+    uint8_t kind;  /* private: TERN_V_* in src/dsl/ir.h */
     uint8_t type;  /* tern_type */
     uint8_t weak;  /* a literal whose type adapts to the other operand */
     uint8_t op;    /* private: for a poisoned constant, the operation that failed */
@@ -492,7 +492,7 @@ int tern_once_at(tern_loc at, tern_kb *kb);
  * memory at all (an earlier kernel may still be reading it); threadgroup memory is fine. The
  * cuda runtime launches a kernel that has the wait so that it may start while the previous
  * kernel still runs (programmatic dependent launch, sm_90 and newer; TERN_CUDA_PDL=0 turns it
- * off), and the wait is PTX griddepcontrol.wait. Kernels run one after the other on the other
+ * off for a runtime opened by name, tern_rt_no_overlap for any), and the wait is PTX griddepcontrol.wait. Kernels run one after the other on the other
  * runtimes, so there it does nothing. It must be traced at top level (every thread reaches
  * it), after no store, atomic or exit to device memory; later waits do nothing. A function
  * (tern_result) may contain it, but tern_call leaves it out: the caller's own statements come
@@ -593,6 +593,10 @@ tern_error *tern_rt_wrap_opencl(void *context, void *device, void *queue,
  * call. tern_rt_set_stream changes the stream later launches go to. */
 tern_error *tern_rt_wrap_cuda(void *context, void *stream, tern_rt **out) TERN_MUST_USE;
 tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) TERN_MUST_USE;
+/* Kernels with tern_wait_previous launch after the previous kernel has completed from now on,
+ * not overlapping it (programmatic dependent launch off: for measurements; cuda only, a no-op
+ * on the other runtimes). */
+void tern_rt_no_overlap(tern_rt *rt);
 void tern_rt_close(tern_rt *rt);
 
 const char *tern_rt_name(const tern_rt *rt);   /* "host", "opencl", "cuda" */

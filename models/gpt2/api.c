@@ -17,16 +17,23 @@ TERN_GPT2_INSTANCES(TERN_GPT2_DECLARE_)
 #define TERN_GPT2_ENTRY_(h) &tern_gpt2_##h##_impl,
 static const gpt2_impl *const instances[] = {TERN_GPT2_INSTANCES(TERN_GPT2_ENTRY_)};
 
-static tern_error *find_instance(const char *backend, const gpt2_impl **out) {
+/* The instance of `backend`: a handler's name, then optionally ':' and its options
+ * ("cuda:device=1"), which *options points at (NULL without). */
+static tern_error *find_instance(const char *backend, const gpt2_impl **out, const char **options) {
+    const char *colon = strchr(backend, ':');
+    size_t len = colon ? (size_t)(colon - backend) : strlen(backend);
+    *options = colon ? colon + 1 : NULL;
     for (size_t i = 0; i < sizeof instances / sizeof instances[0]; i++) {
-        if (!strcmp(instances[i]->handler, backend)) {
+        if (strlen(instances[i]->handler) == len && !strncmp(instances[i]->handler, backend, len)) {
             *out = instances[i];
             return NULL;
         }
     }
-    if (tern_handler_known(backend))
-        return tern_errorf("backend '%s' is not built into this tern (see 'tern info')", backend);
-    return tern_errorf("unknown backend '%s' (expected cpu, cuda or opencl)", backend);
+    char name[32];
+    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), backend);
+    if (tern_handler_known(name))
+        return tern_errorf("backend '%s' is not built into this tern (see 'tern info')", name);
+    return tern_errorf("unknown backend '%s' (expected cpu, cuda, opencl or interp)", name);
 }
 
 tern_error *tern_precision_parse(const char *text, tern_precision *out) {
@@ -55,7 +62,9 @@ static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
                              tern_precision precision, const float *flat, tern_gpt2 **out) {
     tern_gpt2 *m = calloc(1, sizeof *m);
     if (!m) return tern_errorf("out of memory");
-    tern_error *err = find_instance(backend, &m->impl);
+    const char *options = NULL;
+    tern_error *err = find_instance(backend, &m->impl, &options);
+    if (!err && options && !(m->options = strdup(options))) err = tern_errorf("out of memory");
     if (err) {
         free(m);
         return err;
@@ -227,6 +236,7 @@ void tern_gpt2_free(tern_gpt2 *m) {
     if (!m) return;
     if (m->impl) m->impl->close(m);
     free(m->device_name);
+    free(m->options);
     free(m);
 }
 

@@ -63,13 +63,12 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
 /* x[rows, C] = x + in[rows, k] @ w[k, C] + b, then ln = layernorm(x) with (ln_w, ln_b): a
  * residual update as one product (beta = 1 accumulates into x, the bias still added once:
  * no projection output of its own, no add kernel) followed by the layer norm that the next
- * product reads. One operation, which a GPU handler runs as one kernel when decoding (the
- * product's last group to finish normalises the rows): a decoded token is bound by the
- * latency of its kernels, not by their work. */
+ * product reads. */
 static tern_error *residual_norm(tern_dev *d, tern_buf ln, tern_buf x, tern_buf in, tern_buf w, tern_buf b,
                                  tern_buf ln_w, tern_buf ln_b, float eps, int rows, int k, int C) {
     tern_matmul mm = {.m = rows, .n = C, .k = k, .alpha = 1.0f, .beta = 1.0f, .bias = b};
-    return OP(linear_layernorm)(d, ln, x, in, w, &mm, ln_w, ln_b, eps);
+    TERN_TRY(OP(matmul)(d, x, in, w, &mm));
+    return OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, rows, C, eps);
 }
 
 /* y[rows, out] = epilogue(ln @ w + b). */

@@ -114,6 +114,7 @@ typedef struct gpt2_impl gpt2_impl;
 struct tern_gpt2 {
     const gpt2_impl *impl;
     const char *backend;
+    char *options; /* the handler's options (after ':' in the backend given), or NULL */
     tern_dev *dev;
     char *device_name;
     tern_gpt2_config cfg;

@@ -7,7 +7,7 @@
 #include "instance.h"
 
 static tern_error *open_model(tern_gpt2 *m) {
-    TERN_TRY(OP(open)(&m->dev));
+    TERN_TRY(OP(open)(m->options, &m->dev));
     const char *name = NULL;
     TERN_TRY(OP(device_name)(m->dev, &name));
     m->device_name = strdup(name ? name : m->backend);

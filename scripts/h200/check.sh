@@ -86,7 +86,7 @@ if [ "$what" != checks ]; then
     run "bench: pytorch compile train" 400 pt-compile.log python3 bench/h200/pytorch_gpt2.py compile
     run "bench: tern generate cuda bf16 (graphs)" 120 tern-gen.log \
         $b/tern bench generate --backend cuda --precision bf16 --tokens 512 --warmup 1
-    TERN_CUDA_NO_GRAPHS=1 run "bench: tern generate cuda bf16 (no graphs)" 120 tern-gen-nographs.log \
+    TERN_CUDA_TUNE=graphs=0 run "bench: tern generate cuda bf16 (no graphs)" 120 tern-gen-nographs.log \
         $b/tern bench generate --backend cuda --precision bf16 --tokens 512 --warmup 1
     run "bench: tern generate cuda fp32" 120 tern-gen-fp32.log \
         $b/tern bench generate --backend cuda --tokens 512 --warmup 1

@@ -31,14 +31,13 @@ step "make gpt2 BACKEND=cuda (fixture model)" 120 make-gpt2.log \
 step "pytorch: bf16 GEMM peak" 120 pt-gemm.log python3 bench/h200/pytorch_gpt2.py gemm
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
 step "tern: train step" 120 tern-train.log "${train[@]}"
-TERN_CUDA_ATTENTION=gemm step "tern: train step, attention through cuBLASLt" 120 tern-train-gemm.log "${train[@]}"
 # PyTorch eager (109.0 ms in run 11) is left out to keep the call under 10 minutes
 step "pytorch: torch.compile train step" 300 pt-compile.log python3 bench/h200/pytorch_gpt2.py compile
 step "tern: train step again" 120 tern-train2.log "${train[@]}"
 gen=($b/tern bench generate --backend cuda --precision bf16 --tokens 512 --warmup 2)
 step "tern: generate bf16 (graphs)" 60 tern-gen.log "${gen[@]}"
-TERN_CUDA_PDL=0 step "tern: generate bf16 (graphs, no PDL)" 60 tern-gen-nopdl.log "${gen[@]}"
-TERN_CUDA_NO_GRAPHS=1 step "tern: generate bf16 (no graphs)" 60 tern-gen-nographs.log "${gen[@]}"
+TERN_CUDA_TUNE=pdl=0 step "tern: generate bf16 (graphs, no PDL)" 60 tern-gen-nopdl.log "${gen[@]}"
+TERN_CUDA_TUNE=graphs=0 step "tern: generate bf16 (no graphs)" 60 tern-gen-nographs.log "${gen[@]}"
 step "tern: generate fp32 (graphs)" 60 tern-gen-fp32.log $b/tern bench generate --backend cuda --tokens 512 --warmup 2
 step "hf: generate" 240 pt-gen.log python3 bench/h200/pytorch_gpt2.py generate --tokens 128
 grep -h -E '^(bench|baseline):|checks (passed|failed)|: loss|as expected' "$logs"/*.log >> "$summary" 2>/dev/null
@@ -48,7 +47,7 @@ if command -v ncu > /dev/null; then
     step "ncu: one train step (+1 warm-up)" 120 ncu-train.log \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv "${train[@]}" --steps 1 --warmup 1
     note "ncu, train step (per step):"; python3 scripts/h200/ncu_sum.py "$logs/ncu-train.log" 2 >> "$summary"
-    step "ncu: decoding 8 tokens, no graphs" 120 ncu-gen.log env TERN_CUDA_NO_GRAPHS=1 \
+    step "ncu: decoding 8 tokens, no graphs" 120 ncu-gen.log env TERN_CUDA_TUNE=graphs=0 \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv \
         $b/tern bench generate --backend cuda --precision bf16 --tokens 8 --warmup 0
     note "ncu, decoding (per token, prefill included):"; python3 scripts/h200/ncu_sum.py "$logs/ncu-gen.log" 8 >> "$summary"

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Decoding on the H200: tokens/s of `tern bench generate` (bf16, graphs) with the decode
-# step's variants: programmatic dependent launch off (TERN_CUDA_PDL=0), the GEMV kernels'
-# column threads (TERN_GPU_GEMV_TC), cuBLASLt instead of them (TERN_CUDA_GEMV=0), and the
-# cached attention's splits (TERN_GPU_AC_SPLITS). GEN_VARIANTS lists others (a comma joins two
-# settings: TERN_GPU_GEMV_TC=8,TERN_GPU_AC_SPLITS=4). GEN_CHECK=1 first runs the fixture on cuda
+# step's variants, each the cuda handler's options (TERN_CUDA_TUNE): programmatic dependent
+# launch off (pdl=0), the GEMV kernels' column threads (gemv_tc), cuBLASLt instead of them
+# (gemv=0), and the cached attention's splits (ac_splits). GEN_VARIANTS lists others (a comma
+# joins two options: gemv_tc=8,ac_splits=4). GEN_CHECK=1 first runs the fixture on cuda
 # (fp32, bf16: its greedy continuations go through the decode kernels); GEN_HF=1 ends with
 # Hugging Face generate, for a ratio from the same run.
 #   OUT=$OUT bash scripts/h200/gen.sh
@@ -19,9 +19,8 @@ if [ -n "${GEN_CHECK:-}" ]; then
     TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 200 gemv.log $b/tests/gpu/test_gpu_gemv
 fi
 gen=($b/tern bench generate --backend cuda --precision bf16 --tokens 512 --warmup 2)
-for v in ${GEN_VARIANTS:-default TERN_CUDA_PDL=0 TERN_GPU_GEMV_TC=1 TERN_GPU_GEMV_TC=2 TERN_GPU_GEMV_TC=4 \
-         TERN_GPU_GEMV_TC=8 TERN_GPU_AC_SPLITS=1 TERN_GPU_AC_SPLITS=4 default}; do
-    if [ "$v" = default ]; then env=(); else env=(${v//,/ }); fi
+for v in ${GEN_VARIANTS:-default pdl=0 gemv_tc=1 gemv_tc=2 gemv_tc=4 gemv_tc=8 ac_splits=1 ac_splits=4 default}; do
+    if [ "$v" = default ]; then env=(); else env=("TERN_CUDA_TUNE=$v"); fi
     step "generate, $v" 60 "gen-${v//=/-}.log" env "${env[@]}" "${gen[@]}"
     note "  $(grep '^bench:' "$logs/gen-${v//=/-}.log" | tail -1)"
 done

@@ -25,19 +25,19 @@ done
 
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024)
 if [ -z "${SKIP_TRAIN:-}" ]; then
-    TERN_CUDA_GEMM_TUNE=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3
+    TERN_CUDA_TUNE=gemm_tune=0 step "train step, heuristic algorithms" 90 train-heuristic.log "${train[@]}" --steps 10 --warmup 3
     step "train step, timed algorithms (first run: tunes)" 120 train-tune1.log "${train[@]}" --steps 10 --warmup 3
     step "train step, timed algorithms (from the cache)" 90 train-tune2.log "${train[@]}" --steps 10 --warmup 3
-    TERN_CUDA_PROFILE=1 step "profile of the train step" 90 profile-train.log "${train[@]}" --steps 3 --warmup 1
+    TERN_CUDA_TUNE=profile=1 step "profile of the train step" 90 profile-train.log "${train[@]}" --steps 3 --warmup 1
 fi
 gen=($b/tern bench generate --backend cuda --precision bf16)
 step "generate bf16, graphs" 60 gen.log "${gen[@]}" --tokens 512 --warmup 1
-TERN_CUDA_GEMV=0 step "generate bf16, graphs, cuBLASLt for the small products" 60 gen-nogemv.log "${gen[@]}" --tokens 512 --warmup 1
-TERN_CUDA_NO_GRAPHS=1 step "generate bf16, no graphs" 60 gen-nographs.log "${gen[@]}" --tokens 512 --warmup 1
-TERN_CUDA_NO_GRAPHS=1 TERN_CUDA_PROFILE=1 step "profile of decoding (no graphs)" 60 profile-gen.log \
+TERN_CUDA_TUNE=gemv=0 step "generate bf16, graphs, cuBLASLt for the small products" 60 gen-nogemv.log "${gen[@]}" --tokens 512 --warmup 1
+TERN_CUDA_TUNE=graphs=0 step "generate bf16, no graphs" 60 gen-nographs.log "${gen[@]}" --tokens 512 --warmup 1
+TERN_CUDA_TUNE=graphs=0,profile=1 step "profile of decoding (no graphs)" 60 profile-gen.log \
     "${gen[@]}" --tokens 64 --warmup 1
 if command -v ncu > /dev/null; then
-    TERN_CUDA_NO_GRAPHS=1 step "ncu: kernel durations of decoding" 150 ncu-gen.log \
+    TERN_CUDA_TUNE=graphs=0 step "ncu: kernel durations of decoding" 150 ncu-gen.log \
         ncu --clock-control none --metrics gpu__time_duration.sum --csv --launch-skip 600 --launch-count 400 \
         "${gen[@]}" --tokens 12 --warmup 0
 fi

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The training step (GPT-2 124M, B=16, T=1024, bf16) under settings chosen in the
 # environment, each timed in the same run: TRAIN_VARIANTS lists them, space-separated, a '+'
-# joining two settings of one variant (TERN_CUDA_FLASH_GROUPS=0,0,0+TERN_CUDA_FLASH_KV_HALVES=0);
+# joining two settings of one variant (the cuda handler's tuning is one variable of options:
+# TERN_CUDA_TUNE=flash_groups=0/0/0,flash_kv_halves=0; TERN_CACHE_DIR=...+TERN_CUDA_TUNE=...);
 # `default` runs without any. TRAIN_CHECK=1 first runs the fixture in bf16 on cuda;
 # TRAIN_SUITES lists op suites to run on cuda first (matmul layernorm ...), TRAIN_CROSS=1 the
 # 124M cross-handler test (TRAIN_CHECK_ENV: settings, '+'-joined, for these checks); TRAIN_NCU=1 ends with Nsight Compute's kernel durations of one

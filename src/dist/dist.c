@@ -182,7 +182,9 @@ const char *tern_dist_mpi_library(void) {
 }
 
 tern_dist_engine tern_dist_engine_for(const char *backend) {
-    return backend && !strcmp(backend, "cuda") ? TERN_DIST_ENGINE_NCCL : TERN_DIST_ENGINE_MPI;
+    /* the handler's name, before any ':options' */
+    bool cuda = backend && !strncmp(backend, "cuda", 4) && (backend[4] == 0 || backend[4] == ':');
+    return cuda ? TERN_DIST_ENGINE_NCCL : TERN_DIST_ENGINE_MPI;
 }
 
 /* Elements per MPI call: MPI counts are int, and a bf16 chunk's f32 copy stays small. */

@@ -1,9 +1,8 @@
 /* Private to handlers and to models compiled per handler.
  *
- * Compiled with TERN_HANDLER defined to the handler's name (cpu, cuda, opencl), this header
- * declares that handler's operations, tern_<h>_<op>, from the op list, and gives TERN_OP(op),
- * the name of an operation of that handler. A handler source that defines an operation with
- * another signature than the list's fails to compile ("conflicting types"). */
+ * Compiled with TERN_HANDLER defined to the handler's name (cpu, cuda, opencl, host), this
+ * header declares that handler's entry points, tern_<h>_<op>, from the op list, and gives
+ * TERN_OP(op), the name of an entry point of that handler (what models call). */
 #ifndef TERN_HANDLER_H
 #define TERN_HANDLER_H
 
@@ -21,7 +20,7 @@
 /* tern_<handler>_<name> */
 #define TERN_OP(name) TERN_CAT3(tern_, TERN_HANDLER, _##name)
 
-#define TERN_DECLARE_OP_(name, params) tern_error *TERN_OP(name) params;
+#define TERN_DECLARE_OP_(name, params, args) tern_error *TERN_OP(name) params;
 TERN_OPS(TERN_DECLARE_OP_)
 #undef TERN_DECLARE_OP_
 

@@ -4,6 +4,7 @@
 #include "tern/handlers.h"
 
 extern const tern_ops tern_cpu_ops;
+extern const tern_ops tern_interp_ops;
 #ifdef TERN_HAVE_CUDA
 extern const tern_ops tern_cuda_ops;
 #endif
@@ -20,6 +21,7 @@ static const tern_ops *const built_in[] = {
 #ifdef TERN_HAVE_OPENCL
     &tern_opencl_ops,
 #endif
+    &tern_interp_ops, /* the GPU core on the interpreter: slow, the reference */
 };
 
 static const char *const built_in_names[] = {
@@ -30,6 +32,7 @@ static const char *const built_in_names[] = {
 #ifdef TERN_HAVE_OPENCL
     "opencl",
 #endif
+    "interp",
 };
 
 const tern_ops *tern_handler_ops(const char *name) {
@@ -44,8 +47,8 @@ const char *const *tern_handler_names(size_t *count) {
 }
 
 int tern_handler_known(const char *name) {
-    return !strcmp(name, "cpu") || !strcmp(name, "cuda") || !strcmp(name, "opencl") ||
-           !strcmp(name, "metal");
+    return !strcmp(name, "cpu") || !strcmp(name, "interp") || !strcmp(name, "cuda") ||
+           !strcmp(name, "opencl") || !strcmp(name, "metal");
 }
 
 tern_error *tern_handler_list_devices(const char *name, char *out, size_t cap) {

@@ -114,9 +114,25 @@ static tern_error *product(const char *op, const char *expr, size_t *out, int co
 
 #define SZ(x) ((size_t)(x))
 
+/* ---- the device ---- */
+
+tern_error *tern_validate_device_name(tern_dev *d, const char **out) {
+    if (!out) return tern_errorf("device_name: out is NULL");
+    return NULL;
+}
+
+tern_error *tern_validate_sync(tern_dev *d) { return NULL; }
+
+tern_error *tern_validate_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
+    if (!replay) return tern_errorf("capture_begin: replay is NULL");
+    return NULL;
+}
+
+tern_error *tern_validate_capture_end(tern_dev *d, uint64_t key) { return NULL; }
+
 /* ---- memory ---- */
 
-tern_error *tern_validate_alloc(tern_dtype dtype, size_t len, const tern_buf *out) {
+tern_error *tern_validate_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     if (!out) return tern_errorf("alloc: out is NULL");
     if (!tern_dtype_valid(dtype)) return tern_errorf("alloc: invalid dtype (%d)", (int)dtype);
     if (len == 0) return tern_errorf("alloc: len must be positive, got 0");
@@ -126,7 +142,7 @@ tern_error *tern_validate_alloc(tern_dtype dtype, size_t len, const tern_buf *ou
     return NULL;
 }
 
-tern_error *tern_validate_free(const tern_buf *buf) {
+tern_error *tern_validate_free(tern_dev *d, tern_buf *buf) {
     if (!buf) return tern_errorf("free: buf is NULL");
     if (buf->len == 0 && !buf->mem) return NULL; /* absent: no-op */
     if (!buf->mem) return tern_errorf("free: buf is an invalid view (out of range of its buffer)");
@@ -146,15 +162,15 @@ static tern_error *check_transfer(const char *op, const char *what, tern_buf b, 
     return NULL;
 }
 
-tern_error *tern_validate_upload(tern_buf dst, const void *src) {
+tern_error *tern_validate_upload(tern_dev *d, tern_buf dst, const void *src) {
     return check_transfer("upload", "dst", dst, src);
 }
 
-tern_error *tern_validate_download(const void *dst, tern_buf src) {
+tern_error *tern_validate_download(tern_dev *d, void *dst, tern_buf src) {
     return check_transfer("download", "src", src, dst);
 }
 
-tern_error *tern_validate_copy(tern_buf dst, tern_buf src) {
+tern_error *tern_validate_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     if (!tern_dtype_valid(dst.dtype)) return tern_errorf("copy: dst has an invalid dtype (%d)", (int)dst.dtype);
     if (!tern_dtype_valid(src.dtype)) return tern_errorf("copy: src has an invalid dtype (%d)", (int)src.dtype);
     if (dst.len != src.len)
@@ -175,7 +191,7 @@ static tern_error *check_int_value(const char *op, const char *what, double valu
     return NULL;
 }
 
-tern_error *tern_validate_fill(tern_buf dst, double value) {
+tern_error *tern_validate_fill(tern_dev *d, tern_buf dst, double value) {
     if (!tern_dtype_valid(dst.dtype)) return tern_errorf("fill: dst has an invalid dtype (%d)", (int)dst.dtype);
     if (dst.len == 0) return NULL;
     TERN_TRY(tern_check_view("fill", "dst", dst, TERN_DT_ANY));
@@ -185,22 +201,21 @@ tern_error *tern_validate_fill(tern_buf dst, double value) {
 
 /* ---- generic ---- */
 
-tern_error *tern_validate_get(tern_buf a, size_t index, const double *out) {
+tern_error *tern_validate_get(tern_dev *d, tern_buf a, size_t index, double *out) {
     if (!out) return tern_errorf("get: out is NULL");
     TERN_TRY(tern_check_view("get", "a", a, TERN_DT_ANY));
     if (index >= a.len) return tern_errorf("get: index %zu is out of range [0, %zu)", index, a.len);
     return NULL;
 }
 
-tern_error *tern_validate_length(tern_buf a, const size_t *out) {
+tern_error *tern_validate_length(tern_dev *d, tern_buf a, size_t *out) {
     if (!out) return tern_errorf("length: out is NULL");
     if (!tern_dtype_valid(a.dtype)) return tern_errorf("length: a has an invalid dtype (%d)", (int)a.dtype);
     if (a.len > 0 && !a.mem) return tern_errorf("length: a is an invalid view (out of range of its buffer)");
     return NULL;
 }
 
-tern_error *tern_validate_from_list(tern_dtype dtype, const double *values, size_t count,
-                                    const tern_buf *out) {
+tern_error *tern_validate_from_list(tern_dev *d, tern_dtype dtype, const double *values, size_t count, tern_buf *out) {
     if (!out) return tern_errorf("from_list: out is NULL");
     if (!tern_dtype_valid(dtype)) return tern_errorf("from_list: invalid dtype (%d)", (int)dtype);
     if (count == 0) return tern_errorf("from_list: count must be positive, got 0");
@@ -218,8 +233,7 @@ tern_error *tern_validate_from_list(tern_dtype dtype, const double *values, size
     return NULL;
 }
 
-tern_error *tern_validate_load(const char *path, const char *name, tern_dtype dtype,
-                               const tern_buf *out) {
+tern_error *tern_validate_load(tern_dev *d, const char *path, const char *name, tern_dtype dtype, tern_buf *out) {
     if (!out) return tern_errorf("load: out is NULL");
     if (!path) return tern_errorf("load: path is NULL");
     if (!name) return tern_errorf("load: name is NULL");
@@ -228,6 +242,13 @@ tern_error *tern_validate_load(const char *path, const char *name, tern_dtype dt
                            tern_dtype_valid(dtype) ? tern_dtype_name(dtype) : "an invalid dtype");
     return NULL;
 }
+
+/* The generic operations: the DSL runtime that runs them checks the kernel (purity, its
+ * parameters) and the buffers against it, with messages naming the operation. */
+tern_error *tern_validate_build(tern_dev *d, tern_buf out, const tern_kernel *k) { return NULL; }
+tern_error *tern_validate_zip_with(tern_dev *d, tern_buf out, tern_buf a, tern_buf b, const tern_kernel *combine) { return NULL; }
+tern_error *tern_validate_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *combine, double *out) { return NULL; }
+tern_error *tern_validate_index_of(tern_dev *d, tern_buf a, double value, int64_t *out) { return NULL; }
 
 /* ---- linear algebra ---- */
 
@@ -328,8 +349,7 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
-tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                                 tern_matmul_dims *dims) {
+tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm, tern_matmul_dims *dims) {
     if (!mm) return tern_errorf("matmul: mm is NULL");
     TERN_TRY(tern_check_positive("matmul", "m", mm->m));
     TERN_TRY(tern_check_positive("matmul", "n", mm->n));
@@ -380,6 +400,32 @@ tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
+}
+
+tern_error *tern_validate_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+    return tern_check_matmul(c, a, b, mm, NULL);
+}
+
+/* ld defaults to the stored columns, the batch stride to a dense matrix of ld. */
+static void resolve_operand(size_t rows, size_t cols, int ld_in, long stride_in, size_t *ld, size_t *stride) {
+    *ld = ld_in ? (size_t)ld_in : cols;
+    *stride = stride_in ? (size_t)stride_in : rows * *ld;
+}
+
+void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *d) {
+    d->m = mm->m;
+    d->n = mm->n;
+    d->k = mm->k;
+    d->batch = mm->batch > 1 ? mm->batch : 1;
+    d->trans_a = mm->trans_a;
+    d->trans_b = mm->trans_b;
+    d->a_rows = d->trans_a ? SZ(d->k) : SZ(d->m);
+    d->a_cols = d->trans_a ? SZ(d->m) : SZ(d->k);
+    d->b_rows = d->trans_b ? SZ(d->n) : SZ(d->k);
+    d->b_cols = d->trans_b ? SZ(d->k) : SZ(d->n);
+    resolve_operand(d->a_rows, d->a_cols, mm->lda, mm->stride_a, &d->lda, &d->stride_a);
+    resolve_operand(d->b_rows, d->b_cols, mm->ldb, mm->stride_b, &d->ldb, &d->stride_b);
+    resolve_operand(SZ(d->m), SZ(d->n), mm->ldc, mm->stride_c, &d->ldc, &d->stride_c);
 }
 
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm) {
@@ -450,7 +496,7 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
     return NULL;
 }
 
-tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta) {
+tern_error *tern_validate_sum_rows(tern_dev *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
     TERN_TRY(tern_check_positive("sum_rows", "rows", rows));
     TERN_TRY(tern_check_positive("sum_rows", "cols", cols));
     if (!isfinite(beta)) return tern_errorf("sum_rows: beta must be finite");
@@ -471,7 +517,7 @@ static tern_error *in_place_or_disjoint(const char *op, const char *what_out, te
     return NULL;
 }
 
-tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b) {
+tern_error *tern_validate_add(tern_dev *d, tern_buf out, tern_buf a, tern_buf b) {
     TERN_TRY(tern_check_view("add", "out", out, TERN_DT_FLOAT2));
     TERN_TRY(tern_check_buf("add", "a", a, TERN_DT_FLOAT2, out.len, "out's length"));
     TERN_TRY(tern_check_buf("add", "b", b, TERN_DT_FLOAT2, out.len, "out's length"));
@@ -479,7 +525,7 @@ tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b) {
     return in_place_or_disjoint("add", "out", out, "b", b);
 }
 
-tern_error *tern_validate_norm2(tern_buf x, const double *out) {
+tern_error *tern_validate_norm2(tern_dev *d, tern_buf x, double *out) {
     if (!out) return tern_errorf("norm2: out is NULL");
     return tern_check_view("norm2", "x", x, TERN_DT_FLOAT2);
 }
@@ -508,8 +554,7 @@ static tern_error *check_table(const char *op, const char *what, tern_buf t, int
     return NULL;
 }
 
-tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
-                                tern_buf pos, int B, int T, int C) {
+tern_error *tern_validate_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe, tern_buf pos, int B, int T, int C) {
     const char *op = "embed";
     size_t bt, n;
     TERN_TRY(btc(op, B, T, C, &bt, &n));
@@ -524,8 +569,7 @@ tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, ter
     return tern_check_disjoint(op, "out", out, "pos", pos);
 }
 
-tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf dout,
-                                         tern_buf tokens, int B, int T, int C) {
+tern_error *tern_validate_embed_backward(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout, tern_buf tokens, int B, int T, int C) {
     const char *op = "embed_backward";
     size_t bt, n;
     TERN_TRY(btc(op, B, T, C, &bt, &n));
@@ -542,8 +586,7 @@ tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf 
     return tern_check_disjoint(op, "dwpe", dwpe, "tokens", tokens);
 }
 
-tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
-                                    tern_buf w, tern_buf b, int rows, int C, float eps) {
+tern_error *tern_validate_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x, tern_buf w, tern_buf b, int rows, int C, float eps) {
     const char *op = "layernorm";
     TERN_TRY(tern_check_positive(op, "rows", rows));
     TERN_TRY(tern_check_positive(op, "C", C));
@@ -569,41 +612,7 @@ tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, 
     return NULL;
 }
 
-tern_error *tern_validate_layernorm_linear(tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                                           float eps, tern_buf w, const tern_matmul *mm, tern_matmul_dims *dims) {
-    const char *op = "layernorm_linear";
-    if (!mm) return tern_errorf("%s: mm is NULL", op);
-    if (mm->trans_a || mm->batch > 1 || (mm->lda != 0 && mm->lda != mm->k))
-        return tern_errorf("%s: ln is the product's A, so mm must not transpose it, and takes lda 0 or k (%d) and "
-                           "one batch (got trans_a %d, lda %d, batch %d)", op, mm->k, (int)mm->trans_a, mm->lda, mm->batch);
-    TERN_TRY(tern_error_wrap(tern_validate_layernorm(ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps),
-                             "%s", op));
-    TERN_TRY(tern_error_wrap(tern_validate_matmul(y, ln, w, mm, dims), "%s", op));
-    const tern_buf ins[3] = {x, ln_w, ln_b};
-    const char *names[3] = {"x", "ln_w", "ln_b"};
-    for (int i = 0; i < 3; i++) TERN_TRY(tern_check_disjoint(op, "y", y, names[i], ins[i]));
-    return NULL;
-}
-
-tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                                           tern_buf ln_w, tern_buf ln_b, float eps, tern_matmul_dims *dims) {
-    const char *op = "linear_layernorm";
-    if (!mm) return tern_errorf("%s: mm is NULL", op);
-    TERN_TRY(tern_error_wrap(tern_validate_matmul(c, a, w, mm, dims), "%s", op));
-    if (dims->batch > 1 || dims->ldc != (size_t)mm->n)
-        return tern_errorf("%s: c is the layer norm's x, so mm takes ldc 0 or n (%d) and one batch (got ldc %d, "
-                           "batch %d)", op, mm->n, mm->ldc, mm->batch);
-    TERN_TRY(tern_error_wrap(tern_validate_layernorm(ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps),
-                             "%s", op));
-    const tern_buf ins[6] = {a, w, mm->bias, mm->aux, mm->addend, mm->bias_grad};
-    const char *names[6] = {"a", "w", "bias", "aux", "addend", "bias_grad"};
-    for (int i = 0; i < 6; i++) TERN_TRY(tern_check_disjoint(op, "ln", ln, names[i], ins[i]));
-    return NULL;
-}
-
-tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
-                                             tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                             tern_buf rstd, int rows, int C, float grad_beta) {
+tern_error *tern_validate_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     const char *op = "layernorm_backward";
     TERN_TRY(tern_check_positive(op, "rows", rows));
     TERN_TRY(tern_check_positive(op, "C", C));
@@ -633,13 +642,13 @@ tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf 
     return NULL;
 }
 
-tern_error *tern_validate_gelu(tern_buf out, tern_buf x) {
+tern_error *tern_validate_gelu(tern_dev *d, tern_buf out, tern_buf x) {
     TERN_TRY(tern_check_view("gelu", "out", out, TERN_DT_FLOAT2));
     TERN_TRY(tern_check_buf("gelu", "x", x, TERN_DT_FLOAT2, out.len, "out's length"));
     return in_place_or_disjoint("gelu", "out", out, "x", x);
 }
 
-tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x) {
+tern_error *tern_validate_gelu_backward(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf x) {
     const char *op = "gelu_backward";
     TERN_TRY(tern_check_view(op, "dx", dx, TERN_DT_FLOAT2));
     TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, dx.len, "dx's length"));
@@ -658,7 +667,11 @@ static tern_error *attention_shape(const char *op, int B, int T, int C, int NH, 
     return product(op, "B * T * 3C", bt3c, 2, *btc_out, (size_t)3);
 }
 
-tern_error *tern_validate_attention_saved_len(int B, int T, int NH, const size_t *out) {
+tern_error *tern_check_saved(const char *op, tern_buf saved, size_t need) {
+    return tern_check_buf(op, "saved", saved, TERN_DT_F32, need, "attention_saved_len");
+}
+
+tern_error *tern_validate_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out) {
     const char *op = "attention_saved_len";
     if (!out) return tern_errorf("%s: out is NULL", op);
     TERN_TRY(tern_check_positive(op, "B", B));
@@ -666,22 +679,19 @@ tern_error *tern_validate_attention_saved_len(int B, int T, int NH, const size_t
     return tern_check_positive(op, "NH", NH);
 }
 
-tern_error *tern_validate_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                                    int C, int NH, size_t saved_len) {
+tern_error *tern_validate_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
     const char *op = "attention";
     size_t n, n3;
     TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
     TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
-    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, saved_len, "attention_saved_len"));
+    TERN_TRY(tern_check_view(op, "saved", saved, TERN_DT_F32)); /* its length: the handler's (tern_check_saved) */
     TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
     TERN_TRY(tern_check_disjoint(op, "out", out, "saved", saved));
     TERN_TRY(tern_check_disjoint(op, "out", out, "qkv", qkv));
     return tern_check_disjoint(op, "saved", saved, "qkv", qkv);
 }
 
-tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                             tern_buf out, tern_buf saved, int B, int T, int C,
-                                             int NH, size_t saved_len) {
+tern_error *tern_validate_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
     const char *op = "attention_backward";
     size_t n, n3;
     TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
@@ -689,16 +699,14 @@ tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_
     TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * C"));
     TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
     TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
-    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, saved_len, "attention_saved_len"));
+    TERN_TRY(tern_check_view(op, "saved", saved, TERN_DT_F32)); /* its length: the handler's (tern_check_saved) */
     TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "dout", dout));
     TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "qkv", qkv));
     TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "out", out));
     return tern_check_disjoint(op, "dqkv", dqkv, "saved", saved);
 }
 
-tern_error *tern_validate_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                           tern_buf qkv, tern_buf pos, int B, int T, int C,
-                                           int NH, int max_T) {
+tern_error *tern_validate_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv, tern_buf pos, int B, int T, int C, int NH, int max_T) {
     const char *op = "attention_cached";
     size_t n, n3, nc;
     TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
@@ -726,8 +734,7 @@ static tern_error *logits_shape(const char *op, int rows, int V, int Vp, size_t 
     return product(op, "rows * Vp", n, 2, SZ(rows), SZ(Vp));
 }
 
-tern_error *tern_validate_cross_entropy(tern_buf losses, tern_buf logits, tern_buf targets,
-                                        int rows, int V, int Vp, float grad_scale) {
+tern_error *tern_validate_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets, int rows, int V, int Vp, float grad_scale) {
     const char *op = "cross_entropy";
     size_t n;
     TERN_TRY(logits_shape(op, rows, V, Vp, &n));
@@ -740,8 +747,7 @@ tern_error *tern_validate_cross_entropy(tern_buf losses, tern_buf logits, tern_b
     return tern_check_disjoint(op, "logits", logits, "targets", targets);
 }
 
-tern_error *tern_validate_sample(tern_buf out, tern_buf logits, int rows, int V, int Vp,
-                                 float temperature, tern_buf counter) {
+tern_error *tern_validate_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp, float temperature, int top_k, uint64_t seed, tern_buf counter) {
     const char *op = "sample";
     size_t n;
     TERN_TRY(logits_shape(op, rows, V, Vp, &n));
@@ -753,8 +759,7 @@ tern_error *tern_validate_sample(tern_buf out, tern_buf logits, int rows, int V,
     return tern_check_disjoint(op, "out", out, "counter", counter);
 }
 
-tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
-                                tern_buf v, const tern_adamw *h) {
+tern_error *tern_validate_adamw(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m, tern_buf v, const tern_adamw *h) {
     const char *op = "adamw";
     if (!h) return tern_errorf("%s: h is NULL", op);
     if (h->step < 1) return tern_errorf("%s: step must be >= 1, got %d", op, h->step);
@@ -779,12 +784,12 @@ tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, 
     return NULL;
 }
 
-tern_error *tern_validate_allreduce(tern_buf buf, const tern_dist *comm) {
+tern_error *tern_validate_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     (void)comm; /* NULL is a single rank: allowed */
     return tern_check_view("allreduce", "buf", buf, TERN_DT_FLOAT2);
 }
 
-tern_error *tern_validate_allgather(tern_buf buf, const tern_dist *comm) {
+tern_error *tern_validate_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
     TERN_TRY(tern_check_view("allgather", "buf", buf, TERN_DT_FLOAT2));
     int world = tern_dist_world(comm); /* NULL: 1 */
     if (world > 1 && buf.len % (size_t)world)

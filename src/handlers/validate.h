@@ -2,8 +2,8 @@
  * checked the same way whichever handler answers, so that the same bad call gives the same
  * one-line error on cpu, cuda and opencl.
  *
- * Every handler operation calls its tern_validate_<op> first and returns its error. These
- * functions look only at the arguments (views, shapes, host pointers), never at device
+ * Every handler entry point (generated: seam.h) calls its tern_validate_<op> before the
+ * handler's body, which does not check again. These functions look only at the arguments (views, shapes, host pointers), never at device
  * memory. The values inside index buffers (tokens, targets, pos) live on the device: a
  * handler that reads them on the host checks them with tern_validate_indices; a GPU handler
  * must make its kernels safe against them (clamp and report at the next sync, or check after
@@ -74,20 +74,16 @@ tern_error *tern_check_disjoint(const char *op, const char *what_a, tern_buf a,
 tern_error *tern_validate_indices(const char *op, const char *what, const int32_t *ids,
                                   size_t n, int64_t limit);
 
-/* ---- one function per operation (same arguments as the op, less the device) ---- */
+/* ---- one function per operation, with the op's parameters (the device first, which they
+ * do not look at): declared from the op list, so their signatures are the ops' ---- */
 
-tern_error *tern_validate_alloc(tern_dtype dtype, size_t len, const tern_buf *out);
-tern_error *tern_validate_free(const tern_buf *buf);
-tern_error *tern_validate_upload(tern_buf dst, const void *src);
-tern_error *tern_validate_download(const void *dst, tern_buf src);
-tern_error *tern_validate_copy(tern_buf dst, tern_buf src);
-tern_error *tern_validate_fill(tern_buf dst, double value);
-tern_error *tern_validate_get(tern_buf a, size_t index, const double *out);
-tern_error *tern_validate_length(tern_buf a, const size_t *out);
-tern_error *tern_validate_from_list(tern_dtype dtype, const double *values, size_t count,
-                                    const tern_buf *out);
-tern_error *tern_validate_load(const char *path, const char *name, tern_dtype dtype,
-                               const tern_buf *out);
+#define TERN_VALIDATE_DECLARE_(name, params, args) tern_error *tern_validate_##name params;
+TERN_OPS_SEAM(TERN_VALIDATE_DECLARE_)
+#undef TERN_VALIDATE_DECLARE_
+
+/* attention and attention_backward check that saved is an f32 view; its length is the
+ * handler's own (attention_saved_len), which the body checks with this. */
+tern_error *tern_check_saved(const char *op, tern_buf saved, size_t need);
 
 /* A matmul's shape with defaults resolved: dense strides filled in, batch >= 1. */
 typedef struct tern_matmul_dims {
@@ -98,8 +94,13 @@ typedef struct tern_matmul_dims {
     size_t a_rows, a_cols, b_rows, b_cols; /* A, B as stored: [k, m] when trans_a, ... */
 } tern_matmul_dims;
 
-tern_error *tern_validate_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                                 tern_matmul_dims *dims);
+/* matmul's checks, and its shape with defaults resolved into *dims (when not NULL):
+ * tern_validate_matmul's work, for bodies and compositions that need the shape. */
+tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                              tern_matmul_dims *dims);
+/* The shape of a product that passed the checks, without checking again (for bodies). */
+void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *dims);
+
 
 /* ---- matmul by composition, for handlers (or paths) without a native form ----
  *
@@ -150,50 +151,4 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
         tern_matmul_steps s = {ctx, step_copy, step_matmul, step_gelu_backward, step_sum_rows};               \
         return s;                                                                                             \
     }
-tern_error *tern_validate_sum_rows(tern_buf out, tern_buf x, int rows, int cols, float beta);
-tern_error *tern_validate_add(tern_buf out, tern_buf a, tern_buf b);
-tern_error *tern_validate_norm2(tern_buf x, const double *out);
-tern_error *tern_validate_embed(tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
-                                tern_buf pos, int B, int T, int C);
-tern_error *tern_validate_embed_backward(tern_buf dwte, tern_buf dwpe, tern_buf dout,
-                                         tern_buf tokens, int B, int T, int C);
-/* layernorm_linear: the layer norm's and the product's checks, ln as the product's plain A. */
-tern_error *tern_validate_layernorm_linear(tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w, tern_buf ln_b,
-                                           float eps, tern_buf w, const tern_matmul *mm, tern_matmul_dims *dims);
-tern_error *tern_validate_layernorm(tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
-                                    tern_buf w, tern_buf b, int rows, int C, float eps);
-/* linear_layernorm: the product's checks, c as the layer norm's x (dense, one batch), the
- * layer norm's, and ln apart from the product's other buffers. */
-tern_error *tern_validate_linear_layernorm(tern_buf ln, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                                           tern_buf ln_w, tern_buf ln_b, float eps, tern_matmul_dims *dims);
-/* dsum optional ([C], f32 or bf16); grad_beta finite; the outputs dx, dw, db, dsum disjoint
- * from each other and from the inputs. */
-tern_error *tern_validate_layernorm_backward(tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
-                                             tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                             tern_buf rstd, int rows, int C, float grad_beta);
-tern_error *tern_validate_gelu(tern_buf out, tern_buf x);
-tern_error *tern_validate_gelu_backward(tern_buf dx, tern_buf dout, tern_buf x);
-/* The arguments of attention_saved_len (B, T, NH positive, out not NULL); the length itself
- * is each handler's own. */
-tern_error *tern_validate_attention_saved_len(int B, int T, int NH, const size_t *out);
-/* saved must hold saved_len elements: what the handler's attention_saved_len answers. */
-tern_error *tern_validate_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                                    int C, int NH, size_t saved_len);
-tern_error *tern_validate_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                             tern_buf out, tern_buf saved, int B, int T, int C,
-                                             int NH, size_t saved_len);
-tern_error *tern_validate_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                           tern_buf qkv, tern_buf pos, int B, int T, int C,
-                                           int NH, int max_T);
-tern_error *tern_validate_cross_entropy(tern_buf losses, tern_buf logits, tern_buf targets,
-                                        int rows, int V, int Vp, float grad_scale);
-tern_error *tern_validate_sample(tern_buf out, tern_buf logits, int rows, int V, int Vp,
-                                 float temperature, tern_buf counter);
-tern_error *tern_validate_adamw(tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
-                                tern_buf v, const tern_adamw *h);
-/* buf present, valid, f32 or bf16; comm may be NULL (a single rank: the op is a no-op). */
-tern_error *tern_validate_allreduce(tern_buf buf, const tern_dist *comm);
-/* As allreduce, and buf's length a multiple of the ranks (each contributes len / world). */
-tern_error *tern_validate_allgather(tern_buf buf, const tern_dist *comm);
-
 #endif

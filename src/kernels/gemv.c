@@ -31,36 +31,17 @@
  * reads 16-byte words l, l + 32, ... of each row (512 contiguous bytes per row and step),
  * keeps m partial sums per row, and a SIMD sum gives each output.
  *
- * GK_GEMV with a layer norm first (layernorm_linear, decoding's ln_1 + QKV and ln_2 + fc):
- * A is x, whose m rows are normalised into threadgroup memory (in ln's dtype) by the same
- * loads, sums and rounding as gk_trace_layernorm's register-resident path, so the products
- * are bit for bit those of layernorm then GEMV; group 0 also stores the rows to ln. One
- * kernel instead of two per layer norm: a decoded token is latency-bound on its kernels.
- *
- * GK_GEMV with a layer norm after (linear_layernorm, decoding's residual products followed
- * by ln_2 or the next layer's ln_1): the groups store their columns of C as usual; then each
- * group fences and counts itself in on a device counter, and the group that counts last
- * fences again and normalises C's m rows (now complete) into ln with the same helper as
- * gk_trace_layernorm's register-resident path, so ln is bit for bit the layer norm kernel's.
- * It then resets the counter for the next launch. Only that group does the layer norm, so
- * unlike the layer norm first no group repeats it before its product; it replaces the
- * layer norm's own launch.
- *
  * Spec: t[0] C, t[1] A, t[2] B, t[3] bias, t[4] aux (absent ones 0); n[0] = m (1 ..
  * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
  * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256); n[7] = G
- * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size). Layer norm first:
- * n[8] = C (= k, register-resident: C % (32 n[9]) == 0, C / 32 <= GK_LN_MAX_PER_LANE, and
- * one k-chunk), n[9] = its vector width, t[5] ln_w, t[6] ln_b, t[7] ln. n[10] = 1: the layer
- * norm after instead (GK_GEMV only; C = n, C dense, its row register-resident for C's, ln's,
- * ln_w's and ln_b's widths; no k-chunk condition: A is staged as usual). n[11] = 1 (GK_GEMV,
+ * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] .. n[10] 0 (they held a layer norm
+ * fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (GK_GEMV,
  * k in one chunk): no kernel that may still run writes B or the bias (the host knows which
- * allocations the kernels in flight write: src/handlers/gpu/inflight.c), so each thread loads
+ * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for.
- * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta, [ln, ln_w, ln_b, eps],
- * [counter] (layer norm after: i32 [1], zero before the launch and after it).
+ * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
  * GK_GEMV_GROUP / 32)) groups of GK_GEMV_GROUP. */
 #include "kernels/kutil.h"
@@ -74,9 +55,6 @@ typedef struct gemv_params {
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
-    int ln_C, ln_W;                /* a layer norm: C and its vector width (0: none) */
-    bool ln_after;                 /* after the product (on C), not first (on A) */
-    tern_v ln, ln_w, ln_b, eps, counter;
 } gemv_params;
 
 static gemv_params params(tern_kb *kb, const gk_spec *s) {
@@ -97,78 +75,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.ldc = tern_param_scalar(kb, "ldc", TERN_T_I32);
     p.alpha = tern_param_scalar(kb, "alpha", TERN_T_F32);
     p.beta = tern_param_scalar(kb, "beta", TERN_T_F32);
-    p.ln_C = s->n[8], p.ln_W = s->n[9], p.ln_after = p.ln_C && s->n[10];
-    p.counter = tern_int(0);
-    if (p.ln_C) {
-        p.ln = ku_buf(kb, "ln", s->t[7], TERN_WRITE);
-        p.ln_w = ku_buf(kb, "ln_w", s->t[5], TERN_READ);
-        p.ln_b = ku_buf(kb, "ln_b", s->t[6], TERN_READ);
-        p.eps = tern_param_scalar(kb, "eps", TERN_T_F32);
-    }
-    if (p.ln_after) p.counter = tern_param_buf(kb, "counter", TERN_T_I32, TERN_READ_WRITE);
     return p;
-}
-
-/* x's M rows normalised into xs [M, KC] (layernorm_linear), exactly as gk_trace_layernorm's
- * register-resident path normalises a row: SIMD group r takes row r (x is dense, C = k);
- * groups past the last row compute on it and store nothing, since SIMD sums need every
- * group. Threadgroup 0 also stores the rows to ln. */
-static void stage_layernorm(tern_kb *kb, const gemv_params *p, tern_v xs) {
-    tern_v sg = tern_simd_group(kb);
-    tern_v valid = tern_lt(sg, tern_int(p->M));
-    tern_v r = tern_min(sg, tern_int(p->M - 1));
-    tern_v base = tern_mul(r, tern_int(p->ln_C));
-    gk_ln_row lr;
-    gk_ln_row_stats(kb, &lr, p->a, base, p->ln_w, p->ln_b, p->ln_C, p->ln_W, p->eps, true);
-    TERN_IF(kb, valid) {
-        for (int k = 0; k < lr.chunks; k++) {
-            tern_v col = gk_ln_row_col(&lr, k), o[8];
-            gk_ln_row_out(&lr, p->ln_w, p->ln_b, k, o);
-            ku_store(xs, tern_add(tern_mul(r, tern_int(p->KC)), col), p->ln_W, o);
-            TERN_IF(kb, tern_eq(tern_group_id(kb, 0), tern_int(0))) { ku_store(p->ln, tern_add(base, col), p->ln_W, o); }
-        }
-    }
-}
-
-/* The layer norm after the product: C's M rows (dense, C = n) into ln, by the group that
- * finishes last. The pattern of a grid-wide barrier (CUDA's cooperative groups do the
- * same), without the waiting: the group's stores of C meet at a barrier; thread 0 fences
- * (device scope), so that they are visible device-wide before its count is, and counts the
- * group in with a relaxed atomic add. The thread that reads groups - 1 fences again, so that
- * the other groups' stores, counted in before, are visible to it, and the barrier after it
- * carries that to the rest of its group. That group (told through threadgroup memory: the
- * whole group takes the branch, as the SIMD sums need) normalises row r in SIMD group r
- * exactly as stage_layernorm (and the layer norm kernel) do, and resets the counter: the next
- * launch counts only after this grid has completed (its tern_wait_previous). Only thread 0
- * of each group fences, once, at the group's end, and the last group once more.
- * w and b are loaded with x (`early`) only in groups of up to 512 threads: a group of 1024
- * has 64 registers a thread, which x, w and b of a 768-row (3 x 24) would exceed. */
-static void layernorm_after(tern_kb *kb, const gemv_params *p, tern_v tid) {
-    tern_v last = tern_shared(kb, "last", TERN_T_I32, 1);
-    tern_barrier(kb);
-    TERN_IF(kb, tern_eq(tid, tern_int(0))) {
-        tern_fence_device(kb);
-        tern_v seen = tern_atomic_add(p->counter, tern_int(0), tern_int(1));
-        tern_v is_last = tern_eq(seen, tern_sub(tern_group_count(kb, 0), tern_int(1)));
-        TERN_IF(kb, is_last) { tern_fence_device(kb); }
-        tern_store(last, tern_int(0), tern_select(is_last, tern_int(1), tern_int(0)));
-    }
-    tern_barrier(kb);
-    TERN_IF(kb, tern_ne(tern_load(last, tern_int(0)), tern_int(0))) {
-        tern_v sg = tern_simd_group(kb);
-        tern_v valid = tern_lt(sg, tern_int(p->M));
-        tern_v base = tern_mul(tern_min(sg, tern_int(p->M - 1)), tern_int(p->ln_C));
-        gk_ln_row lr;
-        gk_ln_row_stats(kb, &lr, p->c, base, p->ln_w, p->ln_b, p->ln_C, p->ln_W, p->eps, p->G <= 512);
-        TERN_IF(kb, valid) {
-            for (int k = 0; k < lr.chunks; k++) {
-                tern_v o[8];
-                gk_ln_row_out(&lr, p->ln_w, p->ln_b, k, o);
-                ku_store(p->ln, tern_add(base, gk_ln_row_col(&lr, k)), p->ln_W, o);
-            }
-        }
-        TERN_IF(kb, tern_eq(tid, tern_int(0))) { tern_store(p->counter, tern_int(0), tern_int(0)); }
-    }
 }
 
 /* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly).
@@ -250,14 +157,12 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     int M = p.M, W = p.W, G = p.G, NW = G / 32, TC = s->n[5], TK = G / TC, CT = TC * W;
     int U = gemv_unroll(M, p.KC, TK);
     tern_max_threads(kb, G);
-    bool ln_first = p.ln_C && !p.ln_after;
     /* B and the bias are written by no kernel that may still run (the host's inflight set),
      * and k is one chunk: the first U rows of B are loaded before the wait */
     bool early = s->n[11] != 0;
     /* each finishing thread finishes one output: its C and bias can be loaded ahead */
     bool ahead_ok = M * CT <= G;
-    /* x in A's dtype, or normalised in ln's */
-    tern_v xs = tern_shared(kb, "xs", (tern_type)(ln_first ? s->t[7] : s->t[1]), (size_t)M * p.KC);
+    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC); /* x in A's dtype */
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
 
     tern_v tid = tern_local_id(kb, 0);
@@ -282,13 +187,6 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     tern_v j_out = tern_min(tern_add(col0, tern_rem(tid, tern_int(CT))), tern_sub(p.N, tern_int(1)));
     gemv_ahead ahead = {tern_int(0), tern_int(0)};
     if (ahead_ok && early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
-    if (p.ln_C) {
-        tern_v lane_col = tern_mul(tern_simd_lane(kb), tern_int(p.ln_W));
-        for (int k = 0; k < p.ln_C / 32 / p.ln_W; k++) {
-            tern_prefetch(p.ln_w, tern_add(lane_col, tern_int(k * 32 * p.ln_W)));
-            tern_prefetch(p.ln_b, tern_add(lane_col, tern_int(k * 32 * p.ln_W)));
-        }
-    }
     tern_wait_previous(kb);
     /* C (the residual, when beta != 0) and the bias now, their latency under the product's */
     if (ahead_ok) {
@@ -310,10 +208,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
             ku_load(p.b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p.ldb), jc), W, pre[u]);
         }
         tern_barrier(kb); /* the previous chunk's x is no longer read */
-        if (ln_first)
-            stage_layernorm(kb, &p, xs); /* one chunk: k0 = 0, kc = k */
-        else
-            stage_x(kb, &p, xs, k0, kc, tid);
+        stage_x(kb, &p, xs, k0, kc, tid);
         tern_barrier(kb);
         for (int u = 0; u < U; u++) {
             tern_v valid = tern_lt(tern_add(kl, tern_int(u * TK)), kc);
@@ -366,7 +261,6 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
             finish(kb, &p, r, j, total, ahead_ok ? &ahead : NULL);
         }
     }
-    if (p.ln_after) layernorm_after(kb, &p, tid);
 }
 
 /* ---- B [n, k] ---- */

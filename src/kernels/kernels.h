@@ -1,12 +1,12 @@
 /* The GPU kernel library: GPT-2's kernels written once in the tracing DSL (tern/kernel.h),
- * shared by every GPU handler through src/handlers/gpu/.
+ * shared by every GPU handler through src/gpu_core/.
  *
  * Each kernel family is one trace function specialised at trace time by a gk_spec: the
  * element type of each buffer (f32 or bf16 for activations) and a few shape constants
  * where they pay (the vector width; C for layernorm, so loops unroll; hs for attention).
  * A spec is plain data compared bytewise, so a cache keyed by (family, spec) builds each
  * variant once. The launch geometry each family expects is documented next to it below;
- * src/handlers/gpu/ launches accordingly.
+ * src/gpu_core/ launches accordingly.
  *
  * Index buffers (tokens, targets, positions) live on the device; kernels that read them
  * check their range and, on a bad value, skip the work and record the first fault in a
@@ -127,9 +127,7 @@ static inline bool gk_lnb_group_partials(int Cc, int P) {
 #define GK_LN_EARLY_ROWS 1024
 
 /* One row of a layer norm held in registers by a SIMD group (C % (32 W) == 0, C / 32 <=
- * GK_LN_MAX_PER_LANE): lane l holds columns (32 k + l) W .. + W - 1 of each chunk k. The
- * layernorm kernel and the GEMV with a layer norm first (gemv.c) both normalise through it,
- * so their rows agree bit for bit. */
+ * GK_LN_MAX_PER_LANE): lane l holds columns (32 k + l) W .. + W - 1 of each chunk k. */
 typedef struct gk_ln_row {
     int W, chunks;
     bool early; /* w and b loaded with x (GK_LN_EARLY_PER_LANE) */
@@ -233,10 +231,7 @@ static inline int gk_ac_parts(int hs, int w) {
  * group of n[7] threads (GK_GEMV_GROUP, 512 or 1024) per TC * W columns of C, grid
  * ceil(n / (TC W)). GEMV_T: groups of GK_GEMV_GROUP, GK_GEMV_ROWS outputs per SIMD group,
  * grid ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). A's rows are staged in threadgroup
- * memory in k-chunks of at most GK_GEMV_X_BYTES. GEMV with a layer norm first (n[8] = C):
- * A's rows are normalised into threadgroup memory instead of copied (layernorm_linear); with
- * n[10] set the layer norm comes after instead: the last group to finish normalises C's
- * rows into ln (linear_layernorm; an i32 counter parameter, zero between launches). */
+ * memory in k-chunks of at most GK_GEMV_X_BYTES. */
 #define GK_GEMV_MAX_M 8
 #define GK_GEMV_GROUP 256
 #define GK_GEMV_ROWS 4

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The tern program end to end on the cpu handler: generation against the fixture, training
-# and an exact resume, evaluation, and one-line errors for bad input. usage: test_cli.sh TERN_BINARY   (TERN_SHARED_DIR set by ctest)
+# The tern program end to end on the cpu handler (and generation on interp, the GPU core):
+# generation against the fixture, training and an exact resume, evaluation, and one-line
+# errors for bad input. usage: test_cli.sh TERN_BINARY   (TERN_SHARED_DIR set by ctest)
 set -u
 tern=$1
 shared=${TERN_SHARED_DIR:?}
@@ -25,6 +26,14 @@ if [[ "$(echo "$out" | sed -n 1p)" == "backend: cpu ("*")" ]] && [ "$(echo "$out
     pass "generate --ids matches the fixture's greedy continuation"
 else
     fail "generate --ids printed: $out"
+fi
+# the GPU handlers' code path on the DSL's interpreter: the same greedy continuation
+out=$("$tern" generate --model "$model" --prompt "The capital of France is" --tokens 16 \
+      --temperature 0 --ids --backend interp 2>&1)
+if [[ "$(echo "$out" | sed -n 1p)" == "backend: interp ("*")" ]] && [ "$(echo "$out" | sed -n 2p)" = "$want" ]; then
+    pass "generate --backend interp (the GPU core on the interpreter) matches the fixture"
+else
+    fail "generate --backend interp printed: $out"
 fi
 text=$("$tern" generate --model "$model" --prompt "The capital of France is" --tokens 8 --temperature 0 | sed -n 2p)
 [ "$text" = "The capital of France is a few-range-range-range" ] && pass "generate prints the text" ||
@@ -107,6 +116,13 @@ expect_error "negative tokens" "out of range" "$tern" generate --model "$model" 
 expect_error "huge top-k" "out of range" "$tern" generate --model "$model" --prompt x --top-k 99999999999
 expect_error "negative temperature" "out of range" "$tern" generate --model "$model" --prompt x --temperature -1
 expect_error "unknown backend" "unknown backend" "$tern" generate --model "$model" --prompt x --backend tpu
+expect_error "unknown handler option" "cpu: options: unknown option 'bogus' (known: none)" "$tern" generate --model "$model" --prompt x --backend cpu:bogus=1
+expect_error "--device on a handler without devices" "unknown option 'device'" "$tern" generate --model "$model" --prompt x --device 1
+expect_error "bad handler option value" "interp: options: option 'lnb_rows': 0 is out of range [1, 64]" "$tern" generate --model "$model" --prompt x --backend interp:lnb_rows=0
+if "$tern" info | grep -q "^  opencl  built in; device"; then
+    expect_error "unknown option in the handler's variable" "opencl: TERN_OPENCL_TUNE: unknown option 'nope'" \
+        env TERN_OPENCL_TUNE=nope=1 "$tern" generate --model "$model" --prompt x --backend opencl
+fi
 expect_error "unknown precision" "precision" "$tern" generate --model "$model" --prompt x --precision fp8
 expect_error "missing model dir" "model directory" "$tern" generate --model "$work/nowhere" --prompt x
 expect_error "heads not dividing channels" "n_head" "$tern" generate --model "$work/badmodel" --prompt x

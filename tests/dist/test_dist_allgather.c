@@ -99,7 +99,7 @@ static void check_errors(const tern_ops *ops, tern_dev *d, tern_dist *comm) {
 
 static void check_handler(const tern_ops *ops, tern_dist *comm) {
     tern_dev *d = NULL;
-    CHECK_OK(ops->open(&d));
+    CHECK_OK(ops->open(NULL, &d));
     if (!d) return;
     rng_state = 12345;
     for (int c = 0; c < CASES; c++) check_case(ops, d, comm, c);

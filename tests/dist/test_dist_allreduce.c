@@ -20,7 +20,7 @@ static float value(int r, size_t i) { return (float)(r + 1) * 0.25f * (float)i -
 static void check_handler(const tern_ops *ops, tern_dist *comm) {
     int rank = tern_dist_rank(comm), world = tern_dist_world(comm);
     tern_dev *d = NULL;
-    CHECK_OK(ops->open(&d));
+    CHECK_OK(ops->open(NULL, &d));
     if (!d) return;
     float host[N], want[N], got[N];
     for (size_t i = 0; i < N; i++) {

@@ -14,6 +14,8 @@
  *    arbitrary. Those elements must still lie within 3 lr of the reference (3 steps).
  *  - greedy continuations: identical ids (the fixture's smallest top-1/top-2 margin, 0.0077,
  *    is far above f32 logit error).
+ * The interp handler (the GPU core on the DSL's interpreter) is held to the same fp32 bounds:
+ * it runs the GPU handlers' kernels in f32 with their own summation orders, as opencl does.
  * With --precision bf16 (TERN_TEST_PRECISION=bf16) weights and activations are rounded to
  * bf16 (8 bits of mantissa, 0.4% relative), so the bounds are 3e-2 for losses and logits,
  * 5e-2 of the norm for gradients; greedy ids and AdamW are not checked in bf16 (near-ties

@@ -47,7 +47,7 @@ static void test_get_from_list(void) {
     double values[5] = {1.0, 250.0, 65504.0, 3.0, 7.0}; /* representable in every dtype */
     for (int dt = 0; dt < 5; dt++) {
         tern_buf b;
-        CHECK_OK(gpu_from_list(&gt_gpu.d->core, (tern_dtype)dt, values, 5, &b));
+        CHECK_OK(gpu_from_list(gt_gpu.d, (tern_dtype)dt, values, 5, &b));
         for (size_t i = 0; i < 5; i++) {
             double g = 0, c = 0;
             tern_buf cb;

@@ -11,7 +11,7 @@
  * stored in bf16 1e-2 (8 significant bits; the two sides may round an f32 tie-near value
  * to neighbouring bf16 values). */
 #include "gpu_test.h"
-#include "handlers/gpu/gpu_internal.h"
+#include "gpu_core/gpu_internal.h"
 #include "nvrtc_check.h"
 
 typedef struct gv_case {
@@ -228,141 +228,9 @@ static void test_nvrtc(void) {
                 if (r < 0) return;
                 compiled += r;
             }
-    /* with the layer norm after (linear_layernorm), at GPT-2's C = 768, bf16 and f32 */
-    for (int m = 1; m <= GK_GEMV_MAX_M; m++) {
-        gk_spec s = {0};
-        tern_type t = m % 2 ? TERN_T_BF16 : TERN_T_F32;
-        for (int i = 0; i < 8; i++) s.t[i] = i == 4 ? 0 : (uint8_t)t;
-        s.n[0] = m;
-        s.n[1] = t == TERN_T_BF16 ? 8 : 4;
-        s.n[3] = 1;
-        s.n[5] = 8;
-        s.n[6] = 3072;
-        s.n[7] = m == 1 ? 1024 : m == 2 ? 512 : 256;
-        s.n[8] = 768, s.n[9] = s.n[1], s.n[10] = 1;
-        tern_kernel *k = NULL;
-        CHECK_OK(tern_kernel_build("gemv_ln_after_nvrtc", gk_family_trace(GK_GEMV), &s, &k));
-        if (!k) continue;
-        int r = nvrtc_check_compile(k);
-        tern_kernel_free(k);
-        if (r < 0) return;
-        compiled += r;
-    }
     printf("  nvrtc: %d gemv kernels compiled for sm_90\n", compiled);
 }
 
-/* The raw bytes of the GPU side's view. */
-static unsigned char *raw(gt_pair p) {
-    size_t bytes = p.view[1].len * tern_dtype_size(p.view[1].dtype);
-    unsigned char *host = malloc(bytes);
-    CHECK_OK(gt_gpu.ops->download(gt_gpu.d, host, p.view[1]));
-    return host;
-}
-
-/* layernorm_linear's fused kernel against the layer norm then the GEMV on the same runtime:
- * the same bits in ln and in y (the fused kernel normalises a row exactly as layernorm's
- * register-resident path does). */
-static void test_layernorm_fused(void) {
-    const int shapes[][3] = {{1, 768, 96}, {3, 64, 40}, {8, 256, 24}}; /* m, C (= k), n */
-    for (int s = 0; s < 3; s++)
-        for (int mix = 0; mix < 2; mix++) {
-            int m = shapes[s][0], C = shapes[s][1], n = shapes[s][2];
-            tern_dtype dx = mix ? TERN_BF16 : TERN_F32, dln = mix ? TERN_BF16 : TERN_F32;
-            float *x = gt_random((size_t)m * C, -3, 3), *lw = gt_random(C, 0.5f, 1.5f), *lb = gt_random(C, -1, 1);
-            float *w = gt_random((size_t)C * n, -0.2f, 0.2f), *bias = gt_random(n, -1, 1);
-            gt_pair px = gt_make(dx, (size_t)m * C, 0, x), plw = gt_make(TERN_BF16, C, 0, lw),
-                    plb = gt_make(TERN_BF16, C, 0, lb), pw = gt_make(TERN_BF16, (size_t)C * n, 0, w),
-                    pb = gt_make(TERN_F32, n, 0, bias);
-            gt_pair ln1 = gt_make(dln, (size_t)m * C, 0, NULL), ln2 = gt_make(dln, (size_t)m * C, 0, NULL);
-            gt_pair y1 = gt_make(TERN_F32, (size_t)m * n, 0, NULL), y2 = gt_make(TERN_F32, (size_t)m * n, 0, NULL);
-            tern_matmul mm = {.m = m, .n = n, .k = C, .alpha = 1, .bias = pb.view[1], .epilogue = TERN_EPILOGUE_GELU};
-            tern_matmul_dims dims = {.m = m, .n = n, .k = C, .batch = 1, .lda = C, .ldb = n, .ldc = n};
-            CHECKF(gpu_layernorm_gemv_applies(&dims, ln1.view[1], px.view[1], plw.view[1], plb.view[1]),
-                   "[%s] layernorm_linear %dx%dx%d: the fused kernel applies", gt_runtime, m, C, n);
-            CHECK_OK(gpu_layernorm_gemv(&gt_gpu.d->core, y1.view[1], ln1.view[1], px.view[1], plw.view[1], plb.view[1],
-                                        1e-5f, pw.view[1], &mm, &dims));
-            CHECK_OK(gpu_layernorm(&gt_gpu.d->core, ln2.view[1], tern_none(), tern_none(), px.view[1], plw.view[1],
-                                   plb.view[1], m, C, 1e-5f));
-            CHECK_OK(gpu_gemv(&gt_gpu.d->core, y2.view[1], ln2.view[1], pw.view[1], &mm, &dims));
-            unsigned char *a = raw(ln1), *b = raw(ln2), *c = raw(y1), *d = raw(y2);
-            CHECKF(!memcmp(a, b, (size_t)m * C * tern_dtype_size(dln)),
-                   "[%s] layernorm_linear %dx%dx%d mix %d: ln differs from layernorm's", gt_runtime, m, C, n, mix);
-            CHECKF(!memcmp(c, d, (size_t)m * n * 4),
-                   "[%s] layernorm_linear %dx%dx%d mix %d: y differs from layernorm then gemv", gt_runtime, m, C, n, mix);
-            free(a), free(b), free(c), free(d);
-            gt_pair all[] = {px, plw, plb, pw, pb, ln1, ln2, y1, y2};
-            for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);
-            free(x), free(lw), free(lb), free(w), free(bias);
-        }
-}
-
-/* Whether the GPU side's views of two pairs hold the same bytes. */
-static bool same_bits(gt_pair p, gt_pair q) {
-    size_t bytes = p.view[1].len * tern_dtype_size(p.view[1].dtype);
-    unsigned char *a = raw(p), *b = raw(q);
-    bool same = !memcmp(a, b, bytes);
-    free(a), free(b);
-    return same;
-}
-
-/* One linear_layernorm case: the GEMV with the layer norm after, run twice in a row (on two
- * copies of C: the second launch finds a last group only if the first reset the counter),
- * against the GEMV then the layer norm kernel, bit for bit in C and in ln. */
-static void layernorm_after_case(int m, int k, int n, tern_dtype dt, bool has_bias, float beta) {
-    gpu_core *g = &gt_gpu.d->core;
-    float *a = gt_random((size_t)m * k, -1, 1), *w = gt_random((size_t)k * n, -0.1f, 0.1f);
-    float *c0 = gt_random((size_t)m * n, -2, 2), *bias = gt_random(n, -0.5f, 0.5f);
-    float *lw = gt_random(n, 0.5f, 1.5f), *lb = gt_random(n, -1, 1);
-    const float *cinit = beta != 0 ? c0 : NULL; /* beta 0: C starts NaN, and must not be read */
-    gt_pair pa = gt_make(dt, (size_t)m * k, 0, a), pw = gt_make(dt, (size_t)k * n, 0, w),
-            pbias = gt_make(dt, n, 0, bias), plw = gt_make(dt, n, 0, lw), plb = gt_make(dt, n, 0, lb);
-    gt_pair c[3], ln[3]; /* [0]: the two kernels; [1], [2]: the fused one, twice */
-    for (int i = 0; i < 3; i++) {
-        c[i] = gt_make(dt, (size_t)m * n, 0, cinit);
-        ln[i] = gt_make(dt, (size_t)m * n, 0, NULL);
-    }
-    tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1, .beta = beta, .bias = has_bias ? pbias.view[1] : tern_none()};
-    tern_matmul_dims dims = {.m = m, .n = n, .k = k, .batch = 1, .lda = k, .ldb = n, .ldc = n};
-    char what[120];
-    snprintf(what, sizeof what, "[%s] linear_layernorm %dx%dx%d %s%s beta %g", gt_runtime, m, n, k, tern_dtype_name(dt),
-             has_bias ? " bias" : "", beta);
-    CHECKF(gpu_gemv_layernorm_applies(&dims, c[1].view[1], &mm, ln[1].view[1], plw.view[1], plb.view[1]),
-           "%s: the fused kernel applies", what);
-    CHECK_OK(gpu_gemv(g, c[0].view[1], pa.view[1], pw.view[1], &mm, &dims));
-    CHECK_OK(gpu_layernorm(g, ln[0].view[1], tern_none(), tern_none(), c[0].view[1], plw.view[1], plb.view[1], m, n,
-                           1e-5f));
-    for (int i = 1; i < 3; i++)
-        CHECK_OK(gpu_gemv_layernorm(g, c[i].view[1], pa.view[1], pw.view[1], &mm, &dims, ln[i].view[1], plw.view[1],
-                                    plb.view[1], 1e-5f));
-    for (int i = 1; i < 3; i++) {
-        CHECKF(same_bits(c[i], c[0]), "%s, launch %d: C differs from the GEMV's", what, i);
-        CHECKF(same_bits(ln[i], ln[0]), "%s, launch %d: ln differs from the layer norm kernel's", what, i);
-    }
-    int32_t count = -1;
-    CHECK_OK(tern_rt_download(g->rt, &count, g->ln_counter));
-    CHECKF(count == 0, "%s: the group counter is %d after the launches", what, count);
-    gt_pair all[] = {pa, pw, pbias, plw, plb, c[0], c[1], c[2], ln[0], ln[1], ln[2]};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);
-    free(a), free(w), free(c0), free(bias), free(lw), free(lb);
-}
-
-/* linear_layernorm's fused kernel: m = 1 .. 4 over GPT-2's residual products (768 -> 768,
- * 3072 -> 768), each (m, shape) with one of the eight mixes of dtype (f32, bf16), bias and
- * beta (0, 1), so that every mix runs; and a small odd one (k = 40, n = 64, m = 3). */
-static void test_layernorm_after(void) {
-    const int ks[2] = {768, 3072};
-    int mix = 0;
-    for (int s = 0; s < 2; s++)
-        for (int m = 1; m <= 4; m++, mix++)
-            layernorm_after_case(m, ks[s], 768, mix & 1 ? TERN_BF16 : TERN_F32, mix & 2, mix & 4 ? 1.0f : 0.0f);
-    layernorm_after_case(3, 40, 64, TERN_BF16, true, 1.0f);
-    layernorm_after_case(8, 40, 64, TERN_F32, false, 0.5f);
-}
-
-/* Which allocations the core counts as written by kernels in flight (inflight.c): an upload
- * clears the set, a kernel's written buffers join it, work outside the core makes it
- * unknown. Then a product whose B a kernel has just written (so B is read after the wait),
- * and one whose B was uploaded (read before it), against the cpu handler. */
 static void test_inflight(void) {
     gpu_core *g = &gt_gpu.d->core;
     const int m = 1, k = 768, n = 256;
@@ -371,7 +239,7 @@ static void test_inflight(void) {
     gt_pair pw2 = gt_make(TERN_BF16, (size_t)k * n, 0, NULL), pc = gt_make(TERN_F32, (size_t)m * n, 0, NULL);
     CHECKF(gpu_inflight_clear(g, pw.view[1]) && gpu_inflight_clear(g, pw2.view[1]), "[%s] uploaded: clear",
            gt_runtime);
-    CHECK_OK(gpu_copy(g, pw2.view[1], pw.view[1])); /* a kernel writes pw2 */
+    CHECK_OK(gpu_copy(gt_gpu.d, pw2.view[1], pw.view[1])); /* a kernel writes pw2 */
     CHECKF(!gpu_inflight_clear(g, pw2.view[1]), "[%s] written by a kernel: not clear", gt_runtime);
     CHECKF(gpu_inflight_clear(g, pw.view[1]), "[%s] only read by a kernel: clear", gt_runtime);
     CHECK_OK(gt_cpu.ops->copy(gt_cpu.d, pw2.view[0], pw.view[0]));
@@ -384,7 +252,7 @@ static void test_inflight(void) {
     }
     gpu_inflight_unknown(g);
     CHECKF(!gpu_inflight_clear(g, pw.view[1]), "[%s] after outside work: not clear", gt_runtime);
-    CHECK_OK(gpu_sync(g));
+    CHECK_OK(gpu_sync(gt_gpu.d));
     CHECKF(gpu_inflight_clear(g, pw2.view[1]), "[%s] after a sync: clear", gt_runtime);
     gt_pair all[] = {pa, pw, pw2, pc};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) gt_free(&all[i]);
@@ -396,8 +264,6 @@ static void all(void) {
     test_combinations();
     test_shapes();
     test_deterministic();
-    test_layernorm_fused();
-    test_layernorm_after();
 }
 
 int main(void) {

@@ -8,7 +8,7 @@
  * the cpu handler (random logits have no near-ties at the sampled boundary at these sizes:
  * the chance that u * total falls within f32 rounding of a boundary is below 1e-5). */
 #include "gpu_test.h"
-#include "handlers/gpu/gpu_internal.h"
+#include "gpu_core/gpu_internal.h"
 #include "tern/rng.h"
 
 static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};
@@ -205,7 +205,7 @@ static void test_sample(void) {
 static int32_t topk_only(tern_buf logits, int V, int Vp, int k, float temperature) {
     gpu_core *g = &gt_gpu.d->core;
     tern_buf out;
-    CHECK_OK(gpu_alloc(g, TERN_I32, 1, &out));
+    CHECK_OK(gpu_alloc(gt_gpu.d, TERN_I32, 1, &out));
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
     s.n[1] = g->sample_group;
@@ -216,8 +216,8 @@ static int32_t topk_only(tern_buf logits, int V, int Vp, int k, float temperatur
                        tern_arg_u32(tern_hash32(tern_hash32(5))), tern_arg_i32(4)};
     CHECK_OK(gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1(1), tern_dims1((uint32_t)g->sample_group), args, 11));
     int32_t r = -2;
-    CHECK_OK(gpu_download(g, &r, out));
-    CHECK_OK(gpu_free(g, &out));
+    CHECK_OK(gpu_download(gt_gpu.d, &r, out));
+    CHECK_OK(gpu_free(gt_gpu.d, &out));
     return r;
 }
 

@@ -14,7 +14,7 @@
 #include <CL/cl.h>
 #endif
 #ifdef TERN_HAVE_CUDA
-#include "kernel/cuda_api.h"
+#include "dsl/cuda_api.h"
 #endif
 
 /* y[i] = 3 x[i] + 1 over n elements */

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "kernel/compile_error.h"
+#include "dsl/compile_error.h"
 #include "tern/kernel.h"
 
 /* Builds a kernel from `fn` and expects an error containing the kernel name, `needle`

@@ -196,7 +196,7 @@ int main(void) {
     lt_cpu cpu = {tern_handler_ops("cpu"), NULL};
     CHECK(cpu.ops != NULL);
     if (!cpu.ops) return check_summary("test_llama_attention");
-    CHECK_OK(cpu.ops->open(&cpu.d));
+    CHECK_OK(cpu.ops->open(NULL, &cpu.d));
     test_reference_gradient();
     shape shapes[] = {{2, 7, 6, 2, 6}, {1, 9, 4, 1, 16}, {2, 5, 4, 4, 8}, {1, 1, 2, 1, 4}};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {

@@ -155,7 +155,7 @@ static void test_greedy(model *m, const char *dir) {
 
 int main(void) {
     cpu.ops = tern_handler_ops("cpu");
-    CHECK_OK(cpu.ops->open(&cpu.d));
+    CHECK_OK(cpu.ops->open(NULL, &cpu.d));
     const char *shared = getenv("TERN_SHARED_DIR");
     char dir[4096], path[4200];
     snprintf(dir, sizeof dir, "%s/fixtures/llama-tiny-a", shared ? shared : "../shared");

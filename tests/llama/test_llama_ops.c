@@ -480,7 +480,7 @@ int main(void) {
     lt_cpu cpu = {tern_handler_ops("cpu"), NULL};
     CHECK(cpu.ops != NULL);
     if (!rt || !cpu.ops) return check_summary("test_llama_ops");
-    CHECK_OK(cpu.ops->open(&cpu.d));
+    CHECK_OK(cpu.ops->open(NULL, &cpu.d));
 
     test_rmsnorm_reference_gradient();
     test_swiglu_reference_gradient();

@@ -40,7 +40,7 @@ static inline void ot_run(void (*fn)(ot_ctx *c)) {
     for (size_t i = 0; i < count; i++) {
         if (only && *only && strcmp(only, names[i]) != 0) continue;
         ot_ctx c = {tern_handler_ops(names[i]), NULL, names[i]};
-        tern_error *err = c.ops->open(&c.d);
+        tern_error *err = c.ops->open(NULL, &c.d);
         if (err) {
             if (only && *only) {
                 CHECKF(0, "handler %s does not open: %s", names[i], tern_error_message(err));

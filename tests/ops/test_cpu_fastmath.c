@@ -40,8 +40,8 @@ int main(void) {
         double e = exp(-2 * u), sg = 1 / (1 + e);
         double want = x * sg;
         double want_d = sg + 2 * x * sg * (e * sg) * 0.7978845608028654 * (1 + 3 * 0.044715 * (double)x * x);
-        double eg = fabs(want) > 1e-37 ? fabs(cpu_gelu(x) - want) / fabs(want) : 0;
-        double ed = fabs(cpu_gelu_grad(x) - want_d) / fmax(fabs(want_d), 0.1);
+        double eg = fabs(want) > 1e-37 ? fabs(cpu_gelu_f32(x) - want) / fabs(want) : 0;
+        double ed = fabs(cpu_gelu_grad_f32(x) - want_d) / fmax(fabs(want_d), 0.1);
         if (fabs(x) <= 3) {
             worst_g = fmax(worst_g, eg);
             worst_d = fmax(worst_d, ed);
@@ -55,14 +55,14 @@ int main(void) {
         double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
         CHECKF(fabs(0.5 * x * (1 + tanh(u)) - x / (1 + exp(-2 * u))) <= 1e-12, "gelu forms at %g", x);
     }
-    CHECKF(worst_g <= 1e-6, "cpu_gelu: relative error %.3g for |x| <= 3", worst_g);
-    CHECKF(worst_g_tail <= 5e-5, "cpu_gelu: relative error %.3g for |x| > 3", worst_g_tail);
+    CHECKF(worst_g <= 1e-6, "cpu_gelu_f32: relative error %.3g for |x| <= 3", worst_g);
+    CHECKF(worst_g_tail <= 5e-5, "cpu_gelu_f32: relative error %.3g for |x| > 3", worst_g_tail);
     /* gelu' is a difference of terms of size ~0.3 around its zero at x = -0.75: it is
      * compared absolutely below 0.1 */
     CHECKF(worst_d <= 1e-6, "cpu_gelu_grad: error %.3g for |x| <= 3", worst_d);
     CHECKF(worst_d_tail <= 5e-5, "cpu_gelu_grad: error %.3g for |x| > 3", worst_d_tail);
-    CHECK(cpu_gelu(-200.0f) == 0.0f && cpu_gelu(200.0f) == 200.0f);
-    CHECK(cpu_gelu_grad(-200.0f) == 0.0f && cpu_gelu_grad(200.0f) == 1.0f);
-    CHECK(isnan(cpu_gelu(NAN)));
+    CHECK(cpu_gelu_f32(-200.0f) == 0.0f && cpu_gelu_f32(200.0f) == 200.0f);
+    CHECK(cpu_gelu_grad_f32(-200.0f) == 0.0f && cpu_gelu_grad_f32(200.0f) == 1.0f);
+    CHECK(isnan(cpu_gelu_f32(NAN)));
     return check_summary("test_cpu_fastmath");
 }

@@ -31,7 +31,7 @@ static void noisy_add(tern_kb *kb, void *user) { /* prints: not pure */
 
 static void run(const tern_ops *ops, tern_kernel *sq, tern_kernel *plus, tern_kernel *noisy) {
     tern_dev *d = NULL;
-    tern_error *err = ops->open(&d);
+    tern_error *err = ops->open(NULL, &d);
     if (err) {
         printf("%s: skipped, no device: %s\n", ops->handler, tern_error_message(err));
         tern_error_free(err);

@@ -3,10 +3,7 @@
  * mean/rstd and dsum; layernorm_backward's dsum against the column sums of the dx it
  * updated, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the reference
  * backward against finite differences of the reference forward,
- * and the handler's backward against finite differences of its own forward; then
- * layernorm_linear (the layer norm, then a product) over the shapes that take a GPU's fused
- * kernel (few rows, C a multiple of 32) and those that do not; linear_layernorm (a product,
- * then the layer norm of its rows) likewise; then errors. */
+ * and the handler's backward against finite differences of its own forward; then errors. */
 #include "ops_test.h"
 
 typedef struct ln_ref {
@@ -346,168 +343,6 @@ static void test_finite_differences(ot_ctx *c) {
 }
 
 /* 0.5 x (1 + tanh u) as x / (1 + exp(-2u)) */
-static double gelu_ref(double x) { return x / (1 + exp(-2 * 0.7978845608028654 * (x + 0.044715 * x * x * x))); }
-
-static void test_layernorm_linear(ot_ctx *c) {
-    const tern_ops *o = c->ops;
-    ot_seed(33);
-    /* rows, C, n: decoding's shapes (fused on a GPU handler: rows <= 8, C % 32 == 0), GPT-2's
-     * 768, a row the fused kernel does not take (C = 40), more rows than it takes (12) */
-    const int shapes[][3] = {{1, 64, 16}, {3, 256, 72}, {8, 96, 40}, {1, 768, 128}, {2, 40, 24}, {12, 64, 32}};
-    const float eps = 1e-5f;
-    for (int s = 0; s < 6; s++)
-        for (int combo = 0; combo < 8; combo++) {
-            int rows = shapes[s][0], C = shapes[s][1], N = shapes[s][2];
-            tern_dtype d_x = ot_float2[combo & 1], d_ln = ot_float2[(combo >> 1) & 1], d_y = ot_float2[(combo >> 2) & 1];
-            tern_dtype d_w = ot_float2[ot_randint(0, 2)], d_lw = ot_float2[ot_randint(0, 2)];
-            bool bias = combo % 3 != 0, gelu = combo % 2 == 1;
-            float beta = combo == 5 ? 1.0f : 0.0f;
-            size_t n = (size_t)rows * C, ny = (size_t)rows * N;
-            float *x = ot_random(n, -3, 3), *lw = ot_random(C, 0.5f, 1.5f), *lb = ot_random(C, -0.5f, 0.5f);
-            float *w = ot_random((size_t)C * N, -0.1f, 0.1f), *bv = ot_random(N, -1, 1), *y0 = ot_random(ny, -1, 1);
-            ot_round(x, n, d_x), ot_round(lw, C, d_lw), ot_round(lb, C, d_lw), ot_round(w, (size_t)C * N, d_w);
-            ot_round(bv, N, d_y), ot_round(y0, ny, d_y);
-            /* the reference: the layer norm in double, stored in ln's dtype, then the product */
-            double *lnd = malloc(n * sizeof(double));
-            ln_forward(x, lw, lb, rows, C, eps, lnd, NULL, NULL);
-            float *want_ln = to_float(lnd, n), *lnr = to_float(lnd, n), *want_y = malloc(ny * sizeof(float));
-            ot_round(lnr, n, d_ln);
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < N; j++) {
-                    double acc = 0;
-                    for (int k = 0; k < C; k++) acc += (double)lnr[(size_t)r * C + k] * w[(size_t)k * N + j];
-                    double v = acc + beta * (double)y0[(size_t)r * N + j] + (bias ? bv[j] : 0.0);
-                    want_y[(size_t)r * N + j] = (float)(gelu ? gelu_ref(v) : v);
-                }
-            ot_buf bx = ot_make(c, d_x, n, 1, x), blw = ot_make(c, d_lw, C, 2, lw), blb = ot_make(c, d_lw, C, 3, lb);
-            ot_buf bw = ot_make(c, d_w, (size_t)C * N, 4, w), bb = ot_make(c, d_y, N, 5, bv);
-            ot_buf bln = ot_make(c, d_ln, n, 6, NULL), by = ot_make(c, d_y, ny, 8, y0);
-            tern_matmul mm = {.m = rows, .n = N, .k = C, .alpha = 1.0f, .beta = beta,
-                              .bias = bias ? bb.view : tern_none(),
-                              .epilogue = gelu ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
-            CHECK_OK(o->layernorm_linear(c->d, by.view, bln.view, bx.view, blw.view, blb.view, eps, bw.view, &mm));
-            OT_EXPECT(c, bln, want_ln, ot_tol(d_ln, 1e-5), "layernorm_linear ln %dx%dx%d combo %d", rows, C, N, combo);
-            /* sums of C products of size <= 1 in f32 (~1e-6); a bf16 ln may round an element
-             * to the other neighbour than the double reference does (2^-8 of it): 1e-3 */
-            double tol = d_y == TERN_BF16 ? ot_tol(d_y, 5e-5) : d_ln == TERN_BF16 ? 1e-3 : 5e-5;
-            OT_EXPECT(c, by, want_y, tol, "layernorm_linear y %dx%dx%d combo %d", rows, C, N, combo);
-            ot_free(c, &bx), ot_free(c, &blw), ot_free(c, &blb), ot_free(c, &bw), ot_free(c, &bb);
-            ot_free(c, &bln), ot_free(c, &by);
-            free(x), free(lw), free(lb), free(w), free(bv), free(y0), free(lnd), free(want_ln), free(lnr), free(want_y);
-        }
-    /* errors: ln must be the product's plain A, and the layer norm's and the product's own */
-    ot_buf x = ot_make(c, TERN_F32, 64, 0, NULL), ln = ot_make(c, TERN_F32, 64, 0, NULL);
-    ot_buf lw = ot_make(c, TERN_F32, 32, 0, NULL), lb = ot_make(c, TERN_F32, 32, 0, NULL);
-    ot_buf w = ot_make(c, TERN_F32, 32 * 8, 0, NULL), y = ot_make(c, TERN_F32, 16, 0, NULL);
-    tern_matmul mm = {.m = 2, .n = 8, .k = 32, .alpha = 1.0f};
-    tern_matmul bad = mm;
-    bad.trans_a = true;
-    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &bad),
-              "layernorm_linear: ln is the product's A");
-    bad = mm;
-    bad.lda = 40;
-    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &bad),
-              "layernorm_linear: ln is the product's A");
-    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, NULL),
-              "layernorm_linear: mm is NULL");
-    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, -1.0f, w.view, &mm),
-              "layernorm_linear: layernorm: eps must be finite and >= 0");
-    CHECK_ERR(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, tern_view(w.view, 0, 100), &mm),
-              "layernorm_linear: matmul:");
-    CHECK_ERR(o->layernorm_linear(c->d, tern_view(x.view, 0, 16), ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &mm),
-              "layernorm_linear: y and x overlap");
-    CHECK_OK(o->layernorm_linear(c->d, y.view, ln.view, x.view, lw.view, lb.view, 1e-5f, w.view, &mm));
-    ot_free(c, &x), ot_free(c, &ln), ot_free(c, &lw), ot_free(c, &lb), ot_free(c, &w), ot_free(c, &y);
-}
-
-/* ln [rows, C] = layernorm(x) in double, x as the handler stored it (read back), so that ln
- * is checked against the contract whatever rounding C took. */
-static float *ln_of_stored(ot_ctx *c, ot_buf bx, const float *lw, const float *lb, int rows, int C, float eps) {
-    size_t n = (size_t)rows * C;
-    float *x = malloc(n * sizeof *x);
-    double *lnd = malloc(n * sizeof *lnd);
-    ot_read(c, bx, x);
-    ln_forward(x, lw, lb, rows, C, eps, lnd, NULL, NULL);
-    float *out = to_float(lnd, n);
-    free(x), free(lnd);
-    return out;
-}
-
-static void linear_layernorm_errors(ot_ctx *c) {
-    const tern_ops *o = c->ops;
-    ot_buf a = ot_make(c, TERN_F32, 64, 0, NULL), w = ot_make(c, TERN_F32, 32 * 32, 0, NULL);
-    ot_buf cc = ot_make(c, TERN_F32, 64, 0, NULL), cpad = ot_make(c, TERN_F32, 72, 0, NULL);
-    ot_buf ln = ot_make(c, TERN_F32, 64, 0, NULL), bias = ot_make(c, TERN_F32, 32, 0, NULL);
-    ot_buf lw = ot_make(c, TERN_F32, 32, 0, NULL), lb = ot_make(c, TERN_F32, 32, 0, NULL);
-    tern_matmul mm = {.m = 2, .n = 32, .k = 32, .alpha = 1.0f, .bias = bias.view}, bad = mm;
-    CHECK_ERR(o->linear_layernorm(c->d, ln.view, cc.view, a.view, w.view, NULL, lw.view, lb.view, 1e-5f),
-              "linear_layernorm: mm is NULL");
-    bad.ldc = 36;
-    CHECK_ERR(o->linear_layernorm(c->d, ln.view, cpad.view, a.view, w.view, &bad, lw.view, lb.view, 1e-5f),
-              "linear_layernorm: c is the layer norm's x, so mm takes ldc 0 or n (32) and one batch");
-    CHECK_ERR(o->linear_layernorm(c->d, ln.view, cc.view, a.view, w.view, &mm, lw.view, lb.view, -1.0f),
-              "linear_layernorm: layernorm: eps must be finite and >= 0");
-    CHECK_ERR(o->linear_layernorm(c->d, ln.view, cc.view, a.view, tern_view(w.view, 0, 100), &mm, lw.view, lb.view,
-                                  1e-5f),
-              "linear_layernorm: matmul:");
-    CHECK_ERR(o->linear_layernorm(c->d, cc.view, cc.view, a.view, w.view, &mm, lw.view, lb.view, 1e-5f),
-              "linear_layernorm: layernorm: out and x overlap");
-    CHECK_ERR(o->linear_layernorm(c->d, a.view, cc.view, a.view, w.view, &mm, lw.view, lb.view, 1e-5f),
-              "linear_layernorm: ln and a overlap");
-    CHECK_ERR(o->linear_layernorm(c->d, tern_view(w.view, 0, 64), cc.view, a.view, w.view, &mm, lw.view, lb.view,
-                                  1e-5f),
-              "linear_layernorm: ln and w overlap");
-    CHECK_ERR(o->linear_layernorm(c->d, ln.view, cc.view, a.view, w.view, &mm, tern_view(lw.view, 0, 31), lb.view,
-                                  1e-5f),
-              "linear_layernorm: layernorm: w has 31 elements, C needs 32");
-    CHECK_OK(o->linear_layernorm(c->d, ln.view, cc.view, a.view, w.view, &mm, lw.view, lb.view, 1e-5f));
-    ot_free(c, &a), ot_free(c, &w), ot_free(c, &cc), ot_free(c, &cpad), ot_free(c, &ln), ot_free(c, &bias);
-    ot_free(c, &lw), ot_free(c, &lb);
-}
-
-/* linear_layernorm: decoding's residual products (rows <= 8, n a multiple of 32: fused on
- * the cuda handler; GPT-2's 768 -> 768 and 3072 -> 768) and shapes no fused kernel takes
- * (n = 40, 12 rows), with f32 and bf16 buffers, bias or not, beta 0 or 1 (the residual). */
-static void test_linear_layernorm(ot_ctx *c) {
-    const tern_ops *o = c->ops;
-    ot_seed(34);
-    const int shapes[][3] = {{1, 768, 768}, {2, 3072, 768}, {3, 64, 256}, {8, 40, 96}, {2, 48, 40}, {12, 32, 64}};
-    const float eps = 1e-5f;
-    for (int s = 0; s < 6; s++)
-        for (int combo = 0; combo < 4; combo++) {
-            int rows = shapes[s][0], k = shapes[s][1], N = shapes[s][2];
-            tern_dtype d_c = ot_float2[combo & 1], d_ln = ot_float2[ot_randint(0, 2)];
-            tern_dtype d_a = ot_float2[ot_randint(0, 2)], d_w = ot_float2[ot_randint(0, 2)];
-            bool bias = combo != 1;
-            float beta = combo & 2 ? 1.0f : 0.0f;
-            size_t na = (size_t)rows * k, nc = (size_t)rows * N;
-            float *a = ot_random(na, -1, 1), *w = ot_random((size_t)k * N, -0.1f, 0.1f), *bv = ot_random(N, -1, 1);
-            float *c0 = ot_random(nc, -2, 2), *lw = ot_random(N, 0.5f, 1.5f), *lb = ot_random(N, -0.5f, 0.5f);
-            ot_round(a, na, d_a), ot_round(w, (size_t)k * N, d_w), ot_round(bv, N, d_c), ot_round(c0, nc, d_c);
-            ot_round(lw, N, d_ln), ot_round(lb, N, d_ln);
-            float *want_c = malloc(nc * sizeof *want_c);
-            for (int r = 0; r < rows; r++)
-                for (int j = 0; j < N; j++) {
-                    double acc = 0;
-                    for (int q = 0; q < k; q++) acc += (double)a[(size_t)r * k + q] * w[(size_t)q * N + j];
-                    want_c[(size_t)r * N + j] = (float)(acc + beta * (double)c0[(size_t)r * N + j] + (bias ? bv[j] : 0.0));
-                }
-            ot_buf ba = ot_make(c, d_a, na, 1, a), bw = ot_make(c, d_w, (size_t)k * N, 2, w);
-            ot_buf bb = ot_make(c, d_c, N, 3, bv), bc = ot_make(c, d_c, nc, 4, beta != 0 ? c0 : NULL);
-            ot_buf blw = ot_make(c, d_ln, N, 5, lw), blb = ot_make(c, d_ln, N, 6, lb), bln = ot_make(c, d_ln, nc, 7, NULL);
-            tern_matmul mm = {.m = rows, .n = N, .k = k, .alpha = 1.0f, .beta = beta, .bias = bias ? bb.view : tern_none()};
-            CHECK_OK(o->linear_layernorm(c->d, bln.view, bc.view, ba.view, bw.view, &mm, blw.view, blb.view, eps));
-            /* sums of up to 3072 products of size <= 0.1 in f32 against double */
-            OT_EXPECT(c, bc, want_c, ot_tol(d_c, 5e-5), "linear_layernorm c %dx%dx%d combo %d", rows, k, N, combo);
-            float *want_ln = ln_of_stored(c, bc, lw, lb, rows, N, eps);
-            OT_EXPECT(c, bln, want_ln, ot_tol(d_ln, 1e-5), "linear_layernorm ln %dx%dx%d combo %d", rows, k, N, combo);
-            ot_free(c, &ba), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bc), ot_free(c, &blw), ot_free(c, &blb);
-            ot_free(c, &bln);
-            free(a), free(w), free(bv), free(c0), free(lw), free(lb), free(want_c), free(want_ln);
-        }
-    linear_layernorm_errors(c);
-}
-
 static void test_errors(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_buf x = ot_make(c, TERN_F32, 100, 0, NULL), out = ot_make(c, TERN_F32, 128, 0, NULL);
@@ -577,8 +412,6 @@ static void test_all(ot_ctx *c) {
     test_backward_adjacent_grads(c);
     test_backward_dsum_beta(c);
     test_finite_differences(c);
-    test_layernorm_linear(c);
-    test_linear_layernorm(c);
     test_errors(c);
 }
 

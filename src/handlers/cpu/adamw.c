@@ -6,10 +6,8 @@
 
 #define CHUNK 2048
 
-tern_error *TERN_OP(adamw)(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
+tern_error *cpu_adamw(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf grad, tern_buf m,
                            tern_buf v, const tern_adamw *h) {
-    CPU_CHECK_DEV(d, "adamw");
-    TERN_TRY(tern_validate_adamw(param, shadow, grad, m, v, h));
     size_t n = param.len, chunks = (n + CHUNK - 1) / CHUNK;
     /* bias corrections in double: beta^step underflows gracefully, 1 - beta^step is exact
      * enough for any step */

@@ -2,8 +2,6 @@
 #include "cpu.h"
 #include "tern/dist.h"
 
-tern_error *TERN_OP(allgather)(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    CPU_CHECK_DEV(d, "allgather");
-    TERN_TRY(tern_validate_allgather(buf, comm));
+tern_error *cpu_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
     return tern_dist_allgather_host(comm, cpu_ptr(buf), buf.len, buf.dtype);
 }

@@ -2,8 +2,6 @@
 #include "cpu.h"
 #include "tern/dist.h"
 
-tern_error *TERN_OP(allreduce)(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    CPU_CHECK_DEV(d, "allreduce");
-    TERN_TRY(tern_validate_allreduce(buf, comm));
+tern_error *cpu_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     return tern_dist_allreduce_host(comm, cpu_ptr(buf), buf.len, buf.dtype);
 }

@@ -16,9 +16,8 @@ static tern_error *saved_len(int B, int T, int NH, size_t *out) {
     return NULL;
 }
 
-tern_error *TERN_OP(attention_saved_len)(tern_dev *d, int B, int T, int NH, size_t *out) {
-    CPU_CHECK_DEV(d, "attention_saved_len");
-    TERN_TRY(tern_validate_attention_saved_len(B, T, NH, out));
+tern_error *cpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out) {
+    (void)d;
     return saved_len(B, T, NH, out);
 }
 
@@ -52,12 +51,11 @@ static void softmax(float *p, size_t n) {
     for (size_t i = 0; i < n; i++) p[i] *= inv;
 }
 
-tern_error *TERN_OP(attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
+tern_error *cpu_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B,
                                int T, int C, int NH) {
-    CPU_CHECK_DEV(d, "attention");
     size_t ns = 0;
-    if (B > 0 && T > 0 && NH > 0) TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention"));
-    TERN_TRY(tern_validate_attention(out, saved, qkv, B, T, C, NH, ns));
+    TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention"));
+    TERN_TRY(tern_check_saved("attention", saved, ns));
     size_t t_n = (size_t)T, c = (size_t)C, hs = c / (size_t)NH, units = (size_t)B * (size_t)NH;
     size_t head = cpu_round64(t_n * hs * sizeof(float));
     size_t per_thread = 4 * head; /* q, k, v, out */
@@ -97,12 +95,11 @@ tern_error *TERN_OP(attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_b
     return NULL;
 }
 
-tern_error *TERN_OP(attention_backward)(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+tern_error *cpu_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
                                         tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
-    CPU_CHECK_DEV(d, "attention_backward");
     size_t ns = 0;
-    if (B > 0 && T > 0 && NH > 0) TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention_backward"));
-    TERN_TRY(tern_validate_attention_backward(dqkv, dout, qkv, out, saved, B, T, C, NH, ns));
+    TERN_TRY(tern_error_wrap(saved_len(B, T, NH, &ns), "attention_backward"));
+    TERN_TRY(tern_check_saved("attention_backward", saved, ns));
     size_t t_n = (size_t)T, c = (size_t)C, hs = c / (size_t)NH, units = (size_t)B * (size_t)NH;
     size_t head = cpu_round64(t_n * hs * sizeof(float)), row = cpu_round64(t_n * sizeof(float));
     size_t per_thread = 7 * head + row; /* q, k, v, dout, dq, dk, dv; one row of dS */

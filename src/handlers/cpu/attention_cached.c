@@ -7,11 +7,9 @@
 
 #include "cpu.h"
 
-tern_error *TERN_OP(attention_cached)(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
+tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
                                       tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
                                       int max_T) {
-    CPU_CHECK_DEV(d, "attention_cached");
-    TERN_TRY(tern_validate_attention_cached(out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T));
     long p0 = *(const int32_t *)cpu_ptr(pos);
     if (p0 < 0 || p0 + (long)T > (long)max_T)
         return tern_errorf("attention_cached: positions %ld .. %ld are out of range of the cache's %d",

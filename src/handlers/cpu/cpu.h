@@ -27,11 +27,11 @@ struct tern_dev {
 /* Writes d->name from its model, thread count and kernels (device.c). */
 void cpu_device_name_update(tern_dev *d);
 
-/* Returns an error from operation `op` when the device pointer is NULL. */
-#define CPU_CHECK_DEV(d, op)                                                   \
-    do {                                                                       \
-        if (!(d)) return tern_errorf("%s: the device is NULL", (op));          \
-    } while (0)
+/* The bodies of the operations, cpu_<op>, declared from the op list: entries.c generates
+ * the entry points tern_cpu_<op> around them (src/handlers/seam.h). */
+#define CPU_DECLARE_BODY_(name, params, args) tern_error *cpu_##name params;
+TERN_OPS_SEAM(CPU_DECLARE_BODY_)
+#undef CPU_DECLARE_BODY_
 
 /* Scratch memory of at least `bytes` bytes, 64-byte aligned, valid until the next call on
  * this device (an operation takes it once and carves it up with cpu_carve). */

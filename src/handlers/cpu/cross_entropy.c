@@ -10,10 +10,8 @@
 
 #define BLOCK 256
 
-tern_error *TERN_OP(cross_entropy)(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets,
+tern_error *cpu_cross_entropy(tern_dev *d, tern_buf losses, tern_buf logits, tern_buf targets,
                                    int rows, int V, int Vp, float grad_scale) {
-    CPU_CHECK_DEV(d, "cross_entropy");
-    TERN_TRY(tern_validate_cross_entropy(losses, logits, targets, rows, V, Vp, grad_scale));
     const int32_t *tgt = cpu_ptr(targets);
     TERN_TRY(tern_validate_indices("cross_entropy", "targets", tgt, (size_t)rows, V));
     size_t vp = (size_t)Vp, v = (size_t)V, row_bytes = cpu_round64(vp * sizeof(float));

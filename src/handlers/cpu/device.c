@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "handlers/options.h"
 
 /* The processor's "model name" from /proc/cpuinfo into buf, or "cpu". */
 static void cpu_model_name(char *buf, size_t size) {
@@ -32,9 +33,12 @@ void cpu_device_name_update(tern_dev *d) {
              d->threads == 1 ? "" : "s", d->kern->name);
 }
 
-tern_error *TERN_OP(open)(tern_dev **out) {
+tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
+    /* no tuning keys (threads: OMP_NUM_THREADS; the kernels' instruction set: TERN_CPU_ISA,
+     * isa.c), so any option is an error naming it */
+    TERN_TRY(tern_options_apply("cpu", NULL, options, NULL, 0));
     const char *why = NULL;
     const cpu_kernels *kern = cpu_kernels_process(&why);
     if (!kern) return tern_errorf("open: %s", why);
@@ -59,14 +63,13 @@ tern_error *TERN_OP(close)(tern_dev *d) {
     return NULL;
 }
 
-tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
+tern_error *cpu_device_name(tern_dev *d, const char **out) {
     *out = d->name;
     return NULL;
 }
 
-tern_error *TERN_OP(sync)(tern_dev *d) {
-    if (!d) return tern_errorf("sync: the device is NULL");
+tern_error *cpu_sync(tern_dev *d) {
+    (void)d;
     return NULL; /* every cpu operation has finished when it returns */
 }
 

@@ -10,10 +10,8 @@
  * so repeated tokens never race. */
 #define CH_BLOCK 64
 
-tern_error *TERN_OP(embed)(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
+tern_error *cpu_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, tern_buf wpe,
                            tern_buf pos, int B, int T, int C) {
-    CPU_CHECK_DEV(d, "embed");
-    TERN_TRY(tern_validate_embed(out, tokens, wte, wpe, pos, B, T, C));
     size_t bt = (size_t)B * (size_t)T, c = (size_t)C;
     size_t vocab = wte.len / c, max_t = wpe.len / c;
     const int32_t *tok = cpu_ptr(tokens);
@@ -85,10 +83,8 @@ static tern_error *embed_backward_wte(tern_dev *d, tern_buf dwte, tern_buf dout,
     return NULL;
 }
 
-tern_error *TERN_OP(embed_backward)(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout,
+tern_error *cpu_embed_backward(tern_dev *d, tern_buf dwte, tern_buf dwpe, tern_buf dout,
                                     tern_buf tokens, int B, int T, int C) {
-    CPU_CHECK_DEV(d, "embed_backward");
-    TERN_TRY(tern_validate_embed_backward(dwte, dwpe, dout, tokens, B, T, C));
     size_t bt = (size_t)B * (size_t)T, c = (size_t)C;
     const int32_t *tok = cpu_ptr(tokens);
     if (tern_present(dwte))

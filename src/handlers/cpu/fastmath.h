@@ -47,7 +47,7 @@ static inline float cpu_expf(float x) {
 #define CPU_GELU_S 0.7978845608028654f /* sqrt(2 / pi) */
 #define CPU_GELU_C 0.044715f
 
-static inline float cpu_gelu(float x) {
+static inline float cpu_gelu_f32(float x) {
     float u = CPU_GELU_S * fmaf(CPU_GELU_C * x, x * x, x);
     float e = cpu_expf(-2.0f * u);
     return x / (1.0f + e);
@@ -55,7 +55,7 @@ static inline float cpu_gelu(float x) {
 
 /* d gelu / dx. With s = sigmoid(2u): 1 + tanh u = 2s and 1 - tanh^2 u = 4 s (1 - s), so
  * gelu' = s + 2 x s (1 - s) u', u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). 1 - s = e s. */
-static inline float cpu_gelu_grad(float x) {
+static inline float cpu_gelu_grad_f32(float x) {
     float x2 = x * x;
     float u = CPU_GELU_S * fmaf(CPU_GELU_C * x, x2, x);
     float e = cpu_expf(-2.0f * u);

@@ -4,9 +4,7 @@
 
 #define CHUNK 1024
 
-tern_error *TERN_OP(gelu)(tern_dev *d, tern_buf out, tern_buf x) {
-    CPU_CHECK_DEV(d, "gelu");
-    TERN_TRY(tern_validate_gelu(out, x));
+tern_error *cpu_gelu(tern_dev *d, tern_buf out, tern_buf x) {
     size_t n = out.len, chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (chunks > 4)
     for (size_t c = 0; c < chunks; c++) {
@@ -15,15 +13,13 @@ tern_error *TERN_OP(gelu)(tern_dev *d, tern_buf out, tern_buf x) {
         const float *px = cpu_row_in(x, i, len, tx);
         float *po = cpu_row_out(out, i, to);
 #pragma omp simd
-        for (size_t j = 0; j < len; j++) po[j] = cpu_gelu(px[j]);
+        for (size_t j = 0; j < len; j++) po[j] = cpu_gelu_f32(px[j]);
         cpu_row_out_done(out, i, len, po);
     }
     return NULL;
 }
 
-tern_error *TERN_OP(gelu_backward)(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf x) {
-    CPU_CHECK_DEV(d, "gelu_backward");
-    TERN_TRY(tern_validate_gelu_backward(dx, dout, x));
+tern_error *cpu_gelu_backward(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf x) {
     size_t n = dx.len, chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (chunks > 4)
     for (size_t c = 0; c < chunks; c++) {
@@ -33,7 +29,7 @@ tern_error *TERN_OP(gelu_backward)(tern_dev *d, tern_buf dx, tern_buf dout, tern
         const float *pg = cpu_row_in(dout, i, len, tg);
         float *po = cpu_row_out(dx, i, to);
 #pragma omp simd
-        for (size_t j = 0; j < len; j++) po[j] = pg[j] * cpu_gelu_grad(px[j]);
+        for (size_t j = 0; j < len; j++) po[j] = pg[j] * cpu_gelu_grad_f32(px[j]);
         cpu_row_out_done(dx, i, len, po);
     }
     return NULL;

@@ -2,41 +2,34 @@
  * cpu handler answers by always running the operations directly. */
 #include "cpu.h"
 
-tern_error *TERN_OP(get)(tern_dev *d, tern_buf a, size_t index, double *out) {
-    CPU_CHECK_DEV(d, "get");
-    TERN_TRY(tern_validate_get(a, index, out));
+tern_error *cpu_get(tern_dev *d, tern_buf a, size_t index, double *out) {
+    (void)d;
     *out = cpu_get_element(a, index);
     return NULL;
 }
 
-tern_error *TERN_OP(length)(tern_dev *d, tern_buf a, size_t *out) {
-    CPU_CHECK_DEV(d, "length");
-    TERN_TRY(tern_validate_length(a, out));
+tern_error *cpu_length(tern_dev *d, tern_buf a, size_t *out) {
+    (void)d;
     *out = a.len;
     return NULL;
 }
 
-tern_error *TERN_OP(from_list)(tern_dev *d, tern_dtype dtype, const double *values, size_t count,
+tern_error *cpu_from_list(tern_dev *d, tern_dtype dtype, const double *values, size_t count,
                                tern_buf *out) {
-    CPU_CHECK_DEV(d, "from_list");
-    TERN_TRY(tern_validate_from_list(dtype, values, count, out));
     tern_buf b;
-    TERN_TRY(tern_error_wrap(TERN_OP(alloc)(d, dtype, count, &b), "from_list"));
+    TERN_TRY(tern_error_wrap(cpu_alloc(d, dtype, count, &b), "from_list"));
     for (size_t i = 0; i < count; i++) cpu_set_element(b, i, values[i]);
     *out = b;
     return NULL;
 }
 
-tern_error *TERN_OP(capture_begin)(tern_dev *d, uint64_t key, bool *replay) {
-    (void)key;
-    CPU_CHECK_DEV(d, "capture_begin");
-    if (!replay) return tern_errorf("capture_begin: replay is NULL");
+tern_error *cpu_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
+    (void)d, (void)key;
     *replay = false; /* no graphs on cpu: the caller runs the section */
     return NULL;
 }
 
-tern_error *TERN_OP(capture_end)(tern_dev *d, uint64_t key) {
-    (void)key;
-    CPU_CHECK_DEV(d, "capture_end");
+tern_error *cpu_capture_end(tern_dev *d, uint64_t key) {
+    (void)d, (void)key;
     return NULL;
 }

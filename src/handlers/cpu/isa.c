@@ -85,7 +85,7 @@ const cpu_kernels *cpu_kernels_convert(void) {
 }
 
 tern_error *cpu_device_force_isa(tern_dev *d, cpu_isa isa) {
-    CPU_CHECK_DEV(d, "force_isa");
+    if (!d) return tern_errorf("force_isa: the device is NULL");
     const cpu_kernels *k = cpu_kernels_for(isa);
     if (!k)
         return tern_errorf("force_isa: the %s kernels are not available here",

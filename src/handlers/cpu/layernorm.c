@@ -6,10 +6,8 @@
 
 #include "cpu.h"
 
-tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
+tern_error *cpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rstd, tern_buf x,
                                tern_buf w, tern_buf b, int rows, int C, float eps) {
-    CPU_CHECK_DEV(d, "layernorm");
-    TERN_TRY(tern_validate_layernorm(out, mean, rstd, x, w, b, rows, C, eps));
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     unsigned char *s;
     TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes * (2 + 2 * (size_t)d->threads), (void **)&s), "layernorm"));
@@ -43,11 +41,9 @@ tern_error *TERN_OP(layernorm)(tern_dev *d, tern_buf out, tern_buf mean, tern_bu
     return NULL;
 }
 
-tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                         tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
                                         tern_buf rstd, int rows, int C, float grad_beta) {
-    CPU_CHECK_DEV(d, "layernorm_backward");
-    TERN_TRY(tern_validate_layernorm_backward(dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta));
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     int threads = (size_t)rows * c > 16384 ? d->threads : 1;
     bool with_dsum = tern_present(dsum);
@@ -125,24 +121,4 @@ tern_error *TERN_OP(layernorm_backward)(tern_dev *d, tern_buf dx, tern_buf dw, t
         cpu_from_f32(cpu_ptr(acc), acc.dtype, res, c);
     }
     return NULL;
-}
-
-/* The layer norm, then the product: the contract's definition. */
-tern_error *TERN_OP(layernorm_linear)(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                      tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    CPU_CHECK_DEV(d, "layernorm_linear");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    TERN_TRY(TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-    return TERN_OP(matmul)(d, y, ln, w, mm);
-}
-
-/* The product, then the layer norm of its rows: the contract's definition. */
-tern_error *TERN_OP(linear_layernorm)(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                      const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    CPU_CHECK_DEV(d, "linear_layernorm");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    TERN_TRY(TERN_OP(matmul)(d, c, a, w, mm));
-    return TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
 }

@@ -10,9 +10,7 @@
 /* Columns per block of sum_rows. */
 #define COL_BLOCK 256
 
-tern_error *TERN_OP(sum_rows)(tern_dev *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
-    CPU_CHECK_DEV(d, "sum_rows");
-    TERN_TRY(tern_validate_sum_rows(out, x, rows, cols, beta));
+tern_error *cpu_sum_rows(tern_dev *d, tern_buf out, tern_buf x, int rows, int cols, float beta) {
     int blocks = (cols + COL_BLOCK - 1) / COL_BLOCK;
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (blocks > 1 && (long)rows * cols > 32768)
     for (int blk = 0; blk < blocks; blk++) {
@@ -36,9 +34,7 @@ tern_error *TERN_OP(sum_rows)(tern_dev *d, tern_buf out, tern_buf x, int rows, i
     return NULL;
 }
 
-tern_error *TERN_OP(add)(tern_dev *d, tern_buf out, tern_buf a, tern_buf b) {
-    CPU_CHECK_DEV(d, "add");
-    TERN_TRY(tern_validate_add(out, a, b));
+tern_error *cpu_add(tern_dev *d, tern_buf out, tern_buf a, tern_buf b) {
     size_t n = out.len, chunks = (n + CHUNK - 1) / CHUNK;
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (chunks > 16)
     for (size_t c = 0; c < chunks; c++) {
@@ -70,9 +66,7 @@ static double sum_squares(tern_buf x, size_t i0, size_t i1) {
     return total;
 }
 
-tern_error *TERN_OP(norm2)(tern_dev *d, tern_buf x, double *out) {
-    CPU_CHECK_DEV(d, "norm2");
-    TERN_TRY(tern_validate_norm2(x, out));
+tern_error *cpu_norm2(tern_dev *d, tern_buf x, double *out) {
     size_t n = x.len;
     int threads = n >= 65536 ? d->threads : 1;
     double *part;

@@ -2,10 +2,8 @@
 #include "cpu.h"
 #include "tern/safetensors.h"
 
-tern_error *TERN_OP(load)(tern_dev *d, const char *path, const char *name, tern_dtype dtype,
+tern_error *cpu_load(tern_dev *d, const char *path, const char *name, tern_dtype dtype,
                           tern_buf *out) {
-    CPU_CHECK_DEV(d, "load");
-    TERN_TRY(tern_validate_load(path, name, dtype, out));
     tern_safetensors *f;
     TERN_TRY(tern_error_wrap(tern_safetensors_open(path, &f), "load"));
     tern_error *err = NULL;
@@ -17,11 +15,11 @@ tern_error *TERN_OP(load)(tern_dev *d, const char *path, const char *name, tern_
         err = tern_errorf("load: tensor '%s' of %s is %s, not F32, BF16 or F16", name, path, t->dtype_name);
     } else if (t->count == 0) {
         err = tern_errorf("load: tensor '%s' of %s is empty", name, path);
-    } else if (!(err = TERN_OP(alloc)(d, dtype, t->count, &b))) {
+    } else if (!(err = cpu_alloc(d, dtype, t->count, &b))) {
         err = tern_tensor_convert(t, dtype, cpu_ptr(b));
         if (err) {
             err = tern_error_wrap(err, "load");
-            tern_error_free(TERN_OP(free)(d, &b));
+            tern_error_free(cpu_free(d, &b));
         }
     } else {
         err = tern_error_wrap(err, "load: tensor '%s'", name);

@@ -57,7 +57,7 @@ void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, floa
             }
             if (gelu)
 #pragma omp simd
-                for (int j = 0; j < w; j++) row[j] = cpu_gelu(row[j]);
+                for (int j = 0; j < w; j++) row[j] = cpu_gelu_f32(row[j]);
             if (!t_is_c) cpu_from_f32(cpu_at(c, c_at), c.dtype, row, (size_t)w);
         }
     }
@@ -195,13 +195,12 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, TERN_OP(copy), TERN_OP(matmul), TERN_OP(gelu_backward), TERN_OP(sum_rows))
+TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows)
 
-tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
-    CPU_CHECK_DEV(d, "matmul");
+tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
     cpu_mm mm;
     memset(&mm, 0, sizeof mm);
-    TERN_TRY(tern_validate_matmul(c, a, b, mmp, &mm.dims));
+    tern_matmul_resolve(mmp, &mm.dims);
     if (tern_matmul_composite(c, mmp)) {
         /* sgemm's beta reads C itself, and the finish has no GELU gradient: compose (the
          * copy and the gradient are each one more pass over C, cheap next to the product) */

@@ -20,9 +20,7 @@ static cpu_header *header_of(void *mem) { return (cpu_header *)((unsigned char *
 /* Elements per parallel chunk of a copy (big enough to amortise the fork). */
 #define COPY_CHUNK ((size_t)1 << 16)
 
-tern_error *TERN_OP(alloc)(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
-    CPU_CHECK_DEV(d, "alloc");
-    TERN_TRY(tern_validate_alloc(dtype, len, out));
+tern_error *cpu_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     size_t bytes = cpu_round64(len * tern_dtype_size(dtype));
     unsigned char *base = aligned_alloc(64, CPU_HEADER + bytes);
     if (!base)
@@ -38,9 +36,7 @@ tern_error *TERN_OP(alloc)(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *
     return NULL;
 }
 
-tern_error *TERN_OP(free)(tern_dev *d, tern_buf *buf) {
-    CPU_CHECK_DEV(d, "free");
-    TERN_TRY(tern_validate_free(buf));
+tern_error *cpu_free(tern_dev *d, tern_buf *buf) {
     if (!buf->mem) return NULL;
     cpu_header *h = header_of(buf->mem);
     if (h->magic != CPU_BUF_MAGIC) return tern_errorf("free: buf was not allocated by this handler");
@@ -53,16 +49,12 @@ tern_error *TERN_OP(free)(tern_dev *d, tern_buf *buf) {
     return NULL;
 }
 
-tern_error *TERN_OP(upload)(tern_dev *d, tern_buf dst, const void *src) {
-    CPU_CHECK_DEV(d, "upload");
-    TERN_TRY(tern_validate_upload(dst, src));
+tern_error *cpu_upload(tern_dev *d, tern_buf dst, const void *src) {
     if (dst.len) memcpy(cpu_ptr(dst), src, dst.len * tern_dtype_size(dst.dtype));
     return NULL;
 }
 
-tern_error *TERN_OP(download)(tern_dev *d, void *dst, tern_buf src) {
-    CPU_CHECK_DEV(d, "download");
-    TERN_TRY(tern_validate_download(dst, src));
+tern_error *cpu_download(tern_dev *d, void *dst, tern_buf src) {
     if (src.len) memcpy(dst, cpu_ptr(src), src.len * tern_dtype_size(src.dtype));
     return NULL;
 }
@@ -117,9 +109,7 @@ static void convert_span(void *dst, tern_dtype dt, const void *src, tern_dtype s
     }
 }
 
-tern_error *TERN_OP(copy)(tern_dev *d, tern_buf dst, tern_buf src) {
-    CPU_CHECK_DEV(d, "copy");
-    TERN_TRY(tern_validate_copy(dst, src));
+tern_error *cpu_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     size_t n = dst.len, chunks = (n + COPY_CHUNK - 1) / COPY_CHUNK;
     size_t ds = tern_dtype_size(dst.dtype), ss = tern_dtype_size(src.dtype);
     unsigned char *dp = cpu_ptr(dst);
@@ -132,9 +122,7 @@ tern_error *TERN_OP(copy)(tern_dev *d, tern_buf dst, tern_buf src) {
     return NULL;
 }
 
-tern_error *TERN_OP(fill)(tern_dev *d, tern_buf dst, double value) {
-    CPU_CHECK_DEV(d, "fill");
-    TERN_TRY(tern_validate_fill(dst, value));
+tern_error *cpu_fill(tern_dev *d, tern_buf dst, double value) {
     size_t n = dst.len, size = tern_dtype_size(dst.dtype);
     if (n == 0) return NULL;
     unsigned char one[4];

@@ -69,10 +69,8 @@ static size_t top_candidates(const float *l, size_t v, size_t k, uint64_t *idx, 
     return k;
 }
 
-tern_error *TERN_OP(sample)(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp,
+tern_error *cpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp,
                             float temperature, int top_k, uint64_t seed, tern_buf counter) {
-    CPU_CHECK_DEV(d, "sample");
-    TERN_TRY(tern_validate_sample(out, logits, rows, V, Vp, temperature, counter));
     size_t v = (size_t)V, vp = (size_t)Vp;
     size_t k = top_k <= 0 || top_k >= V ? v : (size_t)top_k;
     uint32_t draw0 = tern_present(counter) ? (uint32_t)*(const int32_t *)cpu_ptr(counter) * (uint32_t)rows : 0;

@@ -108,39 +108,29 @@ static ncclDataType_t nccl_type(tern_dtype dtype) {
     return dtype == TERN_BF16 ? ncclBfloat16 : ncclFloat32;
 }
 
-tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    if (!d) return tern_errorf("allreduce: the device is NULL");
-    TERN_TRY(tern_validate_allreduce(buf, comm));
+tern_error *cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     if (tern_dist_world(comm) <= 1) return NULL;
     const tern_nccl_api *nc = NULL;
     TERN_TRY(begin(d, "allreduce", comm, &nc));
-    double t0 = cuda_profile_begin(d);
     double deadline = dist_now() + tern_dist_timeout(comm);
     void *p = device_ptr(buf, 0);
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
     ncclResult_t r = nc->ncclAllReduce(p, p, buf.len, nccl_type(buf.dtype), ncclSum, d->nccl, d->stream);
-    TERN_TRY(finish(d, nc, "allreduce", "ncclAllReduce", r, deadline));
-    cuda_profile_end(d, "allreduce", t0);
-    return NULL;
+    return finish(d, nc, "allreduce", "ncclAllReduce", r, deadline);
 }
 
 /* In place: NCCL's in-place form sends from this rank's segment of the receive buffer. */
-tern_error *tern_cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    if (!d) return tern_errorf("allgather: the device is NULL");
-    TERN_TRY(tern_validate_allgather(buf, comm));
+tern_error *cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
     int world = tern_dist_world(comm);
     if (world <= 1) return NULL;
     const tern_nccl_api *nc = NULL;
     TERN_TRY(begin(d, "allgather", comm, &nc));
-    double t0 = cuda_profile_begin(d);
     double deadline = dist_now() + tern_dist_timeout(comm);
     size_t k = buf.len / (size_t)world;
     void *mine = device_ptr(buf, (size_t)tern_dist_rank(comm) * k), *all = device_ptr(buf, 0);
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
     ncclResult_t r = nc->ncclAllGather(mine, all, k, nccl_type(buf.dtype), d->nccl, d->stream);
-    TERN_TRY(finish(d, nc, "allgather", "ncclAllGather", r, deadline));
-    cuda_profile_end(d, "allgather", t0);
-    return NULL;
+    return finish(d, nc, "allgather", "ncclAllGather", r, deadline);
 }
 
 void cuda_nccl_close(tern_dev *d) {
@@ -154,16 +144,12 @@ void cuda_nccl_close(tern_dev *d) {
 
 #else
 
-tern_error *tern_cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    if (!d) return tern_errorf("allreduce: the device is NULL");
-    TERN_TRY(tern_validate_allreduce(buf, comm));
+tern_error *cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) {
     if (tern_dist_world(comm) <= 1) return NULL;
     return tern_errorf("allreduce: this tern was built without NCCL's header (nccl.h)");
 }
 
-tern_error *tern_cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
-    if (!d) return tern_errorf("allgather: the device is NULL");
-    TERN_TRY(tern_validate_allgather(buf, comm));
+tern_error *cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) {
     if (tern_dist_world(comm) <= 1) return NULL;
     return tern_errorf("allgather: this tern was built without NCCL's header (nccl.h)");
 }

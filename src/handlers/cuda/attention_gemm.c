@@ -1,6 +1,6 @@
 /* Causal attention on the tensor cores: the four products per head (Q K^T, P V forward;
  * dP, dV, dQ, dK backward, plus Q K^T again) as cuBLASLt batched products over B * NH
- * heads, and the softmax and layout changes as DSL kernels (attention_kernels.c).
+ * heads, and the softmax and layout changes as DSL kernels (src/kernels/attention_gemm.c).
  *
  *   forward   qkv -> Q, K, V [B, NH, T, hs];  S = Q K^T;  P = softmax(S / sqrt(hs)) (causal),
  *             saving each row's logsumexp;  Y = P V;  out = Y back to [B, T, C]
@@ -20,36 +20,26 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "attention_kernels.h"
+#include "kernels/attention_gemm.h"
 #include "cuda_handler.h"
 #include "handlers/validate.h"
 
-/* Query positions per causal block of the products: 256 (measured best of 128, 256, 512 and
- * 1024 for GPT-2 124M at T = 1024: bench/h200/NOTES.md), or TERN_CUDA_ATT_BLOCK (a multiple
- * of 16), for measuring the trade between skipped work and more, smaller products. */
-static int att_block(void) {
-    static int block = 0;
-    if (!block) {
-        const char *v = getenv("TERN_CUDA_ATT_BLOCK");
-        int b = v ? atoi(v) : 0;
-        block = b >= 16 && b % 16 == 0 ? b : 256;
-    }
-    return block;
-}
-#define ATT_BLOCK att_block()
+/* Query positions per causal block of the products: 256, measured best of 128, 256, 512 and
+ * 1024 for GPT-2 124M at T = 1024 (bench/h200/NOTES.md). */
+#define ATT_BLOCK 256
 
 /* The kernel `which` for activations of `act`. `form`: for the permutes, whether they move
  * 16-byte runs; for the softmax kernels, whether rows are held in registers. Built on first
  * use, one slot per (which, to_heads, form). */
-static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bool to_heads, bool form,
+static tern_error *kernel(tern_dev *d, gk_att_gemm_kernel which, tern_dtype act, bool to_heads, bool form,
                           const tern_kernel **out) {
     int t = act == TERN_BF16;
     int slot = ((int)which * 2 + to_heads) * 2 + form;
     if (!d->att_kernels[t][slot]) {
-        cuda_att_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads,
-                              .vec = which == CUDA_ATT_PERMUTE && form,
-                              .resident = which != CUDA_ATT_PERMUTE && form ? CUDA_ATT_MAX_RESIDENT : 0};
-        TERN_TRY(cuda_att_kernel_build(which, &spec, &d->att_kernels[t][slot]));
+        gk_att_gemm_spec spec = {.act = tern_type_of_dtype(act), .to_heads = to_heads,
+                              .vec = which == GK_ATT_GEMM_PERMUTE && form,
+                              .resident = which != GK_ATT_GEMM_PERMUTE && form ? GK_ATT_GEMM_MAX_RESIDENT : 0};
+        TERN_TRY(gk_att_gemm_kernel_build(which, &spec, &d->att_kernels[t][slot]));
     }
     *out = d->att_kernels[t][slot];
     return NULL;
@@ -58,8 +48,8 @@ static tern_error *kernel(tern_dev *d, cuda_att_kernel which, tern_dtype act, bo
 /* At least `len` elements of scratch of `dtype`. */
 static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     if (d->att_scratch.len < len || d->att_scratch.dtype != dtype) {
-        TERN_TRY(tern_cuda_free(d, &d->att_scratch));
-        TERN_TRY(tern_cuda_alloc(d, dtype, len, &d->att_scratch));
+        TERN_TRY(gpu_free(d, &d->att_scratch));
+        TERN_TRY(gpu_alloc(d, dtype, len, &d->att_scratch));
         d->core.scratch_epoch++; /* recorded graphs named the old scratch */
     }
     *out = d->att_scratch;
@@ -69,8 +59,8 @@ static tern_error *scratch(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *
 static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_heads, int B, int T,
                            int G, int NH, int hs) {
     const tern_kernel *k;
-    bool vec = cuda_att_permute_vec_fits(tern_type_of_dtype(src.dtype), hs, src.offset, dst.offset);
-    TERN_TRY(kernel(d, CUDA_ATT_PERMUTE, src.dtype, to_heads, vec, &k));
+    bool vec = gk_att_gemm_permute_vec_fits(tern_type_of_dtype(src.dtype), hs, src.offset, dst.offset);
+    TERN_TRY(kernel(d, GK_ATT_GEMM_PERMUTE, src.dtype, to_heads, vec, &k));
     size_t n = (size_t)B * T * G * NH * hs, per = vec ? (size_t)(src.dtype == TERN_BF16 ? 8 : 4) : 1;
     size_t threads = (n + per - 1) / per;
     tern_arg args[] = {tern_arg_buf(src), tern_arg_buf(dst), tern_arg_i32(B), tern_arg_i32(T),
@@ -79,14 +69,14 @@ static tern_error *permute(tern_dev *d, tern_buf src, tern_buf dst, bool to_head
     return tern_launch(d->rt, k, tern_dims1((uint32_t)((threads + 255) / 256)), tern_dims1(256), args, 7);
 }
 
-static tern_error *softmax(tern_dev *d, cuda_att_kernel which, tern_buf S, tern_buf dP,
+static tern_error *softmax(tern_dev *d, gk_att_gemm_kernel which, tern_buf S, tern_buf dP,
                            tern_buf lse, int rows, int T, float scale) {
     const tern_kernel *k;
-    bool resident = cuda_att_resident_fits(tern_type_of_dtype(S.dtype), T);
+    bool resident = gk_att_gemm_resident_fits(tern_type_of_dtype(S.dtype), T);
     TERN_TRY(kernel(d, which, S.dtype, false, resident, &k));
-    tern_dims grid = tern_dims1((uint32_t)((rows + CUDA_ATT_ROWS - 1) / CUDA_ATT_ROWS));
-    tern_dims group = tern_dims1(32 * CUDA_ATT_ROWS);
-    if (which == CUDA_ATT_SOFTMAX_FORWARD) {
+    tern_dims grid = tern_dims1((uint32_t)((rows + GK_ATT_GEMM_ROWS - 1) / GK_ATT_GEMM_ROWS));
+    tern_dims group = tern_dims1(32 * GK_ATT_GEMM_ROWS);
+    if (which == GK_ATT_GEMM_SOFTMAX_FORWARD) {
         tern_arg args[] = {tern_arg_buf(S), tern_arg_buf(lse), tern_arg_i32(T), tern_arg_i32(rows),
                            tern_arg_f32(scale), tern_arg_i32(ATT_BLOCK)};
         gpu_inflight_unknown(&d->core); /* work the core did not launch */
@@ -116,7 +106,7 @@ static tern_error *per_head(tern_dev *d, head_mat c, head_mat a, head_mat b, int
     tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = trans_a, .trans_b = trans_b, .batch = heads,
                       .lda = a.ld, .ldb = b.ld, .ldc = c.ld, .stride_a = a.stride, .stride_b = b.stride,
                       .stride_c = c.stride, .alpha = 1.0f, .beta = 0.0f};
-    return tern_cuda_matmul(d, c.buf, a.buf, b.buf, &mm);
+    return cuda_matmul(d, c.buf, a.buf, b.buf, &mm);
 }
 
 /* The causal block products of one attention, heads of T x hs (Q, K, V, dY, dQ, dK, dV:
@@ -184,7 +174,7 @@ tern_error *cuda_attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_
     att_blocks g = {heads, T, hs};
     TERN_TRY(permute(d, qkv, w.qkv_h, true, B, T, 3, NH, hs));
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) TERN_TRY(scores(d, &g, w.s, w.q, w.k, r0, block_len(T, r0)));
-    TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_FORWARD, w.s, tern_none(), saved, heads * T, T,
+    TERN_TRY(softmax(d, GK_ATT_GEMM_SOFTMAX_FORWARD, w.s, tern_none(), saved, heads * T, T,
                      1.0f / sqrtf((float)hs)));
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) TERN_TRY(rows_times(d, &g, w.y, w.s, w.v, r0, block_len(T, r0)));
     return permute(d, w.y, out, false, B, T, 1, NH, hs);
@@ -203,7 +193,7 @@ tern_error *cuda_attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf do
         TERN_TRY(scores(d, &g, w.s, w.q, w.k, r0, block_len(T, r0)));
         TERN_TRY(scores(d, &g, w.dp, w.y, w.v, r0, block_len(T, r0)));
     }
-    TERN_TRY(softmax(d, CUDA_ATT_SOFTMAX_BACKWARD, w.s, w.dp, saved, heads * T, T,
+    TERN_TRY(softmax(d, GK_ATT_GEMM_SOFTMAX_BACKWARD, w.s, w.dp, saved, heads * T, T,
                      1.0f / sqrtf((float)hs)));
     /* s holds P, dp holds dS */
     for (int r0 = 0; r0 < T; r0 += ATT_BLOCK) {

@@ -1,10 +1,12 @@
 /* The cuda handler's device: opening, closing, synchronising, and replayable sections
  * recorded as CUDA graphs. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cuda_handler.h"
+#include "handlers/options.h"
 
 #define CU(call, what) tern_cuda_check(d->cu, d->cu->call, what)
 
@@ -16,21 +18,37 @@ tern_error *cuda_make_current(tern_dev *d) {
     return CU(cuCtxSetCurrent(d->ctx), "cuCtxSetCurrent");
 }
 
-static tern_error *pick_device(const tern_cuda_api *cu, CUdevice *out) {
+static tern_error *pick_device(const tern_cuda_api *cu, int index, CUdevice *out) {
     int count = 0;
     TERN_TRY(tern_cuda_check(cu, cu->cuDeviceGetCount(&count), "cuDeviceGetCount"));
     if (count == 0) return tern_errorf("no CUDA device");
-    int index = 0;
-    const char *env = getenv("TERN_CUDA_DEVICE");
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end || v < 0 || v >= count)
-            return tern_errorf("TERN_CUDA_DEVICE=%s: expected an index below %d", env, count);
-        index = (int)v;
-    }
+    if (index >= count) return tern_errorf("device=%d: there are %d CUDA devices (0 .. %d)", index, count, count - 1);
     return tern_cuda_check(cu, cu->cuDeviceGet(out, index), "cuDeviceGet");
 }
+
+static const cuda_tune tune_defaults = {
+    .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = true,
+    .flash_groups = {4, 2, 4}, .flash_kv_halves = true, .flash_pipelined = {1, 0, 1}, .flash_stages = 4,
+    .flash_ds_saved = true,
+};
+
+#define KEY(name, kind, field, lo, hi) {name, kind, offsetof(cuda_tune, field), lo, hi}
+static const tern_option tune_keys[] = {
+    KEY("device", TERN_OPTION_INT, device, 0, 1023),
+    KEY("profile", TERN_OPTION_BOOL, profile, 0, 1),
+    KEY("graphs", TERN_OPTION_BOOL, graphs, 0, 1),
+    KEY("graph_timing", TERN_OPTION_BOOL, graph_timing, 0, 1),
+    KEY("pdl", TERN_OPTION_BOOL, pdl, 0, 1),
+    KEY("gemm_tune", TERN_OPTION_BOOL, gemm_tune, 0, 1),
+    KEY("gemm_candidates", TERN_OPTION_INT, gemm_candidates, 1, 64),
+    KEY("gemv", TERN_OPTION_BOOL, gemv, 0, 1),
+    KEY("flash_groups", TERN_OPTION_INT3, flash_groups, 0, 32),
+    KEY("flash_kv_halves", TERN_OPTION_BOOL, flash_kv_halves, 0, 1),
+    KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),
+    KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
+    KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
+};
+#undef KEY
 
 tern_error *tern_cuda_close(tern_dev *d) {
     if (!d) return NULL;
@@ -42,12 +60,11 @@ tern_error *tern_cuda_close(tern_dev *d) {
         if (d->stream) d->cu->cuStreamSynchronize(d->stream);
         for (int i = 0; i < CUDA_GRAPH_SLOTS; i++)
             if (d->graphs[i].exec) d->cu->cuGraphExecDestroy(d->graphs[i].exec);
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->att_scratch));
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->bgrad_scratch));
+        if (d->core_ready) tern_error_free(gpu_free(d, &d->att_scratch));
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
         for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
-        if (d->core_ready) tern_error_free(gpu_free(&d->core, &d->flash_ds));
+        if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_ds));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
         cuda_matmul_plans_free(d);
@@ -60,17 +77,25 @@ tern_error *tern_cuda_close(tern_dev *d) {
     return NULL;
 }
 
-tern_error *tern_cuda_open(tern_dev **out) {
+tern_error *tern_cuda_open(const char *options, tern_dev **out) {
+    if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("out of memory");
     d->capturing = -1;
-    if (getenv("TERN_CUDA_PROFILE") && !(d->profile = calloc(CUDA_PROFILE_SLOTS, sizeof *d->profile))) {
+    d->tune = tune_defaults;
+    gpu_tune core_tune = gpu_tune_defaults();
+    const tern_option_set sets[] = {{tune_keys, sizeof tune_keys / sizeof tune_keys[0], &d->tune},
+                                    {gpu_tune_keys, gpu_tune_key_count, &core_tune}};
+    tern_error *err = tern_options_apply("cuda", "TERN_CUDA_TUNE", options, sets, 2);
+    if (!err && d->tune.profile && !(d->profile = calloc(CUDA_PROFILE_SLOTS, sizeof *d->profile)))
+        err = tern_errorf("out of memory");
+    if (err) {
         free(d);
-        return tern_errorf("out of memory");
+        return err;
     }
-    tern_error *err = tern_cuda_api_get(&d->cu);
-    if (!err) err = pick_device(d->cu, &d->device);
+    err = tern_cuda_api_get(&d->cu);
+    if (!err) err = pick_device(d->cu, d->tune.device, &d->device);
     if (!err) err = CU(cuDevicePrimaryCtxRetain(&d->ctx, d->device), "cuDevicePrimaryCtxRetain");
     if (err) {
         free(d->profile);
@@ -86,7 +111,8 @@ tern_error *tern_cuda_open(tern_dev **out) {
         if (s != CUBLAS_STATUS_SUCCESS) err = tern_errorf("cublasLtCreate: %s", cublasLtGetStatusString(s));
     }
     if (!err) err = tern_rt_wrap_cuda(d->ctx, d->stream, &d->rt);
-    if (!err && !(err = gpu_core_init(&d->core, d->rt))) d->core_ready = true;
+    if (!err && !d->tune.pdl) tern_rt_no_overlap(d->rt);
+    if (!err && !(err = gpu_core_init(&d->core, d->rt, &cuda_hooks, d->name, &core_tune))) d->core_ready = true;
     if (err) {
         tern_cuda_close(d);
         return err;
@@ -95,17 +121,15 @@ tern_error *tern_cuda_open(tern_dev **out) {
     return NULL;
 }
 
-tern_error *tern_cuda_device_name(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
-    *out = d->name;
-    return NULL;
-}
-
-tern_error *tern_cuda_sync(tern_dev *d) {
-    TERN_TRY(cuda_make_current(d));
-    TERN_TRY(CU(cuStreamSynchronize(d->stream), "cuStreamSynchronize"));
-    return gpu_sync(&d->core);
-}
+const gpu_hooks cuda_hooks = {
+    .capture_begin = cuda_capture_begin,
+    .capture_end = cuda_capture_end,
+    .matmul = cuda_matmul,
+    .attention = cuda_attention,
+    .attention_backward = cuda_attention_backward,
+    .allreduce = cuda_allreduce,
+    .allgather = cuda_allgather,
+};
 
 /* ---- replayable sections ---- */
 
@@ -130,12 +154,10 @@ static int claim_graph(tern_dev *d, uint64_t key) {
     return best;
 }
 
-tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
-    if (!d || !replay) return tern_errorf("capture_begin: %s is NULL", d ? "replay" : "the device");
+tern_error *cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     *replay = false;
     if (d->capturing >= 0) return tern_errorf("capture_begin: a section is already being captured");
-    if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL; /* for measuring what graphs save */
-    TERN_TRY(cuda_make_current(d));
+    if (!d->tune.graphs) return NULL; /* for measuring what graphs save */
     if (d->graphs_epoch != d->core.scratch_epoch) {
         /* the scratch the graphs recorded was reallocated: record every section anew */
         for (int j = 0; j < CUDA_GRAPH_SLOTS; j++) {
@@ -164,7 +186,7 @@ tern_error *tern_cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) {
     return NULL;
 }
 
-/* TERN_CUDA_GRAPH_TIMING=1 (for measurements): a replay bracketed by events and waited for,
+/* graph_timing=1 (for measurements): a replay bracketed by events and waited for,
  * its time on the GPU printed on stderr: what the device spends in the section, against the
  * sum of its kernels (Nsight Compute) and the wall time of the step around it. */
 static tern_error *timed_launch(tern_dev *d, CUgraphExec exec) {
@@ -183,9 +205,8 @@ static tern_error *timed_launch(tern_dev *d, CUgraphExec exec) {
     return err;
 }
 
-tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
-    if (!d) return tern_errorf("capture_end: the device is NULL");
-    if (getenv("TERN_CUDA_NO_GRAPHS")) return NULL;
+tern_error *cuda_capture_end(tern_dev *d, uint64_t key) {
+    if (!d->tune.graphs) return NULL;
     int i = find_graph(d, key);
     if (d->capturing >= 0) {
         int c = d->capturing;
@@ -205,6 +226,6 @@ tern_error *tern_cuda_capture_end(tern_dev *d, uint64_t key) {
     if (d->graphs[i].seen != 2) return NULL; /* the first, direct run */
     /* A captured section has not run yet; a replayed one runs now, its writes in flight. */
     gpu_inflight_unknown(&d->core);
-    if (getenv("TERN_CUDA_GRAPH_TIMING")) return timed_launch(d, d->graphs[i].exec);
+    if (d->tune.graph_timing) return timed_launch(d, d->graphs[i].exec);
     return CU(cuGraphLaunch(d->graphs[i].exec, d->stream), "cuGraphLaunch");
 }

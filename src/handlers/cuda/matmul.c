@@ -14,8 +14,8 @@
  *
  * The algorithm: cuBLASLt's heuristic ranks candidates by a model, and its first choice was
  * measured 3-5x off the chip's rate on some of GPT-2's training shapes. So on a shape's first
- * use the candidates it offers (up to gemm_candidates()) are timed on scratch output and the
- * fastest kept (TERN_CUDA_GEMM_TUNE=0: the heuristic's first). The choice is stored in the
+ * use the candidates it offers (up to the gemm_candidates option) are timed on scratch output
+ * and the fastest kept (gemm_tune=0: the heuristic's first). The choice is stored in the
  * disk cache, keyed by device, cuBLASLt version and shape, so that later processes use the
  * same algorithm: results stay bitwise reproducible from run to run (resume relies on that),
  * which re-timing in every process would not give. */
@@ -25,19 +25,14 @@
 
 #include "cuda_handler.h"
 #include "handlers/validate.h"
-#include "kernel/disk_cache.h"
+#include "dsl/disk_cache.h"
 
 #define GEMM_CANDIDATES 8
-#define CUDA_BGRAD_SUM_ROWS true /* bias_grad_by_sum_rows */
 #define GEMM_CANDIDATES_MAX 64
 
-/* The candidates the heuristic is asked for: GEMM_CANDIDATES, or TERN_CUDA_GEMM_CANDIDATES
- * (1 .. GEMM_CANDIDATES_MAX) to measure others. */
-static int gemm_candidates(void) {
-    const char *env = getenv("TERN_CUDA_GEMM_CANDIDATES");
-    int n = env ? atoi(env) : 0;
-    return n >= 1 && n <= GEMM_CANDIDATES_MAX ? n : GEMM_CANDIDATES;
-}
+/* The candidates the heuristic is asked for: the gemm_candidates option (GEMM_CANDIDATES by
+ * default; at most GEMM_CANDIDATES_MAX). */
+static int gemm_candidates(const tern_dev *d) { return d->tune.gemm_candidates; }
 
 static cudaDataType_t lt_type(tern_dtype t) {
     return t == TERN_BF16 ? CUDA_R_16BF : t == TERN_F16 ? CUDA_R_16F : CUDA_R_32F;
@@ -125,7 +120,7 @@ static void tune_key(const tern_dev *d, const plan_key *k, char *buf, size_t siz
     char addend[16] = "", cands[16] = "";
     if (k->align_addend != k->align_c) snprintf(addend, sizeof addend, " ac%d", k->align_addend);
     /* a choice among another number of candidates is another choice (the default's key as before) */
-    if (gemm_candidates() != GEMM_CANDIDATES) snprintf(cands, sizeof cands, " c%d", gemm_candidates());
+    if (gemm_candidates(d) != GEMM_CANDIDATES) snprintf(cands, sizeof cands, " c%d", gemm_candidates(d));
     snprintf(buf, size,
              "gemm 2 %s lt%zu ws%zu m%d n%d k%d ld%d,%d,%d b%d s%ld,%ld,%ld t%d%d d%d,%d,%d,%d e%d z%d al%d,%d,%d%s%s",
              d->name,
@@ -164,8 +159,7 @@ static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlg
  * leaves the heuristic's first choice: tuning is an optimisation, never an error. */
 static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHeuristicResult_t *results,
                         int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b) {
-    const char *env = getenv("TERN_CUDA_GEMM_TUNE");
-    if (found < 2 || (env && !strcmp(env, "0"))) return;
+    if (found < 2 || !d->tune.gemm_tune) return;
     char key[512];
     tune_key(d, &p->key, key, sizeof key);
     void *cached = NULL;
@@ -282,7 +276,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
     for (size_t i = 0; i < sizeof aligns / sizeof aligns[0] && s == CUBLAS_STATUS_SUCCESS; i++)
         s = cublasLtMatmulPreferenceSetAttribute(pref, aligns[i].attr, &aligns[i].bytes, sizeof aligns[i].bytes);
     if (s == CUBLAS_STATUS_SUCCESS)
-        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, gemm_candidates(),
+        s = cublasLtMatmulAlgoGetHeuristic(d->lt, p->desc, p->la, p->lb, p->lc, p->lc, pref, gemm_candidates(d),
                                            results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
     *refused = s == CUBLAS_STATUS_NOT_SUPPORTED || (s == CUBLAS_STATUS_SUCCESS && !found);
@@ -320,16 +314,14 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
  * (src/kernels/gemv.c) rather than cuBLASLt: m <= 8 (GK_GEMV_MAX_M), batch 1, A not
  * transposed (gpu_gemv_applies), B either way round. They stream B in one pass with a group
  * per few columns; cuBLASLt's kernels for M = 1 took 5.8-6.9 us per GPT-2 124M product that
- * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. TERN_CUDA_GEMV=0 keeps
- * every product on cuBLASLt (for comparisons). */
-static bool gemv_wanted(const tern_matmul_dims *dims) {
-    const char *env = getenv("TERN_CUDA_GEMV");
-    return gpu_gemv_applies(dims) && !(env && !strcmp(env, "0"));
+ * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. gemv=0 keeps every product
+ * on cuBLASLt (for comparisons). */
+static bool gemv_wanted(const tern_dev *d, const tern_matmul_dims *dims) {
+    return d->tune.gemv && gpu_gemv_applies(dims);
 }
 
 static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                         const tern_matmul_dims *dims) {
-    TERN_TRY(cuda_make_current(d));
     double t0 = cuda_profile_begin(d);
     tern_error *err = gpu_gemv(&d->core, c, a, b, mm, dims);
     if (d->profile) {
@@ -347,15 +339,14 @@ static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
  * core's DSL matmul, which has the whole tern_matmul contract. The model never asks for
  * them; the op-level tests do. */
 static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    TERN_TRY(cuda_make_current(d));
     double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_matmul(&d->core, c, a, b, mm);
+    tern_error *err = gpu_matmul_dsl(d, c, a, b, mm);
     cuda_profile_end(d, "matmul (GPU core)", t0);
     return err;
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, tern_cuda_copy, tern_cuda_matmul, tern_cuda_gelu_backward, tern_cuda_sum_rows)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows)
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to
@@ -374,8 +365,6 @@ static tern_buf lt_c(tern_buf c, const tern_matmul *mm) {
 
 static cublasLtEpilogue_t lt_epilogue(const tern_matmul *mm) {
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
-    /* cuBLASLt's A is our B: the sums of B's k rows are its BGRADA, in C's dtype */
-    if (tern_present(mm->bias_grad)) return CUBLASLT_EPILOGUE_BGRADA;
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) return CUBLASLT_EPILOGUE_DGELU; /* aux in, no bias */
     if (mm->epilogue == TERN_EPILOGUE_GELU)
         return has_aux ? (has_bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
@@ -396,7 +385,7 @@ static plan_key make_key(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *
         key.stride_c = (long)dims->stride_c;
     }
     key.ta = a.dtype, key.tb = b.dtype, key.tc = c.dtype;
-    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : tern_present(mm->bias_grad) ? c.dtype : TERN_F32;
+    key.tbias = tern_present(mm->bias) ? mm->bias.dtype : TERN_F32;
     key.epilogue = (int)lt_epilogue(mm);
     key.beta_zero = mm->beta == 0.0f;
     key.align_a = pointer_alignment(address(a));
@@ -418,32 +407,11 @@ static bool epilogue_fits(const tern_matmul *mm, const tern_matmul_dims *dims) {
                         dims->batch == 1);
 }
 
-/* Where cuBLASLt's BGRADA writes a bias gradient (it writes, in C's dtype, which bias_grad
- * has here): bias_grad itself when beta is 0 and it is 16-byte aligned, else the handler's
- * bias-gradient scratch, which the caller then adds in with sum_rows (beta * bias_grad +
- * scratch). On the H200 BGRADA runs as a reduction kernel of its own after the product;
- * since sum_rows reads with wide loads it is the slower of the two (bias_grad_by_sum_rows). */
-static tern_error *bias_grad_target(tern_dev *d, tern_buf c, const tern_matmul *mm, tern_buf *out) {
-    tern_buf g = mm->bias_grad;
-    if (mm->beta == 0 && g.dtype == c.dtype && pointer_alignment(address(g)) >= EPILOGUE_ALIGNMENT) {
-        *out = g;
-        return NULL;
-    }
-    size_t n = (size_t)mm->n;
-    if (d->bgrad_scratch.len < n || d->bgrad_scratch.dtype != c.dtype) {
-        TERN_TRY(tern_cuda_free(d, &d->bgrad_scratch));
-        TERN_TRY(tern_cuda_alloc(d, c.dtype, n < 4096 ? 4096 : n, &d->bgrad_scratch));
-        d->core.scratch_epoch++; /* recorded graphs named the old scratch */
-    }
-    *out = tern_view(d->bgrad_scratch, 0, n);
-    return NULL;
-}
-
-/* Sets the plan's per-call pointers (bias or bias gradient, aux), runs cublasLtMatmul; *s
+/* Sets the plan's per-call pointers (bias, aux), runs cublasLtMatmul; *s
  * its status. */
 static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_buf a, tern_buf b,
                              const tern_matmul *mm, CUdeviceptr pbias, cublasStatus_t *s) {
-    if (pbias) /* the bias, or where the bias gradient goes */
+    if (pbias)
         TERN_TRY(lt_check(cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &pbias,
                                                          sizeof pbias), "bias pointer"));
     if (tern_present(mm->aux)) { /* GELU writes it, DGELU reads it */
@@ -469,48 +437,31 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
     return NULL;
 }
 
-/* Whether a product's bias gradient (the column sums of B [k, n]) is summed by sum_rows
- * after the plain product rather than by cuBLASLt's BGRADA epilogue, which runs a reduction
- * kernel of its own after the product anyway. TERN_CUDA_BGRAD=sum_rows|epilogue chooses.
- * On the H200 (bench/h200/NOTES.md, run 52), GPT-2's 24 bias gradients a step: BGRADA 0.82
- * ms, sum_rows (wide loads, four rows at a time) 0.56 + 0.09 for the partial sums; the step
- * 30.09 against 30.29 ms (three rounds each, alternated). */
-static bool bias_grad_by_sum_rows(const tern_matmul *mm, const tern_matmul_dims *dims) {
-    const char *env = getenv("TERN_CUDA_BGRAD");
-    bool want = env ? !strcmp(env, "sum_rows") : CUDA_BGRAD_SUM_ROWS;
-    return want && tern_present(mm->bias_grad) && !dims->trans_b && dims->batch == 1 && dims->ldb == (size_t)dims->n;
-}
-
-tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
+/* The GPU core's matmul hook (the entry has validated the product). */
+tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
-    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dims));
-    if (mm->m == 0 || mm->n == 0) return NULL;
-    if (bias_grad_by_sum_rows(mm, &dims)) {
+    tern_matmul_resolve(mm, &dims);
+    /* A bias gradient is the plain product, then sum_rows over B: cuBLASLt's BGRADA epilogue
+     * runs a reduction kernel of its own after the product anyway, and was the slower on the
+     * H200 (bench/h200/NOTES.md, run 52). */
+    if (tern_present(mm->bias_grad)) {
         tern_matmul plain = *mm;
         plain.bias_grad = tern_none();
-        TERN_TRY(tern_cuda_matmul(d, c, a, b, &plain));
-        return tern_cuda_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
+        TERN_TRY(cuda_matmul(d, c, a, b, &plain));
+        return gpu_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
                                   mm->beta);
     }
     bool has_aux = tern_present(mm->aux);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
-    if (gemv_wanted(&dims)) {
+    if (gemv_wanted(d, &dims)) {
         if (tern_matmul_composite(c, mm)) return fallback(d, c, a, b, mm, &dims); /* the plain one: GEMV */
         return gemv(d, c, a, b, mm, &dims);
     }
     if (!epilogue_fits(mm, &dims)) return fallback(d, c, a, b, mm, &dims);
-    /* cuBLASLt's bias gradient is in C's dtype: a bf16 C would round an f32 one (H200 run 23) */
-    if (tern_present(mm->bias_grad) && mm->bias_grad.dtype != c.dtype) return fallback(d, c, a, b, mm, &dims);
 
-    TERN_TRY(cuda_make_current(d));
     plan_key key = make_key(c, a, b, mm, &dims);
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
-    tern_buf bgrad = tern_none(); /* where cuBLASLt writes the bias gradient */
-    if (tern_present(mm->bias_grad)) {
-        TERN_TRY(bias_grad_target(d, c, mm, &bgrad));
-        pbias = address(bgrad);
-    }
     bool refused = false;
     tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
     if (err && refused) {
@@ -521,68 +472,5 @@ tern_error *tern_cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, co
     cublasStatus_t s = CUBLAS_STATUS_SUCCESS;
     TERN_TRY(lt_matmul(d, p, c, a, b, mm, pbias, &s));
     if (s == CUBLAS_STATUS_NOT_SUPPORTED) return fallback(d, c, a, b, mm, &dims); /* a late refusal */
-    TERN_TRY(lt_check(s, "matmul"));
-    /* written to scratch: bias_grad = beta * bias_grad + the sums */
-    if (tern_present(bgrad) && !tern_views_same(bgrad, mm->bias_grad))
-        return tern_cuda_sum_rows(d, mm->bias_grad, bgrad, 1, mm->n, mm->beta);
-    return NULL;
-}
-
-/* layernorm_linear: the layer norm, then the product. TERN_CUDA_FUSE_LN=1 runs the decode
- * step's products (those that go to the GEMV kernels) as one kernel that normalises x
- * itself, bit for bit as the two; on the H200 that decoded GPT-2 124M at 1,853 tokens/s
- * against 2,616 with the two kernels (bench/h200/NOTES.md, run 20): every group normalises
- * the rows again, in series before its product, which costs more than the launch it saves
- * now that launches overlap. */
-tern_error *tern_cuda_layernorm_linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                       tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    const char *env = getenv("TERN_CUDA_FUSE_LN");
-    bool fuse = env && !strcmp(env, "1") && gemv_wanted(&dims) && !tern_matmul_composite(y, mm) &&
-                gpu_layernorm_gemv_applies(&dims, ln, x, ln_w, ln_b);
-    if (!fuse) {
-        TERN_TRY(tern_cuda_layernorm(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-        return tern_cuda_matmul(d, y, ln, w, mm);
-    }
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_layernorm_gemv(&d->core, y, ln, x, ln_w, ln_b, eps, w, mm, &dims);
-    cuda_profile_end(d, "layernorm_linear (GEMV)", t0);
-    return err;
-}
-
-/* Whether linear_layernorm runs as the GPU core's GEMV with the layer norm after (the last
- * group to finish normalises C's rows): when tern_cuda_matmul would take this product to the
- * GEMV kernels as a plain one, and C's row is register-resident for the layer norm. That is
- * decoding's residual products, whose layer norm (ln_2, or the next layer's ln_1) then costs
- * no launch of its own: two launches fewer per layer, the bits unchanged. Measured on the
- * H200 it is slower all the same: 2,259-2,277 tokens/s against 2,591-2,610 composed (run
- * 24): the last group's fence, count and layer norm sit in series at the end of every
- * residual product, while the separate layer-norm kernel overlaps its neighbours under
- * programmatic dependent launch. So it is opt-in, TERN_CUDA_FUSE_LN_PREV=1, as the layer
- * norm fused before the product is (TERN_CUDA_FUSE_LN above). */
-static bool fuse_ln_after(const tern_matmul_dims *dims, tern_buf c, tern_buf a, tern_buf w, const tern_matmul *mm,
-                          tern_buf ln, tern_buf ln_w, tern_buf ln_b) {
-    const char *env = getenv("TERN_CUDA_FUSE_LN_PREV");
-    if (!env || strcmp(env, "1")) return false;
-    if (a.dtype != w.dtype || (tern_present(mm->aux) && mm->aux.dtype != c.dtype)) return false; /* cuBLASLt's fallback */
-    return gemv_wanted(dims) && gpu_gemv_layernorm_applies(dims, c, mm, ln, ln_w, ln_b);
-}
-
-/* linear_layernorm: the product, then the layer norm of C's rows; one kernel when
- * fuse_ln_after says so. */
-tern_error *tern_cuda_linear_layernorm(tern_dev *d, tern_buf ln, tern_buf c, tern_buf a, tern_buf w,
-                                       const tern_matmul *mm, tern_buf ln_w, tern_buf ln_b, float eps) {
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_linear_layernorm(ln, c, a, w, mm, ln_w, ln_b, eps, &dims));
-    if (!fuse_ln_after(&dims, c, a, w, mm, ln, ln_w, ln_b)) {
-        TERN_TRY(tern_cuda_matmul(d, c, a, w, mm));
-        return tern_cuda_layernorm(d, ln, tern_none(), tern_none(), c, ln_w, ln_b, mm->m, mm->n, eps);
-    }
-    TERN_TRY(cuda_make_current(d));
-    double t0 = cuda_profile_begin(d);
-    tern_error *err = gpu_gemv_layernorm(&d->core, c, a, w, mm, &dims, ln, ln_w, ln_b, eps);
-    cuda_profile_end(d, "linear_layernorm (GEMV)", t0);
-    return err;
+    return lt_check(s, "matmul");
 }

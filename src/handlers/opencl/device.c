@@ -1,6 +1,8 @@
-/* The opencl device: picks a device (TERN_OPENCL_DEVICE: an index over every platform's
- * devices, or part of a device name; else the first GPU, else the first device), creates a
- * context and an in-order queue, and wraps them in a DSL runtime for the GPU core. */
+/* The opencl device: picks a device (the device option, from TERN_OPENCL_TUNE or open's
+ * options: an index over every platform's devices, or part of a device name; else the first
+ * GPU, else the first device), creates a context and an in-order queue, and wraps them in a
+ * DSL runtime for the GPU core. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,17 +36,16 @@ static void device_name(cl_device_id dev, char *out, size_t cap) {
     out[cap - 1] = 0;
 }
 
-static tern_error *pick_device(cl_device_id *out) {
+static tern_error *pick_device(const char *want, cl_device_id *out) {
     cl_device_id devs[MAX_DEVICES];
     cl_uint n = 0;
     TERN_TRY(list_devices(devs, &n));
-    const char *want = getenv("TERN_OPENCL_DEVICE");
-    if (want && *want) {
+    if (*want) {
         char *end;
         long index = strtol(want, &end, 10);
         if (*end == 0) {
             if (index < 0 || index >= (long)n)
-                return tern_errorf("open: TERN_OPENCL_DEVICE=%s: there are %u OpenCL devices (0 .. %u)", want, n, n - 1);
+                return tern_errorf("open: device=%s: there are %u OpenCL devices (0 .. %u)", want, n, n - 1);
             *out = devs[index];
             return NULL;
         }
@@ -56,7 +57,7 @@ static tern_error *pick_device(cl_device_id *out) {
                 return NULL;
             }
         }
-        return tern_errorf("open: TERN_OPENCL_DEVICE=%s matches no OpenCL device's name", want);
+        return tern_errorf("open: device=%s matches no OpenCL device's name", want);
     }
     for (cl_uint i = 0; i < n; i++) {
         cl_device_type type = 0;
@@ -85,12 +86,25 @@ tern_error *TERN_OP(close)(tern_dev *d) {
     return err;
 }
 
-tern_error *TERN_OP(open)(tern_dev **out) {
+/* The opencl handler's own option; the GPU core's (gpu_tune_keys) come with it. */
+typedef struct opencl_tune {
+    char device[TERN_OPTION_TEXT_MAX]; /* device: an index or part of a name ("": the default) */
+} opencl_tune;
+
+static const tern_option tune_keys[] = {
+    {"device", TERN_OPTION_TEXT, offsetof(opencl_tune, device), 0, 0},
+};
+
+tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
+    opencl_tune tune = {""};
+    gpu_tune core_tune = gpu_tune_defaults();
+    const tern_option_set sets[] = {{tune_keys, 1, &tune}, {gpu_tune_keys, gpu_tune_key_count, &core_tune}};
+    TERN_TRY(tern_options_apply("opencl", "TERN_OPENCL_TUNE", options, sets, 2));
     tern_dev *d = calloc(1, sizeof *d);
     if (!d) return tern_errorf("open: out of memory");
-    tern_error *err = pick_device(&d->device);
+    tern_error *err = pick_device(tune.device, &d->device);
     cl_int code = CL_SUCCESS;
     if (!err) {
         device_name(d->device, d->name, sizeof d->name);
@@ -102,7 +116,7 @@ tern_error *TERN_OP(open)(tern_dev **out) {
         if (code != CL_SUCCESS) err = tern_errorf("open: cannot create an OpenCL queue on %s (%d)", d->name, (int)code);
     }
     if (!err) err = tern_rt_wrap_opencl(d->context, d->device, d->queue, &d->rt);
-    if (!err) err = gpu_core_init(&d->core, d->rt);
+    if (!err) err = gpu_core_init(&d->core, d->rt, &opencl_hooks, d->name, &core_tune);
     if (err) {
         tern_error_free(TERN_OP(close)(d));
         return tern_error_wrap(err, "opencl");
@@ -111,33 +125,7 @@ tern_error *TERN_OP(open)(tern_dev **out) {
     return NULL;
 }
 
-tern_error *TERN_OP(device_name)(tern_dev *d, const char **out) {
-    if (!d || !out) return tern_errorf("device_name: %s is NULL", d ? "out" : "the device");
-    *out = d->name;
-    return NULL;
-}
-
-tern_error *TERN_OP(sync)(tern_dev *d) {
-    CL_CHECK_DEV(d, "sync");
-    return gpu_sync(&d->core);
-}
-
-/* No graphs in OpenCL: the caller runs the section every time. */
-tern_error *TERN_OP(capture_begin)(tern_dev *d, uint64_t key, bool *replay) {
-    (void)key;
-    CL_CHECK_DEV(d, "capture_begin");
-    if (!replay) return tern_errorf("capture_begin: replay is NULL");
-    *replay = false;
-    return NULL;
-}
-
-tern_error *TERN_OP(capture_end)(tern_dev *d, uint64_t key) {
-    (void)key;
-    CL_CHECK_DEV(d, "capture_end");
-    return NULL;
-}
-
-/* Every OpenCL device found, one "index: name" line each (the index TERN_OPENCL_DEVICE
+/* Every OpenCL device found, one "index: name" line each (the index the device option
  * takes), for `tern info`. */
 tern_error *tern_opencl_list_devices(char *out, size_t cap) {
     cl_device_id devs[MAX_DEVICES];

@@ -62,18 +62,19 @@ static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cur
     }
     tern_buf v = tern_view(scratch, *cursor, x.len);
     *cursor += (x.len + 15) / 16 * 16; /* keep each piece 64-byte aligned */
-    if (convert) TERN_TRY(gpu_copy(&d->core, v, x));
+    if (convert) TERN_TRY(gpu_copy(d, v, x));
     *out = v;
     return NULL;
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, TERN_OP(copy), TERN_OP(matmul), TERN_OP(gelu_backward), TERN_OP(sum_rows))
+static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_rows)
 
-tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    CL_CHECK_DEV(d, "matmul");
+/* The GPU core's matmul hook: CLBlast, with the core's passes around it. */
+static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dm;
-    TERN_TRY(tern_validate_matmul(c, a, b, mm, &dm));
+    tern_matmul_resolve(mm, &dm);
     if (tern_matmul_composite(c, mm)) {
         /* CLBlast's beta reads C itself and the epilogue pass has no GELU gradient */
         const tern_matmul_steps steps = matmul_steps(d);
@@ -99,22 +100,10 @@ tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, con
     return gpu_matmul_epilogue(&d->core, c, c32, dm.ldc, dm.stride_c, mm, &dm);
 }
 
+const gpu_hooks opencl_hooks = {.matmul = blast_matmul};
+
 #else /* no CLBlast: the GPU core's DSL product */
 
-tern_error *TERN_OP(matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
-    CL_CHECK_DEV(d, "matmul");
-    return gpu_matmul(&d->core, c, a, b, mm);
-}
+const gpu_hooks opencl_hooks = {0};
 
 #endif
-
-/* The layer norm, then CLBlast's product. (The GPU core's fused kernel, gpu_layernorm_gemv,
- * was slower than the two on the H200; tests/gpu runs it here too.) */
-tern_error *TERN_OP(layernorm_linear)(tern_dev *d, tern_buf y, tern_buf ln, tern_buf x, tern_buf ln_w,
-                                      tern_buf ln_b, float eps, tern_buf w, const tern_matmul *mm) {
-    CL_CHECK_DEV(d, "layernorm_linear");
-    tern_matmul_dims dims;
-    TERN_TRY(tern_validate_layernorm_linear(y, ln, x, ln_w, ln_b, eps, w, mm, &dims));
-    TERN_TRY(TERN_OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, mm->m, mm->k, eps));
-    return TERN_OP(matmul)(d, y, ln, w, mm);
-}

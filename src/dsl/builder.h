@@ -1,0 +1,74 @@
+/* The trace state behind tern_kb, shared by the DSL's source files (dsl_*.c). */
+#ifndef TERN_KERNEL_BUILDER_H
+#define TERN_KERNEL_BUILDER_H
+
+#include "dsl/eval.h"
+#include "dsl/ir.h"
+
+/* An open block: the instruction that opened it and whether a macro entered its body. */
+typedef struct kb_frame {
+    int32_t ins;  /* IF, ELSE, FOR or WHILE instruction */
+    bool entered; /* for tern_once_at */
+    bool in_cond; /* a WHILE whose condition is being traced */
+} kb_frame;
+
+struct tern_kb {
+    tern_kernel *k;
+    tern_error *err; /* the first error; later DSL calls do nothing */
+    kb_frame *frames;
+    int32_t depth, cap_frames;
+    int32_t loops;        /* open FOR / WHILE blocks */
+    const char *last_file; /* cache of the last location's file string id */
+    int32_t last_file_id;
+    int32_t thread_vals[9][3]; /* value id + 1 of each thread attribute made so far */
+};
+
+/* Records the first error: "kernel 'name': <message> (file:line)". */
+void kb_fail(tern_kb *kb, tern_loc at, const char *fmt, ...) TERN_PRINTF(3, 4);
+/* Whether kb can take more statements (not NULL, no error so far). */
+static inline bool kb_ok(const tern_kb *kb) { return kb && !kb->err; }
+
+/* The innermost open block (its opening instruction), -1 at top level. */
+int32_t kb_block(const tern_kb *kb);
+/* Whether a value or variable defined in `block` is visible here. */
+bool kb_visible(const tern_kb *kb, int32_t block);
+
+/* Appends `in` at `at`; when `type` is not void it defines a new value (returned in
+ * in->dst and as the result). Returns -1 after recording an error. */
+int32_t kb_emit(tern_kb *kb, tern_loc at, ir_ins *in, int type);
+
+/* The builder of the operands (the first that has one), checking they agree. NULL when
+ * all are constants; *bad is set when two builders differ or an operand is poisoned. */
+tern_kb *kb_of(const tern_v *vs, int n);
+
+/* The type of an operand (a constant's own type, a variable's, a value's). TERN_T_VOID for
+ * a buffer or an invalid operand. */
+int kb_type_of(const tern_kb *kb, tern_v v);
+
+/* A value id for operand v of type `type` (a weak literal takes it; others must already
+ * have it), emitting a CONST or a variable read where needed. `what` names the operand
+ * in errors. -1 after an error. */
+int32_t kb_use(tern_kb *kb, tern_loc at, tern_v v, int type, const char *what);
+
+/* A buffer operand's id, checking it is a buffer of this kernel. -1 after an error. */
+int32_t kb_buf(tern_kb *kb, tern_loc at, tern_v v, const char *what);
+
+/* Result handles. */
+tern_v kb_value(tern_kb *kb, int32_t id);
+tern_v kb_none(tern_kb *kb);
+tern_v kb_const(int type, ev x, bool weak);
+/* A constant that failed to fold (no builder to report to yet): reported when it is used
+ * with one. */
+tern_v kb_poison(tern_loc at, int op, int ta, int tb);
+
+/* Checks a C identifier for a name (at most 63 characters). */
+bool kb_name_ok(const char *name);
+
+/* The unified type of two operands for a binary operation (weak literals adapt), or
+ * TERN_T_VOID with *why set. */
+int kb_unify(const tern_kb *kb, tern_v a, tern_v b);
+
+/* Whether a weak integer literal's value is representable in type t. */
+bool kb_literal_fits(int64_t x, int t);
+
+#endif

@@ -1,0 +1,310 @@
+/* ir_verify: checks every invariant of a finished kernel that the later passes rely on, so
+ * the interpreter and emitters may assume them: operands in range, defined earlier and in
+ * scope, operand and result types, and well-formed blocks. The tracer already enforces all
+ * of this with friendlier messages; this is the safety net behind it. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "dsl/ir.h"
+
+typedef struct verifier {
+    const tern_kernel *k;
+    bool *open;     /* open[i]: instruction i opens a block that is still open */
+    int32_t *stack; /* open blocks */
+    int32_t depth;
+    tern_error *err;
+    int32_t at;
+} verifier;
+
+static void fail(verifier *v, const char *fmt, ...) TERN_PRINTF(2, 3);
+static void fail(verifier *v, const char *fmt, ...) {
+    if (v->err) return;
+    char msg[256], where[128], what[160];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    v->err = tern_errorf("kernel '%s': invalid statement '%s' (%s): %s", v->k->name,
+                         ir_describe(v->k, v->at, what, sizeof what),
+                         ir_where(v->k, v->at, where, sizeof where), msg);
+}
+
+/* Checks value operand id and returns its type (VOID when invalid). */
+static int val(verifier *v, int32_t id) {
+    const tern_kernel *k = v->k;
+    if (id < 0 || id >= k->nvals) {
+        fail(v, "operand %d is not a value", id);
+        return TERN_T_VOID;
+    }
+    const ir_value *x = &k->vals[id];
+    if (x->def >= v->at) {
+        fail(v, "value %d is used before it is made", id);
+        return TERN_T_VOID;
+    }
+    if (x->block >= 0 && !v->open[x->block]) {
+        fail(v, "value %d is used outside its block", id);
+        return TERN_T_VOID;
+    }
+    return x->type;
+}
+
+static const ir_buf *buf(verifier *v, int32_t id) {
+    if (id < 0 || id >= v->k->nbufs) {
+        fail(v, "operand %d is not a buffer", id);
+        return NULL;
+    }
+    return &v->k->bufs[id];
+}
+
+static const ir_var *var(verifier *v, int32_t id) {
+    if (id < 0 || id >= v->k->nvars) {
+        fail(v, "operand %d is not a variable", id);
+        return NULL;
+    }
+    const ir_var *x = &v->k->vars[id];
+    if (x->block >= 0 && !v->open[x->block]) fail(v, "variable %d is used outside its block", id);
+    return x;
+}
+
+static void want(verifier *v, bool ok, const char *what) {
+    if (!ok) fail(v, "%s", what);
+}
+
+/* COPY_ASYNC: device buffer a2 to threadgroup buffer a0, one element type, 4, 8 or 16 bytes;
+ * a0 marked as a copy's destination (the emitters align it for the copy). */
+static void check_copy(verifier *v, const ir_ins *in) {
+    const ir_buf *d = buf(v, in->a[0]), *s = buf(v, in->a[2]);
+    int di = val(v, in->a[1]), si = val(v, in->a[3]);
+    size_t bytes = d ? tern_type_size((tern_type)d->elem) * in->aux : 0;
+    bool sizes = bytes == 4 || bytes == 8 || bytes == 16;
+    want(v, d && s && d->shared && (d->used & IR_BUF_COPIED) && !s->shared && (s->intent & TERN_READ) &&
+                d->elem == s->elem && sizes && ir_type_is_int(di) && ir_type_is_int(si) &&
+                in->type == TERN_T_VOID && in->dst < 0,
+         "copy_async operands");
+}
+
+/* MMA: 16 f32 operands in extra, four consecutive f32 results defined here. */
+static void check_mma(verifier *v, int32_t i) {
+    const tern_kernel *k = v->k;
+    const ir_ins *in = &k->ins[i];
+    if (in->a[0] < 0 || in->a[0] + IR_MMA_OPERANDS > k->nextra || in->type != TERN_T_F32 ||
+        in->dst < 0 || in->dst + IR_MMA_RESULTS > k->nvals) {
+        fail(v, "mma operands or results");
+        return;
+    }
+    for (int j = 0; j < IR_MMA_OPERANDS; j++)
+        want(v, val(v, k->extra[in->a[0] + j]) == TERN_T_F32, "mma operand types");
+    for (int j = 1; j < IR_MMA_RESULTS; j++)
+        want(v, k->vals[in->dst + j].def == i && k->vals[in->dst + j].type == TERN_T_F32,
+             "mma results");
+}
+
+static void check_ins(verifier *v, int32_t i) {
+    const tern_kernel *k = v->k;
+    const ir_ins *in = &k->ins[i];
+    const int32_t *a = in->a;
+    int t = in->type;
+    if (in->dst >= 0 && (in->dst >= k->nvals || k->vals[in->dst].def != i ||
+                         k->vals[in->dst].type != t))
+        fail(v, "the result's value record does not match");
+    switch ((ir_op)in->op) {
+    case IR_CONST: want(v, ir_type_is_value(t), "constant of a non-value type"); break;
+    case IR_PARAM:
+        want(v, in->imm >= 0 && in->imm < k->nparams && !k->params[in->imm].is_buf &&
+                    k->params[in->imm].type == t, "parameter mismatch");
+        break;
+    case IR_THREAD: want(v, t == TERN_T_I32 && in->aux <= TERN_SIMD_GROUPS && in->imm >= 0 &&
+                               in->imm <= 2, "bad thread attribute"); break;
+    case IR_UNARY: {
+        int x = val(v, a[0]);
+        bool isbool = in->aux == TERN_ISNAN || in->aux == TERN_ISINF;
+        want(v, in->aux <= TERN_ISINF && (isbool ? t == TERN_T_BOOL && x == TERN_T_F32 : x == t),
+             "unary operand type");
+        break;
+    }
+    case IR_BINARY: {
+        int x = val(v, a[0]), y = val(v, a[1]);
+        bool cmp = in->aux >= TERN_LT;
+        want(v, in->aux <= TERN_LOR && x == y && ir_type_is_value(x) &&
+                    (cmp ? t == TERN_T_BOOL : t == x), "binary operand types");
+        break;
+    }
+    case IR_SELECT:
+        want(v, val(v, a[0]) == TERN_T_BOOL && val(v, a[1]) == t && val(v, a[2]) == t,
+             "select operand types");
+        break;
+    case IR_FMA:
+        want(v, t == TERN_T_F32 && val(v, a[0]) == t && val(v, a[1]) == t && val(v, a[2]) == t,
+             "fma operand types");
+        break;
+    case IR_CAST: want(v, ir_type_is_value(val(v, a[0])) && ir_type_is_value(t), "cast types"); break;
+    case IR_BITCAST: {
+        int x = val(v, a[0]);
+        want(v, ir_type_is_numeric(x) && ir_type_is_numeric(t) && ir_type_bits(x) == ir_type_bits(t),
+             "bitcast types");
+        break;
+    }
+    case IR_VAR_DECL: {
+        const ir_var *x = var(v, a[0]);
+        want(v, x && val(v, a[1]) == x->type, "variable initial type");
+        break;
+    }
+    case IR_VAR_READ: {
+        const ir_var *x = var(v, a[0]);
+        want(v, x && x->type == t, "variable read type");
+        break;
+    }
+    case IR_ASSIGN: {
+        const ir_var *x = var(v, a[0]);
+        want(v, x && val(v, a[1]) == x->type, "assignment type");
+        break;
+    }
+    case IR_LOAD:
+    case IR_VLOAD: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && (b->intent & TERN_READ) && ir_type_is_int(val(v, a[1])) &&
+                    t == (int)tern_type_value(b->elem), "load types");
+        if (in->op == IR_VLOAD)
+            want(v, in->aux >= 2 && in->aux <= 8 && in->dst + in->aux <= k->nvals,
+                 "vector width");
+        break;
+    }
+    case IR_STORE: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && (b->intent & TERN_WRITE) && ir_type_is_int(val(v, a[1])) &&
+                    val(v, a[2]) == (int)tern_type_value(b->elem), "store types");
+        break;
+    }
+    case IR_VSTORE: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && (b->intent & TERN_WRITE) && ir_type_is_int(val(v, a[1])), "store types");
+        if (a[2] < 0 || in->aux < 2 || in->aux > 8 || a[2] + in->aux > k->nextra) {
+            fail(v, "vector store values");
+            break;
+        }
+        for (int j = 0; j < in->aux && b; j++)
+            want(v, val(v, k->extra[a[2] + j]) == (int)tern_type_value(b->elem), "store types");
+        break;
+    }
+    case IR_ATOMIC:
+    case IR_ATOMIC_CAS: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && b->intent == TERN_READ_WRITE && ir_type_is_int(val(v, a[1])) &&
+                    val(v, a[2]) == b->elem && t == b->elem, "atomic types");
+        if (in->op == IR_ATOMIC_CAS) want(v, val(v, a[3]) == t, "atomic types");
+        break;
+    }
+    case IR_SIMD: {
+        int x = val(v, a[0]);
+        want(v, in->aux <= TERN_SIMD_ALL && ir_type_is_value(x), "SIMD operand type");
+        if (in->aux >= TERN_SIMD_SHUFFLE && in->aux <= TERN_SIMD_SHUFFLE_UP) {
+            int y = val(v, a[1]);
+            want(v, y == TERN_T_I32 || y == TERN_T_U32, "SIMD lane type");
+        }
+        break;
+    }
+    case IR_MMA: check_mma(v, i); break;
+    case IR_PRINT:
+        if (a[0] < 0 || a[1] < 0 || a[1] > 16 || a[0] + a[1] > k->nextra || in->imm < 0 ||
+            in->imm >= k->nstrings) {
+            fail(v, "print operands");
+            break;
+        }
+        for (int j = 0; j < a[1]; j++) want(v, ir_type_is_value(val(v, k->extra[a[0] + j])), "print value");
+        break;
+    case IR_IF:
+        want(v, val(v, a[0]) == TERN_T_BOOL && a[2] > i && a[2] < k->nins &&
+                    k->ins[a[2]].op == IR_END, "if block");
+        break;
+    case IR_FOR:
+        want(v, ir_type_is_int(t) && val(v, a[0]) == t && val(v, a[1]) == t && val(v, a[2]) == t &&
+                    a[3] > i && a[3] < k->nins && k->ins[a[3]].op == IR_END, "for loop");
+        break;
+    case IR_WHILE:
+        want(v, a[0] > i && a[0] < k->nins && k->ins[a[0]].op == IR_WHILE_TEST && a[1] > a[0] &&
+                    a[1] < k->nins && k->ins[a[1]].op == IR_END, "while loop");
+        break;
+    case IR_WHILE_TEST: want(v, val(v, a[0]) == TERN_T_BOOL, "while condition"); break;
+    case IR_RESULT: want(v, ir_type_is_value(val(v, a[0])) && i == k->nins - 1, "result"); break;
+    case IR_LOAD_MATRIX: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && b->shared && b->elem == TERN_T_BF16 && (b->intent & TERN_READ) &&
+                    ir_type_is_int(val(v, a[1])) && t == TERN_T_F32 && in->dst + 8 <= k->nvals,
+             "load_matrix types");
+        break;
+    }
+    case IR_WAIT_PREVIOUS: want(v, v->depth == 0, "wait_previous inside a block"); break;
+    case IR_COPY_ASYNC: check_copy(v, in); break;
+    case IR_COPY_WAIT: want(v, in->aux <= IR_COPY_WAIT_MAX, "copy_async_wait's pending count"); break;
+    case IR_PREFETCH: {
+        const ir_buf *b = buf(v, a[0]);
+        want(v, b && !b->shared && (b->intent & TERN_READ) && ir_type_is_int(val(v, a[1])), "prefetch operands");
+        break;
+    }
+    case IR_ELSE:
+    case IR_END:
+    case IR_BARRIER:
+    case IR_FENCE:
+    case IR_COPY_COMMIT:
+    case IR_BREAK:
+    case IR_CONTINUE:
+    case IR_EXIT: break;
+    default: fail(v, "unknown opcode %d", in->op);
+    }
+}
+
+tern_error *ir_verify(const tern_kernel *k) {
+    verifier v = {.k = k};
+    v.open = calloc((size_t)k->nins + 1, sizeof *v.open);
+    v.stack = calloc((size_t)k->nins + 1, sizeof *v.stack);
+    if (!v.open || !v.stack) {
+        free(v.open);
+        free(v.stack);
+        return tern_errorf("kernel '%s': out of memory", k->name);
+    }
+    for (int32_t i = 0; i < k->nins && !v.err; i++) {
+        v.at = i;
+        check_ins(&v, i);
+        const ir_ins *in = &k->ins[i];
+        ir_op op = (ir_op)in->op;
+        if (ir_op_opens(op)) {
+            v.open[i] = true;
+            v.stack[v.depth++] = i;
+        } else if (op == IR_ELSE) {
+            int32_t top = v.depth ? v.stack[v.depth - 1] : -1;
+            if (top < 0 || k->ins[top].op != IR_IF || in->a[0] != top || k->ins[top].a[1] != i) {
+                fail(&v, "else without its if");
+                break;
+            }
+            v.open[top] = false; /* the then-block's values are not visible in the else */
+            v.open[i] = true;
+            v.stack[v.depth - 1] = i;
+        } else if (op == IR_END) {
+            int32_t top = v.depth ? v.stack[v.depth - 1] : -1;
+            if (top < 0 || in->a[0] != top) {
+                fail(&v, "end without its block");
+                break;
+            }
+            v.open[top] = false;
+            v.depth--;
+        } else if (op == IR_BREAK || op == IR_CONTINUE) {
+            bool inside = false;
+            for (int32_t d = 0; d < v.depth; d++)
+                if (v.stack[d] == in->a[0] && (k->ins[in->a[0]].op == IR_FOR || k->ins[in->a[0]].op == IR_WHILE))
+                    inside = true;
+            want(&v, inside, "break or continue outside its loop");
+        }
+    }
+    if (!v.err && v.depth) {
+        v.at = v.stack[v.depth - 1];
+        fail(&v, "block never closed");
+    }
+    if (!v.err && k->result >= 0 && (k->nins == 0 || k->ins[k->nins - 1].op != IR_RESULT)) {
+        v.at = k->nins - 1;
+        fail(&v, "the result is not the last statement");
+    }
+    free(v.open);
+    free(v.stack);
+    return v.err;
+}

@@ -1,0 +1,191 @@
+/* attention, attention_backward and attention_cached (see src/kernels/attention.c and
+ * attention_cached.c). `saved` is this core's own record: f32 [B, NH, T], each query
+ * row's logsumexp, whose length the bodies check (tern_check_saved); the entry has checked
+ * the rest. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "gpu_core/gpu_internal.h"
+
+/* B, T, C, NH positive, C % NH == 0, and the element counts. */
+static tern_error *shape(const char *op, int B, int T, int C, int NH, size_t *btc, size_t *saved) {
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
+    TERN_TRY(tern_check_positive(op, "C", C));
+    TERN_TRY(tern_check_positive(op, "NH", NH));
+    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
+    size_t bt;
+    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)C, btc) ||
+        !tern_mul_size(bt, (size_t)NH, saved) || *btc > SIZE_MAX / 3)
+        return tern_errorf("%s: B * T * 3C overflows", op);
+    TERN_TRY(gpu_check_index(op, "qkv", *btc * 3));
+    int hs = C / NH;
+    if (hs > GK_ATT_MAX_HS)
+        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs,
+                           GK_ATT_MAX_HS);
+    if ((size_t)B * (size_t)NH > 65535)
+        return tern_errorf("%s: B * NH = %zu exceeds the GPU grid's limit of 65535", op, (size_t)B * (size_t)NH);
+    return NULL;
+}
+
+tern_error *gpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out) {
+    const char *op = "attention_saved_len";
+    size_t bt;
+    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)NH, out))
+        return tern_errorf("%s: B * NH * T overflows", op);
+    return NULL;
+}
+
+static float head_scale(int C, int NH) { return 1.0f / sqrtf((float)(C / NH)); }
+
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
+                          int C, int NH) {
+    gpu_core *g = gpu_core_of(d);
+    const char *op = "attention";
+    size_t n = 0, ns = 0;
+    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(tern_check_saved(op, saved, ns));
+    int hs = C / NH;
+    tern_buf all[2] = {out, qkv};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(qkv);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 2, (size_t)hs);
+    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(saved), tern_arg_buf(qkv), tern_arg_i32(T),
+                       tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(head_scale(C, NH))};
+    return gpu_run(g, op, GK_ATTENTION, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
+                   tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args, 7);
+}
+
+tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
+                                   tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+    gpu_core *g = gpu_core_of(d);
+    const char *op = "attention_backward";
+    size_t n = 0, ns = 0;
+    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(tern_check_saved(op, saved, ns));
+    int hs = C / NH;
+    size_t bt = (size_t)B * (size_t)T;
+    tern_dbuf delta;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, ns, &delta), "%s", op));
+    tern_arg delta_arg = gpu_scratch_arg(delta, 0, ns);
+    float scale = head_scale(C, NH);
+
+    tern_buf all[3] = {dqkv, qkv, dout};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(dqkv);
+    s.t[1] = gpu_t(qkv);
+    s.t[2] = gpu_t(dout);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 3, (size_t)hs);
+    tern_arg args[] = {tern_arg_buf(dqkv), tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), delta_arg,
+                       tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(scale)};
+    tern_dims grid = tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH));
+    /* delta_i = dO_i . O_i: from out when its rounding stays below the result's (out f32,
+     * or a bf16 gradient); else recomputed exactly from q, k, v and dO (one more pass) */
+    if (out.dtype == TERN_F32 || dqkv.dtype != TERN_F32) {
+        tern_buf rows[2] = {dout, out};
+        gk_spec sd = {0};
+        sd.t[0] = gpu_t(dout);
+        sd.t[1] = gpu_t(out);
+        sd.n[0] = hs;
+        sd.n[1] = gpu_width(rows, 2, (size_t)hs);
+        tern_arg da[] = {delta_arg, tern_arg_buf(dout), tern_arg_buf(out), tern_arg_i32((int32_t)bt), tern_arg_i32(T),
+                         tern_arg_i32(C), tern_arg_i32(NH)};
+        TERN_TRY(gpu_run(g, op, GK_ATTENTION_DELTA, &sd, tern_dims1(gpu_groups(bt * (size_t)NH, GK_EW_GROUP)),
+                         tern_dims1(GK_EW_GROUP), da, 7));
+    } else {
+        gk_spec sx = s;
+        sx.n[2] = 1;
+        TERN_TRY(gpu_run(g, op, GK_ATTENTION_DQ, &sx, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))),
+                         args, 9));
+    }
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 1))),
+                     args, 9));
+    return gpu_run(g, op, GK_ATTENTION_DQ, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args,
+                   9);
+}
+
+/* How many ways attention_cached splits each row's positions: one group per row fills a GPU
+ * when there are many rows (prefill); decoding one token has B NH rows (12 for GPT-2 124M),
+ * so there each row's positions are split into up to GK_AC_MAX_SPLITS parts, each a group
+ * (12 x 16 = 192 groups): while the split partials fit the core's GK_AC_SPLIT_ROWS, and no
+ * more parts than max_T has runs of GK_AC_SPLIT_MIN positions. The choice depends only on
+ * the shape, never on the position, so a captured graph replays it at every position. Head
+ * sizes whose split kernel would hold more than GK_AC_PART_MAX values of a row per thread
+ * (hs / gk_ac_parts, for hs with few factors of two) are not split.
+ * The ac_splits option lowers the most parts to n (1: no split), for measurements. */
+static int cached_splits(const gpu_core *g, size_t rows, int max_T, int hs, int W) {
+    size_t s = GK_AC_MAX_SPLITS;
+    int want = g->tune.ac_splits;
+    if (want >= 1 && (size_t)want < s) s = (size_t)want;
+    if (s > GK_AC_SPLIT_ROWS / rows) s = GK_AC_SPLIT_ROWS / rows;
+    size_t by_len = ((size_t)max_T + GK_AC_SPLIT_MIN - 1) / GK_AC_SPLIT_MIN;
+    if (s > by_len) s = by_len;
+    if (hs / gk_ac_parts(hs, W) > GK_AC_PART_MAX) s = 1;
+    return s > 1 ? (int)s : 1;
+}
+
+/* The split partials' buffer, allocated once at its full size (GK_AC_SPLIT_ROWS rows of
+ * hs + 2 floats) and never moved: a captured graph keeps its address. */
+static tern_error *split_partials(gpu_core *g) {
+    if (g->att_partial.mem) return NULL;
+    return tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial);
+}
+
+tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
+                                 tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
+                                 int max_T) {
+    gpu_core *g = gpu_core_of(d);
+    const char *op = "attention_cached";
+    TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
+    TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
+    int hs = C / NH;
+    if (hs > GK_ATT_MAX_HS)
+        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
+    tern_buf all[3] = {k_cache, v_cache, qkv}; /* out is written one value at a time */
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(k_cache);
+    s.t[2] = gpu_t(v_cache);
+    s.t[3] = gpu_t(qkv);
+    s.n[0] = hs;
+    s.n[1] = gpu_width(all, 3, (size_t)hs);
+    size_t rows = (size_t)B * (size_t)NH * (size_t)T;
+    int splits = cached_splits(g, rows, max_T, hs, s.n[1]);
+    tern_arg dst = tern_arg_buf(out);
+    uint32_t threads = GK_AC_GROUP;
+    if (splits > 1) {
+        TERN_TRY(tern_error_wrap(split_partials(g), "%s", op));
+        dst = tern_arg_dev(g->att_partial);
+        /* a group fitted to a split's positions, at most ceil(max_T / S) (from the shape
+         * only: a graph replays it at every position), parts threads each, in whole SIMD
+         * groups; fewer SIMD groups, less to merge. GPT-2 124M decoding: 64 positions, 2
+         * parts (hs 64), 128 threads, one pass. */
+        int parts = gk_ac_parts(hs, s.n[1]);
+        size_t share = ((size_t)max_T + (size_t)splits - 1) / (size_t)splits;
+        size_t group = (share * (size_t)parts + 31) / 32 * 32;
+        threads = group < GK_AC_SPLIT_GROUP ? (uint32_t)group : GK_AC_SPLIT_GROUP;
+        s.n[2] = splits;
+        s.n[3] = (int32_t)threads;
+        s.n[4] = parts;
+        s.n[5] = T == 1; /* decoding: the one new position is each group's own row */
+    }
+    tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),
+                       gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T),
+                       tern_arg_f32(head_scale(C, NH))};
+    /* split: grid (T S, NH, B) (rows <= GK_AC_SPLIT_ROWS / 2, so NH and B are small) */
+    tern_dims grid = splits > 1 ? tern_dims3((uint32_t)(T * splits), (uint32_t)NH, (uint32_t)B)
+                                : tern_dims1((uint32_t)rows);
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, grid, tern_dims1(threads), args, 11));
+    if (splits == 1) return NULL;
+    gk_spec sc = {0};
+    sc.t[0] = gpu_t(out);
+    sc.n[0] = hs;
+    sc.n[1] = splits;
+    tern_arg cargs[] = {tern_arg_buf(out), tern_arg_dev(g->att_partial), tern_arg_buf(pos), tern_arg_i32(T),
+                        tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T), tern_arg_i32((int32_t)rows)};
+    return gpu_run(g, op, GK_ATTENTION_COMBINE, &sc, tern_dims1(gpu_groups(rows * (size_t)hs, GK_EW_GROUP)),
+                   tern_dims1(GK_EW_GROUP), cargs, 8);
+}

@@ -1,0 +1,134 @@
+/* The small-m products (src/kernels/gemv.c) behind tern_matmul: which products they take,
+ * and their launch geometry.
+ *
+ * The rule (gpu_gemv_applies): m <= GK_GEMV_MAX_M rows of A, a single product (batch 1),
+ * A not transposed. Anything else in the contract is taken: any lda and ldc, B either way
+ * round and any ldb (odd strides and offsets only narrow the vector width), alpha, beta,
+ * bias, GELU and aux, any k (A's rows are staged in k-chunks). m = 8 covers decoding up to
+ * eight sequences: there B is read once for all rows, as for one. */
+#include <stdlib.h>
+
+#include "gpu_core/gpu_internal.h"
+
+bool gpu_gemv_applies(const tern_matmul_dims *d) {
+    return d->m >= 1 && d->m <= GK_GEMV_MAX_M && d->batch == 1 && !d->trans_a;
+}
+
+/* B's vector width: 16 bytes, narrowed until B's offset, its row stride and `row` (n for
+ * B [k, n], whose threads read W columns; k for B [n, k], read in W-element words) are all
+ * multiples of it. */
+static int b_width(tern_buf b, size_t ldb, size_t row) {
+    int w = gpu_width(&b, 1, row);
+    while (w > 1 && ldb % (size_t)w != 0) w /= 2;
+    return w;
+}
+
+/* Threads per group across the columns of B [k, n] (TC): 8, so that the threads of a row
+ * read 128 contiguous bytes of a 16-byte-wide B, at least a 32-byte sector of each row
+ * otherwise. Until the decode kernels overlapped (programmatic dependent launch), groups
+ * stayed narrower while that left two per SM of an H200; with the overlap the widest tile
+ * won on the H200: GPT-2 124M bf16 decoding at 2,627 tokens/s with TC = 8 against 2,467 with
+ * that rule's TC = 2 for n = 768 (bench/h200/NOTES.md, run 18). The gemv_tc option (a power
+ * of two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
+ * which bounds the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
+static int columns_threads(const gpu_core *g, int w, size_t esize) {
+    int tc = (int)(32 / ((size_t)w * esize));
+    if (tc < 8) tc = 8;
+    if (g->tune.gemv_tc) tc = g->tune.gemv_tc;
+    while (tc > 1 && tc * w > 64) tc /= 2;
+    return tc;
+}
+
+/* Threads per group for B [k, n]: GK_GEMV_GROUP, doubled (up to 1024) while a thread would
+ * still have more than 8 rows of a k-chunk, so that each thread loads all its rows at once
+ * (GPT-2's 3072 x 768 projection: 1024 threads, 6 rows each, instead of 24 rows in steps of
+ * 8). Only for m = 1 (m = 2 up to 512): the registers per thread that a 1024-thread group
+ * allows (64; 128 at 512) hold m W accumulators and the rows in flight. */
+static int group_threads(int m, int tc, size_t kc) {
+    int g = GK_GEMV_GROUP, most = m == 1 ? 1024 : m == 2 ? 512 : GK_GEMV_GROUP;
+    while (g < most && (kc + (size_t)(g / tc) - 1) / (size_t)(g / tc) > 8) g *= 2;
+    return g;
+}
+
+/* With B loaded before the wait, fewer column threads (TC) where that lets every row of a
+ * thread's share be among the rows loaded then (gemv_unroll's 8 for m <= 2): GPT-2's 3072 x
+ * 768 projection at TC = 2 is 48 groups of 1,024 threads with 6 rows each, all loaded
+ * early, instead of 12 groups with 8 of their 24 rows loaded early. The groups' rows of B
+ * are then 32 contiguous bytes (TC W bf16), a whole sector. gemv_narrow=0 keeps TC
+ * (for measurements). */
+static void narrow_for_early(const gpu_core *core, int m, size_t rows, int32_t *tc, int32_t *g) {
+    if (m > 2 || !core->tune.gemv_narrow) return;
+    int t = *tc, threads = *g;
+    while (t > 1 && (rows + (size_t)(threads / t) - 1) / (size_t)(threads / t) > 8) {
+        t /= 2;
+        threads = group_threads(m, t, rows);
+    }
+    if ((rows + (size_t)(threads / t) - 1) / (size_t)(threads / t) <= 8) *tc = t, *g = threads;
+}
+
+/* A's k-chunk: all of k (rounded up to 256) when m rows of it, of `size`-byte elements, fit
+ * in GK_GEMV_X_BYTES. */
+static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
+    size_t kc = ((size_t)d->k + 255) / 256 * 256;
+    size_t cap = GK_GEMV_X_BYTES / ((size_t)d->m * size) / 256 * 256;
+    return kc > cap ? cap : kc;
+}
+
+/* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
+ * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
+ * gemv_early=0 (for measurements). */
+static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
+    if (!g->tune.gemv_early) return false;
+    return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
+}
+
+tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                     const tern_matmul_dims *d) {
+    if (!gpu_gemv_applies(d))
+        return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
+                           d->k, d->batch, d->trans_a ? ", A transposed" : "");
+    if (tern_matmul_composite(c, mm)) /* the kernels read beta's term from C and would write aux */
+        return tern_errorf("matmul: the GEMV kernels take a plain product (compose the addend and GELU_BACKWARD first)");
+    bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
+    TERN_TRY(gpu_check_index("matmul", "a", a.len));
+    TERN_TRY(gpu_check_index("matmul", "b", b.len));
+    TERN_TRY(gpu_check_index("matmul", "c", c.len));
+    if (has_aux) TERN_TRY(gpu_check_index("matmul", "aux", mm->aux.len));
+    size_t kc = k_chunk(d, tern_dtype_size(a.dtype)); /* x is staged in A's dtype */
+
+    gk_spec s = {0};
+    s.t[0] = gpu_t(c);
+    s.t[1] = gpu_t(a);
+    s.t[2] = gpu_t(b);
+    s.t[3] = has_bias ? gpu_t(mm->bias) : 0;
+    s.t[4] = has_aux ? gpu_t(mm->aux) : 0;
+    s.n[0] = d->m;
+    s.n[1] = b_width(b, d->ldb, d->trans_b ? (size_t)d->k : (size_t)d->n);
+    s.n[2] = mm->epilogue == TERN_EPILOGUE_GELU;
+    s.n[3] = has_bias;
+    s.n[4] = has_aux;
+    s.n[6] = (int32_t)kc;
+    uint32_t groups, threads = GK_GEMV_GROUP;
+    if (d->trans_b) {
+        groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
+    } else {
+        size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
+        s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
+        s.n[5] = columns_threads(g, s.n[1], tern_dtype_size(b.dtype));
+        s.n[7] = group_threads(d->m, s.n[5], rows);
+        if (s.n[11]) narrow_for_early(g, d->m, rows, &s.n[5], &s.n[7]);
+        groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
+        threads = (uint32_t)s.n[7];
+    }
+    tern_arg args[12];
+    size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
+    args[n++] = tern_arg_i32(d->n);
+    args[n++] = tern_arg_i32(d->k);
+    args[n++] = tern_arg_i32((int32_t)d->lda);
+    args[n++] = tern_arg_i32((int32_t)d->ldb);
+    args[n++] = tern_arg_i32((int32_t)d->ldc);
+    args[n++] = tern_arg_f32(mm->alpha);
+    args[n++] = tern_arg_f32(mm->beta);
+    return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
+                   n);
+}

@@ -1,0 +1,76 @@
+/* Flash attention on the tensor cores, written in the DSL with its warp-matrix operation
+ * (tern_mma_bf16): causal attention over bf16 activations without materialising the score
+ * matrices. Used by the cuda handler for bf16 (attention_gemm.c picks it); the kernels use
+ * nothing CUDA-specific, so tests run them on the host interpreter (tests/attention_kernels).
+ *
+ * Layouts (token-major, as the model holds them; no permutes):
+ *   qkv, dqkv  bf16 [B, T, 3, NH, hs]   out, dout  bf16 [B, T, NH, hs]
+ *   lse, D     f32  [B, NH, T]          (the logsumexp of each query row; D = rowsum(dO * O))
+ *
+ * Every kernel runs groups of GK_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
+ * over tiles of GK_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
+ * the three tiled kernels, gk_flash_delta_groups for DELTA (gk_flash_rows and
+ * gk_flash_threads say so). */
+#ifndef TERN_KERNELS_FLASH_H
+#define TERN_KERNELS_FLASH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/kernel.h"
+
+#define GK_FLASH_TILE 64
+#define GK_FLASH_THREADS 128
+
+typedef enum gk_flash_kernel {
+    GK_FLASH_FORWARD,     /* qkv, out, lse, B, T, NH, scale: out and lse */
+    GK_FLASH_DELTA,       /* out, dout, D, B, T, NH: D = rowsum(dout * out) per query row */
+    GK_FLASH_BACKWARD_KV, /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dK and dV into dqkv */
+    GK_FLASH_BACKWARD_Q,  /* qkv, dout, lse, D, dqkv, B, T, NH, scale: dQ into dqkv */
+} gk_flash_kernel;
+
+/* How a kernel is compiled (zero: no hints, today's kernels). Chosen on the H200
+ * (bench/h200/NOTES.md). */
+typedef struct gk_flash_opts {
+    /* groups of GK_FLASH_THREADS threads per SM the compiler budgets registers for
+     * (tern_min_groups) */
+    int min_groups;
+    bool kv_halves; /* BACKWARD_KV walks each query tile in two halves: fewer live registers */
+    /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
+     * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
+     * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
+     * buffer GK_FLASH_TILE elements longer than B NH T T (the last tile's reads). */
+    bool ds_saved;
+    /* FORWARD, BACKWARD_KV and BACKWARD_Q with ds_saved stage their tiles one ahead, by
+     * asynchronous copies into double buffers (tern_copy_async): the next tile loads while
+     * the products run on this one. Twice the tiles' shared memory. */
+    bool pipelined;
+    /* BACKWARD_Q with ds_saved and pipelined: the tiles in flight plus one, 2 to
+     * GK_FLASH_MAX_STAGES (0 is 2: double buffers). Its products are short, so each tile's
+     * step waits mostly on memory: more tiles in flight, more bytes. stages times the two
+     * tiles' shared memory. */
+    int stages;
+} gk_flash_opts;
+
+#define GK_FLASH_MAX_STAGES 4
+
+/* The query or key rows one group of a tiled kernel covers (its grid is (ceil(T / rows),
+ * B * NH)), and the group's threads (two per row: 16 rows per SIMD group); DELTA's groups
+ * are GK_FLASH_THREADS threads, one row each. opts may be NULL. */
+int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts);
+int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts);
+
+/* DELTA's groups (of GK_FLASH_THREADS) for B sequences of T positions and NH heads of
+ * size hs: a few threads share each row. */
+uint32_t gk_flash_delta_groups(int B, int T, int NH, int hs);
+
+/* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
+ * multiple of 16 up to 128, every buffer's start 16-byte aligned. */
+bool gk_flash_fits(int hs, const size_t *offsets, int count);
+
+/* opts may be NULL (no hints). */
+tern_error *gk_flash_kernel_build(gk_flash_kernel which, int hs, const gk_flash_opts *opts,
+                                    tern_kernel **out) TERN_MUST_USE;
+
+#endif
