@@ -34,14 +34,13 @@ build: setup configure
 # the build folder, shared by every test and by the sanitizer build (the same OpenCL source).
 export POCL_CACHE_DIR ?= $(abspath $(BUILD))/pocl-cache
 
-# make test: every handler, every operation, the fixtures. Its OpenCL tests have PoCL build
-# the kernels without optimisation (-cl-opt-disable: the same OpenCL C, compiled 3 to 6 times
-# faster; docs/PERFORMANCE.md). make test-slow runs the slow suite (label `slow`: the GPU
-# core's kernel-variant matrices on PoCL with its optimiser on, every kernel variant through
-# NVRTC and the Metal check); make test-all is both, and CI runs both.
+# make test: every handler, every operation, the fixtures. make test-slow runs the slow
+# suite (label `slow`: the GPU core's kernel-variant matrices on PoCL, the whole fixture on
+# the interpreter, every kernel variant through NVRTC and the Metal check); make test-all is
+# both, and CI runs both.
 test: build
 	@bash scripts/setup-test-python $(BUILD)
-	cd $(BUILD) && POCL_EXTRA_BUILD_FLAGS=-cl-opt-disable ctest --output-on-failure -j $(JOBS) -LE slow
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow
 
 test-slow: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
@@ -66,7 +65,7 @@ gpt2: quiet-build
 asan: setup
 	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
-	cd build-asan && POCL_EXTRA_BUILD_FLAGS=-cl-opt-disable ctest --output-on-failure -j $(JOBS) -LE slow
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
 install: build
 	cmake --install $(BUILD)
