@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/config_json.h"
 #include "core/display.h"
 #include "tern/file.h"
 
@@ -27,27 +28,8 @@ static tern_error *find_key(const cJSON *root, const char *source, const char *k
     return NULL;
 }
 
-/* What a JSON value is, for messages: "a string", "null", "2.5", ... With `quote`, a string
- * is shown quoted instead (cut short, control characters as '?'). */
-static const char *describe_value(const cJSON *item, char *buf, size_t size, bool quote) {
-    if (cJSON_IsNumber(item)) {
-        snprintf(buf, size, "%.17g", item->valuedouble);
-        return buf;
-    }
-    if (cJSON_IsString(item) && quote) {
-        snprintf(buf, size, "\"%s\"", tern_display_of(item->valuestring).s);
-        return buf;
-    }
-    if (cJSON_IsString(item)) return "a string";
-    if (cJSON_IsNull(item)) return "null";
-    if (cJSON_IsBool(item)) return cJSON_IsTrue(item) ? "true" : "false";
-    if (cJSON_IsArray(item)) return "an array";
-    if (cJSON_IsObject(item)) return "an object";
-    return "an invalid value";
-}
-
 static const char *describe(const cJSON *item, char *buf, size_t size) {
-    return describe_value(item, buf, size, false);
+    return tern_cj_describe(item, buf, size, false);
 }
 
 /* An integer field in [lo, hi]. *present says whether it was there; when it was not and
@@ -90,7 +72,7 @@ static tern_error *read_config(const cJSON *root, const char *source, tern_gpt2_
     TERN_TRY(find_key(root, source, "model_type", &item));
     if (item && !(cJSON_IsString(item) && strcmp(item->valuestring, "gpt2") == 0))
         return tern_errorf("%s: model_type: must be \"gpt2\", got %s", source,
-                           describe_value(item, quoted, sizeof quoted, true));
+                           tern_cj_describe(item, quoted, sizeof quoted, true));
 
     TERN_TRY(read_int(root, source, "n_layer", 1, TERN_GPT2_MAX_LAYER, true, &cfg->n_layer, NULL));
     TERN_TRY(read_int(root, source, "n_embd", 1, TERN_GPT2_MAX_EMBD, true, &cfg->n_embd, NULL));
@@ -125,7 +107,7 @@ static tern_error *read_config(const cJSON *root, const char *source, tern_gpt2_
                                            strcmp(item->valuestring, "gelu_pytorch_tanh") == 0)))
         return tern_errorf("%s: activation_function: must be \"gelu_new\" or "
                            "\"gelu_pytorch_tanh\" (GPT-2's tanh GELU), got %s",
-                           source, describe_value(item, quoted, sizeof quoted, true));
+                           source, tern_cj_describe(item, quoted, sizeof quoted, true));
 
     TERN_TRY(find_key(root, source, "n_inner", &item));
     if (item && !cJSON_IsNull(item) &&
