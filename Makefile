@@ -65,6 +65,7 @@ gpt2: quiet-build
 asan: setup
 	cmake -S . -B build-asan -DTERN_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 	cmake --build build-asan -j $(JOBS)
+	@bash scripts/setup-test-python build-asan
 	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE slow
 
 install: build
