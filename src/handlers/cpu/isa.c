@@ -13,18 +13,46 @@
 
 static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
 
+#ifdef TERN_CPU_X86_KERNELS
+#include <cpuid.h>
+
+/* The processor's feature bits, read with CPUID (not __builtin_cpu_supports: clang's knows no
+ * "f16c"), and the register state the operating system saves (XGETBV): a processor with AVX
+ * whose kernel does not save the YMM/ZMM registers must not run those tables. */
+typedef struct {
+    bool avx2, avx512;
+} x86_features;
+
+static x86_features x86_read_features(void) {
+    x86_features f = {false, false};
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
+    bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
+         f16c = c & (1u << 29);
+    if (!osxsave || !avx) return f;
+    unsigned xcr0_lo, xcr0_hi;
+    __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+    (void)xcr0_hi;
+    bool ymm_saved = (xcr0_lo & 0x6u) == 0x6u;          /* SSE and AVX state */
+    bool zmm_saved = ymm_saved && (xcr0_lo & 0xE0u) == 0xE0u; /* opmask, ZMM0-15 hi, ZMM16-31 */
+    if (__get_cpuid_max(0, NULL) < 7) return f;
+    __cpuid_count(7, 0, a, b, c, d);
+    bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512bw = b & (1u << 30),
+         avx512vl = b & (1u << 31);
+    f.avx2 = ymm_saved && avx2 && fma && f16c;
+    f.avx512 = f.avx2 && zmm_saved && avx512f && avx512bw && avx512vl;
+    return f;
+}
+#endif
+
 /* Whether this processor (and its operating system, which must save the wider registers)
  * runs the table of `isa`, and this build has it. */
 static bool isa_runs(cpu_isa isa) {
     if (isa == CPU_ISA_PORTABLE) return true;
 #ifdef TERN_CPU_X86_KERNELS
-    __builtin_cpu_init();
-    bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                __builtin_cpu_supports("f16c");
-    if (isa == CPU_ISA_AVX2) return avx2;
-    if (isa == CPU_ISA_AVX512)
-        return avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl");
+    x86_features f = x86_read_features();
+    if (isa == CPU_ISA_AVX2) return f.avx2;
+    if (isa == CPU_ISA_AVX512) return f.avx512;
 #endif
     return false;
 }
