@@ -17,10 +17,12 @@
 static const char usage[] =
     "usage: tern bench train    [--init CONFIG | --model DIR] [--batch B] [--seq T] [--steps N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
+    "                           [--logit-rows N] [--recompute gelu|none]\n"
     "       tern bench generate [--init CONFIG | --model DIR] [--prompt-tokens N] [--tokens N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "  defaults: --init gpt2 (124M, random weights), batch 4, seq 64, steps 5, warmup 1,\n"
-    "  prompt-tokens 16, tokens 64; generation is greedy.\n";
+    "  prompt-tokens 16, tokens 64; generation is greedy. --logit-rows and --recompute trade\n"
+    "  a training step's memory for time (tern_gpt2_set_memory; default: chosen, none).\n";
 
 static double now(void) {
     struct timespec ts;
@@ -42,6 +44,7 @@ typedef struct bench_options {
     const char *init, *model_dir, *backend;
     int B, T, steps, warmup, prompt_tokens, tokens;
     tern_precision precision;
+    tern_gpt2_memory memory; /* training steps only */
 } bench_options;
 
 static tern_error *open_model(const bench_options *o, tern_gpt2 **m) {
@@ -69,6 +72,11 @@ static tern_error *bench_train(const bench_options *o) {
     TERN_TRY(open_model(o, &m));
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     size_t n = (size_t)o->B * o->T;
+    tern_error *set = tern_gpt2_set_memory(m, &o->memory);
+    if (set) {
+        tern_gpt2_free(m);
+        return set;
+    }
     int32_t *x = malloc((n + 1) * sizeof *x);
     double *times = malloc((size_t)o->steps * sizeof *times);
     tern_error *err = NULL;
@@ -184,6 +192,11 @@ int tern_cmd_bench(int argc, char **argv) {
         else if (cli_option(argc, argv, &i, "--prompt-tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.prompt_tokens); }
         else if (cli_option(argc, argv, &i, "--tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.tokens); }
         else if (cli_option(argc, argv, &i, "--precision", &v, &err)) { if (!err) err = tern_precision_parse(v, &o.precision); }
+        else if (cli_option(argc, argv, &i, "--logit-rows", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o.memory.logit_rows); }
+        else if (cli_option(argc, argv, &i, "--recompute", &v, &err)) {
+            if (!err && !strcmp(v, "gelu")) o.memory.recompute_gelu = true;
+            else if (!err && strcmp(v, "none")) err = tern_errorf("bench: --recompute '%s': gelu or none", v);
+        }
         else err = tern_errorf("bench: unknown option '%s'", a);
     }
     o.backend = cli_backend_on_device(o.backend, device, backend_buf, sizeof backend_buf);

@@ -64,6 +64,18 @@ tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int
 
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
 
+/* How training passes trade memory for time; the next pass lays its buffers out anew.
+ * logit_rows: rows of logits [rows, Vp] a training pass holds at once (the loss and its
+ * gradient through the output projection run over chunks of rows), 0: as many as 2^27
+ * logits. recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
+ * input in the backward pass (4 C values a token a layer less memory, one more pass over
+ * them). Passes without a backward share that buffer in any case. */
+typedef struct tern_gpt2_memory {
+    int logit_rows;
+    bool recompute_gelu;
+} tern_gpt2_memory;
+tern_error *tern_gpt2_set_memory(tern_gpt2 *m, const tern_gpt2_memory *memory);
+
 /* Data-parallel training: attaches a communicator (NULL detaches; the model does not own
  * it). Every rank holds the same parameters and runs the same calls on its own share of the
  * global batch (docs/distributed.md). Then forward_backward adds d(loss * loss_scale /

@@ -353,8 +353,21 @@ tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out) {
     if (!a->layers) return tern_errorf("no logits yet: run a forward pass first");
     if (row < 0 || rows < 0 || row + rows > BT)
         return tern_errorf("logit rows %d..%d are outside the %d rows of the last pass", row, row + rows, BT);
+    if (rows && (row < a->logits_first || row + rows > a->logits_first + a->logits_kept))
+        return tern_errorf("the last pass kept the logits of rows %d..%d only, not %d..%d (a "
+                           "training pass keeps none; tern_gpt2_forward without targets keeps all)",
+                           a->logits_first, a->logits_first + a->logits_kept, row, row + rows);
     for (int r = 0; r < rows; r++)
-        TERN_TRY(m->impl->read_flat(m, a->logits, (size_t)(row + r) * m->Vp, (size_t)V, out + (size_t)r * V));
+        TERN_TRY(m->impl->read_flat(m, a->logits, (size_t)(row - a->logits_first + r) * m->Vp,
+                                    (size_t)V, out + (size_t)r * V));
+    return NULL;
+}
+
+tern_error *tern_gpt2_set_memory(tern_gpt2 *m, const tern_gpt2_memory *memory) {
+    if (!memory) return tern_errorf("set_memory: no settings given");
+    if (memory->logit_rows < 0)
+        return tern_errorf("set_memory: logit_rows %d is negative (0 chooses)", memory->logit_rows);
+    m->memory = *memory; /* the next pass lays its activations out anew (ensure_acts) */
     return NULL;
 }
 

@@ -4,6 +4,18 @@
 
 #include "instance.h"
 
+/* Rows of logits a training pass holds at once (logits_and_loss): m->memory.logit_rows, or
+ * by default as many as 2^27 logits (256 MiB in bf16), a multiple of 64 rows; the products
+ * of that many rows run as fast as of all of them (docs/gpu.md). */
+static int logit_chunk_rows(const tern_gpt2 *m, int BT) {
+    int rows = m->memory.logit_rows;
+    if (rows <= 0) {
+        size_t fit = ((size_t)1 << 27) / (size_t)m->Vp / 64 * 64;
+        rows = fit < 64 ? 64 : fit > (size_t)BT ? BT : (int)fit;
+    }
+    return rows < BT ? rows : BT;
+}
+
 /* Lays out the activations of a B x T pass (see gpt2_pools). */
 static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_len,
                         bool with_grad) {
@@ -11,6 +23,11 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
     a->tokens = GPT2_FN(take)(p, POOL_I32, BT);
     a->targets = GPT2_FN(take)(p, POOL_I32, BT);
     a->x0 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    /* fch_gelu [BT, 4C]: a layer's own when the backward reads it; one for all layers in a
+     * forward-only layout, or when the backward recomputes it (m->memory.recompute_gelu) */
+    bool shared_gelu = !with_grad || m->memory.recompute_gelu;
+    a->gelu_shared = shared_gelu;
+    tern_buf gelu_all = shared_gelu ? GPT2_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer_acts *la = &a->layers[l];
         la->ln1 = GPT2_FN(take)(p, POOL_ACT, BT * C);
@@ -24,13 +41,15 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
         la->ln2_mean = GPT2_FN(take)(p, POOL_F32, BT);
         la->ln2_rstd = GPT2_FN(take)(p, POOL_F32, BT);
         la->fch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
-        la->fch_gelu = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+        la->fch_gelu = shared_gelu ? gelu_all : GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
         la->res3 = GPT2_FN(take)(p, POOL_ACT, BT * C);
     }
     a->lnf = GPT2_FN(take)(p, POOL_ACT, BT * C);
     a->lnf_mean = GPT2_FN(take)(p, POOL_F32, BT);
     a->lnf_rstd = GPT2_FN(take)(p, POOL_F32, BT);
-    a->logits = GPT2_FN(take)(p, POOL_ACT, BT * (size_t)m->Vp);
+    /* logits [logit_rows, Vp]: a training layout holds some rows at a time (logits_and_loss) */
+    a->logit_rows = with_grad ? logit_chunk_rows(m, (int)BT) : (int)BT;
+    a->logits = GPT2_FN(take)(p, POOL_ACT, (size_t)a->logit_rows * (size_t)m->Vp);
     a->losses = GPT2_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
@@ -48,10 +67,16 @@ void GPT2_FN(free_acts)(tern_gpt2 *m) {
     m->epoch++; /* replayable passes named these buffers */
 }
 
-/* Makes the activations fit a B x T pass (reallocating when the shape changes). */
-static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad) {
+/* Makes the activations fit a B x T pass (reallocating when the shape changes): with_grad
+ * with the backward's buffers, all_logits with room for every row's logits (a pass without
+ * targets, whose logits are its result). */
+static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad, bool all_logits) {
     gpt2_acts *a = &m->acts;
-    if (a->layers && a->B == B && a->T == T && (a->has_grad_buffers || !with_grad)) return NULL;
+    if (a->layers && a->B == B && a->T == T && (a->has_grad_buffers || !with_grad) &&
+        (!all_logits || a->logit_rows == B * T) &&
+        a->memory.logit_rows == m->memory.logit_rows &&
+        a->memory.recompute_gelu == m->memory.recompute_gelu)
+        return NULL;
     GPT2_FN(free_acts)(m);
     size_t saved_len = 0;
     TERN_TRY(OP(attention_saved_len)(m->dev, B, T, m->cfg.n_head, &saved_len));
@@ -59,6 +84,7 @@ static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad) {
     if (!a->layers) return tern_errorf("out of memory for %d layers' activations", m->cfg.n_layer);
     a->B = B;
     a->T = T;
+    a->memory = m->memory;
     gpt2_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
     layout_acts(m, &p, a, saved_len, with_grad);
     tern_error *err = GPT2_FN(pools_alloc)(m, &p);
@@ -147,6 +173,9 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the
      * GELU; d(W_fcproj) [4C, C] = fch_gelu^T @ dres. d(b_fcproj) [C] = sum of dres: already
      * summed by the layer norm backward that completed dres (ln_f's or layer l+1's ln_1's). */
+    /* fch_gelu [BT, 4C] = gelu(fch), again, when the layers share it (the last layer's is
+     * still there from the forward pass) */
+    if (a->gelu_shared && l != cfg->n_layer - 1) TERN_TRY(OP(gelu)(d, la->fch_gelu, la->fch));
     TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu,
                              gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch, gb));
     /* dln [BT, C] = dfch @ W_fc^T; d(W_fc) [C, 4C], d(b_fc) [4C] */
@@ -185,15 +214,8 @@ static tern_error *backward(tern_gpt2 *m) {
     float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
     tern_buf dwte = gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0);
 
-    /* logits = lnf @ wte^T; a->logits now holds d(loss)/d(logits) (cross_entropy wrote it). */
-    /* dln [BT, C] = dlogits [BT, Vp] @ wte [Vp, C] */
-    tern_matmul dlnf_mm = {.m = BT, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
-    TERN_TRY(OP(matmul)(d, a->dln, a->logits, gpt2_w(m, GPT2_WTE, 0), &dlnf_mm));
-    /* dwte [Vp, C] = dlogits^T @ lnf: dwte's first writer in this pass (embed_backward adds
-     * the embedding's part last) */
-    tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1, .beta = gb};
-    TERN_TRY(OP(matmul)(d, dwte, a->logits, a->lnf, &dwte_mm));
-
+    /* a->dln [BT, C] already holds d(loss)/d(lnf): logits_and_loss took the loss's gradient
+     * through the output projection (and wrote dwte's part of it). */
     /* Final layer norm: dres [BT, C] = d(loss)/d(residual out of the last block), its part
      * only (0 + ln_f's backward of dln). d(ln_f w), d(ln_f b) [C], and dsum: d(b_fcproj) of
      * the last layer [C] = sum over rows of dres (absent without layers). */
@@ -213,6 +235,50 @@ static tern_error *backward(tern_gpt2 *m) {
                               a->tokens, B, T, C);
 }
 
+/* The output projection and the loss, a->logit_rows rows at a time (all BT rows but in a
+ * training layout, where no more than those rows of logits [BT, Vp] exist at once: 1.6 GB
+ * of bf16 logits for GPT-2 at B=16, T=1024). Per chunk of rows r:
+ *   logits [R, Vp] = lnf[r] [R, C] @ wte^T   (the output projection is tied to wte [Vp, C])
+ *   losses[r] [R]; with grad_scale != 0 logits becomes d(loss)/d(logits) * grad_scale, and
+ *   with_backward takes it on through the projection at once:
+ *   dln[r] [R, C] = dlogits @ wte [Vp, C];  dwte [Vp, C] (+)= dlogits^T @ lnf[r]
+ * (dwte's first writer in the pass: written by the first chunk when the gradients are
+ * fresh; embed_backward adds the embedding's part last). a->logits_first and
+ * a->logits_kept say which rows' logits the pass leaves readable: the last chunk's, none
+ * after a backward (their gradient is there). */
+static tern_error *logits_and_loss(tern_gpt2 *m, bool with_targets, bool with_backward,
+                                   float grad_scale) {
+    tern_dev *d = m->dev;
+    const tern_gpt2_config *cfg = &m->cfg;
+    gpt2_acts *a = &m->acts;
+    int BT = a->B * a->T, C = cfg->n_embd, R = a->logit_rows;
+    size_t Vp = (size_t)m->Vp, uC = (size_t)C;
+    tern_buf wte = gpt2_w(m, GPT2_WTE, 0);
+    tern_buf dwte = with_backward ? gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0) : tern_none();
+    float gb = m->grads_fresh ? 0.0f : 1.0f;
+    for (int r0 = 0; r0 < BT; r0 += R) {
+        int rows = BT - r0 < R ? BT - r0 : R;
+        size_t first = (size_t)r0, n = (size_t)rows;
+        tern_buf logits = tern_view(a->logits, 0, n * Vp), lnf = tern_view(a->lnf, first * uC, n * uC);
+        tern_matmul logits_mm = {.m = rows, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
+        TERN_TRY(OP(matmul)(d, logits, lnf, wte, &logits_mm));
+        a->logits_first = r0;
+        a->logits_kept = rows;
+        if (!with_targets) continue;
+        TERN_TRY(OP(cross_entropy)(d, tern_view(a->losses, first, n), logits,
+                                   tern_view(a->targets, first, n), rows, cfg->vocab_size, m->Vp,
+                                   grad_scale));
+        if (!with_backward) continue;
+        a->logits_kept = 0;
+        tern_matmul dlnf_mm = {.m = rows, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
+        TERN_TRY(OP(matmul)(d, tern_view(a->dln, first * uC, n * uC), logits, wte, &dlnf_mm));
+        tern_matmul dwte_mm = {.m = m->Vp, .n = C, .k = rows, .trans_a = true, .alpha = 1,
+                               .beta = r0 ? 1.0f : gb};
+        TERN_TRY(OP(matmul)(d, dwte, logits, lnf, &dwte_mm));
+    }
+    return NULL;
+}
+
 /* The pass after the uploads: embedding, blocks, logits; with targets the losses (and
  * d(loss)/d(logits) when grad_scale != 0); with_backward the gradients. */
 static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward, float grad_scale) {
@@ -230,13 +296,7 @@ static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward,
     }
     TERN_TRY(OP(layernorm)(d, a->lnf, a->lnf_mean, a->lnf_rstd, residual, gpt2_w(m, GPT2_LNFW, 0),
                            gpt2_w(m, GPT2_LNFB, 0), BT, C, cfg->ln_eps));
-    /* logits [BT, Vp] = lnf [BT, C] @ wte^T: the output projection is tied to wte [Vp, C]. */
-    tern_matmul logits_mm = {.m = BT, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
-    TERN_TRY(OP(matmul)(d, a->logits, a->lnf, gpt2_w(m, GPT2_WTE, 0), &logits_mm));
-    if (!with_targets) return NULL;
-    /* losses [BT]; logits becomes d(loss)/d(logits) * grad_scale */
-    TERN_TRY(OP(cross_entropy)(d, a->losses, a->logits, a->targets, BT, cfg->vocab_size, m->Vp,
-                               grad_scale));
+    TERN_TRY(logits_and_loss(m, with_targets, with_backward, grad_scale));
     return with_backward ? backward(m) : NULL;
 }
 
@@ -254,7 +314,7 @@ static uint64_t pass_key(const tern_gpt2 *m, bool with_targets, bool with_backwa
 tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                              float loss_scale, bool with_backward, float *mean_loss) {
     tern_dev *d = m->dev;
-    TERN_TRY(ensure_acts(m, B, T, with_backward));
+    TERN_TRY(ensure_acts(m, B, T, with_backward && y, !y));
     gpt2_acts *a = &m->acts;
     int BT = B * T;
     bool with_targets = y != NULL;

@@ -82,7 +82,11 @@ typedef struct gpt2_acts {
     tern_buf lnf;      /* [BT, C] */
     tern_buf lnf_mean; /* [BT] f32 */
     tern_buf lnf_rstd; /* [BT] f32 */
-    tern_buf logits;   /* [BT, Vp]; after forward_backward, their gradient */
+    tern_buf logits;   /* [logit_rows, Vp] (see logits_and_loss in forward.c) */
+    int logit_rows;    /* BT, or fewer in a training layout */
+    int logits_first, logits_kept; /* the rows whose logits the last pass left in logits */
+    bool gelu_shared;  /* one fch_gelu for all layers (forward-only, or recomputed) */
+    tern_gpt2_memory memory; /* the model's settings this layout was made with */
     tern_buf losses;   /* [BT] f32 */
     /* backward scratch */
     tern_buf dres;     /* [BT, C] gradient of the residual stream */
@@ -144,6 +148,7 @@ struct tern_gpt2 {
     tern_dist *dist;      /* data parallelism across processes, or NULL */
     int world;            /* ranks of dist (1 without) */
     tern_buf dist_scalar; /* [1] f32: a host value summed across ranks */
+    tern_gpt2_memory memory; /* tern_gpt2_set_memory */
     gpt2_acts acts;
     gpt2_decode dec;
     uint64_t epoch; /* changes whenever buffers a replayable section names move (decode, activations, grads, weights) */

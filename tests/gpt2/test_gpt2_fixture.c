@@ -169,6 +169,35 @@ static void test_gradients(tern_gpt2 *m) {
     printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
 }
 
+/* The memory settings (tern_gpt2_set_memory) change where values live, not the maths: with
+ * the logits and the loss's gradient in chunks of 48 rows (five chunks and a part one of the
+ * 256 rows) and the GELU recomputed in the backward pass, the gradients still match the
+ * fixture within test_gradients' tolerances. A pass with targets then keeps only the last
+ * chunk's logits and says so; a pass without targets keeps them all. */
+static void test_memory_settings(tern_gpt2 *m) {
+    tern_gpt2_memory small = {.logit_rows = 48, .recompute_gelu = true}, none = {0};
+    CHECK_OK(tern_gpt2_set_memory(m, &small));
+    printf("  logits in chunks of 48 rows, GELU recomputed:\n");
+    test_gradients(m);
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    float loss = 0, *logits = malloc(4 * (size_t)tern_gpt2_get_config(m)->vocab_size * sizeof *logits);
+    CHECK(logits != NULL);
+    CHECK_OK(tern_gpt2_forward(m, x, y, 4, 64, &loss));
+    double want = cJSON_GetObjectItem(cJSON_GetObjectItem(expected_json, "forward"), "loss")->valuedouble;
+    CHECKF(fabs(loss - want) <= (bf16 ? 3e-2 : 1e-4) * want, "chunked: loss %.8f, expected %.8f", loss, want);
+    tern_error *err = tern_gpt2_read_logits(m, 60, 4, logits);
+    CHECKF(err != NULL, "chunked: rows 60..63 read back although the pass kept rows 240..255 only");
+    tern_error_free(err);
+    free(logits);
+    tern_gpt2_memory bad = {.logit_rows = -1};
+    err = tern_gpt2_set_memory(m, &bad);
+    CHECKF(err != NULL, "set_memory took logit_rows -1");
+    tern_error_free(err);
+    CHECK_OK(tern_gpt2_set_memory(m, &none));
+}
+
 /* Gradients accumulate: two passes without zero_grad between them give the sum of each
  * pass's gradients on its own (a pass right after zero_grad writes its products' gradients
  * rather than adding them: models/gpt2/forward.c). Two halves of the fixture's batch, every
@@ -404,6 +433,7 @@ int main(void) {
         test_kv_cache(m);
         test_gradients(m);
         test_grad_accumulation(m);
+        test_memory_settings(m);
         if (!bf16) {
             test_greedy(m);
             test_adamw(m);

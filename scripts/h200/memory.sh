@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# A training step's peak GPU memory and time: this tree (A) with its memory settings against
+# another commit's tree (B, .old/old.tar.gz as in ab_tree.sh), GPT-2 124M and 1.5B (gpt2-xl),
+# B=16, T=1024, bf16. Peak memory is the process's, as nvidia-smi reports it (CUDA context,
+# libraries' workspaces and every allocation included), sampled every 50 ms.
+#   OUT=$OUT bash scripts/h200/memory.sh          (carry .deb .fixtures .old)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}
+source scripts/h200/lib.sh
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+build_tern
+base=/tmp/tern-mem-old
+rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
+{ cmake -S $base -B $base/build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
+  cmake --build $base/build-h200 -j "$(nproc)" --target tern_cli; } > "$logs/mem-build.log" 2>&1 ||
+    { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/mem-build.log")"; exit 1; }
+
+# run NAME BINARY ARGS...: the step's median and the process's peak memory
+run() {
+    local name=$1 bin=$2 log=$logs/mem-$1.log smi=$logs/mem-$1.smi
+    shift 2
+    TERN_CACHE_DIR=/tmp/kc-$name "$bin" "$@" > "$log" 2>&1 &
+    local pid=$!
+    : > "$smi"
+    while kill -0 $pid 2> /dev/null; do
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >> "$smi" 2> /dev/null
+        sleep 0.05
+    done
+    wait $pid
+    local rc=$? peak
+    peak=$(awk -F', *' -v p=$pid '$1 == p && $2 > m { m = $2 } END { print m + 0 }' "$smi")
+    note "$name: exit $rc, peak $(awk -v m="$peak" 'BEGIN { printf "%.2f GiB", m / 1024 }'), $(grep '^bench:' "$log" | tail -1 | sed 's/.*: median/median/')"
+}
+small=(bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
+xl=(bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 8 --warmup 3)
+for r in $(seq 1 "${MEM_ROUNDS:-2}"); do
+    run "124M-B-r$r" $base/build-h200/tern "${small[@]}"
+    run "124M-A-r$r" $b/tern "${small[@]}"
+    run "124M-A-gelu-r$r" $b/tern "${small[@]}" --recompute gelu
+done
+run "1.5B-B" $base/build-h200/tern "${xl[@]}"
+run "1.5B-A" $b/tern "${xl[@]}"
+run "1.5B-A-gelu" $b/tern "${xl[@]}" --recompute gelu
+export TERN_TEST_HANDLER=cuda
+step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
+TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
+grep -h -E 'checks (passed|failed)|: loss|chunks' "$logs"/fixture-*.log >> "$summary" 2>/dev/null
