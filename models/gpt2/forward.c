@@ -5,15 +5,25 @@
 #include "instance.h"
 
 /* Rows of logits a training pass holds at once (logits_and_loss): m->memory.logit_rows, or
- * by default as many as 2^27 logits (256 MiB in bf16), a multiple of 64 rows; the products
- * of that many rows run as fast as of all of them (docs/gpu.md). */
+ * by default the BT rows cut into the fewest equal chunks (multiples of 64 rows) of at most
+ * 2^28 logits (512 MiB in bf16): GPT-2 at B=16, T=1024 in 4 chunks of 4096 rows. Each
+ * chunk after the first reads and writes dwte once more (docs/gpu.md has the cost). */
 static int logit_chunk_rows(const tern_gpt2 *m, int BT) {
     int rows = m->memory.logit_rows;
     if (rows <= 0) {
-        size_t fit = ((size_t)1 << 27) / (size_t)m->Vp / 64 * 64;
-        rows = fit < 64 ? 64 : fit > (size_t)BT ? BT : (int)fit;
+        size_t all = (size_t)BT * (size_t)m->Vp, budget = (size_t)1 << 28;
+        size_t chunks = (all + budget - 1) / budget;
+        size_t r = ((size_t)BT + chunks - 1) / chunks;
+        rows = (int)((r + 63) / 64 * 64);
     }
     return rows < BT ? rows : BT;
+}
+
+/* The next len elements of room at *used (views at multiples of 64 elements, as take's). */
+static tern_buf carve(tern_buf room, size_t *used, size_t len) {
+    tern_buf v = tern_view(room, *used, len);
+    *used += (len + 63) / 64 * 64;
+    return v;
 }
 
 /* Lays out the activations of a B x T pass (see gpt2_pools). */
@@ -53,11 +63,25 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
     a->losses = GPT2_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
-    a->dres = GPT2_FN(take)(p, POOL_ACT, BT * C);
     a->dln = GPT2_FN(take)(p, POOL_ACT, BT * C);
-    a->datty = GPT2_FN(take)(p, POOL_ACT, BT * C);
-    a->dqkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
-    a->dfch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+    /* The backward's other buffers live in the logits' room when it is large enough (GPT-2
+     * at B=16, T=1024: 9 BT C of 4096 Vp): the logits are dead once logits_and_loss has
+     * taken their gradient through the output projection into dln, and backward writes
+     * these only after that. */
+    size_t need = 2 * ((BT * C + 63) / 64 * 64) + (BT * 3 * C + 63) / 64 * 64 + BT * 4 * C;
+    bool in_logits = need <= (size_t)a->logit_rows * (size_t)m->Vp;
+    if (in_logits) {
+        size_t used = 0;
+        a->dres = carve(a->logits, &used, BT * C);
+        a->datty = carve(a->logits, &used, BT * C);
+        a->dqkv = carve(a->logits, &used, BT * 3 * C);
+        a->dfch = carve(a->logits, &used, BT * 4 * C);
+    } else {
+        a->dres = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        a->datty = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        a->dqkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
+        a->dfch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+    }
 }
 
 void GPT2_FN(free_acts)(tern_gpt2 *m) {

@@ -37,6 +37,8 @@ xl=(bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 
 for r in $(seq 1 "${MEM_ROUNDS:-2}"); do
     run "124M-B-r$r" $base/build-h200/tern "${small[@]}"
     run "124M-A-r$r" $b/tern "${small[@]}"
+    run "124M-A-rows8192-r$r" $b/tern "${small[@]}" --logit-rows 8192
+    run "124M-A-rows16384-r$r" $b/tern "${small[@]}" --logit-rows 16384
     run "124M-A-gelu-r$r" $b/tern "${small[@]}" --recompute gelu
 done
 run "1.5B-B" $base/build-h200/tern "${xl[@]}"
