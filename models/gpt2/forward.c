@@ -7,7 +7,8 @@
 /* Rows of logits a training pass holds at once (logits_and_loss): m->memory.logit_rows, or
  * by default the BT rows cut into the fewest equal chunks (multiples of 64 rows) of at most
  * 2^28 logits (512 MiB in bf16): GPT-2 at B=16, T=1024 in 4 chunks of 4096 rows. Each
- * chunk after the first reads and writes dwte once more (docs/gpu.md has the cost). */
+ * chunk after the first reads and writes dwte once more (docs/PERFORMANCE.md, "Training
+ * memory", has the cost). */
 static int logit_chunk_rows(const tern_gpt2 *m, int BT) {
     int rows = m->memory.logit_rows;
     if (rows <= 0) {
