@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "tern/gpt2.h"
 
 tern_error *cli_check_stdout(void) {
     errno = 0;
@@ -70,4 +71,21 @@ bool cli_option(int argc, char **argv, int *i, const char *name, const char **va
     }
     *value = argv[++*i];
     return true;
+}
+
+tern_error *cli_parse_recompute(const char *text, tern_gpt2_memory *memory) {
+    bool gelu = false, layernorm = false;
+    if (strcmp(text, "none")) {
+        for (const char *p = text;;) {
+            size_t n = strcspn(p, ",");
+            if (n == 4 && !strncmp(p, "gelu", 4)) gelu = true;
+            else if (n == 9 && !strncmp(p, "layernorm", 9)) layernorm = true;
+            else return tern_errorf("--recompute '%s': none, or gelu and/or layernorm (comma-separated)", text);
+            if (!p[n]) break;
+            p += n + 1;
+        }
+    }
+    memory->recompute_gelu = gelu;
+    memory->recompute_layernorm = layernorm;
+    return NULL;
 }

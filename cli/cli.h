@@ -29,6 +29,9 @@ tern_error *cli_parse_int(const char *option, const char *text, int min, int max
 tern_error *cli_parse_u64(const char *option, const char *text, uint64_t *out);
 tern_error *cli_parse_float(const char *option, const char *text, double min, double max,
                             float *out);
+/* --recompute's value: "none", or a comma-separated list of gelu and layernorm. */
+struct tern_gpt2_memory;
+tern_error *cli_parse_recompute(const char *text, struct tern_gpt2_memory *memory);
 
 /* The backend to open: `backend`, with the handler option device=<device> added when
  * `device` (--device N) is given ("cuda" -> "cuda:device=1"; "cuda:gemv=0" ->

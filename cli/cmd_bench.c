@@ -17,7 +17,7 @@
 static const char usage[] =
     "usage: tern bench train    [--init CONFIG | --model DIR] [--batch B] [--seq T] [--steps N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
-    "                           [--logit-rows N] [--recompute gelu|none]\n"
+    "                           [--logit-rows N] [--recompute gelu,layernorm|none]\n"
     "       tern bench generate [--init CONFIG | --model DIR] [--prompt-tokens N] [--tokens N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "  defaults: --init gpt2 (124M, random weights), batch 4, seq 64, steps 5, warmup 1,\n"
@@ -193,10 +193,7 @@ int tern_cmd_bench(int argc, char **argv) {
         else if (cli_option(argc, argv, &i, "--tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.tokens); }
         else if (cli_option(argc, argv, &i, "--precision", &v, &err)) { if (!err) err = tern_precision_parse(v, &o.precision); }
         else if (cli_option(argc, argv, &i, "--logit-rows", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o.memory.logit_rows); }
-        else if (cli_option(argc, argv, &i, "--recompute", &v, &err)) {
-            if (!err && !strcmp(v, "gelu")) o.memory.recompute_gelu = true;
-            else if (!err && strcmp(v, "none")) err = tern_errorf("bench: --recompute '%s': gelu or none", v);
-        }
+        else if (cli_option(argc, argv, &i, "--recompute", &v, &err)) { if (!err) err = cli_parse_recompute(v, &o.memory); }
         else err = tern_errorf("bench: unknown option '%s'", a);
     }
     o.backend = cli_backend_on_device(o.backend, device, backend_buf, sizeof backend_buf);

@@ -69,10 +69,13 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
  * gradient through the output projection run over chunks of rows), 0: as many as 2^27
  * logits. recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
  * input in the backward pass (4 C values a token a layer less memory, one more pass over
- * them). Passes without a backward share that buffer in any case. */
+ * them). recompute_layernorm: one layer-norm output [B T, C] for both layer norms of all
+ * layers, recomputed in the backward pass (2 C values a token a layer less, two more
+ * passes). Passes without a backward share those buffers in any case. */
 typedef struct tern_gpt2_memory {
     int logit_rows;
     bool recompute_gelu;
+    bool recompute_layernorm;
 } tern_gpt2_memory;
 tern_error *tern_gpt2_set_memory(tern_gpt2 *m, const tern_gpt2_memory *memory);
 

@@ -39,16 +39,21 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
     bool shared_gelu = !with_grad || m->memory.recompute_gelu;
     a->gelu_shared = shared_gelu;
     tern_buf gelu_all = shared_gelu ? GPT2_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
+    /* ln1, ln2 [BT, C]: likewise, one for both layer norms of every layer when the backward
+     * recomputes them (m->memory.recompute_layernorm) or reads none */
+    bool shared_ln = !with_grad || m->memory.recompute_layernorm;
+    a->ln_shared = shared_ln;
+    tern_buf ln_all = shared_ln ? GPT2_FN(take)(p, POOL_ACT, BT * C) : tern_none();
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer_acts *la = &a->layers[l];
-        la->ln1 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln1 = shared_ln ? ln_all : GPT2_FN(take)(p, POOL_ACT, BT * C);
         la->ln1_mean = GPT2_FN(take)(p, POOL_F32, BT);
         la->ln1_rstd = GPT2_FN(take)(p, POOL_F32, BT);
         la->qkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
         la->atty = GPT2_FN(take)(p, POOL_ACT, BT * C);
         la->att_saved = saved_len ? GPT2_FN(take)(p, POOL_F32, saved_len) : tern_none();
         la->res2 = GPT2_FN(take)(p, POOL_ACT, BT * C);
-        la->ln2 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln2 = shared_ln ? ln_all : GPT2_FN(take)(p, POOL_ACT, BT * C);
         la->ln2_mean = GPT2_FN(take)(p, POOL_F32, BT);
         la->ln2_rstd = GPT2_FN(take)(p, POOL_F32, BT);
         la->fch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
@@ -100,7 +105,8 @@ static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad, bool 
     if (a->layers && a->B == B && a->T == T && (a->has_grad_buffers || !with_grad) &&
         (!all_logits || a->logit_rows == B * T) &&
         a->memory.logit_rows == m->memory.logit_rows &&
-        a->memory.recompute_gelu == m->memory.recompute_gelu)
+        a->memory.recompute_gelu == m->memory.recompute_gelu &&
+        a->memory.recompute_layernorm == m->memory.recompute_layernorm)
         return NULL;
     GPT2_FN(free_acts)(m);
     size_t saved_len = 0;
@@ -203,6 +209,11 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     if (a->gelu_shared && l != cfg->n_layer - 1) TERN_TRY(OP(gelu)(d, la->fch_gelu, la->fch));
     TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu,
                              gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch, gb));
+    /* ln2 [BT, C] = ln_2(res2), again, when the layer norms share it (the last layer's ln_2
+     * is the last written there by the forward pass) */
+    if (a->ln_shared && l != cfg->n_layer - 1)
+        TERN_TRY(OP(layernorm)(d, la->ln2, la->ln2_mean, la->ln2_rstd, la->res2,
+                               gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), BT, C, cfg->ln_eps));
     /* dln [BT, C] = dfch @ W_fc^T; d(W_fc) [C, 4C], d(b_fc) [4C] */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
                              gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
@@ -218,6 +229,10 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* dqkv [BT, 3C] = the gradient of qkv through the attention */
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     C, NH));
+    /* ln1 [BT, C] = ln_1(x), again, when the layer norms share it */
+    if (a->ln_shared)
+        TERN_TRY(OP(layernorm)(d, la->ln1, la->ln1_mean, la->ln1_rstd, x, gpt2_w(m, GPT2_LN1W, l),
+                               gpt2_w(m, GPT2_LN1B, l), BT, C, cfg->ln_eps));
     /* dln [BT, C] = dqkv @ W_qkv^T; d(W_qkv) [C, 3C], d(b_qkv) [3C] */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
                              gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none(), gb));

@@ -86,6 +86,7 @@ typedef struct gpt2_acts {
     int logit_rows;    /* BT, or fewer in a training layout */
     int logits_first, logits_kept; /* the rows whose logits the last pass left in logits */
     bool gelu_shared;  /* one fch_gelu for all layers (forward-only, or recomputed) */
+    bool ln_shared;    /* one ln1/ln2 for all layers (forward-only, or recomputed) */
     tern_gpt2_memory memory; /* the model's settings this layout was made with */
     tern_buf losses;   /* [BT] f32 */
     /* backward scratch */

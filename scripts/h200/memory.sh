@@ -37,13 +37,13 @@ xl=(bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 
 for r in $(seq 1 "${MEM_ROUNDS:-2}"); do
     run "124M-B-r$r" $base/build-h200/tern "${small[@]}"
     run "124M-A-r$r" $b/tern "${small[@]}"
-    run "124M-A-rows8192-r$r" $b/tern "${small[@]}" --logit-rows 8192
-    run "124M-A-rows16384-r$r" $b/tern "${small[@]}" --logit-rows 16384
     run "124M-A-gelu-r$r" $b/tern "${small[@]}" --recompute gelu
+    run "124M-A-gelu,ln-r$r" $b/tern "${small[@]}" --recompute gelu,layernorm
 done
 run "1.5B-B" $base/build-h200/tern "${xl[@]}"
 run "1.5B-A" $b/tern "${xl[@]}"
 run "1.5B-A-gelu" $b/tern "${xl[@]}" --recompute gelu
+run "1.5B-A-gelu,ln" $b/tern "${xl[@]}" --recompute gelu,layernorm
 export TERN_TEST_HANDLER=cuda
 step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture

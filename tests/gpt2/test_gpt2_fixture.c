@@ -171,13 +171,14 @@ static void test_gradients(tern_gpt2 *m) {
 
 /* The memory settings (tern_gpt2_set_memory) change where values live, not the maths: with
  * the logits and the loss's gradient in chunks of 48 rows (five chunks and a part one of the
- * 256 rows) and the GELU recomputed in the backward pass, the gradients still match the
+ * 256 rows) and the GELU and layer norms recomputed in the backward pass, the gradients still match the
  * fixture within test_gradients' tolerances. A pass with targets then keeps only the last
  * chunk's logits and says so; a pass without targets keeps them all. */
 static void test_memory_settings(tern_gpt2 *m) {
-    tern_gpt2_memory small = {.logit_rows = 48, .recompute_gelu = true}, none = {0};
+    tern_gpt2_memory small = {.logit_rows = 48, .recompute_gelu = true, .recompute_layernorm = true};
+    tern_gpt2_memory none = {0};
     CHECK_OK(tern_gpt2_set_memory(m, &small));
-    printf("  logits in chunks of 48 rows, GELU recomputed:\n");
+    printf("  logits in chunks of 48 rows, GELU and layer norms recomputed:\n");
     test_gradients(m);
     int32_t x[256], y[256];
     ref_ids("inputs", x, 256);
