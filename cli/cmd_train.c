@@ -23,11 +23,13 @@ static const char usage[] =
     "                  [--seed S] [--out DIR] [--save-every N] [--stop-after N] [--val FILE]\n"
     "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl|interp]\n"
     "                  [--device N] [--precision fp32|bf16] [--procs N] [--zero1]\n"
+    "                  [--recompute gelu,layernorm|none]\n"
     "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
     "  --resume DIR    continue a run from the checkpoint in DIR (written by --out), with the\n"
     "                  run's settings and data (DIR/run.json); a setting given differently is\n"
     "                  an error, except --steps, --stop-after, --save-every, --val,\n"
-    "                  --val-every, --val-batches, --backend, --procs, --zero1 and --out\n"
+    "                  --val-every, --val-batches, --backend, --procs, --zero1, --recompute\n"
+    "                  and --out\n"
     "  --steps N       optimizer steps in all (a resumed run counts the steps already done)\n"
     "  --stop-after N  stop after step N with a checkpoint (the schedule stays that of --steps),\n"
     "                  to continue later with --resume\n"
@@ -45,6 +47,9 @@ static const char usage[] =
     "                  master weights) for 1/ranks of the parameters only, then the ranks\n"
     "                  gather the updated weights; the same steps, less memory. Needs several\n"
     "                  ranks; checkpoints stay whole and resume with or without it\n"
+    "  --recompute L   less memory for some more time: the GELU outputs and/or the layer norms'\n"
+    "                  outputs are recomputed in the backward pass instead of kept for every layer\n"
+    "                  (GPT-2 124M at B=16 T=1024 on an H200: docs/PERFORMANCE.md)\n"
     "A checkpoint folder is locked while a run writes it. SIGINT or SIGTERM stops after the\n"
     "step with a checkpoint; a second signal stops at once.\n";
 
@@ -78,6 +83,8 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
             if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o->stop_after);
         } else if (cli_option(argc, argv, &i, "--procs", &v, &err)) {
             if (!err) err = cli_parse_int(a, v, 1, 4096, &o->procs);
+        } else if (cli_option(argc, argv, &i, "--recompute", &v, &err)) {
+            if (!err) err = cli_parse_recompute(v, &o->memory);
         } else {
             err = tern_errorf("train: unknown option '%s' (see 'tern train --help')", a);
         }

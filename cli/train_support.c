@@ -180,7 +180,8 @@ static tern_error *check_global_batch(const train_options *o, const char *path) 
 /* The model's communicator and, with --zero1, its sharded optimizer state; frees the model
  * on failure. */
 static tern_error *attach_dist(const train_options *o, tern_dist *dist, tern_gpt2 **m) {
-    tern_error *err = tern_gpt2_set_dist(*m, dist);
+    tern_error *err = tern_gpt2_set_memory(*m, &o->memory);
+    if (!err) err = tern_gpt2_set_dist(*m, dist);
     if (!err && o->zero1) err = tern_gpt2_shard_optimizer(*m);
     if (err) {
         tern_gpt2_free(*m);

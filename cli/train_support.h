@@ -28,6 +28,7 @@ typedef struct train_options {
     int procs;      /* --procs N: ranks this command starts on this host (1: none) */
     int rank, world; /* of the job this process belongs to (0 and 1 alone) */
     bool zero1;      /* --zero1: the optimizer state sharded across the ranks */
+    tern_gpt2_memory memory; /* --recompute (not a run setting: the same steps either way) */
     uint64_t seed;
     train_schedule schedule;
     tern_gpt2_adamw adamw;
