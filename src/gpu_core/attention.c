@@ -36,12 +36,21 @@ tern_error *gpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *o
     return NULL;
 }
 
+/* The kernels here take KV = NH only (multi-head attention); grouped key/value heads are
+ * not on the GPU yet. */
+tern_error *gpu_attention_heads(const char *op, int NH, int KV) {
+    if (KV == NH) return NULL;
+    return tern_errorf("%s: grouped key/value heads (KV = %d of NH = %d) are not on this handler yet", op, KV, NH);
+}
+
 static float head_scale(int C, int NH) { return 1.0f / sqrtf((float)(C / NH)); }
 
 tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                          int C, int NH) {
+                          int NH, int KV, int hs_) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention";
+    TERN_TRY(gpu_attention_heads(op, NH, KV));
+    int C = NH * hs_;
     size_t n = 0, ns = 0;
     TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
     TERN_TRY(tern_check_saved(op, saved, ns));
@@ -59,9 +68,11 @@ tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_bu
 }
 
 tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                   tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+                                   tern_buf out, tern_buf saved, int B, int T, int NH, int KV, int hs_) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_backward";
+    TERN_TRY(gpu_attention_heads(op, NH, KV));
+    int C = NH * hs_;
     size_t n = 0, ns = 0;
     TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
     TERN_TRY(tern_check_saved(op, saved, ns));
@@ -135,10 +146,12 @@ static tern_error *split_partials(gpu_core *g) {
 }
 
 tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                 tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
+                                 tern_buf qkv, tern_buf pos, int B, int T, int NH, int KV, int hs_,
                                  int max_T) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_cached";
+    TERN_TRY(gpu_attention_heads(op, NH, KV));
+    int C = NH * hs_;
     TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
     TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
     int hs = C / NH;

@@ -46,9 +46,10 @@ typedef struct gpu_hooks {
     tern_error *(*matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
     /* vendor or handler-specific attention; NULL: the core's kernels (gpu_attention_dsl). It
      * must save what gpu_attention_saved_len says (each row's logsumexp). */
-    tern_error *(*attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH);
+    tern_error *(*attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                             int KV, int hs);
     tern_error *(*attention_backward)(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                      tern_buf saved, int B, int T, int C, int NH);
+                                      tern_buf saved, int B, int T, int NH, int KV, int hs);
     /* a device-side collective engine (NCCL); NULL: through host memory and MPI */
     tern_error *(*allreduce)(tern_dev *d, tern_buf buf, tern_dist *comm);
     tern_error *(*allgather)(tern_dev *d, tern_buf buf, tern_dist *comm);
@@ -129,10 +130,13 @@ TERN_OPS_SEAM(GPU_DECLARE_BODY_)
  * GEMV kernels) and attention (flash-style f32 kernels), for hooks that take only some
  * calls. */
 tern_error *gpu_matmul_dsl(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) TERN_MUST_USE;
-tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                              int NH) TERN_MUST_USE;
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                              int KV, int hs) TERN_MUST_USE;
 tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                       tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+                                       tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
+/* An error unless KV = NH: the one-line answer of the GPU attention paths that do not take
+ * grouped key/value heads yet. */
+tern_error *gpu_attention_heads(const char *op, int NH, int KV) TERN_MUST_USE;
 
 /* ---- work outside the core (inflight.c) ---- */
 

@@ -24,10 +24,13 @@ static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, in
 
 /* The GPU core's attention hooks (the entry has validated the arguments; saved's length,
  * the core's own record, is checked here as the core's kernels do). */
-tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
+tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH, int KV,
+                           int hs) {
+    TERN_TRY(gpu_attention_heads("attention", NH, KV));
+    int C = NH * hs;
     size_t offsets[] = {out.offset, qkv.offset};
     att_kind kind = qkv.dtype != out.dtype ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 2);
-    if (kind == ATT_CORE) return gpu_attention_dsl(d, out, saved, qkv, B, T, C, NH);
+    if (kind == ATT_CORE) return gpu_attention_dsl(d, out, saved, qkv, B, T, NH, KV, hs);
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
     TERN_TRY(tern_check_saved("attention", saved, saved_len));
@@ -36,11 +39,13 @@ tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf q
 }
 
 tern_error *cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                    tern_buf saved, int B, int T, int C, int NH) {
+                                    tern_buf saved, int B, int T, int NH, int KV, int hs) {
+    TERN_TRY(gpu_attention_heads("attention_backward", NH, KV));
+    int C = NH * hs;
     size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
     bool mixed = qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype;
     att_kind kind = mixed ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 4);
-    if (kind == ATT_CORE) return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    if (kind == ATT_CORE) return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, NH, KV, hs);
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
     TERN_TRY(tern_check_saved("attention_backward", saved, saved_len));
