@@ -27,7 +27,9 @@
  *    f32 to f32) and equal logits;
  *  - generation stops at the config's eos token: a copy of the folder whose config.json
  *    names the 6th greedy token of the first prompt as eos yields exactly 6 tokens, and
- *    all of them without stop_at_eos. */
+ *    all of them without stop_at_eos;
+ *  - sharded weights in F16 and BF16 (test_shards) and bf16 compute (test_bf16, whose
+ *    bounds are stated there; also on the mha-only handlers). */
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdio.h>
@@ -38,11 +40,15 @@
 #include "check.h"
 #include "handler_probe.h"
 #include "tern/file.h"
+#include "tern/half.h"
 #include "tern/handlers.h"
 #include "tern/llama.h"
 #include "tern/safetensors.h"
 
 static const char *dir;
+/* fp32's bounds (above); bf16 runs loosen them (test_bf16) */
+static double tol_logits = 1e-4, tol_grad = 1e-3;
+static bool bf16_bounds;
 static cJSON *expected;
 static tern_safetensors *ref;
 
@@ -98,16 +104,20 @@ static void test_forward(tern_llama *m, const batch *b) {
     for (int s = 0; s < 2; s++) {
         float *want = ref_tensor(slices[s], NULL);
         CHECK_OK(tern_llama_read_logits(m, rows[s], 4, got));
-        err[s] = want ? elem_error(got, want, (size_t)4 * V, 0.01) : INFINITY;
-        CHECKF(err[s] <= 1e-4, "%s: error %.3g", slices[s], err[s]);
+        /* fp32: elementwise; bf16: relative to the slice's norm (bf16's rounding of a logit
+         * near zero is not small against the 1% floor) */
+        err[s] = !want ? INFINITY
+                 : bf16_bounds ? check_rel_error(got, want, (size_t)4 * V)
+                               : elem_error(got, want, (size_t)4 * V, 0.01);
+        CHECKF(err[s] <= tol_logits, "%s: error %.3g", slices[s], err[s]);
         free(want);
     }
     float *losses = malloc((size_t)BT * sizeof *losses), *want = ref_tensor("losses", NULL);
     CHECK_OK(tern_llama_read_losses(m, losses));
     double el = want ? elem_error(losses, want, (size_t)BT, 0.01) : INFINITY;
-    CHECKF(el <= 1e-4, "losses: error %.3g", el);
+    CHECKF(el <= tol_logits, "losses: error %.3g", el);
     double want_mean = json_number("forward", "loss");
-    CHECKF(fabs(loss - want_mean) <= 1e-4 * want_mean, "mean loss %.9g, want %.9g", loss, want_mean);
+    CHECKF(fabs(loss - want_mean) <= tol_logits * want_mean, "mean loss %.9g, want %.9g", loss, want_mean);
     printf("  forward: logits error %.2g, %.2g; losses %.2g; mean loss %.7f (want %.7f)\n", err[0], err[1], el,
            loss, want_mean);
     free(got), free(losses), free(want);
@@ -194,8 +204,12 @@ static void test_gradients(tern_llama *m, const batch *b, int group) {
                 }
         }
         double e = check_rel_error(got, want, n);
+        /* The key bias's gradient nearly cancels: without rotation a bias on every key moves
+         * all of a query's scores alike, which the softmax ignores; what is left is small
+         * against the rounding of bf16's terms (0.051 of its norm seen on llama3-tiny-c). */
+        double tol = bf16_bounds && strstr(t->name, "k_proj.bias") ? 2 * tol_grad : tol_grad;
         worst = fmax(worst, e);
-        CHECKF(e <= 1e-3, "gradient of %s: error %.3g relative to its norm", t->name + 5, e);
+        CHECKF(e <= tol, "gradient of %s: error %.3g relative to its norm", t->name + 5, e);
         checked++;
         free(want), free(got);
     }
@@ -412,6 +426,108 @@ static void remove_folder(const char *folder) {
     rmdir(folder);
 }
 
+/* bf16 compute (weights and activations rounded to bf16, 8 bits of mantissa: 0.4%
+ * relative each, compounded over the layers): forward within 3e-2 (logits, losses, the
+ * mean loss) and gradients within 5e-2 of their norms, GPT-2's bf16 bounds (test_gpt2_fixture;
+ * the key biases' 1e-1: see test_gradients);
+ * greedy tokens and AdamW are not compared (the references' near-ties of ~0.003 are below
+ * bf16's error). The logits' error is measured against the slice's norm there. */
+static void test_bf16(const char *handler, const char *folder, int group, const batch *b) {
+    printf("%s%s, %s (bf16):\n", folder, group > 1 ? " (key/value heads repeated)" : "", handler);
+    tern_llama *m = NULL;
+    CHECK_OK(tern_llama_load(handler, folder, TERN_PRECISION_BF16, &m));
+    if (!m) return;
+    tol_logits = 3e-2, tol_grad = 5e-2, bf16_bounds = true;
+    test_forward(m, b);
+    test_gradients(m, b, group);
+    tol_logits = 1e-4, tol_grad = 1e-3, bf16_bounds = false;
+    tern_llama_free(m);
+}
+
+/* The reference's weights in two shards (model-0000K-of-00002.safetensors and the index),
+ * the first in F16, the second in BF16: they load as exactly those roundings of the f32
+ * weights, and a forward pass runs on them (its mean loss within 1% of the reference's: a
+ * sanity bound, half-precision weights shift it by ~0.1% here). */
+static void test_shards(const char *handler, const batch *b) {
+    char to[4096], path[4200];
+    scratch_dir(to, sizeof to, "shards", handler);
+    CHECK_OK(tern_make_dirs(to));
+    tern_safetensors *f = NULL;
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    CHECK_OK(tern_safetensors_open(path, &f));
+    if (!f) return;
+    size_t n = tern_safetensors_count(f);
+    tern_tensor_out *t = calloc(n, sizeof *t);
+    uint16_t **half = calloc(n, sizeof *half);
+    float **rounded = calloc(n, sizeof *rounded);
+    size_t per_shard[2] = {0, 0};
+    char *index = malloc(256 * n + 256);
+    size_t used = (size_t)sprintf(index, "{\"metadata\": {}, \"weight_map\": {");
+    for (int shard = 0; shard < 2; shard++) {
+        size_t k = 0;
+        for (size_t i = 0; i < n; i++) {
+            if ((int)(i % 2) != shard) continue;
+            const tern_tensor_info *in = tern_safetensors_at(f, i);
+            float *v = malloc(in->count * sizeof *v);
+            CHECK_OK(tern_tensor_convert(in, TERN_F32, v));
+            half[i] = malloc(in->count * sizeof **half);
+            rounded[i] = malloc(in->count * sizeof **rounded);
+            for (size_t e = 0; e < in->count; e++) {
+                half[i][e] = shard ? tern_f32_to_bf16(v[e]) : tern_f32_to_f16(v[e]);
+                rounded[i][e] = shard ? tern_bf16_to_f32(half[i][e]) : tern_f16_to_f32(half[i][e]);
+            }
+            free(v);
+            t[k] = (tern_tensor_out){.name = in->name, .dtype = shard ? TERN_BF16 : TERN_F16, .ndim = in->ndim,
+                                     .data = half[i]};
+            for (int d = 0; d < in->ndim; d++) t[k].shape[d] = in->shape[d];
+            k++;
+            used += (size_t)sprintf(index + used, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                                    used > 40 ? ", " : "", in->name, shard + 1);
+        }
+        per_shard[shard] = k;
+        snprintf(path, sizeof path, "%s/model-0000%d-of-00002.safetensors", to, shard + 1);
+        CHECK_OK(tern_safetensors_write(path, t, k, NULL));
+    }
+    sprintf(index + used, "}}\n");
+    snprintf(path, sizeof path, "%s/model.safetensors.index.json", to);
+    CHECK_OK(tern_write_file(path, index, strlen(index)));
+    char *cfg = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    CHECK_OK(tern_read_file(path, &cfg, &len));
+    snprintf(path, sizeof path, "%s/config.json", to);
+    if (cfg) CHECK_OK(tern_write_file(path, cfg, len));
+    free(cfg);
+    tern_llama *m = NULL;
+    CHECK_OK(tern_llama_load(handler, to, TERN_PRECISION_FP32, &m));
+    int exact = 0;
+    for (size_t i = 0; m && i < n; i++) {
+        const tern_tensor_info *in = tern_safetensors_at(f, i);
+        float *got = malloc(in->count * sizeof *got);
+        CHECK_OK(tern_llama_read_param(m, in->name, got, in->count));
+        bool same = !memcmp(got, rounded[i], in->count * sizeof *got);
+        CHECKF(same, "%s from its %s shard is not the rounding of the f32 weights", in->name, i % 2 ? "BF16" : "F16");
+        exact += same;
+        free(got);
+    }
+    if (m) {
+        float loss = 0;
+        double want = json_number("forward", "loss");
+        CHECK_OK(tern_llama_forward(m, b->x, b->y, b->B, b->T, &loss));
+        CHECKF(fabs(loss - want) <= 1e-2 * want, "mean loss from half-precision shards %.6f, want %.6f", loss, want);
+        printf("  shards: %zu + %zu tensors (F16 | BF16), %d of %zu exactly the roundings; mean loss %.6f (f32 %.6f)\n",
+               per_shard[0], per_shard[1], exact, n, loss, want);
+        tern_llama_free(m);
+    }
+    for (size_t i = 0; i < n; i++) free(half[i]), free(rounded[i]);
+    free(half), free(rounded), free(t), free(index);
+    tern_safetensors_close(f);
+    const char *files[] = {"config.json", "model.safetensors.index.json", "model-00001-of-00002.safetensors",
+                           "model-00002-of-00002.safetensors"};
+    for (int i = 0; i < 4; i++) snprintf(path, sizeof path, "%s/%s", to, files[i]), remove(path);
+    rmdir(to);
+}
+
 int main(int argc, char **argv) {
     char path[4200], *text = NULL, fixture[4096];
     const char *shared = getenv("TERN_SHARED_DIR");
@@ -458,6 +574,8 @@ int main(int argc, char **argv) {
                 test_checkpoint(m, handlers[h], &b);
                 tern_llama_free(m);
                 test_eos(handlers[h]);
+                test_shards(handlers[h], &b);
+                test_bf16(handlers[h], dir, 1, &b);
             }
         }
         if (group) {
@@ -470,6 +588,7 @@ int main(int argc, char **argv) {
                 test_greedy(m);
                 test_gradients(m, &b, group);
                 tern_llama_free(m);
+                if (!gqa) test_bf16(handlers[h], expanded, group, &b);
             }
         }
     }
