@@ -11,6 +11,7 @@
 #include "model.h"
 #include "train_llama.h"
 #include "tern/data.h"
+#include "tern/dist.h"
 #include "tern/file.h"
 
 static double now_seconds(void) {
@@ -33,7 +34,7 @@ static const char *llama_init_name(const char *init) {
 tern_error *train_is_llama(const train_options *o, bool *out) {
     *out = false;
     if (o->init) *out = llama_init_name(o->init) != NULL;
-    else if (o->model_dir) return cli_model_is_llama(o->model_dir, out);
+    else if (o->model_dir || o->resume) return cli_model_is_llama(o->model_dir ? o->model_dir : o->resume, out);
     return NULL;
 }
 
@@ -83,15 +84,20 @@ static tern_error *save(tern_llama *m, const train_options *o, int step) {
 }
 
 static tern_error *refuse_unsupported(const train_options *o) {
-    const char *what = o->resume ? "--resume" : o->world > 1 || o->procs > 1 ? "several ranks" :
-                       o->zero1 ? "--zero1" : o->stop_after ? "--stop-after" :
-                       o->save_dtype != TERN_F32 ? "--save-dtype bf16" : NULL;
+    const char *what = o->resume                                                ? "--resume"
+                       : o->procs > 1 || o->world > 1 || tern_dist_launched()   ? "several ranks"
+                       : o->zero1                                               ? "--zero1"
+                       : o->stop_after                                          ? "--stop-after"
+                       : o->save_dtype != TERN_F32                              ? "--save-dtype bf16"
+                                                                                : NULL;
     if (what) return tern_errorf("train: %s is not supported for the Llama family yet", what);
     return NULL;
 }
 
 tern_error *train_llama(const train_options *o) {
     TERN_TRY(refuse_unsupported(o));
+    char backend_buf[256];
+    const char *backend = cli_backend_on_device(o->backend, o->device, backend_buf, sizeof backend_buf);
     tern_tokenizer *tok = NULL;
     tern_llama *m = NULL;
     tern_dataset *data = NULL, *val = NULL;
@@ -100,9 +106,9 @@ tern_error *train_llama(const train_options *o) {
     if (o->init) {
         tern_llama_config cfg;
         if ((err = tern_llama_config_named(llama_init_name(o->init), &cfg)) ||
-            (err = tern_llama_init(o->backend, &cfg, o->seed, o->precision, &m)))
+            (err = tern_llama_init(backend, &cfg, o->seed, o->precision, &m)))
             goto done;
-    } else if ((err = tern_llama_load(o->backend, o->model_dir, o->precision, &m))) {
+    } else if ((err = tern_llama_load(backend, o->model_dir, o->precision, &m))) {
         goto done;
     }
     const tern_llama_config *cfg = tern_llama_get_config(m);

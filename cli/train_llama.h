@@ -4,8 +4,9 @@
 
 #include "train_support.h"
 
-/* Whether the run's model is of the Llama family: --model's config.json, or --init naming
- * one of its configurations (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-tiny). */
+/* Whether the run's model is of the Llama family: the config.json of --model (or --resume),
+ * or --init naming one of its configurations (smollm2-135m, qwen2.5-0.5b, llama-3.2-1b,
+ * llama-tiny). */
 tern_error *train_is_llama(const train_options *o, bool *out);
 
 /* The whole run: open or initialise, train, checkpoint into --out. */
