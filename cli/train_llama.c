@@ -34,7 +34,11 @@ static const char *llama_init_name(const char *init) {
 tern_error *train_is_llama(const train_options *o, bool *out) {
     *out = false;
     if (o->init) *out = llama_init_name(o->init) != NULL;
-    else if (o->model_dir || o->resume) return cli_model_is_llama(o->model_dir ? o->model_dir : o->resume, out);
+    else if (o->model_dir || o->resume) {
+        /* a folder without a readable config.json is GPT-2's path to report (a resume's
+         * checks name what is missing) */
+        tern_error_free(cli_model_is_llama(o->model_dir ? o->model_dir : o->resume, out));
+    }
     return NULL;
 }
 
