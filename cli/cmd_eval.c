@@ -5,7 +5,7 @@
 
 #include "cli.h"
 #include "tern/data.h"
-#include "tern/gpt2.h"
+#include "model.h"
 
 static const char usage[] =
     "usage: tern eval --model DIR --data FILE [--batch B] [--seq T] [--batches N]\n"
@@ -13,7 +13,8 @@ static const char usage[] =
     "  --batch B     sequences per batch (default 4)\n"
     "  --seq T       tokens per sequence (default: the model's context, at most 1024)\n"
     "  --batches N   batches to evaluate (default: every whole batch in the data)\n"
-    "FILE is an llm.c token shard or UTF-8 text (tokenized with the model's tokenizer).\n";
+    "FILE is an llm.c token shard or UTF-8 text (tokenized with the model's tokenizer).\n"
+    "The model's family (GPT-2, or Llama / Qwen2 / SmolLM2) comes from DIR/config.json.\n";
 
 int tern_cmd_eval(int argc, char **argv) {
     const char *model_dir = NULL, *data_path = NULL, *backend = cli_default_backend(), *value, *device = NULL;
@@ -52,18 +53,18 @@ int tern_cmd_eval(int argc, char **argv) {
 
     tern_tokenizer *tok = NULL;
     tern_dataset *data = NULL;
-    tern_gpt2 *m = NULL;
+    cli_model m = {0};
     int32_t *x = NULL, *y = NULL;
     backend = cli_backend_on_device(backend, device, backend_buf, sizeof backend_buf);
-    if ((err = tern_gpt2_load(backend, model_dir, precision, &m))) goto done;
-    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
-    if (!T) T = cfg->max_seq < 1024 ? cfg->max_seq : 1024;
-    if (T > cfg->max_seq) {
-        err = tern_errorf("--seq %d exceeds the model's context of %d", T, cfg->max_seq);
+    if ((err = cli_model_load(backend, model_dir, precision, &m))) goto done;
+    int context = cli_model_context(&m);
+    if (!T) T = context < 1024 ? context : 1024;
+    if (T > context) {
+        err = tern_errorf("--seq %d exceeds the model's context of %d", T, context);
         goto done;
     }
     if ((err = cli_open_tokenizer(model_dir, &tok))) goto done;
-    if ((err = tern_dataset_open(data_path, tok, (size_t)cfg->vocab_size, &data))) goto done;
+    if ((err = tern_dataset_open(data_path, tok, (size_t)cli_model_vocab_size(&m), &data))) goto done;
     size_t whole = tern_dataset_batch_count(data, B, T);
     if (!n_batches) {
         if (!whole) {
@@ -79,12 +80,12 @@ int tern_cmd_eval(int argc, char **argv) {
         err = tern_errorf("out of memory for a batch of %d x %d", B, T);
         goto done;
     }
-    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    printf("backend: %s (%s)\n", cli_model_backend(&m), cli_model_device_name(&m));
     double sum = 0;
     for (long k = 0; k < n_batches; k++) {
         float loss;
         if ((err = tern_dataset_batch(data, (size_t)k, B, T, x, y))) goto done;
-        if ((err = tern_gpt2_forward(m, x, y, B, T, &loss))) goto done;
+        if ((err = cli_model_forward(&m, x, y, B, T, &loss))) goto done;
         sum += loss;
         printf("batch %ld: loss %.6f\n", k, loss);
         if ((err = cli_check_stdout())) goto done;
@@ -94,7 +95,7 @@ int tern_cmd_eval(int argc, char **argv) {
 done:
     free(x);
     free(y);
-    tern_gpt2_free(m);
+    cli_model_free(&m);
     tern_dataset_close(data);
     tern_tokenizer_free(tok);
     return err ? cli_fail(err) : 0;

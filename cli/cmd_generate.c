@@ -4,17 +4,20 @@
 #include <string.h>
 
 #include "cli.h"
-#include "tern/gpt2.h"
+#include "model.h"
 
 static const char usage[] =
     "usage: tern generate --model DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K]\n"
     "                     [--seed S] [--backend cpu|cuda|opencl|interp] [--device N]\n"
-    "                     [--precision fp32|bf16] [--ids]\n"
+    "                     [--precision fp32|bf16] [--ids] [--no-stop]\n"
     "  --tokens N        new tokens to generate (default 64)\n"
     "  --temperature T   0 is greedy decoding (default 0.8)\n"
     "  --top-k K         sample among the K likeliest tokens; 0: all (default 40)\n"
     "  --seed S          sampling seed (default 42): the same seed gives the same text\n"
-    "  --ids             print the generated token ids instead of text\n";
+    "  --ids             print the generated token ids instead of text\n"
+    "  --no-stop         go on past the model's end-of-sequence token (Llama family: the\n"
+    "                    eos_token_id of config.json; GPT-2 never stops early)\n"
+    "The model's family (GPT-2, or Llama / Qwen2 / SmolLM2) comes from DIR/config.json.\n";
 
 typedef struct printer {
     const tern_tokenizer *tok;
@@ -41,7 +44,7 @@ int tern_cmd_generate(int argc, char **argv) {
     char backend_buf[256];
     const char *value = NULL;
     int n_new = 64;
-    bool ids = false;
+    bool ids = false, stop_at_eos = true;
     tern_precision precision = TERN_PRECISION_FP32;
     tern_gpt2_sampling sampling = {.temperature = 0.8f, .top_k = 40, .seed = 42};
     tern_error *err = NULL;
@@ -52,6 +55,8 @@ int tern_cmd_generate(int argc, char **argv) {
             return 0;
         } else if (!strcmp(argv[i], "--ids")) {
             ids = true;
+        } else if (!strcmp(argv[i], "--no-stop")) {
+            stop_at_eos = false;
         } else if (cli_option(argc, argv, &i, "--model", &value, &err)) {
             model_dir = value;
         } else if (cli_option(argc, argv, &i, "--prompt", &value, &err)) {
@@ -79,7 +84,7 @@ int tern_cmd_generate(int argc, char **argv) {
     if (!prompt) return cli_fail(tern_errorf("generate: --prompt TEXT is required"));
 
     tern_tokenizer *tok = NULL;
-    tern_gpt2 *m = NULL;
+    cli_model m = {0};
     int32_t *ids_in = NULL;
     size_t n_ids = 0;
     if ((err = cli_open_tokenizer(model_dir, &tok))) goto done;
@@ -94,35 +99,35 @@ int tern_cmd_generate(int argc, char **argv) {
         n_ids = 1;
     }
     backend = cli_backend_on_device(backend, device, backend_buf, sizeof backend_buf);
-    if ((err = tern_gpt2_load(backend, model_dir, precision, &m))) goto done;
-    if ((size_t)tern_gpt2_get_config(m)->vocab_size < tern_tokenizer_vocab_size(tok)) {
-        err = tern_errorf("the model's vocabulary (%d) is smaller than the tokenizer's (%zu)",
-                          tern_gpt2_get_config(m)->vocab_size, tern_tokenizer_vocab_size(tok));
+    if ((err = cli_model_load(backend, model_dir, precision, &m))) goto done;
+    size_t V = (size_t)cli_model_vocab_size(&m), tok_V = tern_tokenizer_vocab_size(tok);
+    if (V < tok_V) {
+        err = tern_errorf("the model's vocabulary (%zu) is smaller than the tokenizer's (%zu)", V, tok_V);
         goto done;
     }
     /* Text needs every id the model can emit to be the tokenizer's: known now, not at the
-     * first such id, half way through the output. */
-    if (!ids && (size_t)tern_gpt2_get_config(m)->vocab_size > tern_tokenizer_vocab_size(tok)) {
-        err = tern_errorf("the model emits %d ids but the tokenizer has %zu: its text cannot be "
-                          "written (--ids prints the ids)", tern_gpt2_get_config(m)->vocab_size,
-                          tern_tokenizer_vocab_size(tok));
+     * first such id, half way through the output. Llama-family checkpoints round their
+     * embedding up past the tokenizer (Qwen2.5: 151936 rows for 151665 ids), rows that are
+     * never trained: an id there is an error when it comes. */
+    if (!ids && !m.llama && V > tok_V) {
+        err = tern_errorf("the model emits %zu ids but the tokenizer has %zu: its text cannot be "
+                          "written (--ids prints the ids)", V, tok_V);
         goto done;
     }
-    if (n_ids > (size_t)tern_gpt2_get_config(m)->max_seq) {
-        err = tern_errorf("the prompt has %zu tokens; the model's context is %d", n_ids,
-                          tern_gpt2_get_config(m)->max_seq);
+    if (n_ids > (size_t)cli_model_context(&m)) {
+        err = tern_errorf("the prompt has %zu tokens; the model's context is %d", n_ids, cli_model_context(&m));
         goto done;
     }
 
-    printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
+    printf("backend: %s (%s)\n", cli_model_backend(&m), cli_model_device_name(&m));
     if (!ids) fputs(prompt, stdout);
     fflush(stdout);
     printer p = {.tok = tok, .ids = ids};
-    err = tern_gpt2_generate(m, ids_in, 1, (int)n_ids, n_new, &sampling, print_token, &p);
+    err = cli_model_generate(&m, ids_in, (int)n_ids, n_new, &sampling, stop_at_eos, print_token, &p);
     putchar('\n');
     if (!err) err = cli_check_stdout();
 done:
-    tern_gpt2_free(m);
+    cli_model_free(&m);
     tern_tokenizer_free(tok);
     free(ids_in);
     return err ? cli_fail(err) : 0;

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "tern/dist.h"
 #include "tern/gpt2.h"
+#include "model.h"
 #include "tern/handlers.h"
 #include "tern/tern.h"
 
@@ -54,6 +55,23 @@ static void print_distributed(void) {
     tern_error_free(err);
 }
 
+/* A Llama-family config: its family, shapes, rotary settings and parameter count. */
+static int print_llama(const char *dir, const char *path) {
+    tern_llama_config c;
+    tern_error *err = tern_llama_config_read(path, &c);
+    if (err) return cli_fail(err);
+    printf("model: %s (%s)\n", dir, tern_llama_family_name(c.family));
+    printf("  layers %d, heads %d (key/value heads %d, head size %d), channels %d, MLP %d, context %d, "
+           "vocabulary %d, rms-norm eps %g\n", c.n_layer, c.n_head, c.n_kv_head, c.head_dim, c.hidden,
+           c.intermediate, c.max_seq, c.vocab_size, c.rms_eps);
+    printf("  rope theta %g, scaling %s; embeddings %s; biases:%s%s%s%s\n", c.rope_theta,
+           c.rope_scaling.llama3 ? "llama3" : "none", c.tie_word_embeddings ? "tied" : "untied",
+           c.qkv_bias ? " q/k/v" : "", c.o_bias ? " o" : "", c.mlp_bias ? " mlp" : "",
+           c.qkv_bias || c.o_bias || c.mlp_bias ? "" : " none");
+    printf("  parameters: %lld\n", (long long)tern_llama_config_param_count(&c));
+    return 0;
+}
+
 int tern_cmd_info(int argc, char **argv) {
     const char *model_dir = NULL, *value = NULL;
     tern_error *err = NULL;
@@ -76,9 +94,12 @@ int tern_cmd_info(int argc, char **argv) {
 
     char path[4096];
     snprintf(path, sizeof path, "%s/config.json", model_dir);
+    bool llama = false;
+    if ((err = cli_model_is_llama(model_dir, &llama))) return cli_fail(err);
+    if (llama) return print_llama(model_dir, path);
     tern_gpt2_config cfg;
     if ((err = tern_gpt2_config_read(path, &cfg))) return cli_fail(err);
-    printf("model: %s\n", model_dir);
+    printf("model: %s (gpt2)\n", model_dir);
     printf("  layers %d, heads %d, channels %d, context %d, vocabulary %d, layer-norm eps %g\n",
            cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.max_seq, cfg.vocab_size, cfg.ln_eps);
     printf("  parameters: %zu\n", tern_gpt2_num_params(&cfg));

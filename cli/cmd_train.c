@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "train_guard.h"
+#include "train_llama.h"
 #include "train_run.h"
 #include "train_support.h"
 #include "tern/data.h"
@@ -24,7 +25,9 @@ static const char usage[] =
     "                  [--val-every N] [--val-batches N] [--backend cpu|cuda|opencl|interp]\n"
     "                  [--device N] [--precision fp32|bf16] [--procs N] [--zero1]\n"
     "                  [--recompute gelu,layernorm|none]\n"
-    "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny\n"
+    "  --init CONFIG   a fresh model: gpt2 (124M), gpt2-medium, -large, -xl, small, mini, tiny;\n"
+    "                  Llama family: smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-tiny\n"
+    "  --model DIR     a GPT-2 or a Llama-family folder (config.json's model_type says which)\n"
     "  --resume DIR    continue a run from the checkpoint in DIR (written by --out), with the\n"
     "                  run's settings and data (DIR/run.json); a setting given differently is\n"
     "                  an error, except --steps, --stop-after, --save-every, --val,\n"
@@ -369,6 +372,9 @@ int tern_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (o.procs > 1) return launch_ranks(&o, argc, argv);
+    bool llama = false;
+    if ((err = train_is_llama(&o, &llama))) return cli_fail(err);
+    if (llama) return (err = train_llama(&o)) ? cli_fail(err) : 0;
 
     tern_dist *dist = NULL;
     if ((err = tern_dist_open(&dist))) return cli_fail(err);

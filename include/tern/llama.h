@@ -1,0 +1,96 @@
+/* The Llama family (Llama 3.x, Qwen2/Qwen2.5, SmolLM2), written once against the Tensor
+ * effect and compiled once per handler, as GPT-2 is (tern/gpt2.h): a program opens a model
+ * on one handler and every call then runs that handler's instance of the model.
+ *
+ * The maths, per layer l of the residual stream x [B*T, C]:
+ *   h   = rmsnorm(x) w_in                     q, k, v = h Wq^T (+bq), h Wk^T, h Wv^T
+ *   q, k = rope(q, k) at each row's position   x = x + attention(q, k, v) Wo^T (+bo)
+ *   h   = rmsnorm(x) w_post                   x = x + (silu(h Wg^T) * (h Wu^T)) Wd^T
+ * then logits = rmsnorm(x) w_norm lm_head^T (lm_head is embed_tokens when tied). HF Linear
+ * weights are [out, in]. */
+#ifndef TERN_LLAMA_H
+#define TERN_LLAMA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/error.h"
+#include "tern/gpt2.h" /* tern_precision, the AdamW and sampling settings, shared */
+#include "tern/llama_config.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tern_llama tern_llama;
+
+/* Opens a Hugging Face folder: config.json (model_type llama or qwen2, tern/llama_config.h)
+ * and model.safetensors or shards with model.safetensors.index.json (tern/weights.h), F32,
+ * F16 or BF16. Every tensor the config implies must be there with its shape and finite
+ * values; a tensor the config does not imply is an error (weights of another shape of
+ * model), except the rotary inv_freq buffers older checkpoints store, and lm_head when tied.
+ * backend as tern_gpt2_load's. */
+tern_error *tern_llama_load(const char *backend, const char *dir, tern_precision precision,
+                            tern_llama **out);
+
+/* A fresh model of `cfg`: transformers' initialisation (normal weights of std 0.02, unit
+ * norm gains, zero biases), from `seed`. */
+tern_error *tern_llama_init(const char *backend, const tern_llama_config *cfg, uint64_t seed,
+                            tern_precision precision, tern_llama **out);
+
+void tern_llama_free(tern_llama *m);
+
+const tern_llama_config *tern_llama_get_config(const tern_llama *m);
+const char *tern_llama_backend(const tern_llama *m);
+const char *tern_llama_device_name(const tern_llama *m);
+
+/* Forward over tokens x [B, T] (host i32); with targets y [B, T] (or NULL) *mean_loss gets
+ * the mean cross-entropy. Logits and losses stay readable until the next call. */
+tern_error *tern_llama_forward(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
+                               float *mean_loss);
+
+/* Forward and backward: adds d(mean loss * loss_scale)/d(param) to the gradients. */
+tern_error *tern_llama_forward_backward(tern_llama *m, const int32_t *x, const int32_t *y,
+                                        int B, int T, float loss_scale, float *mean_loss);
+
+tern_error *tern_llama_zero_grad(tern_llama *m);
+
+/* One AdamW step over every parameter (decay_all false: matrices and embeddings decayed,
+ * norm gains and biases not); *grad_norm (may be NULL) gets the norm before clipping. */
+tern_error *tern_llama_update(tern_llama *m, const tern_gpt2_adamw *h, float *grad_norm);
+int tern_llama_step(const tern_llama *m);
+
+/* Tensors by their Hugging Face names ("model.layers.0.self_attn.q_proj.weight", ...);
+ * count must match. */
+tern_error *tern_llama_read_param(tern_llama *m, const char *name, float *out, size_t count);
+tern_error *tern_llama_read_grad(tern_llama *m, const char *name, float *out, size_t count);
+/* Logits [rows, V] from row `row` (of B*T) of the last forward; its losses [B*T]. */
+tern_error *tern_llama_read_logits(tern_llama *m, int row, int rows, float *out);
+tern_error *tern_llama_read_losses(tern_llama *m, float *out);
+
+/* Writes DIR/config.json and DIR/model.safetensors in save_pretrained's layout (f32; tied
+ * lm_head not stored), each atomically; the step in the metadata ("tern_step"). */
+tern_error *tern_llama_save(tern_llama *m, const char *dir);
+
+/* Continues B prompts of T0 tokens (prompt [B, T0], host) by up to n_new tokens with a KV
+ * cache: one prefill pass, then one-token steps, calling on_token after each step. With
+ * stop_at_eos, generation ends after the step at which every sequence has produced one of
+ * the config's eos tokens (a sequence that ended earlier keeps receiving tokens until then:
+ * the caller drops them). */
+tern_error *tern_llama_generate(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
+                                const tern_gpt2_sampling *sampling, bool stop_at_eos,
+                                tern_gpt2_on_token on_token, void *user);
+
+/* Logits [B, V] of each prompt's last position through the cached path (tests). */
+tern_error *tern_llama_prefill_logits(tern_llama *m, const int32_t *prompt, int B, int T0,
+                                      float *out);
+
+/* Whether DIR/config.json names a model of this family (model_type llama or qwen2): reads
+ * only model_type. Errors only when the file cannot be read or is not JSON. */
+tern_error *tern_llama_is_family(const char *dir, bool *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,199 @@
+/* Generation with a KV cache: one prefill pass over the prompts, then one-token steps. A
+ * step reads its tokens and positions from device buffers, so a handler with graphs replays
+ * it without the host issuing each operation again. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "instance.h"
+
+static void layout_decode(tern_llama *m, llama_pools *p, llama_decode *dc) {
+    const tern_llama_config *cfg = &m->cfg;
+    size_t rows = (size_t)dc->B * dc->T, C = (size_t)cfg->hidden, I = (size_t)cfg->intermediate;
+    size_t hs = (size_t)cfg->head_dim, qw = (size_t)(cfg->n_head + 2 * cfg->n_kv_head) * hs;
+    size_t cache_len = (size_t)dc->B * cfg->n_kv_head * dc->max_T * hs; /* [B, KV, max_T, hs] */
+    for (int l = 0; l < cfg->n_layer; l++) {
+        dc->k_cache[l] = LLAMA_FN(take)(p, POOL_ACT, cache_len);
+        dc->v_cache[l] = LLAMA_FN(take)(p, POOL_ACT, cache_len);
+    }
+    dc->prompt = LLAMA_FN(take)(p, POOL_I32, rows);
+    dc->token = LLAMA_FN(take)(p, POOL_I32, (size_t)dc->B);
+    dc->pos = LLAMA_FN(take)(p, POOL_I32, rows);
+    dc->x = LLAMA_FN(take)(p, POOL_ACT, rows * C);
+    dc->h = LLAMA_FN(take)(p, POOL_ACT, rows * C);
+    dc->qkv = LLAMA_FN(take)(p, POOL_ACT, rows * qw);
+    dc->att = LLAMA_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
+    dc->gu = LLAMA_FN(take)(p, POOL_ACT, rows * 2 * I);
+    dc->a = LLAMA_FN(take)(p, POOL_ACT, rows * I);
+    dc->logits = LLAMA_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
+}
+
+void LLAMA_FN(free_decode)(tern_llama *m) {
+    if (m->dev) LLAMA_FN(pools_free)(m->dev, m->dec.pool);
+    free(m->dec.k_cache);
+    free(m->dec.v_cache);
+    m->dec = (llama_decode){0};
+    m->epoch++;
+}
+
+/* Buffers for B sequences, prefill chunks of up to T rows each, and caches of max_T. */
+static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
+    llama_decode *dc = &m->dec;
+    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T >= max_T) return NULL;
+    LLAMA_FN(free_decode)(m);
+    int L = m->cfg.n_layer;
+    dc->k_cache = calloc((size_t)(L ? L : 1), sizeof *dc->k_cache);
+    dc->v_cache = calloc((size_t)(L ? L : 1), sizeof *dc->v_cache);
+    if (!dc->k_cache || !dc->v_cache) {
+        LLAMA_FN(free_decode)(m);
+        return tern_errorf("out of memory for the KV cache's descriptors");
+    }
+    dc->B = B;
+    dc->T = T;
+    dc->max_T = max_T;
+    llama_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    layout_decode(m, &p, dc);
+    tern_error *err = LLAMA_FN(pools_alloc)(m->dev, &p);
+    if (err) {
+        LLAMA_FN(free_decode)(m);
+        return tern_error_wrap(err, "generation buffers for %d sequences of up to %d tokens", B, max_T);
+    }
+    layout_decode(m, &p, dc);
+    for (int k = 0; k < POOL_COUNT; k++) dc->pool[k] = p.base[k];
+    return NULL;
+}
+
+/* T new positions of each of B sequences, from `tokens` [B T] at the positions in dc->pos
+ * (row b T + t at p0 + t, p0 = pos[0]), through every layer, extending the caches; samples
+ * each sequence's next token into dc->token. */
+static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const tern_gpt2_sampling *s) {
+    tern_dev *d = m->dev;
+    llama_decode *dc = &m->dec;
+    const tern_llama_config *cfg = &m->cfg;
+    int B = dc->B, rows = B * T, C = cfg->hidden, I = cfg->intermediate;
+    int NH = cfg->n_head, KV = cfg->n_kv_head, hs = cfg->head_dim, qw = (NH + 2 * KV) * hs;
+    float eps = cfg->rms_eps;
+    size_t r = (size_t)rows;
+    tern_buf x = tern_view(dc->x, 0, r * C), h = tern_view(dc->h, 0, r * C);
+    tern_buf qkv = tern_view(dc->qkv, 0, r * qw), att = tern_view(dc->att, 0, r * NH * hs);
+    tern_buf gu = tern_view(dc->gu, 0, r * 2 * I), a = tern_view(dc->a, 0, r * I);
+    tern_buf pos = tern_view(dc->pos, 0, r), w = llama_weights(m);
+
+    /* x [rows, C] = embed[tokens] */
+    TERN_TRY(OP(embed)(d, x, tokens, llama_w(m, LLAMA_EMBED, 0), tern_none(), tern_none(), B, T, C));
+    for (int l = 0; l < cfg->n_layer; l++) {
+        /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache */
+        TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN1, l), rows, C, eps));
+        TERN_TRY(LLAMA_FN(linear)(d, qkv, h, llama_fused_view(cfg, w, LLAMA_Q, LLAMA_V, l),
+                                  llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw));
+        TERN_TRY(OP(rope)(d, qkv, qkv, pos, m->inv_freq, rows, NH + KV, hs, qw));
+        TERN_TRY(OP(attention_cached)(d, att, dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs,
+                                      dc->max_T));
+        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_w(m, LLAMA_O, l), llama_w(m, LLAMA_OB, l), rows,
+                                           NH * hs, C));
+        /* x = x + swiglu(rmsnorm(x) Wgu^T) Wd^T */
+        TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN2, l), rows, C, eps));
+        TERN_TRY(LLAMA_FN(linear)(d, gu, h, llama_fused_view(cfg, w, LLAMA_GATE, LLAMA_UP, l),
+                                  llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, 2 * I));
+        size_t n = r * 2 * I;
+        TERN_TRY(OP(swiglu)(d, a, tern_view(gu, 0, n), tern_view(gu, (size_t)I, n - (size_t)I), rows, I, 2 * I));
+        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, a, llama_w(m, LLAMA_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows,
+                                           I, C));
+    }
+    /* h [B, C] = rmsnorm of each sequence's last row (b T + T - 1): rows T C apart, packed */
+    for (int b = 0; b < B; b++)
+        TERN_TRY(OP(rmsnorm)(d, tern_view(h, (size_t)b * C, (size_t)C), tern_none(),
+                             tern_view(x, ((size_t)b * T + T - 1) * C, (size_t)C), llama_w(m, LLAMA_NORM, 0), 1, C,
+                             eps));
+    /* logits [B, Vp] = h @ head^T */
+    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
+    TERN_TRY(OP(matmul)(d, dc->logits, tern_view(h, 0, (size_t)B * C), llama_w(m, llama_head_kind(cfg), 0),
+                        &logits_mm));
+    return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed,
+                      tern_view(pos, 0, 1));
+}
+
+static uint64_t step_key(const tern_llama *m, const tern_gpt2_sampling *s) {
+    uint32_t temperature_bits;
+    memcpy(&temperature_bits, &s->temperature, sizeof temperature_bits);
+    uint64_t h = llama_key_mix(0x6c6c616d6132ull, m->epoch);
+    h = llama_key_mix(h, (uint64_t)m->dec.B);
+    h = llama_key_mix(h, temperature_bits);
+    h = llama_key_mix(h, (uint64_t)(int64_t)s->top_k);
+    return llama_key_mix(h, s->seed);
+}
+
+/* The positions of B sequences of T rows starting at p0: row b T + t at p0 + t. */
+static tern_error *set_pos(tern_llama *m, int32_t *host, int T, int p0) {
+    int B = m->dec.B;
+    for (int b = 0; b < B; b++)
+        for (int t = 0; t < T; t++) host[b * T + t] = p0 + t;
+    return OP(upload)(m->dev, tern_view(m->dec.pos, 0, (size_t)B * T), host);
+}
+
+static bool is_eos(const tern_llama_config *cfg, int32_t id) {
+    for (int i = 0; i < cfg->n_eos; i++)
+        if (cfg->eos_token_ids[i] == id) return true;
+    return false;
+}
+
+/* Logits [B, V] of the prefill, as f32, into out. */
+static tern_error *read_prefill_logits(tern_llama *m, float *out) {
+    int B = m->dec.B, V = m->cfg.vocab_size;
+    tern_buf tmp = tern_none();
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, (size_t)B * m->Vp, &tmp));
+    float *row = malloc((size_t)B * m->Vp * sizeof *row);
+    tern_error *err = row ? OP(copy)(m->dev, tmp, m->dec.logits) : tern_errorf("out of memory");
+    if (!err) err = OP(download)(m->dev, row, tmp);
+    for (int b = 0; !err && b < B; b++) memcpy(out + (size_t)b * V, row + (size_t)b * m->Vp, (size_t)V * sizeof *out);
+    free(row);
+    tern_error_free(OP(free)(m->dev, &tmp));
+    return err;
+}
+
+tern_error *LLAMA_FN(generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
+                               const tern_gpt2_sampling *s, bool stop_at_eos,
+                               tern_gpt2_on_token on_token, void *user, float *prefill_logits) {
+    tern_dev *d = m->dev;
+    int max_T = T0 + (n_new > 1 ? n_new - 1 : 0); /* the last token is sampled, never fed back */
+    TERN_TRY(ensure_decode(m, B, T0, max_T));
+    llama_decode *dc = &m->dec;
+    int32_t *tokens = malloc((size_t)B * sizeof *tokens), *pos = malloc((size_t)B * T0 * sizeof *pos);
+    bool *ended = calloc((size_t)B, sizeof *ended);
+    tern_error *err = NULL;
+    if (!tokens || !pos || !ended) {
+        err = tern_errorf("out of memory for %d sequences", B);
+        goto done;
+    }
+    /* Prefill: the whole prompts at positions 0 .. T0 - 1, then the first new token. */
+    tern_buf prompt_buf = tern_view(dc->prompt, 0, (size_t)B * T0);
+    if ((err = OP(upload)(d, prompt_buf, prompt)) || (err = set_pos(m, pos, T0, 0)) ||
+        (err = run_positions(m, prompt_buf, T0, s)))
+        goto done;
+    if (prefill_logits && (err = read_prefill_logits(m, prefill_logits))) goto done;
+
+    /* One-token steps: the tokens sampled last are fed back at the next position. */
+    uint64_t key = step_key(m, s);
+    for (int i = 0; i < n_new; i++) {
+        if ((err = OP(download)(d, tokens, dc->token))) goto done;
+        if (on_token && (err = on_token(user, tokens, B))) goto done;
+        int still = 0;
+        for (int b = 0; b < B; b++) {
+            ended[b] = ended[b] || is_eos(&m->cfg, tokens[b]);
+            still += !ended[b];
+        }
+        if (i + 1 == n_new || (stop_at_eos && !still)) break;
+        if ((err = set_pos(m, pos, 1, T0 + i))) goto done;
+        bool replay = false;
+        if ((err = OP(capture_begin)(d, key, &replay))) goto done;
+        if (!replay && (err = run_positions(m, dc->token, 1, s))) {
+            tern_error_free(OP(capture_end)(d, key));
+            goto done;
+        }
+        if ((err = OP(capture_end)(d, key))) goto done;
+    }
+done:
+    free(tokens);
+    free(pos);
+    free(ended);
+    return err;
+}

@@ -1,0 +1,45 @@
+/* Included by the model sources that are compiled once per handler (TERN_HANDLER=<h>):
+ * OP(name) is the handler's operation tern_<h>_<name>, called directly. */
+#ifndef TERN_LLAMA_INSTANCE_H
+#define TERN_LLAMA_INSTANCE_H
+
+#include "handlers/handler.h"
+#include "llama_internal.h"
+
+#define OP(name) TERN_OP(name)
+
+/* Functions shared between this handler's model sources: llama_<h>_<name>. */
+#define LLAMA_FN(name) TERN_CAT3(llama_, TERN_HANDLER, _##name)
+
+/* Buffers carved out of a few allocations, one per dtype class. A layout function runs
+ * twice: once to count (views absent), then, after the allocations, to assign. */
+typedef enum { POOL_ACT, POOL_F32, POOL_I32, POOL_COUNT } llama_pool_kind;
+
+typedef struct llama_pools {
+    tern_dtype dtype[POOL_COUNT];
+    size_t used[POOL_COUNT];
+    tern_buf base[POOL_COUNT]; /* absent while counting */
+    bool assigning;
+} llama_pools;
+
+tern_buf LLAMA_FN(take)(llama_pools *p, llama_pool_kind kind, size_t len);
+tern_error *LLAMA_FN(pools_alloc)(tern_dev *d, llama_pools *p);
+void LLAMA_FN(pools_free)(tern_dev *d, tern_buf *bases);
+
+/* y[rows, out] = x[rows, in] @ w[out, in]^T + b (HF Linear). */
+tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows,
+                             int in, int out);
+/* y[rows, out] = res + x[rows, in] @ w[out, in]^T + b: a residual update as one product
+ * (res the matmul's addend; res may be y itself). */
+tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, tern_buf x, tern_buf w,
+                                      tern_buf b, int rows, int in, int out);
+
+tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
+                              float loss_scale, bool backward, float *mean_loss);
+tern_error *LLAMA_FN(generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
+                               const tern_gpt2_sampling *s, bool stop_at_eos,
+                               tern_gpt2_on_token on_token, void *user, float *prefill_logits);
+void LLAMA_FN(free_acts)(tern_llama *m);
+void LLAMA_FN(free_decode)(tern_llama *m);
+
+#endif

@@ -1,0 +1,185 @@
+/* The Llama family's state, shared by the handler-independent front (api.c, layout.c,
+ * checkpoint.c) and the instances compiled once per handler (state.c, forward.c,
+ * generate.c, pools.c). */
+#ifndef TERN_LLAMA_INTERNAL_H
+#define TERN_LLAMA_INTERNAL_H
+
+#include "tern/effect.h"
+#include "tern/llama.h"
+
+/* The parameter tensors, in the order of the flat layout. Per-layer kinds repeat for each
+ * layer. Tensors of one product are adjacent, without a gap, so that they are one matrix:
+ * Q, K, V are the fused qkv weight [(NH + 2 KV) hs, C] (and their biases one [(NH + 2 KV)
+ * hs] vector), GATE and UP the fused [2 I, C] weight whose product is [rows, 2 I], gate in
+ * the first I columns (swiglu's ld = 2 I layout). Every other tensor starts at a multiple of
+ * 64 elements. */
+typedef enum llama_tensor {
+    LLAMA_EMBED, /* [Vp, C]  model.embed_tokens; the rows past V are zero */
+    LLAMA_NORM,  /* [C]      model.norm */
+    LLAMA_HEAD,  /* [Vp, C]  lm_head (untied only); the rows past V are zero */
+    LLAMA_LN1,   /* [C]      input_layernorm */
+    LLAMA_Q,     /* [NH hs, C] */
+    LLAMA_K,     /* [KV hs, C] */
+    LLAMA_V,     /* [KV hs, C] */
+    LLAMA_QB,    /* [NH hs]  (qkv_bias) */
+    LLAMA_KB,    /* [KV hs] */
+    LLAMA_VB,    /* [KV hs] */
+    LLAMA_O,     /* [C, NH hs] */
+    LLAMA_OB,    /* [C]      (o_bias) */
+    LLAMA_LN2,   /* [C]      post_attention_layernorm */
+    LLAMA_GATE,  /* [I, C] */
+    LLAMA_UP,    /* [I, C] */
+    LLAMA_GATEB, /* [I]      (mlp_bias) */
+    LLAMA_UPB,   /* [I] */
+    LLAMA_DOWN,  /* [C, I] */
+    LLAMA_DOWNB, /* [C]      (mlp_bias) */
+    LLAMA_TENSOR_KINDS
+} llama_tensor;
+
+#define LLAMA_FIRST_LAYER_KIND LLAMA_LN1
+
+static inline bool llama_is_layer_kind(llama_tensor k) { return k >= LLAMA_FIRST_LAYER_KIND; }
+
+/* Rows of the embedding, the output layer and the logits: V rounded up to 64. */
+static inline int llama_padded_vocab(int V) { return (V + 63) / 64 * 64; }
+
+/* Whether cfg has tensor kind k (biases and the untied head are optional). */
+bool llama_has_tensor(const tern_llama_config *cfg, llama_tensor k);
+/* Its shape as stored in a checkpoint (rows, cols; cols 0 for vectors; V rows, not Vp). */
+void llama_tensor_shape(const tern_llama_config *cfg, llama_tensor k, size_t *rows, size_t *cols);
+/* Elements in the flat layout (Vp rows for the embedding and the head); 0 when absent. */
+size_t llama_tensor_len(const tern_llama_config *cfg, llama_tensor k);
+size_t llama_tensor_offset(const tern_llama_config *cfg, llama_tensor k, int layer);
+size_t llama_flat_len(const tern_llama_config *cfg);
+/* Hugging Face's name, e.g. "model.layers.3.mlp.up_proj.weight". */
+void llama_tensor_name(llama_tensor k, int layer, char *out, size_t cap);
+/* Parses such a name of a tensor cfg has; false otherwise. */
+bool llama_tensor_parse(const tern_llama_config *cfg, const char *name, llama_tensor *k, int *layer);
+/* Matrices and embeddings: the tensors decayed when decay_all is off. */
+bool llama_is_matrix(llama_tensor k);
+
+static inline tern_buf llama_tensor_view(const tern_llama_config *cfg, tern_buf flat,
+                                         llama_tensor k, int layer) {
+    if (!llama_has_tensor(cfg, k)) return tern_none();
+    return tern_view(flat, llama_tensor_offset(cfg, k, layer), llama_tensor_len(cfg, k));
+}
+
+/* A fused product's tensors as one view: first .. last adjacent kinds of one layer (Q..V,
+ * QB..VB, GATE..UP, GATEB..UPB); absent when first is. */
+static inline tern_buf llama_fused_view(const tern_llama_config *cfg, tern_buf flat,
+                                        llama_tensor first, llama_tensor last, int layer) {
+    if (!llama_has_tensor(cfg, first)) return tern_none();
+    size_t from = llama_tensor_offset(cfg, first, layer);
+    size_t to = llama_tensor_offset(cfg, last, layer) + llama_tensor_len(cfg, last);
+    return tern_view(flat, from, to - from);
+}
+
+/* Activations of one layer, kept from the forward pass for the backward pass. */
+typedef struct llama_layer_acts {
+    tern_buf h1;    /* [BT, C]  rmsnorm(x) w_in */
+    tern_buf rrms1; /* [BT]     f32 */
+    tern_buf qkv;   /* [BT, QW] q, k (rotated), v; QW = (NH + 2 KV) hs */
+    tern_buf att;   /* [BT, NH hs] attention output */
+    tern_buf saved; /* handler-defined, f32 */
+    tern_buf x_mid; /* [BT, C]  residual after attention */
+    tern_buf h2;    /* [BT, C]  rmsnorm(x_mid) w_post */
+    tern_buf rrms2; /* [BT]     f32 */
+    tern_buf gu;    /* [BT, 2I] gate | up */
+    tern_buf a;     /* [BT, I]  silu(gate) up */
+    tern_buf x_out; /* [BT, C]  residual after the MLP: the next layer's input */
+} llama_layer_acts;
+
+typedef struct llama_acts {
+    int B, T;
+    tern_buf tokens, targets; /* [BT] i32 */
+    tern_buf pos;             /* [BT] i32: t of row b T + t */
+    tern_buf x0;              /* [BT, C] embeddings */
+    llama_layer_acts *layers;
+    tern_buf hf;     /* [BT, C] final rmsnorm */
+    tern_buf rrmsf;  /* [BT] f32 */
+    tern_buf logits; /* [BT, Vp]; after a backward pass, their gradient */
+    tern_buf losses; /* [BT] f32 */
+    bool has_grad_buffers;
+    tern_buf dres;   /* [BT, C]  gradient of the residual stream */
+    tern_buf dh;     /* [BT, C] */
+    tern_buf datt;   /* [BT, NH hs] */
+    tern_buf dqkv;   /* [BT, QW] */
+    tern_buf da;     /* [BT, I] */
+    tern_buf dgu;    /* [BT, 2I] */
+    tern_buf pool[3];
+} llama_acts;
+
+/* Generation with a KV cache. */
+typedef struct llama_decode {
+    int B, T, max_T;   /* T: rows per sequence of the prefill buffers */
+    tern_buf *k_cache; /* per layer [B, KV, max_T, hs] */
+    tern_buf *v_cache;
+    tern_buf prompt;   /* [B T] i32 */
+    tern_buf token;    /* [B] i32: the last sampled tokens */
+    tern_buf pos;      /* [B T] i32: each row's position; pos[0] is the first row's */
+    tern_buf x, h;     /* [B T, C] */
+    tern_buf qkv;      /* [B T, QW] */
+    tern_buf att;      /* [B T, NH hs] */
+    tern_buf gu;       /* [B T, 2I] */
+    tern_buf a;        /* [B T, I] */
+    tern_buf logits;   /* [B, Vp] */
+    tern_buf pool[3];
+} llama_decode;
+
+typedef struct llama_impl llama_impl;
+
+struct tern_llama {
+    const llama_impl *impl;
+    const char *backend;
+    char *options;
+    tern_dev *dev;
+    char *device_name;
+    tern_llama_config cfg;
+    int Vp;
+    tern_precision precision;
+    tern_dtype wdtype, adtype; /* compute weights; activations and gradients */
+    size_t n_flat;
+    tern_buf master;   /* f32 [n_flat] */
+    tern_buf weights;  /* [n_flat] bf16 compute copy (absent in fp32) */
+    tern_buf grads;    /* [n_flat] adtype, allocated by the first zero_grad or backward */
+    tern_buf adam_m, adam_v; /* f32 [n_flat] */
+    tern_buf inv_freq; /* f32 [hs / 2] rotary inverse frequencies */
+    int step;
+    llama_acts acts;
+    llama_decode dec;
+    uint64_t epoch;    /* changes whenever buffers a replayable section names move */
+};
+
+static inline uint64_t llama_key_mix(uint64_t h, uint64_t v) {
+    return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
+}
+
+static inline tern_buf llama_weights(const tern_llama *m) {
+    return m->weights.len ? m->weights : m->master;
+}
+
+static inline tern_buf llama_w(const tern_llama *m, llama_tensor k, int layer) {
+    return llama_tensor_view(&m->cfg, llama_weights(m), k, layer);
+}
+
+/* The output layer: lm_head, or embed_tokens when tied. */
+static inline llama_tensor llama_head_kind(const tern_llama_config *cfg) {
+    return cfg->tie_word_embeddings ? LLAMA_EMBED : LLAMA_HEAD;
+}
+
+/* The model compiled for one handler: tern_llama_<h>_impl. */
+struct llama_impl {
+    const char *handler;
+    tern_error *(*open)(tern_llama *m, const float *flat, const float *inv_freq);
+    tern_error *(*read_flat)(tern_llama *m, tern_buf flat, size_t offset, size_t count, float *out);
+    tern_error *(*forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
+                           float loss_scale, bool backward, float *mean_loss);
+    tern_error *(*zero_grad)(tern_llama *m);
+    tern_error *(*update)(tern_llama *m, const tern_gpt2_adamw *h, float *grad_norm);
+    tern_error *(*generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
+                            const tern_gpt2_sampling *s, bool stop_at_eos,
+                            tern_gpt2_on_token on_token, void *user, float *prefill_logits);
+    void (*close)(tern_llama *m);
+};
+
+#endif
