@@ -133,6 +133,15 @@ tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_bu
                               int NH) TERN_MUST_USE;
 tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                        tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+/* The same with grouped key/value heads (issue 22): qkv [B, T, (NH + 2 KV) hs], query head h
+ * reading key/value head h / (NH / KV); KV = NH is gpu_attention_dsl (C = NH hs), the same
+ * kernels. Until the op list carries KV these are called directly (tests/gpu). */
+tern_error *gpu_gqa_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                                  int KV, int hs) TERN_MUST_USE;
+tern_error *gpu_gqa_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                           tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
+tern_error *gpu_gqa_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) TERN_MUST_USE;
 
 /* ---- work outside the core (inflight.c) ---- */
 
