@@ -123,11 +123,11 @@ static tern_error *op_sum_rows(void *p) {
 }
 static tern_error *op_attention(void *p) {
     ctx *c = p;
-    return gpu_attention(gpu_dev(&G), c->att, c->saved, c->qkv, c->B, c->T, c->C, c->NH);
+    return gpu_attention(gpu_dev(&G), c->att, c->saved, c->qkv, c->B, c->T, c->NH, c->NH, c->C / c->NH);
 }
 static tern_error *op_attention_backward(void *p) {
     ctx *c = p;
-    return gpu_attention_backward(gpu_dev(&G), c->dqkv, c->y, c->qkv, c->att, c->saved, c->B, c->T, c->C, c->NH);
+    return gpu_attention_backward(gpu_dev(&G), c->dqkv, c->y, c->qkv, c->att, c->saved, c->B, c->T, c->NH, c->NH, c->C / c->NH);
 }
 static tern_error *op_cross_entropy(void *p) {
     ctx *c = p;
@@ -159,7 +159,7 @@ static tern_error *op_dec_layernorm(void *p) {
 }
 static tern_error *op_dec_attention(void *p) {
     ctx *c = p;
-    return gpu_attention_cached(gpu_dev(&G), c->one_att, c->kc, c->vc, c->one_qkv, c->pos, 1, 1, c->C, c->NH, 1024);
+    return gpu_attention_cached(gpu_dev(&G), c->one_att, c->kc, c->vc, c->one_qkv, c->pos, 1, 1, c->NH, c->NH, c->C / c->NH, 1024);
 }
 static tern_error *op_dec_sample(void *p) {
     ctx *c = p;

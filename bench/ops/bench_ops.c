@@ -206,9 +206,9 @@ int main(int argc, char **argv) {
         tern_buf saved = buf(TERN_F32, saved_len, 0, 0), dqkv = buf(TERN_F32, (size_t)BT * 3 * C, 0, 0);
         double att_flops = 4.0 * 12 * 64 * 64 * 64 * 2; /* causal half of QK^T and PV, x2 */
         BENCH("attention B4 T64 NH12", 50, att_flops, "GFLOP/s",
-              die_on(o->attention(dev, att, saved, qkv, 4, 64, C, 12), "attention"));
+              die_on(o->attention(dev, att, saved, qkv, 4, 64, 12, 12, C / 12), "attention"));
         BENCH("attention_backward B4 T64 NH12", 50, 2 * att_flops, "GFLOP/s",
-              die_on(o->attention_backward(dev, dqkv, x, qkv, att, saved, 4, 64, C, 12), "attention_backward"));
+              die_on(o->attention_backward(dev, dqkv, x, qkv, att, saved, 4, 64, 12, 12, C / 12), "attention_backward"));
         o->free(dev, &x); o->free(dev, &out); o->free(dev, &w); o->free(dev, &b); o->free(dev, &mean);
         o->free(dev, &rstd); o->free(dev, &dx); o->free(dev, &dw); o->free(dev, &db); o->free(dev, &h);
         o->free(dev, &hg); o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &saved); o->free(dev, &dqkv);

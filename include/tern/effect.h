@@ -175,9 +175,10 @@ typedef struct tern_adamw {
  *   sum_rows        out[cols] = beta * out + sum over r of x[r, :]     (x [rows, cols])
  *   add             out = a + b elementwise (equal lengths; out may be a or b).
  *   norm2           *out = sqrt(sum of x^2), accumulated in double. Synchronising.
- * GPT-2 (hs = C / NH; every float buffer may be f32 or bf16 unless stated)
+ * GPT-2 and the Llama family (every float buffer may be f32 or bf16 unless stated; math f32)
  *   embed           out[B*T, C] = wte[tokens[b*T + t], :] + wpe[p0 + t, :], p0 = pos[0] (i32)
- *                   or 0 when pos is absent. tokens i32 [B*T]; wte [>= V, C]; wpe [max_T, C].
+ *                   or 0 when pos is absent. tokens i32 [B*T]; wte [>= V, C]; wpe [max_T, C],
+ *                   or absent (no position table, as Llama): out = wte[tokens].
  *   embed_backward  dwte[tokens[i], :] += dout[i, :];  dwpe[t, :] += sum over b of dout[b*T + t, :].
  *   layernorm       per row of x [rows, C]: mu, var (biased), rstd = 1 / sqrt(var + eps);
  *                   out = (x - mu) * rstd * w + b. mean, rstd: f32 [rows], stored when present.
@@ -186,16 +187,35 @@ typedef struct tern_adamw {
  *                   the column sums of the updated dx (when dx is a residual's gradient: the
  *                   bias gradient of the layer whose output was added into that residual).
  *                   grad_beta 0: dw, db, dsum are written, not read (they may hold NaN).
+ *   rmsnorm         per row of x [rows, C]: rrms = 1 / sqrt(mean(x^2) + eps); out = x rrms w,
+ *                   w [C]; rrms f32 [rows], stored when present. out disjoint from the rest.
+ *   rmsnorm_backward  xhat = x rrms; dx += rrms (w dout - xhat mean(w dout xhat)) (accumulates);
+ *                   dw = grad_beta dw + the column sums of dout xhat (grad_beta 0: written).
+ *   rope            rotary embedding, transformers' rotate-half layout: x holds `rows` rows of
+ *                   `heads` heads of head_dim (even) channels, a row every `stride` elements
+ *                   (a slice of a wider row: q and k of a fused qkv in one call). The pair
+ *                   (j, j + head_dim/2) of each head turns by a = float(pos[row]) inv_freq[j];
+ *                   pos i32 [rows], inv_freq f32 [head_dim/2]. out is x's view or disjoint;
+ *                   elements outside the slice are not touched.
+ *   rope_backward   the same rotation by -a: dx from dout (dx may be dout).
+ *   swiglu          out [rows, I] dense = silu(gate) up, silu(g) = g / (1 + exp(-g)); gate and
+ *                   up rows ld (>= I) elements apart (the halves of a fused [rows, 2I]: ld 2I).
+ *                   (I, the intermediate size, is the parameter `inter`: complex.h, which
+ *                   OpenBLAS's headers include, defines I.)
+ *   swiglu_backward dgate = dout up silu'(gate), dup = dout silu(gate), in gate's and up's
+ *                   layout; dgate may be gate and dup up (in place).
  *   gelu            out = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); out may be x.
  *   gelu_backward   dx = dout * gelu'(x); dx may be dout.
- *   attention       qkv [B, T, 3C] holds q, k, v in channels [0, C), [C, 2C), [2C, 3C); head h
- *                   uses channels [h hs, (h+1) hs) of each. out [B, T, C]: causal softmax
- *                   attention with scale 1/sqrt(hs). saved: f32 of attention_saved_len elements,
- *                   the handler's own record for the backward pass.
- *   attention_backward  dqkv [B, T, 3C] is overwritten with the gradient of qkv.
- *   attention_cached  k_cache, v_cache [B, NH, max_T, hs]; p0 = pos[0] (i32). Stores the keys
- *                   and values of the T new positions at p0 .. p0+T-1, then out [B, T, C] is
- *                   the attention of each new position over positions 0 .. its own.
+ *   attention       causal softmax attention with scale 1/sqrt(hs), NH query heads sharing KV
+ *                   key/value heads (KV divides NH; KV = NH is GPT-2's multi-head attention).
+ *                   qkv [B, T, (NH + 2 KV) hs]: query head h at channels h hs, key/value head
+ *                   g's key at NH hs + g hs and value at (NH + KV) hs + g hs; query head h
+ *                   uses key/value head h / (NH / KV). out [B, T, NH hs]. saved: f32 of
+ *                   attention_saved_len elements, the handler's own record for the backward.
+ *   attention_backward  dqkv [B, T, (NH + 2 KV) hs] is overwritten with the gradient of qkv.
+ *   attention_cached  k_cache, v_cache [B, KV, max_T, hs]; p0 = pos[0] (i32). Stores the keys
+ *                   and values of the T new positions at p0 .. p0+T-1, then out [B, T, NH hs]
+ *                   is the attention of each new position over positions 0 .. its own.
  *   cross_entropy   logits [rows, Vp] (the first V columns are real), targets i32 [rows];
  *                   losses f32 [rows] = logsumexp(logits[r, :V]) - logits[r, target]. When
  *                   grad_scale != 0 the logits are overwritten with their gradient:
@@ -222,7 +242,8 @@ typedef struct tern_adamw {
 /* The op list. X(name, parameter list, argument list): the argument list names the
  * parameters in order, so that handlers' entry points can be generated from it
  * (src/handlers/seam.h). Every operation returns tern_error *.
- * Shapes: B batch, T sequence, C channels, NH heads (C % NH == 0), V vocabulary, Vp the
+ * Shapes: B batch, T sequence, C channels, NH (query) heads, KV key/value heads, hs the head
+ * size (GPT-2: KV = NH, hs = C / NH), V vocabulary, Vp the
  * padded row length of logits and of the embedding table (Vp >= V).
  *
  * TERN_OPS_OWN: open and close, which each handler writes whole (there is no device yet to
@@ -285,13 +306,31 @@ typedef struct tern_adamw {
     X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out),              \
       (d, B, T, NH, out))                                                                  \
     X(attention, (tern_dev * d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,  \
-                  int C, int NH), (d, out, saved, qkv, B, T, C, NH))                       \
+                  int NH, int KV, int hs), (d, out, saved, qkv, B, T, NH, KV, hs))         \
     X(attention_backward, (tern_dev * d, tern_buf dqkv, tern_buf dout, tern_buf qkv,       \
-                           tern_buf out, tern_buf saved, int B, int T, int C, int NH),     \
-      (d, dqkv, dout, qkv, out, saved, B, T, C, NH))                                       \
+                           tern_buf out, tern_buf saved, int B, int T, int NH, int KV,     \
+                           int hs), (d, dqkv, dout, qkv, out, saved, B, T, NH, KV, hs))    \
     X(attention_cached, (tern_dev * d, tern_buf out, tern_buf k_cache, tern_buf v_cache,   \
-                         tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,          \
-                         int max_T), (d, out, k_cache, v_cache, qkv, pos, B, T, C, NH, max_T)) \
+                         tern_buf qkv, tern_buf pos, int B, int T, int NH, int KV, int hs, \
+                         int max_T),                                                       \
+      (d, out, k_cache, v_cache, qkv, pos, B, T, NH, KV, hs, max_T))                       \
+    /* Llama family */                                                                     \
+    X(rmsnorm, (tern_dev * d, tern_buf out, tern_buf rrms, tern_buf x, tern_buf w, int rows, \
+                int C, float eps), (d, out, rrms, x, w, rows, C, eps))                     \
+    X(rmsnorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf dout, tern_buf x, \
+                         tern_buf w, tern_buf rrms, int rows, int C, float grad_beta),     \
+      (d, dx, dw, dout, x, w, rrms, rows, C, grad_beta))                                   \
+    X(rope, (tern_dev * d, tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq,      \
+             int rows, int heads, int head_dim, int stride),                               \
+      (d, out, x, pos, inv_freq, rows, heads, head_dim, stride))                           \
+    X(rope_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf pos,              \
+                      tern_buf inv_freq, int rows, int heads, int head_dim, int stride),   \
+      (d, dx, dout, pos, inv_freq, rows, heads, head_dim, stride))                         \
+    X(swiglu, (tern_dev * d, tern_buf out, tern_buf gate, tern_buf up, int rows,          \
+               int inter, int ld), (d, out, gate, up, rows, inter, ld))                    \
+    X(swiglu_backward, (tern_dev * d, tern_buf dgate, tern_buf dup, tern_buf dout,         \
+                        tern_buf gate, tern_buf up, int rows, int inter, int ld),          \
+      (d, dgate, dup, dout, gate, up, rows, inter, ld))                                        \
     X(cross_entropy, (tern_dev * d, tern_buf losses, tern_buf logits, tern_buf targets,    \
                       int rows, int V, int Vp, float grad_scale),                          \
       (d, losses, logits, targets, rows, V, Vp, grad_scale))                               \

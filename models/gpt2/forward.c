@@ -86,7 +86,7 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
     TERN_TRY(GPT2_FN(linear)(d, la->qkv, la->ln1, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l),
                              BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
     /* atty [BT, C] = attention(qkv) */
-    TERN_TRY(OP(attention)(d, la->atty, la->att_saved, la->qkv, B, T, C, NH));
+    TERN_TRY(OP(attention)(d, la->atty, la->att_saved, la->qkv, B, T, NH, NH, C / NH));
     /* res2 [BT, C] = x + atty @ W_attproj [C, C] + b_attproj */
     TERN_TRY(GPT2_FN(residual_linear)(d, la->res2, x, la->atty, gpt2_w(m, GPT2_ATTPROJW, l),
                                       gpt2_w(m, GPT2_ATTPROJB, l), BT, C, C));
@@ -163,7 +163,7 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
                              gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none(), gb));
     /* dqkv [BT, 3C] = the gradient of qkv through the attention */
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
-                                    C, NH));
+                                    NH, NH, C / NH));
     /* dln [BT, C] = dqkv @ W_qkv^T; d(W_qkv) [C, 3C], d(b_qkv) [3C] */
     TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
                              gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none(), gb));

@@ -107,8 +107,8 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
         /* x = x + proj(attention(ln_1(x))), then ln = ln_2(x) */
         TERN_TRY(linear(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
                         TERN_EPILOGUE_NONE));
-        TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, C,
-                                      NH, dc->max_T));
+        TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH,
+                                      NH, C / NH, dc->max_T));
         TERN_TRY(residual_norm(d, ln, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
                                gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps, rows, C, C));
         /* x = x + proj(gelu(fc(ln_2(x)))), then ln = the next layer's ln_1(x), or ln_f(x) */

@@ -39,27 +39,7 @@ tern_error *gpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *o
 
 static float head_scale(int hs) { return 1.0f / sqrtf((float)hs); }
 
-/* GPT-2's calls give C = NH hs. */
-static tern_error *multiple(const char *op, int C, int NH) {
-    TERN_TRY(tern_check_positive(op, "C", C));
-    TERN_TRY(tern_check_positive(op, "NH", NH));
-    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
-    return NULL;
-}
-static int head_size(int C, int NH) { return C / NH; }
-
-tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
-    TERN_TRY(multiple("attention", C, NH));
-    return gpu_gqa_attention_dsl(d, out, saved, qkv, B, T, NH, NH, head_size(C, NH));
-}
-
-tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                       tern_buf saved, int B, int T, int C, int NH) {
-    TERN_TRY(multiple("attention_backward", C, NH));
-    return gpu_gqa_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, NH, NH, head_size(C, NH));
-}
-
-tern_error *gpu_gqa_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
                                   int KV, int hs) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention";
@@ -80,7 +60,7 @@ tern_error *gpu_gqa_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, ter
                    tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args, 7);
 }
 
-tern_error *gpu_gqa_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                            tern_buf saved, int B, int T, int NH, int KV, int hs) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_backward";
@@ -159,14 +139,7 @@ static tern_error *split_partials(gpu_core *g) {
     return tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial);
 }
 
-tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                 tern_buf qkv, tern_buf pos, int B, int T, int C, int NH,
-                                 int max_T) {
-    TERN_TRY(multiple("attention_cached", C, NH));
-    return gpu_gqa_attention_cached(d, out, k_cache, v_cache, qkv, pos, B, T, NH, NH, head_size(C, NH), max_T);
-}
-
-tern_error *gpu_gqa_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
                                      tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_cached";

@@ -9,20 +9,22 @@ tern_error *gpu_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, 
     TERN_TRY(gpu_check_index("embed", "wte", wte.len));
     TERN_TRY(gpu_check_index("embed", "wpe", wpe.len));
     size_t c = (size_t)C, bt = (size_t)B * (size_t)T;
+    bool has_wpe = tern_present(wpe); /* absent: no position table (Llama), pos unused */
     tern_buf all[3] = {out, wte, wpe};
-    bool has_pos = tern_present(pos);
+    bool has_pos = has_wpe && tern_present(pos);
     gk_spec s = {0};
     s.t[0] = gpu_t(out);
     s.t[1] = gpu_t(wte);
-    s.t[2] = gpu_t(wpe);
-    s.n[0] = gpu_width(all, 3, c);
+    s.t[2] = has_wpe ? gpu_t(wpe) : s.t[1];
+    s.n[0] = gpu_width(all, has_wpe ? 3 : 2, c);
     s.n[1] = has_pos;
+    s.n[2] = !has_wpe;
     tern_arg args[11];
     size_t n = 0;
     args[n++] = tern_arg_buf(out);
     args[n++] = tern_arg_buf(tokens);
     args[n++] = tern_arg_buf(wte);
-    args[n++] = tern_arg_buf(wpe);
+    if (has_wpe) args[n++] = tern_arg_buf(wpe);
     if (has_pos) args[n++] = tern_arg_buf(pos);
     args[n++] = gpu_fault_arg(g);
     args[n++] = tern_arg_i32((int32_t)bt);

@@ -46,9 +46,10 @@ typedef struct gpu_hooks {
     tern_error *(*matmul)(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
     /* vendor or handler-specific attention; NULL: the core's kernels (gpu_attention_dsl). It
      * must save what gpu_attention_saved_len says (each row's logsumexp). */
-    tern_error *(*attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH);
+    tern_error *(*attention)(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                             int KV, int hs);
     tern_error *(*attention_backward)(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                      tern_buf saved, int B, int T, int C, int NH);
+                                      tern_buf saved, int B, int T, int NH, int KV, int hs);
     /* a device-side collective engine (NCCL); NULL: through host memory and MPI */
     tern_error *(*allreduce)(tern_dev *d, tern_buf buf, tern_dist *comm);
     tern_error *(*allgather)(tern_dev *d, tern_buf buf, tern_dist *comm);
@@ -129,19 +130,10 @@ TERN_OPS_SEAM(GPU_DECLARE_BODY_)
  * GEMV kernels) and attention (flash-style f32 kernels), for hooks that take only some
  * calls. */
 tern_error *gpu_matmul_dsl(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) TERN_MUST_USE;
-tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                              int NH) TERN_MUST_USE;
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                              int KV, int hs) TERN_MUST_USE;
 tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                       tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
-/* The same with grouped key/value heads (issue 22): qkv [B, T, (NH + 2 KV) hs], query head h
- * reading key/value head h / (NH / KV); KV = NH is gpu_attention_dsl (C = NH hs), the same
- * kernels. Until the op list carries KV these are called directly (tests/gpu). */
-tern_error *gpu_gqa_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
-                                  int KV, int hs) TERN_MUST_USE;
-tern_error *gpu_gqa_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                           tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
-tern_error *gpu_gqa_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
-                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) TERN_MUST_USE;
+                                       tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
 
 /* ---- work outside the core (inflight.c) ---- */
 

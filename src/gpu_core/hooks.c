@@ -26,17 +26,19 @@ tern_error *gpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const te
     return gpu_matmul_dsl(d, c, a, b, mm);
 }
 
-tern_error *gpu_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
+tern_error *gpu_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH, int KV,
+                          int hs) {
     gpu_core *g = gpu_core_of(d);
-    if (g->hooks->attention) return g->hooks->attention(d, out, saved, qkv, B, T, C, NH);
-    return gpu_attention_dsl(d, out, saved, qkv, B, T, C, NH);
+    if (g->hooks->attention) return g->hooks->attention(d, out, saved, qkv, B, T, NH, KV, hs);
+    return gpu_attention_dsl(d, out, saved, qkv, B, T, NH, KV, hs);
 }
 
 tern_error *gpu_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                   tern_buf saved, int B, int T, int C, int NH) {
+                                   tern_buf saved, int B, int T, int NH, int KV, int hs) {
     gpu_core *g = gpu_core_of(d);
-    if (g->hooks->attention_backward) return g->hooks->attention_backward(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
-    return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
+    if (g->hooks->attention_backward)
+        return g->hooks->attention_backward(d, dqkv, dout, qkv, out, saved, B, T, NH, KV, hs);
+    return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, NH, KV, hs);
 }
 
 /* The generic operations: the DSL runtime's own, which check purity, trace a wrapper kernel

@@ -4,9 +4,7 @@
 
 #include "gpu_core/gpu_internal.h"
 
-/* The row path: register-resident (returns C, sets *w to the widest width with
- * C % (32 w) == 0 that the buffers allow) or generic (returns 0, *w = 1). */
-static int layernorm_row_path(const tern_buf *bufs, int count, int C, int *w) {
+int gpu_ln_row_path(const tern_buf *bufs, int count, int C, int *w) {
     if (C % 32 != 0 || C / 32 > GK_LN_MAX_PER_LANE) {
         *w = 1;
         return 0;
@@ -27,7 +25,7 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
     s.t[1] = gpu_t(x);
     s.t[2] = gpu_t(w);
     s.t[3] = gpu_t(b);
-    s.n[1] = layernorm_row_path(all, 4, C, &s.n[0]);
+    s.n[1] = gpu_ln_row_path(all, 4, C, &s.n[0]);
     s.n[2] = (tern_present(mean) ? 1 : 0) | (tern_present(rstd) ? 2 : 0) | (rows <= GK_LN_EARLY_ROWS ? 4 : 0);
     tern_arg args[9];
     size_t c = 0;
@@ -76,7 +74,7 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     s.t[1] = gpu_t(dout);
     s.t[2] = gpu_t(x);
     s.t[3] = gpu_t(w);
-    s.n[1] = layernorm_row_path(all, 4, C, &s.n[0]);
+    s.n[1] = gpu_ln_row_path(all, 4, C, &s.n[0]);
     s.n[2] = P;
     tern_arg partial = gpu_scratch_arg(scratch, 0, plen);
     tern_arg args[] = {tern_arg_buf(dx), partial, tern_arg_buf(dout), tern_arg_buf(x), tern_arg_buf(w),

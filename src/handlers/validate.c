@@ -561,7 +561,7 @@ tern_error *tern_validate_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern
     TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
     TERN_TRY(tern_check_buf(op, "tokens", tokens, TERN_DT_I32, bt, "B * T"));
     TERN_TRY(check_table(op, "wte", wte, C, 1));
-    TERN_TRY(check_table(op, "wpe", wpe, C, SZ(T)));
+    if (tern_present(wpe)) TERN_TRY(check_table(op, "wpe", wpe, C, SZ(T))); /* absent: no position table */
     if (tern_present(pos)) TERN_TRY(tern_check_view(op, "pos", pos, TERN_DT_I32));
     TERN_TRY(tern_check_disjoint(op, "out", out, "wte", wte));
     TERN_TRY(tern_check_disjoint(op, "out", out, "wpe", wpe));
@@ -657,14 +657,21 @@ tern_error *tern_validate_gelu_backward(tern_dev *d, tern_buf dx, tern_buf dout,
     return tern_check_disjoint(op, "dx", dx, "x", x);
 }
 
-/* B, T, C, NH positive, C % NH == 0; B * T * C and B * T * 3C without overflow. */
-static tern_error *attention_shape(const char *op, int B, int T, int C, int NH, size_t *btc_out,
-                                   size_t *bt3c) {
-    size_t bt;
-    TERN_TRY(btc(op, B, T, C, &bt, btc_out));
+/* B, T, NH, KV, hs positive, KV dividing NH; *n = B T NH hs (out's elements) and
+ * *n_qkv = B T (NH + 2 KV) hs (qkv's), without overflow. */
+static tern_error *attention_shape(const char *op, int B, int T, int NH, int KV, int hs, size_t *n,
+                                   size_t *n_qkv) {
+    TERN_TRY(tern_check_positive(op, "B", B));
+    TERN_TRY(tern_check_positive(op, "T", T));
     TERN_TRY(tern_check_positive(op, "NH", NH));
-    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
-    return product(op, "B * T * 3C", bt3c, 2, *btc_out, (size_t)3);
+    TERN_TRY(tern_check_positive(op, "KV", KV));
+    TERN_TRY(tern_check_positive(op, "hs", hs));
+    if (NH % KV != 0) return tern_errorf("%s: KV = %d key/value heads do not divide NH = %d", op, KV, NH);
+    size_t bt, w;
+    if (!tern_mul_size(SZ(B), SZ(T), &bt) || !tern_mul_size(SZ(NH) + 2 * SZ(KV), SZ(hs), &w) ||
+        !tern_mul_size(bt, w, n_qkv) || !tern_mul_size(bt, SZ(NH) * SZ(hs), n))
+        return tern_errorf("%s: B * T * (NH + 2 KV) * hs overflows", op);
+    return NULL;
 }
 
 tern_error *tern_check_saved(const char *op, tern_buf saved, size_t need) {
@@ -679,26 +686,26 @@ tern_error *tern_validate_attention_saved_len(tern_dev *d, int B, int T, int NH,
     return tern_check_positive(op, "NH", NH);
 }
 
-tern_error *tern_validate_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C, int NH) {
+tern_error *tern_validate_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH, int KV, int hs) {
     const char *op = "attention";
-    size_t n, n3;
-    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    size_t n = 0, n3 = 0;
+    TERN_TRY(attention_shape(op, B, T, NH, KV, hs, &n, &n3));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
     TERN_TRY(tern_check_view(op, "saved", saved, TERN_DT_F32)); /* its length: the handler's (tern_check_saved) */
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
     TERN_TRY(tern_check_disjoint(op, "out", out, "saved", saved));
     TERN_TRY(tern_check_disjoint(op, "out", out, "qkv", qkv));
     return tern_check_disjoint(op, "saved", saved, "qkv", qkv);
 }
 
-tern_error *tern_validate_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out, tern_buf saved, int B, int T, int C, int NH) {
+tern_error *tern_validate_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out, tern_buf saved, int B, int T, int NH, int KV, int hs) {
     const char *op = "attention_backward";
-    size_t n, n3;
-    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
-    TERN_TRY(tern_check_buf(op, "dqkv", dqkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
-    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * C"));
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
+    size_t n = 0, n3 = 0;
+    TERN_TRY(attention_shape(op, B, T, NH, KV, hs, &n, &n3));
+    TERN_TRY(tern_check_buf(op, "dqkv", dqkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
+    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
     TERN_TRY(tern_check_view(op, "saved", saved, TERN_DT_F32)); /* its length: the handler's (tern_check_saved) */
     TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "dout", dout));
     TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, "qkv", qkv));
@@ -706,17 +713,17 @@ tern_error *tern_validate_attention_backward(tern_dev *d, tern_buf dqkv, tern_bu
     return tern_check_disjoint(op, "dqkv", dqkv, "saved", saved);
 }
 
-tern_error *tern_validate_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv, tern_buf pos, int B, int T, int C, int NH, int max_T) {
+tern_error *tern_validate_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv, tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) {
     const char *op = "attention_cached";
-    size_t n, n3, nc;
-    TERN_TRY(attention_shape(op, B, T, C, NH, &n, &n3));
+    size_t n = 0, n3 = 0, nc = 0;
+    TERN_TRY(attention_shape(op, B, T, NH, KV, hs, &n, &n3));
     TERN_TRY(tern_check_positive(op, "max_T", max_T));
     if (T > max_T) return tern_errorf("%s: T = %d exceeds max_T = %d", op, T, max_T);
-    TERN_TRY(product(op, "B * max_T * C", &nc, 3, SZ(B), SZ(max_T), SZ(C)));
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * C"));
-    TERN_TRY(tern_check_buf(op, "k_cache", k_cache, TERN_DT_FLOAT2, nc, "B * NH * max_T * hs"));
-    TERN_TRY(tern_check_buf(op, "v_cache", v_cache, TERN_DT_FLOAT2, nc, "B * NH * max_T * hs"));
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * 3C"));
+    TERN_TRY(product(op, "B * KV * max_T * hs", &nc, 4, SZ(B), SZ(KV), SZ(max_T), SZ(hs)));
+    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
+    TERN_TRY(tern_check_buf(op, "k_cache", k_cache, TERN_DT_FLOAT2, nc, "B * KV * max_T * hs"));
+    TERN_TRY(tern_check_buf(op, "v_cache", v_cache, TERN_DT_FLOAT2, nc, "B * KV * max_T * hs"));
+    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
     TERN_TRY(tern_check_view(op, "pos", pos, TERN_DT_I32));
     const tern_buf bufs[5] = {out, k_cache, v_cache, qkv, pos};
     const char *names[5] = {"out", "k_cache", "v_cache", "qkv", "pos"};

@@ -1,12 +1,15 @@
-/* Argument validation of the Llama family's operations (see handlers/validate_llama.h). */
-#include "handlers/validate_llama.h"
+/* Argument validation of the Llama family's operations (rmsnorm, rope, swiglu and their
+ * backward passes), shared by every handler like validate.c's (declared there from the op
+ * list; the device argument is not looked at). Attention with grouped key/value heads is
+ * validate.c's attention. */
+#include "handlers/validate.h"
 
 #include <math.h>
 #include <stdint.h>
 
 static size_t sz(int v) { return (size_t)v; }
 
-tern_error *tern_validate_rmsnorm(tern_buf out, tern_buf rrms, tern_buf x, tern_buf w, int rows,
+tern_error *tern_validate_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, tern_buf w, int rows,
                                   int C, float eps) {
     const char *op = "rmsnorm";
     TERN_TRY(tern_check_positive(op, "rows", rows));
@@ -25,7 +28,7 @@ tern_error *tern_validate_rmsnorm(tern_buf out, tern_buf rrms, tern_buf x, tern_
     return tern_check_disjoint(op, "rrms", rrms, "w", w);
 }
 
-tern_error *tern_validate_rmsnorm_backward(tern_buf dx, tern_buf dw, tern_buf dout, tern_buf x,
+tern_error *tern_validate_rmsnorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf dout, tern_buf x,
                                            tern_buf w, tern_buf rrms, int rows, int C,
                                            float grad_beta) {
     const char *op = "rmsnorm_backward";
@@ -94,12 +97,12 @@ static tern_error *validate_rope(bool backward, tern_buf out, tern_buf x, tern_b
     return tern_check_disjoint(op, out_name, out, "inv_freq", inv_freq);
 }
 
-tern_error *tern_validate_rope(tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq,
+tern_error *tern_validate_rope(tern_dev *d, tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq,
                                int rows, int heads, int head_dim, int stride) {
     return validate_rope(false, out, x, pos, inv_freq, rows, heads, head_dim, stride);
 }
 
-tern_error *tern_validate_rope_backward(tern_buf dx, tern_buf dout, tern_buf pos,
+tern_error *tern_validate_rope_backward(tern_dev *d, tern_buf dx, tern_buf dout, tern_buf pos,
                                         tern_buf inv_freq, int rows, int heads, int head_dim,
                                         int stride) {
     return validate_rope(true, dx, dout, pos, inv_freq, rows, heads, head_dim, stride);
@@ -126,7 +129,7 @@ static tern_error *swiglu_shapes(const char *op, int rows, int I, int ld, size_t
     return NULL;
 }
 
-tern_error *tern_validate_swiglu(tern_buf out, tern_buf gate, tern_buf up, int rows, int I,
+tern_error *tern_validate_swiglu(tern_dev *d, tern_buf out, tern_buf gate, tern_buf up, int rows, int I,
                                  int ld) {
     const char *op = "swiglu";
     size_t need = 0, n = 0;
@@ -138,7 +141,7 @@ tern_error *tern_validate_swiglu(tern_buf out, tern_buf gate, tern_buf up, int r
     return tern_check_disjoint(op, "out", out, "up", up);
 }
 
-tern_error *tern_validate_swiglu_backward(tern_buf dgate, tern_buf dup, tern_buf dout,
+tern_error *tern_validate_swiglu_backward(tern_dev *d, tern_buf dgate, tern_buf dup, tern_buf dout,
                                           tern_buf gate, tern_buf up, int rows, int I, int ld) {
     const char *op = "swiglu_backward";
     size_t need = 0, n = 0;
@@ -160,74 +163,4 @@ tern_error *tern_validate_swiglu_backward(tern_buf dgate, tern_buf dup, tern_buf
         return tern_errorf("%s: dup shares elements with gate", op);
     TERN_TRY(tern_check_disjoint(op, "dgate", dgate, "dout", dout));
     return tern_check_disjoint(op, "dup", dup, "dout", dout);
-}
-
-/* B T NH hs (out's elements) and B T (NH + 2 KV) hs (qkv's), checked for overflow. */
-static tern_error *gqa_shape(const char *op, int B, int T, int NH, int KV, int hs, size_t *n,
-                             size_t *n_qkv) {
-    TERN_TRY(tern_check_positive(op, "B", B));
-    TERN_TRY(tern_check_positive(op, "T", T));
-    TERN_TRY(tern_check_positive(op, "NH", NH));
-    TERN_TRY(tern_check_positive(op, "KV", KV));
-    TERN_TRY(tern_check_positive(op, "hs", hs));
-    if (NH % KV != 0) return tern_errorf("%s: KV = %d key/value heads do not divide NH = %d", op, KV, NH);
-    size_t bt, w;
-    if (!tern_mul_size(sz(B), sz(T), &bt) || !tern_mul_size(sz(NH) + 2 * sz(KV), sz(hs), &w) ||
-        !tern_mul_size(bt, w, n_qkv) || !tern_mul_size(bt, sz(NH) * sz(hs), n))
-        return tern_errorf("%s: B * T * (NH + 2 KV) * hs overflows", op);
-    return NULL;
-}
-
-tern_error *tern_validate_gqa_attention(tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                                        int NH, int KV, int hs, size_t saved_len) {
-    const char *op = "attention";
-    size_t n = 0, n3 = 0;
-    TERN_TRY(gqa_shape(op, B, T, NH, KV, hs, &n, &n3));
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
-    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, saved_len, "attention_saved_len"));
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
-    TERN_TRY(tern_check_disjoint(op, "out", out, "saved", saved));
-    TERN_TRY(tern_check_disjoint(op, "out", out, "qkv", qkv));
-    return tern_check_disjoint(op, "saved", saved, "qkv", qkv);
-}
-
-tern_error *tern_validate_gqa_attention_backward(tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                                 tern_buf out, tern_buf saved, int B, int T,
-                                                 int NH, int KV, int hs, size_t saved_len) {
-    const char *op = "attention_backward";
-    size_t n = 0, n3 = 0;
-    TERN_TRY(gqa_shape(op, B, T, NH, KV, hs, &n, &n3));
-    TERN_TRY(tern_check_buf(op, "dqkv", dqkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
-    TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
-    TERN_TRY(tern_check_buf(op, "saved", saved, TERN_DT_F32, saved_len, "attention_saved_len"));
-    const tern_buf ins[4] = {dout, qkv, out, saved};
-    const char *names[4] = {"dout", "qkv", "out", "saved"};
-    for (int i = 0; i < 4; i++) TERN_TRY(tern_check_disjoint(op, "dqkv", dqkv, names[i], ins[i]));
-    return NULL;
-}
-
-tern_error *tern_validate_gqa_attention_cached(tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                               tern_buf qkv, tern_buf pos, int B, int T, int NH,
-                                               int KV, int hs, int max_T) {
-    const char *op = "attention_cached";
-    size_t n = 0, n3 = 0, nc;
-    TERN_TRY(gqa_shape(op, B, T, NH, KV, hs, &n, &n3));
-    TERN_TRY(tern_check_positive(op, "max_T", max_T));
-    if (T > max_T) return tern_errorf("%s: T = %d exceeds max_T = %d", op, T, max_T);
-    size_t bk;
-    if (!tern_mul_size(sz(B), sz(KV), &bk) || !tern_mul_size(bk, sz(max_T), &nc) ||
-        !tern_mul_size(nc, sz(hs), &nc))
-        return tern_errorf("%s: B * KV * max_T * hs overflows", op);
-    TERN_TRY(tern_check_buf(op, "out", out, TERN_DT_FLOAT2, n, "B * T * NH * hs"));
-    TERN_TRY(tern_check_buf(op, "k_cache", k_cache, TERN_DT_FLOAT2, nc, "B * KV * max_T * hs"));
-    TERN_TRY(tern_check_buf(op, "v_cache", v_cache, TERN_DT_FLOAT2, nc, "B * KV * max_T * hs"));
-    TERN_TRY(tern_check_buf(op, "qkv", qkv, TERN_DT_FLOAT2, n3, "B * T * (NH + 2 KV) * hs"));
-    TERN_TRY(tern_check_view(op, "pos", pos, TERN_DT_I32));
-    const tern_buf bufs[5] = {out, k_cache, v_cache, qkv, pos};
-    const char *names[5] = {"out", "k_cache", "v_cache", "qkv", "pos"};
-    for (int i = 0; i < 3; i++)
-        for (int j = i + 1; j < 5; j++) TERN_TRY(tern_check_disjoint(op, names[i], bufs[i], names[j], bufs[j]));
-    return NULL;
 }

@@ -11,17 +11,19 @@
 
 #include "kernels/kutil.h"
 
-/* Spec: t[0] out, t[1] wte, t[2] wpe; n[0] = W; n[1] = 1 when pos is present.
- * Parameters: out, tokens, wte, wpe, [pos], fault, BT, T, C, V (wte rows), maxT (wpe rows).
+/* Spec: t[0] out, t[1] wte, t[2] wpe; n[0] = W; n[1] = 1 when pos is present; n[2] = 1 when
+ * there is no position table (Llama: out = wte[token]; then no wpe and no pos parameter).
+ * Parameters: out, tokens, wte, [wpe], [pos], fault, BT, T, C, V (wte rows), maxT (wpe rows).
  * One thread per W channels of a row. */
 void gk_trace_embed(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int W = s->n[0];
-    bool has_pos = s->n[1] != 0;
+    bool has_wpe = s->n[2] == 0;
+    bool has_pos = has_wpe && s->n[1] != 0;
     tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
     tern_v tokens = tern_param_buf(kb, "tokens", TERN_T_I32, TERN_READ);
     tern_v wte = ku_buf(kb, "wte", s->t[1], TERN_READ);
-    tern_v wpe = ku_buf(kb, "wpe", s->t[2], TERN_READ);
+    tern_v wpe = has_wpe ? ku_buf(kb, "wpe", s->t[2], TERN_READ) : tern_int(0);
     tern_v pos = has_pos ? tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ) : tern_int(0);
     tern_v fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
     tern_v BT = tern_param_scalar(kb, "BT", TERN_T_I32);
@@ -39,20 +41,24 @@ void gk_trace_embed(tern_kb *kb, void *spec) {
         tern_v tok = tern_load(tokens, row);
         tern_v p0 = has_pos ? tern_load(pos, tern_int(0)) : tern_i32(0);
         tern_v tok_ok = tern_land(tern_ge(tok, tern_int(0)), tern_lt(tok, V));
-        tern_v pos_ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(maxT, T)));
+        tern_v pos_ok = has_wpe ? tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(maxT, T))) : tern_bool(true);
         TERN_IF(kb, tern_land(tok_ok, pos_ok)) {
             tern_v p = tern_add(p0, tern_rem(row, T));
             tern_v e[8], q[8];
             ku_load(wte, tern_add(tern_mul(tok, C), col), W, e);
-            ku_load(wpe, tern_add(tern_mul(p, C), col), W, q);
-            for (int j = 0; j < W; j++) e[j] = tern_add(e[j], q[j]);
+            if (has_wpe) {
+                ku_load(wpe, tern_add(tern_mul(p, C), col), W, q);
+                for (int j = 0; j < W; j++) e[j] = tern_add(e[j], q[j]);
+            }
             ku_store(out, tern_add(tern_mul(row, C), col), W, e);
         }
         TERN_IF(kb, tern_land(tern_lnot(tok_ok), tern_eq(col, tern_int(0)))) {
             ku_fault(kb, fault, GK_FAULT_EMBED_TOKEN, row, tok, V);
         }
-        TERN_IF(kb, tern_land(tern_lnot(pos_ok), tern_eq(gid, tern_int(0)))) {
-            ku_fault(kb, fault, GK_FAULT_EMBED_POS, T, p0, maxT);
+        if (has_wpe) {
+            TERN_IF(kb, tern_land(tern_lnot(pos_ok), tern_eq(gid, tern_int(0)))) {
+                ku_fault(kb, fault, GK_FAULT_EMBED_POS, T, p0, maxT);
+            }
         }
     }
 }

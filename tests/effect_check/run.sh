@@ -11,6 +11,7 @@ mkdir -p "$work"
 flags=(-std=c11 -Wall -Wno-unused-parameter -D_POSIX_C_SOURCE=200809L -I"$src/include" -I"$src/src"
        -I"$src/tests/effect_check" -DTERN_HANDLER=broken)
 seam=("$src/tests/effect_check/entries.c" "$src/src/handlers/op_table.c" "$src/src/handlers/validate.c"
+      "$src/src/handlers/validate_llama.c"
       "$src/src/core/error.c" "$src/src/core/dtype.c")
 fail=0
 

@@ -34,8 +34,8 @@ static void test_attention(void) {
             CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, sl[1], &saved[1]));
             for (int gt_s_ = 0; gt_s_ < 2; gt_s_++) {
                 gt_side *sd = gt_s_ ? &gt_gpu : &gt_cpu;
-                CHECK_OK(sd->ops->attention(sd->d, V(po), saved[gt_s_], V(pq), B, T, C, NH));
-                CHECK_OK(sd->ops->attention_backward(sd->d, V(pd), V(pg), V(pq), V(po), saved[gt_s_], B, T, C, NH));
+                CHECK_OK(sd->ops->attention(sd->d, V(po), saved[gt_s_], V(pq), B, T, NH, NH, C / NH));
+                CHECK_OK(sd->ops->attention_backward(sd->d, V(pd), V(pg), V(pq), V(po), saved[gt_s_], B, T, NH, NH, C / NH));
             }
             GT_EXPECT(po, gt_tol(dto, 1e-5), "attention B%d T%d C%d NH%d mode %d", B, T, C, NH, i);
             GT_EXPECT(pd, gt_tol(dt, 1e-4), "attention_backward B%d T%d C%d NH%d mode %d", B, T, C, NH, i);
@@ -52,7 +52,7 @@ static void test_attention(void) {
     CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, 2 * 3 * 12, &q));
     CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, 2 * 3 * 4, &o));
     CHECK_OK(gt_gpu.ops->alloc(gt_gpu.d, TERN_F32, sl + 1, &sv));
-    CHECK_ERR(gt_gpu.ops->attention(gt_gpu.d, o, sv, q, 2, 3, 4, 2), "attention: saved has 13 elements");
+    CHECK_ERR(gt_gpu.ops->attention(gt_gpu.d, o, sv, q, 2, 3, 2, 2, 2), "attention: saved has 13 elements");
     CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &q));
     CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &o));
     CHECK_OK(gt_gpu.ops->free(gt_gpu.d, &sv));
@@ -91,7 +91,7 @@ static void test_attention_cached(void) {
                 int32_t p0 = p;
                 CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
                 CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
-                GT_BOTH(attention_cached, V(po), V(kc), V(vc), V(pq), V(pp), B, T, C, NH, maxT);
+                GT_BOTH(attention_cached, V(po), V(kc), V(vc), V(pq), V(pp), B, T, NH, NH, C / NH, maxT);
                 if (p < 12 || p + T >= maxT - 2 || p % 37 == 0 || T > 1)
                     GT_EXPECT(po, gt_tol(dt, 1e-5), "attention_cached C%d NH%d p0 %d T %d %s", C, NH, p, T,
                               tern_dtype_name(dt));
@@ -107,7 +107,7 @@ static void test_attention_cached(void) {
             gt_pair pq = gt_make(dt, 3 * n, 0, NULL), po = gt_make(dt, n, 0, NULL);
             CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &bad));
             CHECK_OK(gt_gpu.ops->attention_cached(gt_gpu.d, po.view[1], kc.view[1], vc.view[1], pq.view[1], pp.view[1], B,
-                                                  1, C, NH, maxT));
+                                                  1, NH, NH, C / NH, maxT));
             CHECK_ERR(gt_gpu.ops->sync(gt_gpu.d), "are out of range of the cache");
             gt_free(&pq), gt_free(&po), gt_free(&kc), gt_free(&vc), gt_free(&pp);
         }

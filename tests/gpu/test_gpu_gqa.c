@@ -1,8 +1,8 @@
-/* The GPU core's attention with grouped key/value heads (gpu_gqa_attention*_dsl, the DSL
- * kernels of src/kernels/attention.c) against a float64 reference computed here (the one of
- * tests/llama/test_llama_attention.c, whose gradient that test checks against finite
- * differences), on each runtime; and KV = NH against the core's GPT-2 attention op: the same
- * kernels, so the same bits.
+/* The GPU core's attention ops with grouped key/value heads (the DSL kernels of
+ * src/kernels/attention.c and attention_cached.c, through the op entries) against a float64
+ * reference computed here (the one of tests/llama/test_llama_attention.c, whose gradient
+ * that test checks against finite differences), on each runtime. (KV = NH traces GPT-2's
+ * kernels unchanged; test_gpu_attention compares those with the cpu handler.)
  *
  * qkv [B, T, (NH + 2 KV) hs]: query head h at h hs, key/value head g's key at NH hs + g hs,
  * value at (NH + KV) hs + g hs; query head h reads key/value head h / (NH / KV).
@@ -99,13 +99,6 @@ static float *rounded(float *x, size_t n, tern_dtype dt) {
     return x;
 }
 
-static bool same_bits(gt_pair a, gt_pair b) {
-    float *x = gt_read(a, 1), *y = gt_read(b, 1);
-    bool same = memcmp(x, y, a.view[1].len * sizeof *x) == 0;
-    free(x), free(y);
-    return same;
-}
-
 static void test_case(shape s, tern_dtype dt) {
     tern_dev *d = gt_gpu.d;
     size_t nq = (size_t)s.B * s.T * width(s), no = (size_t)s.B * s.T * s.NH * s.hs;
@@ -121,9 +114,9 @@ static void test_case(shape s, tern_dtype dt) {
     size_t ns = 0;
     CHECK_OK(gt_gpu.ops->attention_saved_len(d, s.B, s.T, s.NH, &ns));
     gt_pair ps = gt_make(TERN_F32, ns, 0, NULL);
-    CHECK_OK(gpu_gqa_attention_dsl(d, po.view[1], ps.view[1], pq.view[1], s.B, s.T, s.NH, s.KV, s.hs));
-    CHECK_OK(gpu_gqa_attention_backward_dsl(d, pd.view[1], pg.view[1], pq.view[1], po.view[1], ps.view[1], s.B,
-                                            s.T, s.NH, s.KV, s.hs));
+    CHECK_OK(gt_gpu.ops->attention(d, po.view[1], ps.view[1], pq.view[1], s.B, s.T, s.NH, s.KV, s.hs));
+    CHECK_OK(gt_gpu.ops->attention_backward(d, pd.view[1], pg.view[1], pq.view[1], po.view[1], ps.view[1], s.B, s.T,
+                                            s.NH, s.KV, s.hs));
     float *out = gt_read(po, 1), *dq = gt_read(pd, 1);
     double tol_out = dt == TERN_BF16 ? 1e-2 : 1e-5, tol_grad = dt == TERN_BF16 ? 1e-2 : 1e-4;
     double e = rel_error(out, ref_out, no);
@@ -132,17 +125,6 @@ static void test_case(shape s, tern_dtype dt) {
     CHECKF(e <= tol_grad, "[%s] gqa attention_backward %s: relative error %.3g > %.3g", gt_runtime, what, e, tol_grad);
     CHECKF(gt_guard_ok(po) && gt_guard_ok(pd), "[%s] gqa attention %s: wrote outside its views", gt_runtime, what);
 
-    /* KV = NH is the GPT-2 op's call (C = NH hs): the same kernels, so the same bits */
-    if (s.KV == s.NH) {
-        gt_pair po2 = gt_make(dt, no, 0, NULL), pd2 = gt_make(dt, nq, 0, NULL), ps2 = gt_make(TERN_F32, ns, 0, NULL);
-        int C = s.NH * s.hs;
-        CHECK_OK(gt_gpu.ops->attention(d, po2.view[1], ps2.view[1], pq.view[1], s.B, s.T, C, s.NH));
-        CHECK_OK(gt_gpu.ops->attention_backward(d, pd2.view[1], pg.view[1], pq.view[1], po2.view[1], ps2.view[1], s.B,
-                                                s.T, C, s.NH));
-        CHECKF(same_bits(po, po2) && same_bits(pd, pd2), "[%s] gqa attention %s: differs from the GPT-2 op",
-               gt_runtime, what);
-        gt_free(&po2), gt_free(&pd2), gt_free(&ps2);
-    }
     gt_free(&pq), gt_free(&po), gt_free(&pg), gt_free(&pd), gt_free(&ps);
     free(qkv), free(g), free(ref_out), free(ref_dq), free(out), free(dq);
 }
@@ -175,8 +157,8 @@ static void test_cached(shape s, tern_dtype dt, int splits) {
         size_t nr = (size_t)s.B * n * s.NH * s.hs;
         gt_pair pr = gt_make(dt, (size_t)s.B * n * W, 0, rows), po = gt_make(dt, nr, 0, NULL);
         gt_pair pp = gt_make_i32(&p0, 1, 0);
-        CHECK_OK(gpu_gqa_attention_cached(d, po.view[1], kc.view[1], vc.view[1], pr.view[1], pp.view[1], s.B, n, s.NH,
-                                          s.KV, s.hs, max_T));
+        CHECK_OK(gt_gpu.ops->attention_cached(d, po.view[1], kc.view[1], vc.view[1], pr.view[1], pp.view[1], s.B, n,
+                                              s.NH, s.KV, s.hs, max_T));
         float *o = gt_read(po, 1);
         for (int b = 0; b < s.B; b++)
             memcpy(got + ((size_t)b * s.T + p0) * s.NH * s.hs, o + (size_t)b * n * s.NH * s.hs,
@@ -205,12 +187,13 @@ static void test_cached(shape s, tern_dtype dt, int splits) {
     free(qkv), free(ref_out), free(got), free(k), free(v);
 }
 
+/* The core's own checks (the op entries validate first). */
 static void test_errors(void) {
     tern_dev *d = gt_gpu.d;
     gt_pair q = gt_make(TERN_F32, 64, 0, NULL), o = gt_make(TERN_F32, 32, 0, NULL), sv = gt_make(TERN_F32, 8, 0, NULL);
-    CHECK_ERR(gpu_gqa_attention_dsl(d, o.view[1], sv.view[1], q.view[1], 1, 2, 4, 3, 4),
+    CHECK_ERR(gpu_attention_dsl(d, o.view[1], sv.view[1], q.view[1], 1, 2, 4, 3, 4),
               "attention: KV = 3 key/value heads do not divide NH = 4");
-    CHECK_ERR(gpu_gqa_attention_dsl(d, o.view[1], sv.view[1], q.view[1], 1, 2, 4, 2, 0), "attention: hs");
+    CHECK_ERR(gpu_attention_dsl(d, o.view[1], sv.view[1], q.view[1], 1, 2, 4, 2, 0), "attention: hs");
     gt_free(&q), gt_free(&o), gt_free(&sv);
 }
 

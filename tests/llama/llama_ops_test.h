@@ -11,8 +11,7 @@
 #include <string.h>
 
 #include "check.h"
-#include "handlers/cpu/llama_ops.h"
-#include "handlers/validate_llama.h"
+#include "handlers/validate.h"
 #include "kernels/kernels.h"
 #include "tern/effect.h"
 #include "tern/half.h"

@@ -85,22 +85,22 @@ static int cached_next(const model *m, const int32_t *ids, int n, int p0) {
     tern_buf a = zeros((size_t)n * I), logits = zeros((size_t)m->V);
     for (int l = 0; l < m->L; l++) {
         const layer *y = &m->ly[l];
-        CHECK_OK(cpu_rmsnorm(cpu.d, h, r, x, y->ln1, n, C, m->eps));
+        CHECK_OK(cpu.ops->rmsnorm(cpu.d, h, r, x, y->ln1, n, C, m->eps));
         mm(qkv, h, y->wqkv, n, QW, C, false, true, 0);
-        CHECK_OK(cpu_rope(cpu.d, qkv, qkv, posb, m->invb, n, m->NH + m->KV, m->hd, QW));
-        CHECK_OK(tern_validate_gqa_attention_cached(att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
+        CHECK_OK(cpu.ops->rope(cpu.d, qkv, qkv, posb, m->invb, n, m->NH + m->KV, m->hd, QW));
+        CHECK_OK(tern_validate_attention_cached(NULL, att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
                                                     m->hd, m->max_T));
-        CHECK_OK(cpu_gqa_attention_cached(cpu.d, att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
+        CHECK_OK(cpu.ops->attention_cached(cpu.d, att, m->k_cache[l], m->v_cache[l], qkv, p0b, 1, n, m->NH, m->KV,
                                           m->hd, m->max_T));
         mm(x, att, y->wo, n, C, AW, false, true, 1);
-        CHECK_OK(cpu_rmsnorm(cpu.d, h, r, x, y->ln2, n, C, m->eps));
+        CHECK_OK(cpu.ops->rmsnorm(cpu.d, h, r, x, y->ln2, n, C, m->eps));
         mm(gu, h, y->wgu, n, 2 * I, C, false, true, 0);
-        CHECK_OK(cpu_swiglu(cpu.d, a, tern_view(gu, 0, (size_t)n * 2 * I), tern_view(gu, (size_t)I, (size_t)n * 2 * I - (size_t)I),
+        CHECK_OK(cpu.ops->swiglu(cpu.d, a, tern_view(gu, 0, (size_t)n * 2 * I), tern_view(gu, (size_t)I, (size_t)n * 2 * I - (size_t)I),
                             n, I, 2 * I));
         mm(x, a, y->wd, n, C, I, false, true, 1);
     }
     tern_buf last = tern_view(x, (size_t)(n - 1) * C, (size_t)C), hl = tern_view(h, 0, (size_t)C);
-    CHECK_OK(cpu_rmsnorm(cpu.d, hl, tern_none(), last, m->lnf, 1, C, m->eps));
+    CHECK_OK(cpu.ops->rmsnorm(cpu.d, hl, tern_none(), last, m->lnf, 1, C, m->eps));
     mm(logits, hl, m->emb, 1, m->V, C, false, true, 0);
     float *lg = lt_get(&cpu, logits);
     int best = 0;
@@ -215,7 +215,7 @@ int main(void) {
     for (int r = 0; r < BT; r++) memcpy(x0 + (size_t)r * C, emb_host + (size_t)tokens[r] * C, (size_t)C * sizeof *x0);
     tern_buf x = lt_buf(&cpu, TERN_F32, x0, (size_t)BT * C);
     size_t ns = 0;
-    CHECK_OK(cpu_gqa_attention_saved_len(cpu.d, B, T, NH, &ns));
+    CHECK_OK(cpu.ops->attention_saved_len(cpu.d, B, T, NH, &ns));
     for (int l = 0; l < L; l++) {
         layer *y = &ly[l];
         y->x_in = lt_buf(&cpu, TERN_F32, NULL, (size_t)BT * C);
@@ -224,23 +224,23 @@ int main(void) {
         y->qkv = zeros((size_t)BT * QW), y->att = zeros((size_t)BT * AW), y->saved = zeros(ns);
         y->h2 = zeros((size_t)BT * C), y->gu = zeros((size_t)BT * 2 * I), y->a = zeros((size_t)BT * I);
         y->x_mid = zeros((size_t)BT * C);
-        CHECK_OK(cpu_rmsnorm(cpu.d, y->h, y->r1, x, y->ln1, BT, C, eps));
+        CHECK_OK(cpu.ops->rmsnorm(cpu.d, y->h, y->r1, x, y->ln1, BT, C, eps));
         mm(y->qkv, y->h, y->wqkv, BT, QW, C, false, true, 0);
         /* q and k heads of each row, in place */
-        CHECK_OK(tern_validate_rope(y->qkv, y->qkv, posb, invb, BT, NH + KV, hd, QW));
-        CHECK_OK(cpu_rope(cpu.d, y->qkv, y->qkv, posb, invb, BT, NH + KV, hd, QW));
-        CHECK_OK(cpu_gqa_attention(cpu.d, y->att, y->saved, y->qkv, B, T, NH, KV, hd));
+        CHECK_OK(tern_validate_rope(NULL, y->qkv, y->qkv, posb, invb, BT, NH + KV, hd, QW));
+        CHECK_OK(cpu.ops->rope(cpu.d, y->qkv, y->qkv, posb, invb, BT, NH + KV, hd, QW));
+        CHECK_OK(cpu.ops->attention(cpu.d, y->att, y->saved, y->qkv, B, T, NH, KV, hd));
         mm(x, y->att, y->wo, BT, C, AW, false, true, 1);
         CHECK_OK(cpu.ops->copy(cpu.d, y->x_mid, x));
-        CHECK_OK(cpu_rmsnorm(cpu.d, y->h2, y->r2, x, y->ln2, BT, C, eps));
+        CHECK_OK(cpu.ops->rmsnorm(cpu.d, y->h2, y->r2, x, y->ln2, BT, C, eps));
         mm(y->gu, y->h2, y->wgu, BT, 2 * I, C, false, true, 0);
         tern_buf gate = tern_view(y->gu, 0, (size_t)BT * 2 * I), up = tern_view(y->gu, (size_t)I, (size_t)BT * 2 * I - (size_t)I);
-        CHECK_OK(tern_validate_swiglu(y->a, gate, up, BT, I, 2 * I));
-        CHECK_OK(cpu_swiglu(cpu.d, y->a, gate, up, BT, I, 2 * I));
+        CHECK_OK(tern_validate_swiglu(NULL, y->a, gate, up, BT, I, 2 * I));
+        CHECK_OK(cpu.ops->swiglu(cpu.d, y->a, gate, up, BT, I, 2 * I));
         mm(x, y->a, y->wd, BT, C, I, false, true, 1);
     }
     tern_buf xf = zeros((size_t)BT * C), rf = zeros((size_t)BT), logits = zeros((size_t)BT * V), losses = zeros((size_t)BT);
-    CHECK_OK(cpu_rmsnorm(cpu.d, xf, rf, x, lnf, BT, C, eps));
+    CHECK_OK(cpu.ops->rmsnorm(cpu.d, xf, rf, x, lnf, BT, C, eps));
     mm(logits, xf, emb, BT, V, C, false, true, 0);
     float *lg = lt_get(&cpu, logits);
     float got4[4 * 4096], want4[4 * 4096];
@@ -273,7 +273,7 @@ int main(void) {
     tern_buf demb = zeros((size_t)V * C), dxf = zeros((size_t)BT * C), dlnf = zeros((size_t)C), dx = zeros((size_t)BT * C);
     mm(dxf, logits, emb, BT, C, V, false, false, 0);
     mm(demb, logits, xf, V, C, BT, true, false, 0);
-    CHECK_OK(cpu_rmsnorm_backward(cpu.d, dx, dlnf, dxf, x, lnf, rf, BT, C, 0));
+    CHECK_OK(cpu.ops->rmsnorm_backward(cpu.d, dx, dlnf, dxf, x, lnf, rf, BT, C, 0));
     tern_buf da = zeros((size_t)BT * I), dgu = zeros((size_t)BT * 2 * I), dh = zeros((size_t)BT * C);
     tern_buf datt = zeros((size_t)BT * AW), dqkv = zeros((size_t)BT * QW);
     for (int l = L - 1; l >= 0; l--) {
@@ -285,19 +285,19 @@ int main(void) {
         mm(y->dwd, dx, y->a, C, I, BT, true, false, 0);
         tern_buf gate = tern_view(y->gu, 0, (size_t)BT * 2 * I), up = tern_view(y->gu, (size_t)I, (size_t)BT * 2 * I - (size_t)I);
         tern_buf dgate = tern_view(dgu, 0, (size_t)BT * 2 * I), dup = tern_view(dgu, (size_t)I, (size_t)BT * 2 * I - (size_t)I);
-        CHECK_OK(tern_validate_swiglu_backward(dgate, dup, da, gate, up, BT, I, 2 * I));
-        CHECK_OK(cpu_swiglu_backward(cpu.d, dgate, dup, da, gate, up, BT, I, 2 * I));
+        CHECK_OK(tern_validate_swiglu_backward(NULL, dgate, dup, da, gate, up, BT, I, 2 * I));
+        CHECK_OK(cpu.ops->swiglu_backward(cpu.d, dgate, dup, da, gate, up, BT, I, 2 * I));
         mm(dh, dgu, y->wgu, BT, C, 2 * I, false, false, 0);
         mm(y->dwgu, dgu, y->h2, 2 * I, C, BT, true, false, 0);
-        CHECK_OK(cpu_rmsnorm_backward(cpu.d, dx, y->dln2, dh, y->x_mid, y->ln2, y->r2, BT, C, 0));
+        CHECK_OK(cpu.ops->rmsnorm_backward(cpu.d, dx, y->dln2, dh, y->x_mid, y->ln2, y->r2, BT, C, 0));
         /* attention: x_mid = x_in + attention(rope(h Wqkv^T)) Wo^T */
         mm(datt, dx, y->wo, BT, AW, C, false, false, 0);
         mm(y->dwo, dx, y->att, C, AW, BT, true, false, 0);
-        CHECK_OK(cpu_gqa_attention_backward(cpu.d, dqkv, datt, y->qkv, y->att, y->saved, B, T, NH, KV, hd));
-        CHECK_OK(cpu_rope_backward(cpu.d, dqkv, dqkv, posb, invb, BT, NH + KV, hd, QW));
+        CHECK_OK(cpu.ops->attention_backward(cpu.d, dqkv, datt, y->qkv, y->att, y->saved, B, T, NH, KV, hd));
+        CHECK_OK(cpu.ops->rope_backward(cpu.d, dqkv, dqkv, posb, invb, BT, NH + KV, hd, QW));
         mm(dh, dqkv, y->wqkv, BT, C, QW, false, false, 0);
         mm(y->dwqkv, dqkv, y->h, QW, C, BT, true, false, 0);
-        CHECK_OK(cpu_rmsnorm_backward(cpu.d, dx, y->dln1, dh, y->x_in, y->ln1, y->r1, BT, C, 0));
+        CHECK_OK(cpu.ops->rmsnorm_backward(cpu.d, dx, y->dln1, dh, y->x_in, y->ln1, y->r1, BT, C, 0));
     }
     /* the embedding's rows, tied to the output layer */
     float *dxh = lt_get(&cpu, dx), *de = lt_get(&cpu, demb);

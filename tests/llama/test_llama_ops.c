@@ -165,8 +165,8 @@ static void test_rmsnorm_case(tern_rt *rt, lt_cpu *cpu, int rows, int C, tern_dt
     /* the cpu bodies */
     tern_buf out = lt_buf(cpu, dt, NULL, n), rrms = lt_buf(cpu, TERN_F32, NULL, (size_t)rows);
     tern_buf xb = lt_buf(cpu, dt, x, n), wb = lt_buf(cpu, dt, w, (size_t)C);
-    CHECK_OK(tern_validate_rmsnorm(out, rrms, xb, wb, rows, C, eps));
-    CHECK_OK(cpu_rmsnorm(cpu->d, out, rrms, xb, wb, rows, C, eps));
+    CHECK_OK(tern_validate_rmsnorm(NULL, out, rrms, xb, wb, rows, C, eps));
+    CHECK_OK(cpu->ops->rmsnorm(cpu->d, out, rrms, xb, wb, rows, C, eps));
     float *got = lt_get(cpu, out), *got_r = lt_get(cpu, rrms);
     double e = lt_error(got, y, n, 0.01), er = lt_error(got_r, rr, (size_t)rows, 0);
     CHECKF(e <= tol(dt, F32_NORM_TOL) && er <= 2e-6, "cpu rmsnorm %dx%d %s: out %.3g, rrms %.3g", rows, C,
@@ -174,15 +174,15 @@ static void test_rmsnorm_case(tern_rt *rt, lt_cpu *cpu, int rows, int C, tern_dt
     free(got), free(got_r);
     tern_buf dxb = lt_buf(cpu, dt, dx0, n), dwb = lt_buf(cpu, dt, dw0, (size_t)C), gb = lt_buf(cpu, dt, g, n);
     tern_buf rb = lt_buf(cpu, TERN_F32, rrf, (size_t)rows);
-    CHECK_OK(tern_validate_rmsnorm_backward(dxb, dwb, gb, xb, wb, rb, rows, C, beta));
-    CHECK_OK(cpu_rmsnorm_backward(cpu->d, dxb, dwb, gb, xb, wb, rb, rows, C, beta));
+    CHECK_OK(tern_validate_rmsnorm_backward(NULL, dxb, dwb, gb, xb, wb, rb, rows, C, beta));
+    CHECK_OK(cpu->ops->rmsnorm_backward(cpu->d, dxb, dwb, gb, xb, wb, rb, rows, C, beta));
     float *gdx = lt_get(cpu, dxb), *gdw = lt_get(cpu, dwb);
     double e1 = lt_error(gdx, dx, n, 0.01), e2 = lt_error(gdw, dw, (size_t)C, 0.01);
     CHECKF(e1 <= tol(dt, F32_NORM_TOL) && e2 <= tol(dt, F32_NORM_TOL), "cpu rmsnorm_backward %dx%d %s: dx %.3g, dw %.3g",
            rows, C, tern_dtype_name(dt), e1, e2);
     /* grad_beta 0 writes dw without reading it (NaN there must not leak) */
     tern_buf dwnan = lt_buf(cpu, dt, NULL, (size_t)C);
-    CHECK_OK(cpu_rmsnorm_backward(cpu->d, dxb, dwnan, gb, xb, wb, rb, rows, C, 0.0f));
+    CHECK_OK(cpu->ops->rmsnorm_backward(cpu->d, dxb, dwnan, gb, xb, wb, rb, rows, C, 0.0f));
     float *gnan = lt_get(cpu, dwnan);
     int finite = 1;
     for (int j = 0; j < C; j++) finite &= isfinite(gnan[j]) != 0;
@@ -282,11 +282,11 @@ static void test_rope_case(tern_rt *rt, lt_cpu *cpu, int rows, int qh, int kvh, 
         tern_buf o = lt_buf(cpu, dt, NULL, len), xb = lt_buf(cpu, dt, x, len);
         tern_buf pb = lt_buf_i32(cpu, pos, (size_t)rows), fb = lt_buf(cpu, TERN_F32, f, (size_t)hd / 2);
         if (back) {
-            CHECK_OK(tern_validate_rope_backward(o, xb, pb, fb, rows, heads, hd, stride));
-            CHECK_OK(cpu_rope_backward(cpu->d, o, xb, pb, fb, rows, heads, hd, stride));
+            CHECK_OK(tern_validate_rope_backward(NULL, o, xb, pb, fb, rows, heads, hd, stride));
+            CHECK_OK(cpu->ops->rope_backward(cpu->d, o, xb, pb, fb, rows, heads, hd, stride));
         } else {
-            CHECK_OK(tern_validate_rope(o, xb, pb, fb, rows, heads, hd, stride));
-            CHECK_OK(cpu_rope(cpu->d, o, xb, pb, fb, rows, heads, hd, stride));
+            CHECK_OK(tern_validate_rope(NULL, o, xb, pb, fb, rows, heads, hd, stride));
+            CHECK_OK(cpu->ops->rope(cpu->d, o, xb, pb, fb, rows, heads, hd, stride));
         }
         float *got = lt_get(cpu, o);
         double *ref0 = malloc(len * sizeof *ref0);
@@ -301,8 +301,8 @@ static void test_rope_case(tern_rt *rt, lt_cpu *cpu, int rows, int qh, int kvh, 
         CHECKF(untouched, "cpu rope wrote outside its slice");
         CHECKF(e <= tol(dt, F32_ROPE_TOL), "cpu rope%s rows %d heads %d hd %d %s: error %.3g", back ? "_backward" : "", rows,
                heads, hd, tern_dtype_name(dt), e);
-        CHECK_OK(back ? cpu_rope_backward(cpu->d, xb, xb, pb, fb, rows, heads, hd, stride)
-                      : cpu_rope(cpu->d, xb, xb, pb, fb, rows, heads, hd, stride));
+        CHECK_OK(back ? cpu->ops->rope_backward(cpu->d, xb, xb, pb, fb, rows, heads, hd, stride)
+                      : cpu->ops->rope(cpu->d, xb, xb, pb, fb, rows, heads, hd, stride));
         float *inplace = lt_get(cpu, xb);
         for (size_t i = 0; i < len; i++) ref0[i] = isnan(ref[i]) ? x[i] : ref[i];
         double e_in = lt_error(inplace, ref0, len, 1.0);
@@ -402,8 +402,8 @@ static void test_swiglu_case(tern_rt *rt, lt_cpu *cpu, int rows, int I, bool fus
     tern_buf all = lt_buf(cpu, dt, gu, total), out = lt_buf(cpu, dt, NULL, n), dy = lt_buf(cpu, dt, dout, n);
     tern_buf gate = fused ? tern_view(all, 0, len) : tern_view(all, 0, n);
     tern_buf up = fused ? tern_view(all, up_off, len - (size_t)I) : tern_view(all, n, n);
-    CHECK_OK(tern_validate_swiglu(out, gate, up, rows, I, ld));
-    CHECK_OK(cpu_swiglu(cpu->d, out, gate, up, rows, I, ld));
+    CHECK_OK(tern_validate_swiglu(NULL, out, gate, up, rows, I, ld));
+    CHECK_OK(cpu->ops->swiglu(cpu->d, out, gate, up, rows, I, ld));
     float *got = lt_get(cpu, out);
     double e = lt_error(got, y, n, 0.01);
     CHECKF(e <= tol(dt, F32_EW_TOL), "cpu swiglu %s: error %.3g", what, e);
@@ -411,16 +411,16 @@ static void test_swiglu_case(tern_rt *rt, lt_cpu *cpu, int rows, int I, bool fus
     tern_buf gall = lt_buf(cpu, dt, NULL, total);
     tern_buf dgate = fused ? tern_view(gall, 0, len) : tern_view(gall, 0, n);
     tern_buf dup = fused ? tern_view(gall, up_off, len - (size_t)I) : tern_view(gall, n, n);
-    CHECK_OK(tern_validate_swiglu_backward(dgate, dup, dy, gate, up, rows, I, ld));
-    CHECK_OK(cpu_swiglu_backward(cpu->d, dgate, dup, dy, gate, up, rows, I, ld));
+    CHECK_OK(tern_validate_swiglu_backward(NULL, dgate, dup, dy, gate, up, rows, I, ld));
+    CHECK_OK(cpu->ops->swiglu_backward(cpu->d, dgate, dup, dy, gate, up, rows, I, ld));
     float *grads = lt_get(cpu, gall);
     GATHER(grads);
     double e1 = lt_error(got_g, dg, n, 0.01), e2 = lt_error(got_u, du, n, 0.01);
     CHECKF(e1 <= tol(dt, F32_EW_TOL) && e2 <= tol(dt, F32_EW_TOL), "cpu swiglu_backward %s: dgate %.3g, dup %.3g", what,
            e1, e2);
     free(grads);
-    CHECK_OK(tern_validate_swiglu_backward(gate, up, dy, gate, up, rows, I, ld));
-    CHECK_OK(cpu_swiglu_backward(cpu->d, gate, up, dy, gate, up, rows, I, ld));
+    CHECK_OK(tern_validate_swiglu_backward(NULL, gate, up, dy, gate, up, rows, I, ld));
+    CHECK_OK(cpu->ops->swiglu_backward(cpu->d, gate, up, dy, gate, up, rows, I, ld));
     grads = lt_get(cpu, all);
     GATHER(grads);
     e1 = lt_error(got_g, dg, n, 0.01), e2 = lt_error(got_u, du, n, 0.01);
@@ -438,38 +438,38 @@ static void test_validation(lt_cpu *cpu) {
     tern_buf a = lt_buf(cpu, TERN_F32, NULL, 64), w = lt_buf(cpu, TERN_F32, NULL, 8), r = lt_buf(cpu, TERN_F32, NULL, 8);
     tern_buf pos = lt_buf_i32(cpu, (const int32_t[8]){0}, 8), big = lt_buf(cpu, TERN_F32, NULL, 256);
     tern_buf half = tern_view(big, 0, 128), other = tern_view(big, 128, 128);
-    CHECK_ERR(tern_validate_rmsnorm(a, r, a, w, 8, 8, 1e-5f), "rmsnorm: out and x overlap");
-    CHECK_ERR(tern_validate_rmsnorm(half, r, other, w, 8, 8, 1e-5f), "rmsnorm: out has 128 elements");
-    CHECK_ERR(tern_validate_rmsnorm(a, tern_view(a, 0, 8), tern_view(big, 0, 64), w, 8, 8, 1e-5f), "rmsnorm: out and rrms overlap");
-    CHECK_ERR(tern_validate_rmsnorm(a, r, tern_view(big, 0, 64), w, 8, 8, -1), "rmsnorm: eps must be finite");
-    CHECK_ERR(tern_validate_rmsnorm_backward(a, w, a, tern_view(big, 0, 64), w, r, 8, 8, 0),
+    CHECK_ERR(tern_validate_rmsnorm(NULL, a, r, a, w, 8, 8, 1e-5f), "rmsnorm: out and x overlap");
+    CHECK_ERR(tern_validate_rmsnorm(NULL, half, r, other, w, 8, 8, 1e-5f), "rmsnorm: out has 128 elements");
+    CHECK_ERR(tern_validate_rmsnorm(NULL, a, tern_view(a, 0, 8), tern_view(big, 0, 64), w, 8, 8, 1e-5f), "rmsnorm: out and rrms overlap");
+    CHECK_ERR(tern_validate_rmsnorm(NULL, a, r, tern_view(big, 0, 64), w, 8, 8, -1), "rmsnorm: eps must be finite");
+    CHECK_ERR(tern_validate_rmsnorm_backward(NULL, a, w, a, tern_view(big, 0, 64), w, r, 8, 8, 0),
               "rmsnorm_backward: dx and dout overlap");
-    CHECK_ERR(tern_validate_rmsnorm_backward(a, w, tern_view(big, 0, 64), tern_view(big, 64, 64), w, r, 8, 8, 0),
+    CHECK_ERR(tern_validate_rmsnorm_backward(NULL, a, w, tern_view(big, 0, 64), tern_view(big, 64, 64), w, r, 8, 8, 0),
               "rmsnorm_backward: dw and w overlap");
     /* rope: 8 rows of 2 heads of 4 in rows of 16 */
-    CHECK_OK(tern_validate_rope(half, half, pos, tern_view(w, 0, 2), 8, 2, 4, 16));
-    CHECK_ERR(tern_validate_rope(half, half, pos, tern_view(w, 0, 2), 8, 2, 3, 16), "rope: head_dim must be even");
-    CHECK_ERR(tern_validate_rope(half, half, pos, tern_view(w, 0, 2), 8, 2, 4, 7), "rope: stride 7 is less than");
-    CHECK_ERR(tern_validate_rope(tern_view(big, 0, 100), tern_view(big, 0, 100), pos, tern_view(w, 0, 2), 8, 2, 4, 16),
+    CHECK_OK(tern_validate_rope(NULL, half, half, pos, tern_view(w, 0, 2), 8, 2, 4, 16));
+    CHECK_ERR(tern_validate_rope(NULL, half, half, pos, tern_view(w, 0, 2), 8, 2, 3, 16), "rope: head_dim must be even");
+    CHECK_ERR(tern_validate_rope(NULL, half, half, pos, tern_view(w, 0, 2), 8, 2, 4, 7), "rope: stride 7 is less than");
+    CHECK_ERR(tern_validate_rope(NULL, tern_view(big, 0, 100), tern_view(big, 0, 100), pos, tern_view(w, 0, 2), 8, 2, 4, 16),
               "rope: out has 100 elements, the rows need at least 120");
-    CHECK_ERR(tern_validate_rope(tern_view(big, 4, 128), half, pos, tern_view(w, 0, 2), 8, 2, 4, 16),
+    CHECK_ERR(tern_validate_rope(NULL, tern_view(big, 4, 128), half, pos, tern_view(w, 0, 2), 8, 2, 4, 16),
               "rope: out and x overlap");
-    CHECK_ERR(tern_validate_rope_backward(half, other, pos, w, 8, 2, 4, 16), "rope_backward: inv_freq has 8 elements");
-    CHECK_ERR(tern_validate_rope(half, other, w, tern_view(w, 0, 2), 8, 2, 4, 16), "rope: pos");
+    CHECK_ERR(tern_validate_rope_backward(NULL, half, other, pos, w, 8, 2, 4, 16), "rope_backward: inv_freq has 8 elements");
+    CHECK_ERR(tern_validate_rope(NULL, half, other, w, tern_view(w, 0, 2), 8, 2, 4, 16), "rope: pos");
     /* swiglu: 4 rows of 16 fused into rows of 32 */
     tern_buf g = tern_view(big, 0, 128), u = tern_view(big, 16, 112);
-    CHECK_OK(tern_validate_swiglu(a, g, u, 4, 16, 32));
-    CHECK_ERR(tern_validate_swiglu(a, g, u, 4, 16, 8), "swiglu: ld 8 is less than I (16)");
-    CHECK_ERR(tern_validate_swiglu(g, g, u, 4, 16, 32), "swiglu: out has 128 elements");
-    CHECK_OK(tern_validate_swiglu_backward(g, u, a, g, u, 4, 16, 32));                   /* in place */
-    CHECK_ERR(tern_validate_swiglu_backward(g, tern_view(big, 8, 120), a, g, u, 4, 16, 32),
+    CHECK_OK(tern_validate_swiglu(NULL, a, g, u, 4, 16, 32));
+    CHECK_ERR(tern_validate_swiglu(NULL, a, g, u, 4, 16, 8), "swiglu: ld 8 is less than I (16)");
+    CHECK_ERR(tern_validate_swiglu(NULL, g, g, u, 4, 16, 32), "swiglu: out has 128 elements");
+    CHECK_OK(tern_validate_swiglu_backward(NULL, g, u, a, g, u, 4, 16, 32));                   /* in place */
+    CHECK_ERR(tern_validate_swiglu_backward(NULL, g, tern_view(big, 8, 120), a, g, u, 4, 16, 32),
               "swiglu_backward: dgate and dup share elements");
-    CHECK_ERR(tern_validate_swiglu_backward(u, g, a, g, u, 4, 16, 32), "swiglu_backward: dgate shares elements with up");
+    CHECK_ERR(tern_validate_swiglu_backward(NULL, u, g, a, g, u, 4, 16, 32), "swiglu_backward: dgate shares elements with up");
     tern_buf big2 = lt_buf(cpu, TERN_F32, NULL, 128);
-    CHECK_ERR(tern_validate_swiglu_backward(tern_view(big, 2, 126), big2, a, g, u, 4, 16, 32),
+    CHECK_ERR(tern_validate_swiglu_backward(NULL, tern_view(big, 2, 126), big2, a, g, u, 4, 16, 32),
               "swiglu_backward: dgate must be gate's view or share none of its elements");
-    CHECK_ERR(tern_validate_swiglu_backward(big2, tern_view(big, 18, 112), a, g, u, 4, 16, 32), "swiglu_backward: dup must be up's view");
-    CHECK_ERR(tern_validate_swiglu_backward(g, u, g, g, u, 4, 16, 32), "swiglu_backward: dout has 128 elements");
+    CHECK_ERR(tern_validate_swiglu_backward(NULL, big2, tern_view(big, 18, 112), a, g, u, 4, 16, 32), "swiglu_backward: dup must be up's view");
+    CHECK_ERR(tern_validate_swiglu_backward(NULL, g, u, g, g, u, 4, 16, 32), "swiglu_backward: dout has 128 elements");
     tern_buf bufs[] = {a, w, r, pos, big, big2};
     for (int i = 0; i < 6; i++) lt_free(cpu, &bufs[i]);
 }

@@ -1,5 +1,5 @@
 /* attention, attention_backward and attention_cached against double-precision references:
- * several (B, T, C, NH) incl. T = 1 and hs = 1, mixed f32/bf16; the reference backward
+ * several (B, T, NH, NH, C / NH) incl. T = 1 and hs = 1, mixed f32/bf16; the reference backward
  * against finite differences of the reference forward, the handler's backward against its
  * own forward; decoding with a KV cache (a prompt, then single tokens and a chunk) against
  * full causal attention, with the cache layout [B, NH, max_T, hs] checked and the unused
@@ -112,11 +112,11 @@ static void test_attention(ot_ctx *c) {
             float *want = to_float(out, n), *want_d = to_float(dqkv, n3);
             ot_buf bq = ot_make(c, d_qkv, n3, 1, qkv), bo = ot_make(c, d_out, n, 2, NULL);
             ot_buf bs = ot_make(c, TERN_F32, saved_len, 3, NULL);
-            CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
+            CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, NH, NH, C / NH));
             /* softmax and dot products of hs terms in f32 */
             OT_EXPECT(c, bo, want, ot_tol(d_out, 1e-5), "attention B%d T%d C%d NH%d combo %d", B, T, C, NH, combo);
             ot_buf bg = ot_make(c, d_g, n, 4, g), bd = ot_make(c, d_dqkv, n3, 5, NULL);
-            CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, C, NH));
+            CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, NH, NH, C / NH));
             /* the gradient subtracts sum P dP from dP: f32 cancellation, 5e-5 norm-wise. It is
              * no more precise than the forward's record it reads: a bf16 forward (out bf16) may
              * round its scores to bf16 (the cuda handler's tensor-core path does), so then the
@@ -175,7 +175,7 @@ static void test_finite_differences(ot_ctx *c) {
         float *xp = malloc(n3 * sizeof(float));
         for (size_t i = 0; i < n3; i++) xp[i] = (float)(x[i] + (sgn ? -hd : hd) * dir[i]);
         ot_buf bq = ot_make(c, TERN_F32, n3, 0, xp), bo = ot_make(c, TERN_F32, n, 0, NULL), bs = ot_make(c, TERN_F32, saved_len, 0, NULL);
-        CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
+        CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, NH, NH, C / NH));
         ot_read(c, bo, out);
         l[sgn] = 0;
         for (size_t i = 0; i < n; i++) l[sgn] += (double)gg[i] * out[i];
@@ -184,8 +184,8 @@ static void test_finite_differences(ot_ctx *c) {
     }
     ot_buf bq = ot_make(c, TERN_F32, n3, 0, x), bo = ot_make(c, TERN_F32, n, 0, NULL), bs = ot_make(c, TERN_F32, saved_len, 0, NULL);
     ot_buf bg = ot_make(c, TERN_F32, n, 0, gg), bd = ot_make(c, TERN_F32, n3, 0, NULL);
-    CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, C, NH));
-    CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, C, NH));
+    CHECK_OK(o->attention(c->d, bo.view, bs.view, bq.view, B, T, NH, NH, C / NH));
+    CHECK_OK(o->attention_backward(c->d, bd.view, bg.view, bq.view, bo.view, bs.view, B, T, NH, NH, C / NH));
     float *dx = malloc(n3 * sizeof(float));
     ot_read(c, bd, dx);
     double an = 0, fd = (l[0] - l[1]) / (2 * hd);
@@ -235,7 +235,7 @@ static void test_cached(ot_ctx *c) {
                 ot_buf bq = ot_make(c, d_qkv, m3, 3, chunk), bo = ot_make(c, d_out, m, 4, NULL);
                 int32_t pv = p0;
                 ot_buf bp = ot_make_i32(c, &pv, 1, 0);
-                CHECK_OK(o->attention_cached(c->d, bo.view, kc.view, vc.view, bq.view, bp.view, B, T, C, NH, max_t));
+                CHECK_OK(o->attention_cached(c->d, bo.view, kc.view, vc.view, bq.view, bp.view, B, T, NH, NH, C / NH, max_t));
                 /* a bf16 cache rounds k and v (~2^-9 relative on the output), so does a
                  * bf16 out */
                 OT_EXPECT(c, bo, want, ot_tol(d_cache == TERN_BF16 ? d_cache : d_out, 1e-5), "attention_cached B%d C%d NH%d p0 %d T %d combo %d", B, C, NH, p0, T, combo);
@@ -276,17 +276,18 @@ static void test_errors(ot_ctx *c) {
     ot_buf q = ot_make(c, TERN_F32, 108, 0, NULL), out = ot_make(c, TERN_F32, 36, 0, NULL);
     ot_buf s = ot_make(c, TERN_F32, saved_len, 0, NULL), s16 = ot_make(c, TERN_BF16, saved_len, 0, NULL);
     ot_buf dq = ot_make(c, TERN_F32, 108, 0, NULL);
-    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, C, 4), "attention: C = 6 is not a multiple of NH = 4");
-    CHECK_ERR(o->attention(c->d, out.view, tern_view(s.view, 0, saved_len - 1), q.view, B, T, C, NH),
+    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, NH, 4, C / NH), "attention: KV = 4 key/value heads do not divide NH = 2");
+    CHECK_ERR(o->attention(c->d, out.view, tern_view(s.view, 0, saved_len - 1), q.view, B, T, NH, NH, C / NH),
               "attention: saved has");
-    CHECK_ERR(o->attention(c->d, out.view, s16.view, q.view, B, T, C, NH), "attention: saved is bf16, needs f32");
-    CHECK_ERR(o->attention(c->d, out.view, s.view, tern_view(q.view, 0, 100), B, T, C, NH),
-              "attention: qkv has 100 elements, B * T * 3C needs 108");
-    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, C, 0), "attention: NH must be positive");
-    CHECK_ERR(o->attention(c->d, tern_view(q.all, 0, 36), s.view, q.view, B, T, C, NH), "attention: out and qkv overlap");
-    CHECK_ERR(o->attention_backward(c->d, q.view, out.view, q.view, out.view, s.view, B, T, C, NH),
+    CHECK_ERR(o->attention(c->d, out.view, s16.view, q.view, B, T, NH, NH, C / NH), "attention: saved is bf16, needs f32");
+    CHECK_ERR(o->attention(c->d, out.view, s.view, tern_view(q.view, 0, 100), B, T, NH, NH, C / NH),
+              "attention: qkv has 100 elements, B * T * (NH + 2 KV) * hs needs 108");
+    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, 0, 0, C / NH), "attention: NH must be positive");
+    CHECK_ERR(o->attention(c->d, out.view, s.view, q.view, B, T, NH, 0, C / NH), "attention: KV must be positive");
+    CHECK_ERR(o->attention(c->d, tern_view(q.all, 0, 36), s.view, q.view, B, T, NH, NH, C / NH), "attention: out and qkv overlap");
+    CHECK_ERR(o->attention_backward(c->d, q.view, out.view, q.view, out.view, s.view, B, T, NH, NH, C / NH),
               "attention_backward: dqkv and qkv overlap");
-    CHECK_ERR(o->attention_backward(c->d, dq.view, out.view, q.view, out.view, tern_none(), B, T, C, NH),
+    CHECK_ERR(o->attention_backward(c->d, dq.view, out.view, q.view, out.view, tern_none(), B, T, NH, NH, C / NH),
               "attention_backward: saved is absent");
     size_t len;
     CHECK_ERR(o->attention_saved_len(c->d, 0, T, NH, &len), "attention_saved_len: B must be positive");
@@ -296,16 +297,16 @@ static void test_errors(ot_ctx *c) {
     ot_buf kc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL), vc = ot_make(c, TERN_F32, (size_t)B * max_t * C, 0, NULL);
     int32_t p_ok = 1, p_bad = 2;
     ot_buf pok = ot_make_i32(c, &p_ok, 1, 0), pbad = ot_make_i32(c, &p_bad, 1, 0);
-    CHECK_OK(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, max_t));
-    CHECK_ERR(ot_or_sync(c, o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pbad.view, B, T, C, NH, max_t)),
+    CHECK_OK(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, NH, NH, C / NH, max_t));
+    CHECK_ERR(ot_or_sync(c, o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pbad.view, B, T, NH, NH, C / NH, max_t)),
               "attention_cached: positions 2 .. 4 are out of range of the cache's 4");
-    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, tern_none(), B, T, C, NH, max_t),
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, tern_none(), B, T, NH, NH, C / NH, max_t),
               "attention_cached: pos is absent");
-    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, 2),
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, NH, NH, C / NH, 2),
               "attention_cached: T = 3 exceeds max_T = 2");
-    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, C, NH, 5),
-              "attention_cached: k_cache has 48 elements, B * NH * max_T * hs needs 60");
-    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, kc.view, q.view, pok.view, B, T, C, NH, max_t),
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, vc.view, q.view, pok.view, B, T, NH, NH, C / NH, 5),
+              "attention_cached: k_cache has 48 elements, B * KV * max_T * hs needs 60");
+    CHECK_ERR(o->attention_cached(c->d, out.view, kc.view, kc.view, q.view, pok.view, B, T, NH, NH, C / NH, max_t),
               "attention_cached: k_cache and v_cache overlap");
     ot_free(c, &q), ot_free(c, &out), ot_free(c, &s), ot_free(c, &s16), ot_free(c, &dq);
     ot_free(c, &kc), ot_free(c, &vc), ot_free(c, &pok), ot_free(c, &pbad);

@@ -100,9 +100,9 @@ static void call_random(ot_ctx *c, int op) {
     case 13: err = o->gelu(d, a, ot_randint(0, 4) ? b : a); break;
     case 14: err = o->gelu_backward(d, a, b, x); break;
     case 15: err = o->attention_saved_len(d, i1, i2, i3, &sz); break;
-    case 16: err = o->attention(d, a, b, x, i1, i2, i3, i4); break;
-    case 17: err = o->attention_backward(d, a, b, x, y, z, i1, i2, i3, i4); break;
-    case 18: err = o->attention_cached(d, a, b, x, y, z, i1, i2, i3, i4, pick_int()); break;
+    case 16: err = o->attention(d, a, b, x, i1, i2, i3, i4, pick_int()); break;
+    case 17: err = o->attention_backward(d, a, b, x, y, z, i1, i2, i3, i4, pick_int()); break;
+    case 18: err = o->attention_cached(d, a, b, x, y, z, i1, i2, i3, i4, pick_int(), pick_int()); break;
     case 19: err = o->cross_entropy(d, a, b, x, i1, i2, i3, ot_randint(0, 2) ? 1.0f : f); break;
     case 20: err = o->sample(d, a, b, i1, i2, i3, f, pick_int(), 7, x); break;
     case 21: {
@@ -112,6 +112,12 @@ static void call_random(ot_ctx *c, int op) {
     }
     case 22: err = o->allreduce(d, a, NULL); break; /* one rank: validation, then nothing */
     case 23: err = o->allgather(d, a, NULL); break; /* likewise */
+    case 24: err = o->rmsnorm(d, a, b, x, y, i1, i2, ot_randint(0, 2) ? 1e-5f : f); break;
+    case 25: err = o->rmsnorm_backward(d, a, b, x, y, z, w, i1, i2, ot_randint(0, 3) ? 1.0f : f); break;
+    case 26: err = o->rope(d, a, ot_randint(0, 3) ? b : a, x, y, i1, i2, i3, i4); break;
+    case 27: err = o->rope_backward(d, a, ot_randint(0, 3) ? b : a, x, y, i1, i2, i3, i4); break;
+    case 28: err = o->swiglu(d, a, b, x, i1, i2, i3); break;
+    case 29: err = o->swiglu_backward(d, a, b, x, y, z, i1, i2, i3); break;
     default: break;
     }
     tern_error_free(err);
@@ -121,7 +127,7 @@ static void test_all(ot_ctx *c) {
     ot_seed(99);
     for (int round = 0; round < 60; round++) {
         make_pool(c);
-        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 24));
+        for (int call = 0; call < 150; call++) call_random(c, ot_randint(0, 30));
         int ok = 1;
         for (int i = 0; i < POOL; i++) ok &= ot_guard_ok(c, pool[i]);
         CHECKF(ok, "%s: round %d: an operation wrote outside its views", c->handler, round);

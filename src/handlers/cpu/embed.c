@@ -1,5 +1,6 @@
-/* Token + position embedding, forward and backward. Token ids and the start position are
- * read on the host and checked before any row is touched. */
+/* Token + position embedding, forward and backward (wpe absent: the token embedding only,
+ * as Llama). Token ids and the start position are read on the host and checked before any
+ * row is touched. */
 #include <omp.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -16,8 +17,9 @@ tern_error *cpu_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, 
     size_t vocab = wte.len / c, max_t = wpe.len / c;
     const int32_t *tok = cpu_ptr(tokens);
     TERN_TRY(tern_validate_indices("embed", "tokens", tok, bt, (int64_t)vocab));
-    long p0 = tern_present(pos) ? *(const int32_t *)cpu_ptr(pos) : 0;
-    if (p0 < 0 || (size_t)p0 + (size_t)T > max_t)
+    bool table = tern_present(wpe); /* absent: no position table, pos unused */
+    long p0 = table && tern_present(pos) ? *(const int32_t *)cpu_ptr(pos) : 0;
+    if (table && (p0 < 0 || (size_t)p0 + (size_t)T > max_t))
         return tern_errorf("embed: positions %ld .. %ld are out of range of wpe's %zu rows", p0,
                            p0 + T - 1, max_t);
     float *tmp;
@@ -32,9 +34,13 @@ tern_error *cpu_embed(tern_dev *d, tern_buf out, tern_buf tokens, tern_buf wte, 
         for (size_t i = 0; i < bt; i++) {
             size_t t = i % (size_t)T;
             const float *e = cpu_row_in(wte, (size_t)tok[i] * c, c, t_wte);
-            const float *p = cpu_row_in(wpe, ((size_t)p0 + t) * c, c, t_wpe);
             float *o = cpu_row_out(out, i * c, t_out);
-            for (size_t j = 0; j < c; j++) o[j] = e[j] + p[j];
+            if (table) {
+                const float *p = cpu_row_in(wpe, ((size_t)p0 + t) * c, c, t_wpe);
+                for (size_t j = 0; j < c; j++) o[j] = e[j] + p[j];
+            } else {
+                for (size_t j = 0; j < c; j++) o[j] = e[j];
+            }
             cpu_row_out_done(out, i * c, c, o);
         }
     }

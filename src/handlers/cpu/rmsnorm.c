@@ -5,7 +5,6 @@
 #include <string.h>
 
 #include "cpu.h"
-#include "llama_ops.h"
 
 tern_error *cpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, tern_buf w, int rows,
                         int C, float eps) {

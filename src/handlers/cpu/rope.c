@@ -5,7 +5,6 @@
 #include <stdint.h>
 
 #include "cpu.h"
-#include "llama_ops.h"
 
 /* sign +1: the forward rotation; -1: its inverse (the backward). */
 static tern_error *rope_rows(tern_dev *d, const char *op, tern_buf out, tern_buf x, tern_buf pos,

@@ -3,7 +3,6 @@
 #include <omp.h>
 
 #include "cpu.h"
-#include "llama_ops.h"
 
 /* 1 / (1 + exp(-g)): 0 where exp overflows, 1 where it flushes to 0. */
 static inline float sigmoid(float g) { return 1.0f / (1.0f + cpu_expf(-g)); }

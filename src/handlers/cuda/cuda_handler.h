@@ -124,10 +124,10 @@ extern const gpu_hooks cuda_hooks;
 tern_error *cuda_capture_begin(tern_dev *d, uint64_t key, bool *replay) TERN_MUST_USE;
 tern_error *cuda_capture_end(tern_dev *d, uint64_t key) TERN_MUST_USE;
 tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) TERN_MUST_USE;
-tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                           int NH) TERN_MUST_USE;
+tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                           int KV, int hs) TERN_MUST_USE;
 tern_error *cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                    tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+                                    tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
 tern_error *cuda_allreduce(tern_dev *d, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
 tern_error *cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) TERN_MUST_USE;
 

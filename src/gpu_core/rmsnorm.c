@@ -1,0 +1,66 @@
+/* rmsnorm and rmsnorm_backward (see src/kernels/rmsnorm.c): layernorm's geometry, one SIMD
+ * group per row, GK_LN_ROWS rows per group. */
+#include "gpu_core/gpu_internal.h"
+
+/* The row path of layernorm, at most 4 wide (the widths the kernels are tested at). */
+static int rms_row_path(const tern_buf *bufs, int count, int C, int *w) {
+    int cc = gpu_ln_row_path(bufs, count, C, w);
+    if (*w > 4) *w = 4; /* (C / 32) % 8 == 0 implies % 4 == 0 */
+    return cc;
+}
+
+tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, tern_buf w, int rows, int C,
+                        float eps) {
+    gpu_core *g = gpu_core_of(d);
+    TERN_TRY(gpu_check_index("rmsnorm", "x", x.len));
+    tern_buf all[3] = {out, x, w};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(x);
+    s.t[2] = gpu_t(w);
+    s.n[1] = rms_row_path(all, 3, C, &s.n[0]);
+    s.n[2] = tern_present(rrms);
+    tern_arg args[7];
+    size_t c = 0;
+    args[c++] = tern_arg_buf(out);
+    args[c++] = tern_arg_buf(x);
+    args[c++] = tern_arg_buf(w);
+    if (tern_present(rrms)) args[c++] = tern_arg_buf(rrms);
+    args[c++] = tern_arg_i32(rows);
+    args[c++] = tern_arg_i32(C);
+    args[c++] = tern_arg_f32(eps);
+    /* fewer rows than a group's (decoding's one): a group of just their SIMD groups */
+    uint32_t simd_groups = rows < GK_LN_ROWS ? (uint32_t)rows : GK_LN_ROWS;
+    return gpu_run(g, "rmsnorm", GK_RMSNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
+                   tern_dims1(32 * simd_groups), args, c);
+}
+
+/* S SIMD groups of about lnb_rows rows each (as layernorm_backward), each writing its rows'
+ * dw partial sums to a row of f32 [S, C] scratch, then added into dw in a fixed order. */
+tern_error *gpu_rmsnorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf dout, tern_buf x, tern_buf w,
+                                 tern_buf rrms, int rows, int C, float grad_beta) {
+    gpu_core *g = gpu_core_of(d);
+    const char *op = "rmsnorm_backward";
+    TERN_TRY(gpu_check_index(op, "x", x.len));
+    size_t per = (size_t)g->tune.lnb_rows;
+    size_t S = ((size_t)rows + per - 1) / per;
+    if (S > 4096) S = 4096;
+    S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
+    size_t iters = ((size_t)rows + S - 1) / S, plen = S * (size_t)C;
+    TERN_TRY(gpu_check_index(op, "the partial sums", plen));
+    tern_dbuf scratch;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "%s", op));
+    tern_buf all[4] = {dx, dout, x, w};
+    gk_spec s = {0};
+    s.t[0] = gpu_t(dx);
+    s.t[1] = gpu_t(dout);
+    s.t[2] = gpu_t(x);
+    s.t[3] = gpu_t(w);
+    s.n[1] = rms_row_path(all, 4, C, &s.n[0]);
+    tern_arg args[] = {tern_arg_buf(dx), gpu_scratch_arg(scratch, 0, plen), tern_arg_buf(dout), tern_arg_buf(x),
+                       tern_arg_buf(w), tern_arg_buf(rrms), tern_arg_i32(rows), tern_arg_i32(C),
+                       tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
+    TERN_TRY(gpu_run(g, op, GK_RMSNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
+                     tern_dims1(32 * GK_LN_ROWS), args, 10));
+    return gpu_partial_add(g, op, dw, scratch, S, C, C, 0, grad_beta);
+}
