@@ -67,58 +67,59 @@ static void ref_rmsnorm_backward(const float *dx0, const float *dw0, const float
     }
 }
 
-/* C 128: the register path (width 4 at offset 0); C 37 at odd offsets: the generic path.
- * rows 13 > GK_LN_ROWS, so the backward's SIMD groups take several rows. */
+/* C 128: the register path (width 4 at offset 0), f32 and bf16; C 37 at odd offsets: the
+ * generic path, bf16. rows 13 > GK_LN_ROWS, so the backward's SIMD groups take several rows. */
 static void test_rmsnorm(ot_ctx *c) {
     const tern_ops *o = c->ops;
-    const int shapes[2][3] = {{13, 128, 0}, {5, 37, 1}}; /* rows, C, view offset */
+    const int shapes[3][4] = {{13, 128, 0, 0}, {13, 128, 0, 1}, {5, 37, 1, 1}}; /* rows, C, view offset, bf16 */
     ot_seed(221);
-    for (int s = 0; s < 2; s++)
-        for (int k = 0; k < 2; k++) {
-            int rows = shapes[s][0], C = shapes[s][1];
-            size_t off = (size_t)shapes[s][2], n = (size_t)rows * C;
-            tern_dtype dt = ot_float2[k];
-            float eps = 1e-5f;
-            float *x = random_in(n, -1.5f, 1.7f, dt), *w = random_in((size_t)C, 0.5f, 1.5f, dt);
-            double *y = malloc(n * sizeof *y), *rr = malloc((size_t)rows * sizeof *rr);
-            ref_rmsnorm(x, w, rows, C, eps, y, rr);
-            float *want = to_float(y, n), *want_r = to_float(rr, (size_t)rows);
-            ot_buf bx = ot_make(c, dt, n, off, x), bw = ot_make(c, dt, (size_t)C, off, w);
-            ot_buf bo = ot_make(c, dt, n, 3 * off, NULL), br = ot_make(c, TERN_F32, (size_t)rows, off, NULL);
-            CHECK_OK(o->rmsnorm(c->d, bo.view, br.view, bx.view, bw.view, rows, C, eps));
-            OT_EXPECT(c, bo, want, ot_tol(dt, NORM_TOL), "rmsnorm %dx%d %s", rows, C, tern_dtype_name(dt));
-            OT_EXPECT(c, br, want_r, 1e-6, "rmsnorm %dx%d %s: rrms", rows, C, tern_dtype_name(dt));
-            /* rrms absent: the same output */
-            ot_buf bo2 = ot_make(c, dt, n, off, NULL);
+    for (int s = 0; s < 3; s++) {
+        int rows = shapes[s][0], C = shapes[s][1];
+        size_t off = (size_t)shapes[s][2], n = (size_t)rows * C;
+        tern_dtype dt = ot_float2[shapes[s][3]];
+        float eps = 1e-5f;
+        float *x = random_in(n, -1.5f, 1.7f, dt), *w = random_in((size_t)C, 0.5f, 1.5f, dt);
+        double *y = malloc(n * sizeof *y), *rr = malloc((size_t)rows * sizeof *rr);
+        ref_rmsnorm(x, w, rows, C, eps, y, rr);
+        float *want = to_float(y, n), *want_r = to_float(rr, (size_t)rows);
+        ot_buf bx = ot_make(c, dt, n, off, x), bw = ot_make(c, dt, (size_t)C, off, w);
+        ot_buf bo = ot_make(c, dt, n, 3 * off, NULL), br = ot_make(c, TERN_F32, (size_t)rows, off, NULL);
+        CHECK_OK(o->rmsnorm(c->d, bo.view, br.view, bx.view, bw.view, rows, C, eps));
+        OT_EXPECT(c, bo, want, ot_tol(dt, NORM_TOL), "rmsnorm %dx%d %s", rows, C, tern_dtype_name(dt));
+        OT_EXPECT(c, br, want_r, 1e-6, "rmsnorm %dx%d %s: rrms", rows, C, tern_dtype_name(dt));
+        /* rrms absent: the same output (one case: a kernel variant of its own) */
+        ot_buf bo2 = ot_make(c, dt, n, 3 * off, NULL);
+        if (s == 2) {
             CHECK_OK(o->rmsnorm(c->d, bo2.view, tern_none(), bx.view, bw.view, rows, C, eps));
             OT_EXPECT(c, bo2, want, ot_tol(dt, NORM_TOL), "rmsnorm %dx%d %s without rrms", rows, C,
                       tern_dtype_name(dt));
-
-            /* backward from the saved rrms: grad_beta 0 writes dw over NaN, 0.5 scales it;
-             * dx accumulates onto what it held */
-            float *rrms = malloc((size_t)rows * sizeof *rrms);
-            ot_read(c, br, rrms);
-            float *g = random_in(n, -1, 1, dt), *dx0 = random_in(n, -0.3f, 0.3f, dt);
-            float *dw0 = random_in((size_t)C, -1, 1, dt);
-            ot_buf bg = ot_make(c, dt, n, off, g);
-            for (int b = 0; b < 2; b++) {
-                float beta = b ? 0.5f : 0.0f;
-                double *dx = malloc(n * sizeof *dx), *dw = malloc((size_t)C * sizeof *dw);
-                ref_rmsnorm_backward(dx0, dw0, g, x, w, rrms, rows, C, beta, dx, dw);
-                float *want_dx = to_float(dx, n), *want_dw = to_float(dw, (size_t)C);
-                ot_buf bdx = ot_make(c, dt, n, 2 * off, dx0), bdw = ot_make(c, dt, (size_t)C, off, b ? dw0 : NULL);
-                CHECK_OK(o->rmsnorm_backward(c->d, bdx.view, bdw.view, bg.view, bx.view, bw.view, br.view, rows, C,
-                                             beta));
-                OT_EXPECT(c, bdx, want_dx, ot_tol(dt, NORM_TOL), "rmsnorm_backward %dx%d %s beta %g: dx", rows, C,
-                          tern_dtype_name(dt), (double)beta);
-                OT_EXPECT(c, bdw, want_dw, ot_tol(dt, NORM_TOL), "rmsnorm_backward %dx%d %s beta %g: dw", rows, C,
-                          tern_dtype_name(dt), (double)beta);
-                ot_free(c, &bdx), ot_free(c, &bdw);
-                free(dx), free(dw), free(want_dx), free(want_dw);
-            }
-            ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bo), ot_free(c, &br), ot_free(c, &bo2), ot_free(c, &bg);
-            free(x), free(w), free(y), free(rr), free(want), free(want_r), free(rrms), free(g), free(dx0), free(dw0);
         }
+
+        /* backward from the saved rrms: grad_beta 0 writes dw over NaN, 0.5 scales it;
+         * dx accumulates onto what it held */
+        float *rrms = malloc((size_t)rows * sizeof *rrms);
+        ot_read(c, br, rrms);
+        float *g = random_in(n, -1, 1, dt), *dx0 = random_in(n, -0.3f, 0.3f, dt);
+        float *dw0 = random_in((size_t)C, -1, 1, dt);
+        ot_buf bg = ot_make(c, dt, n, off, g);
+        for (int b = 0; b < 2; b++) {
+            float beta = b ? 0.5f : 0.0f;
+            double *dx = malloc(n * sizeof *dx), *dw = malloc((size_t)C * sizeof *dw);
+            ref_rmsnorm_backward(dx0, dw0, g, x, w, rrms, rows, C, beta, dx, dw);
+            float *want_dx = to_float(dx, n), *want_dw = to_float(dw, (size_t)C);
+            ot_buf bdx = ot_make(c, dt, n, 2 * off, dx0), bdw = ot_make(c, dt, (size_t)C, off, b ? dw0 : NULL);
+            CHECK_OK(o->rmsnorm_backward(c->d, bdx.view, bdw.view, bg.view, bx.view, bw.view, br.view, rows, C,
+                                         beta));
+            OT_EXPECT(c, bdx, want_dx, ot_tol(dt, NORM_TOL), "rmsnorm_backward %dx%d %s beta %g: dx", rows, C,
+                      tern_dtype_name(dt), (double)beta);
+            OT_EXPECT(c, bdw, want_dw, ot_tol(dt, NORM_TOL), "rmsnorm_backward %dx%d %s beta %g: dw", rows, C,
+                      tern_dtype_name(dt), (double)beta);
+            ot_free(c, &bdx), ot_free(c, &bdw);
+            free(dx), free(dw), free(want_dx), free(want_dw);
+        }
+        ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bo), ot_free(c, &br), ot_free(c, &bo2), ot_free(c, &bg);
+        free(x), free(w), free(y), free(rr), free(want), free(want_r), free(rrms), free(g), free(dx0), free(dw0);
+    }
 }
 
 /* ==== rope ==== */
@@ -144,13 +145,14 @@ static void ref_rope(const float *x, const float *base, size_t len, const int32_
 /* A fused qkv [rows, (NH + 2 KV) hd]. Case 0: q and k together (the view at 0, heads NH +
  * KV), hd 8 (width 4). Case 1: the k heads alone (a view at offset NH hd, heads KV), hd 6
  * (width 1). Out of place into a NaN-poisoned copy (outside the slice must stay NaN), then
- * in place on qkv itself (outside the slice unchanged: v and, in case 1, q). */
+ * in place on qkv itself (outside the slice unchanged: v and, in case 1, q). Case 0 in f32
+ * and bf16, case 1 in bf16 (each is a kernel variant PoCL compiles). */
 static void test_rope(ot_ctx *c) {
     const tern_ops *o = c->ops;
     const int cases[2][4] = {{6, 4, 2, 8}, {5, 2, 1, 6}}; /* rows, NH, KV, hd */
     ot_seed(222);
     for (int s = 0; s < 2; s++)
-        for (int k = 0; k < 2; k++)
+        for (int k = s; k < 2; k++) /* case 1: bf16 only */
             for (int back = 0; back < 2; back++) {
                 int rows = cases[s][0], NH = cases[s][1], KV = cases[s][2], hd = cases[s][3];
                 int stride = (NH + 2 * KV) * hd, heads = s == 0 ? NH + KV : KV;
@@ -207,13 +209,13 @@ static double silu(double g) { return g / (1 + exp(-g)); }
 
 /* Case 0: the halves of one fused [rows, 2I] (I 24: width 4); case 1: two buffers, I 13
  * (width 1), at odd offsets. The backward out of place into a fused gradient (case 0) or two
- * buffers, then in place (dgate = gate, dup = up). */
+ * buffers, then in place (dgate = gate, dup = up). Case 0 in f32 and bf16, case 1 in f32. */
 static void test_swiglu(ot_ctx *c) {
     const tern_ops *o = c->ops;
     const int cases[2][2] = {{5, 24}, {3, 13}}; /* rows, I */
     ot_seed(223);
     for (int s = 0; s < 2; s++)
-        for (int k = 0; k < 2; k++) {
+        for (int k = 0; k < 2 - s; k++) { /* case 1: f32 only */
             int rows = cases[s][0], I = cases[s][1], fused = s == 0, ld = fused ? 2 * I : I;
             size_t n = (size_t)rows * I, total = 2 * n; /* fused: rows * 2I; else gate then up */
             size_t off = fused ? 0 : 1, up_at = fused ? (size_t)I : n; /* fused: all aligned */
