@@ -3,26 +3,27 @@
  * row's logsumexp, whose length the bodies check (tern_check_saved); the entry has checked
  * the rest. */
 #include <math.h>
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "gpu_core/gpu_internal.h"
 
-/* B, T, C, NH positive, C % NH == 0, and the element counts. */
-static tern_error *shape(const char *op, int B, int T, int C, int NH, size_t *btc, size_t *saved) {
+/* B, T, NH, KV, hs positive, KV dividing NH, and the element counts: btc = B T NH hs (out),
+ * saved = B NH T. qkv holds B T (NH + 2 KV) hs. */
+static tern_error *shape(const char *op, int B, int T, int NH, int KV, int hs, size_t *btc, size_t *saved) {
     TERN_TRY(tern_check_positive(op, "B", B));
     TERN_TRY(tern_check_positive(op, "T", T));
-    TERN_TRY(tern_check_positive(op, "C", C));
     TERN_TRY(tern_check_positive(op, "NH", NH));
-    if (C % NH != 0) return tern_errorf("%s: C = %d is not a multiple of NH = %d", op, C, NH);
-    size_t bt;
-    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)C, btc) ||
-        !tern_mul_size(bt, (size_t)NH, saved) || *btc > SIZE_MAX / 3)
-        return tern_errorf("%s: B * T * 3C overflows", op);
-    TERN_TRY(gpu_check_index(op, "qkv", *btc * 3));
-    int hs = C / NH;
+    TERN_TRY(tern_check_positive(op, "KV", KV));
+    TERN_TRY(tern_check_positive(op, "hs", hs));
+    if (NH % KV != 0) return tern_errorf("%s: KV = %d key/value heads do not divide NH = %d", op, KV, NH);
+    size_t bt, width = (size_t)(NH + 2 * (size_t)KV) * (size_t)hs, all;
+    if (!tern_mul_size((size_t)B, (size_t)T, &bt) || !tern_mul_size(bt, (size_t)NH * (size_t)hs, btc) ||
+        !tern_mul_size(bt, (size_t)NH, saved) || !tern_mul_size(bt, width, &all) || (size_t)NH * (size_t)hs > INT32_MAX)
+        return tern_errorf("%s: B * T * (NH + 2 KV) hs overflows", op);
+    TERN_TRY(gpu_check_index(op, "qkv", all));
     if (hs > GK_ATT_MAX_HS)
-        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs,
-                           GK_ATT_MAX_HS);
+        return tern_errorf("%s: the head size %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
     if ((size_t)B * (size_t)NH > 65535)
         return tern_errorf("%s: B * NH = %zu exceeds the GPU grid's limit of 65535", op, (size_t)B * (size_t)NH);
     return NULL;
@@ -36,52 +37,42 @@ tern_error *gpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *o
     return NULL;
 }
 
-/* The kernels here take KV = NH only (multi-head attention); grouped key/value heads are
- * not on the GPU yet. */
-tern_error *gpu_attention_heads(const char *op, int NH, int KV) {
-    if (KV == NH) return NULL;
-    return tern_errorf("%s: grouped key/value heads (KV = %d of NH = %d) are not on this handler yet", op, KV, NH);
-}
+static float head_scale(int hs) { return 1.0f / sqrtf((float)hs); }
 
-static float head_scale(int C, int NH) { return 1.0f / sqrtf((float)(C / NH)); }
-
-tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T,
-                          int NH, int KV, int hs_) {
+tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH,
+                                  int KV, int hs) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention";
-    TERN_TRY(gpu_attention_heads(op, NH, KV));
-    int C = NH * hs_;
     size_t n = 0, ns = 0;
-    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(shape(op, B, T, NH, KV, hs, &n, &ns));
     TERN_TRY(tern_check_saved(op, saved, ns));
-    int hs = C / NH;
+    int C = NH * hs;
     tern_buf all[2] = {out, qkv};
     gk_spec s = {0};
     s.t[0] = gpu_t(out);
     s.t[1] = gpu_t(qkv);
     s.n[0] = hs;
     s.n[1] = gpu_width(all, 2, (size_t)hs);
+    s.n[3] = KV == NH ? 0 : NH / KV; /* 0: GPT-2's kernels, as they always were */
     tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(saved), tern_arg_buf(qkv), tern_arg_i32(T),
-                       tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(head_scale(C, NH))};
+                       tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(head_scale(hs))};
     return gpu_run(g, op, GK_ATTENTION, &s, tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH)),
                    tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args, 7);
 }
 
-tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv,
-                                   tern_buf out, tern_buf saved, int B, int T, int NH, int KV, int hs_) {
+tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
+                                           tern_buf saved, int B, int T, int NH, int KV, int hs) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_backward";
-    TERN_TRY(gpu_attention_heads(op, NH, KV));
-    int C = NH * hs_;
     size_t n = 0, ns = 0;
-    TERN_TRY(shape(op, B, T, C, NH, &n, &ns));
+    TERN_TRY(shape(op, B, T, NH, KV, hs, &n, &ns));
     TERN_TRY(tern_check_saved(op, saved, ns));
-    int hs = C / NH;
+    int C = NH * hs;
     size_t bt = (size_t)B * (size_t)T;
     tern_dbuf delta;
     TERN_TRY(tern_error_wrap(gpu_scratch(g, ns, &delta), "%s", op));
     tern_arg delta_arg = gpu_scratch_arg(delta, 0, ns);
-    float scale = head_scale(C, NH);
+    float scale = head_scale(hs);
 
     tern_buf all[3] = {dqkv, qkv, dout};
     gk_spec s = {0};
@@ -90,9 +81,12 @@ tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout
     s.t[2] = gpu_t(dout);
     s.n[0] = hs;
     s.n[1] = gpu_width(all, 3, (size_t)hs);
+    s.n[3] = KV == NH ? 0 : NH / KV;
     tern_arg args[] = {tern_arg_buf(dqkv), tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), delta_arg,
                        tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_f32(scale)};
     tern_dims grid = tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * NH));
+    /* dk, dv: one key row per (b, key/value head), the group's query heads in its loop */
+    tern_dims kv_grid = tern_dims2(gpu_groups((size_t)T, GK_ATT_BR), (uint32_t)(B * KV));
     /* delta_i = dO_i . O_i: from out when its rounding stays below the result's (out f32,
      * or a bf16 gradient); else recomputed exactly from q, k, v and dO (one more pass) */
     if (out.dtype == TERN_F32 || dqkv.dtype != TERN_F32) {
@@ -112,8 +106,8 @@ tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout
         TERN_TRY(gpu_run(g, op, GK_ATTENTION_DQ, &sx, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))),
                          args, 9));
     }
-    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 1))),
-                     args, 9));
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_DKDV, &s, kv_grid,
+                     tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 1))), args, 9));
     return gpu_run(g, op, GK_ATTENTION_DQ, &s, grid, tern_dims1((uint32_t)(GK_ATT_BR * gk_att_split(hs, 0))), args,
                    9);
 }
@@ -145,18 +139,19 @@ static tern_error *split_partials(gpu_core *g) {
     return tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial);
 }
 
-tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache,
-                                 tern_buf qkv, tern_buf pos, int B, int T, int NH, int KV, int hs_,
-                                 int max_T) {
+tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) {
     gpu_core *g = gpu_core_of(d);
     const char *op = "attention_cached";
-    TERN_TRY(gpu_attention_heads(op, NH, KV));
-    int C = NH * hs_;
     TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
     TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
-    int hs = C / NH;
+    TERN_TRY(tern_check_positive(op, "KV", KV));
+    TERN_TRY(tern_check_positive(op, "hs", hs));
+    if (NH % KV != 0) return tern_errorf("%s: KV = %d key/value heads do not divide NH = %d", op, KV, NH);
+    if ((size_t)NH * (size_t)hs > INT32_MAX) return tern_errorf("%s: NH * hs overflows", op);
+    int C = NH * hs;
     if (hs > GK_ATT_MAX_HS)
-        return tern_errorf("%s: the head size C / NH = %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
+        return tern_errorf("%s: the head size %d exceeds the GPU kernels' limit of %d", op, hs, GK_ATT_MAX_HS);
     tern_buf all[3] = {k_cache, v_cache, qkv}; /* out is written one value at a time */
     gk_spec s = {0};
     s.t[0] = gpu_t(out);
@@ -165,6 +160,7 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     s.t[3] = gpu_t(qkv);
     s.n[0] = hs;
     s.n[1] = gpu_width(all, 3, (size_t)hs);
+    s.n[6] = KV == NH ? 0 : NH / KV; /* 0: GPT-2's kernels, as they always were */
     size_t rows = (size_t)B * (size_t)NH * (size_t)T;
     int splits = cached_splits(g, rows, max_T, hs, s.n[1]);
     tern_arg dst = tern_arg_buf(out);
@@ -187,7 +183,7 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     }
     tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),
                        gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T),
-                       tern_arg_f32(head_scale(C, NH))};
+                       tern_arg_f32(head_scale(hs))};
     /* split: grid (T S, NH, B) (rows <= GK_AC_SPLIT_ROWS / 2, so NH and B are small) */
     tern_dims grid = splits > 1 ? tern_dims3((uint32_t)(T * splits), (uint32_t)NH, (uint32_t)B)
                                 : tern_dims1((uint32_t)rows);

@@ -134,9 +134,6 @@ tern_error *gpu_attention_dsl(tern_dev *d, tern_buf out, tern_buf saved, tern_bu
                               int KV, int hs) TERN_MUST_USE;
 tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                        tern_buf saved, int B, int T, int NH, int KV, int hs) TERN_MUST_USE;
-/* An error unless KV = NH: the one-line answer of the GPU attention paths that do not take
- * grouped key/value heads yet. */
-tern_error *gpu_attention_heads(const char *op, int NH, int KV) TERN_MUST_USE;
 
 /* ---- work outside the core (inflight.c) ---- */
 

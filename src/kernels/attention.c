@@ -5,8 +5,11 @@
  * scores, from which the backward pass recomputes the probabilities. The cuda handler's own
  * attention paths save the same record, so any path's backward can read any path's forward.
  *
- * Layout: qkv [B, T, 3C], head h's q, k, v in channels h hs, C + h hs, 2C + h hs; out and
- * dout [B, T, C]; saved and delta f32 [B, NH, T].
+ * Layout: qkv [B, T, (NH + 2 KV) hs]: query head h in channels h hs, key/value head g's key
+ * in C + g hs and value in C + KV hs + g hs (C = NH hs, the width of out); query head h
+ * reads key/value head h / group, group = NH / KV. out and dout [B, T, C]; saved and delta
+ * f32 [B, NH, T]. group = 1 (KV = NH) is GPT-2's [B, T, 3C]: its kernels are traced exactly
+ * as before grouped heads existed (the group is a spec constant, n[3]).
  *
  * Without matrix instructions in the DSL each row (a query row in the forward and dq
  * kernels, a key row in the dk/dv kernel) belongs to SP neighbouring threads, each holding
@@ -16,7 +19,8 @@
  * base-2 exponentials: s' = (q . k) * scale * log2(e).
  *
  * Spec for all four: t[0], t[1] the float buffers as listed; n[0] = hs (loops over the head
- * dimension unroll), n[1] = W, the vector width of global accesses (hs % W == 0). */
+ * dimension unroll), n[1] = W, the vector width of global accesses (hs % W == 0); n[3] =
+ * group = NH / KV (0 or 1: KV = NH; DELTA ignores it: out is per query head). */
 #include <math.h>
 
 #include "kernels/kutil.h"
@@ -88,15 +92,35 @@ static tern_v row_sum(tern_v x, int sp) {
     return x;
 }
 
+/* The group of query heads sharing a key/value head (spec n[3]; 0 means 1). */
+static int group_of(const gk_spec *s) { return s->n[3] > 1 ? s->n[3] : 1; }
+
+/* qkv's row stride: 3C, or C + 2 KV hs with KV = NH / group. */
+static tern_v qkv_stride(tern_v C, tern_v NH, int group, int hs) {
+    if (group == 1) return tern_mul(C, tern_int(3));
+    return tern_add(C, tern_mul(tern_div(NH, tern_int(group)), tern_int(2 * hs)));
+}
+
+/* The offset of key/value head kvh (h / group) in the key and in the value block: kvh hs. */
+static tern_v kv_offset(tern_v kvh, int hs) { return tern_mul(kvh, tern_int(hs)); }
+
+/* The channels of a key/value head at offset kvoff: its key (C + kvoff) and value (2C + kvoff,
+ * or C + KV hs + kvoff). */
+static tern_v key_chan(tern_v C, tern_v kvoff) { return tern_add(C, kvoff); }
+static tern_v value_chan(tern_v C, tern_v NH, tern_v kvoff, int group, int hs) {
+    if (group == 1) return tern_add(tern_mul(C, tern_int(2)), kvoff);
+    return tern_add(tern_add(C, tern_mul(tern_div(NH, tern_int(group)), tern_int(hs))), kvoff);
+}
+
 /* Forward. Spec t[0] out, t[1] qkv. Parameters: out, saved, qkv, T, C, NH, scale. */
 /* Where a thread of the query-row kernels (forward, dq) works: its part of the row (SP parts
  * of DH channels), its query tile qt (the longest rows, with the most key tiles, first), its
  * head bh = b * NH + h, its row i (ic: clamped to the last row), and the offsets of that head in qkv. */
 typedef struct query_place {
-    tern_v tid, part, pk, sk, qt, bh, last, i, ic, C3, row_base, hoff;
+    tern_v tid, part, pk, sk, qt, bh, last, i, ic, C3, row_base, hoff, kvoff;
 } query_place;
 
-static query_place query_place_of(tern_kb *kb, tile_layout lt, int SP, int DH, int hs, tern_v T,
+static query_place query_place_of(tern_kb *kb, tile_layout lt, int SP, int DH, int hs, int group, tern_v T,
                                   tern_v C, tern_v NH) {
     query_place p;
     p.tid = tern_local_id(kb, 0);
@@ -108,15 +132,17 @@ static query_place query_place_of(tern_kb *kb, tile_layout lt, int SP, int DH, i
     p.last = tern_sub(T, tern_int(1));
     p.i = tern_add(tern_mul(p.qt, tern_int(GK_ATT_BR)), tern_div(p.tid, tern_int(SP)));
     p.ic = tern_min(p.i, p.last);
-    p.C3 = tern_mul(C, tern_int(3));
+    p.C3 = qkv_stride(C, NH, group, hs);
     p.row_base = tern_mul(tern_div(p.bh, NH), T);
-    p.hoff = tern_mul(tern_rem(p.bh, NH), tern_int(hs));
+    tern_v h = tern_rem(p.bh, NH);
+    p.hoff = tern_mul(h, tern_int(hs));
+    p.kvoff = group == 1 ? p.hoff : kv_offset(tern_div(h, tern_int(group)), hs);
     return p;
 }
 
 void gk_trace_attention(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH);
+    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH), group = group_of(s);
     int BC = key_tile(hs), G = GK_ATT_BR * SP;
     tile_layout lt = layout(hs, SP);
     tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
@@ -129,7 +155,7 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
     tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
     tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
-    query_place qp = query_place_of(kb, lt, SP, DH, hs, T, C, NH);
+    query_place qp = query_place_of(kb, lt, SP, DH, hs, group, T, C, NH);
     tern_v tid = qp.tid, part = qp.part, pk = qp.pk, sk = qp.sk, qt = qp.qt, bh = qp.bh, last = qp.last;
     tern_v i = qp.i, ic = qp.ic, C3 = qp.C3, row_base = qp.row_base, hoff = qp.hoff;
 
@@ -148,8 +174,8 @@ void gk_trace_attention(tern_kb *kb, void *spec) {
     tern_v tiles = tern_add(tern_div(group_last, tern_int(BC)), tern_int(1));
     TERN_FOR(kb, kt, tern_int(0), tiles, tern_int(1)) {
         tern_v j0 = tern_mul(kt, tern_int(BC));
-        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, G);
-        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC, hs, W, tid, G);
+        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, key_chan(C, qp.kvoff), BC, hs, W, tid, G);
+        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, value_chan(C, NH, qp.kvoff, group, hs), BC, hs, W, tid, G);
         tern_barrier(kb);
         tern_v sc[32];
         tern_v mt = tern_f32(-INFINITY);
@@ -225,11 +251,67 @@ void gk_trace_attention_delta(tern_kb *kb, void *spec) {
  * v_j and accumulates that part of dk_j and dv_j in registers; tiles of BQ query rows of Q
  * and dO, with their saved and delta, sit in shared memory.
  * dv_j = sum_i P_ij dO_i; dk_j = scale sum_i dS_ij q_i, dS_ij = P_ij (dO_i . v_j - delta_i);
- * only i >= j contribute. Spec t[0] dqkv, t[1] qkv, t[2] dout.
+ * only i >= j contribute. With grouped heads a key row is one (b, key/value head): the sums
+ * also run over the group's query heads, one after another into the same registers (no
+ * atomics); grid (ceil(T / GK_ATT_BR), B KV). Spec t[0] dqkv, t[1] qkv, t[2] dout.
  * Parameters: dqkv, qkv, dout, saved, delta, T, C, NH, scale. */
+typedef struct dkdv_ctx {
+    tern_kb *kb;
+    int hs, SP, DH, W, BQ, G;
+    tile_layout lt;
+    tern_v qkv, dout, saved, delta, qs, gs, ls, ds;
+    tern_v T, C, C3, tid, part, j, j0, last, row_base, c;
+    tern_v *k, *v, *dk, *dv;
+} dkdv_ctx;
+
+/* Adds query head `hoff / hs`'s terms (its rows' stats from stat0 in saved and delta) to dk, dv. */
+static void dkdv_head(const dkdv_ctx *x, tern_v hoff, tern_v stat0) {
+    tern_kb *kb = x->kb;
+    tile_layout lt = x->lt;
+    int BQ = x->BQ, DH = x->DH;
+    tern_v T = x->T, tid = x->tid, last = x->last;
+    /* query tiles from the one holding j0 to the end */
+    tern_v t_first = tern_div(x->j0, tern_int(BQ));
+    tern_v t_end = tern_div(tern_add(T, tern_int(BQ - 1)), tern_int(BQ));
+    TERN_FOR(kb, qt, t_first, t_end, tern_int(1)) {
+        tern_v i0 = tern_mul(qt, tern_int(BQ));
+        tern_barrier(kb); /* the previous tile is consumed */
+        load_tile(kb, x->qs, lt, x->qkv, x->row_base, i0, last, x->C3, hoff, BQ, x->hs, x->W, tid, x->G);
+        load_tile(kb, x->gs, lt, x->dout, x->row_base, i0, last, x->C, hoff, BQ, x->hs, x->W, tid, x->G);
+        TERN_IF(kb, tern_lt(tid, tern_int(BQ))) {
+            tern_v qi = tern_min(tern_add(i0, tid), last);
+            tern_store(x->ls, tid, tern_mul(tern_load(x->saved, tern_add(stat0, qi)), tern_f32(LOG2E)));
+            tern_store(x->ds, tid, tern_load(x->delta, tern_add(stat0, qi)));
+        }
+        tern_barrier(kb);
+        TERN_FOR(kb, r, tern_int(0), tern_int(BQ), tern_int(1)) {
+            tern_v qrow = tern_add(tern_mul(r, tern_int(lt.ld)), part_base(lt, x->part));
+            tern_v qv[GK_ATT_MAX_HS], gv[GK_ATT_MAX_HS];
+            tern_v sdot = tern_f32(0.0f), pdot = tern_f32(0.0f);
+            for (int d = 0; d < DH; d++) {
+                qv[d] = tern_load(x->qs, tern_add(qrow, tern_int(d)));
+                gv[d] = tern_load(x->gs, tern_add(qrow, tern_int(d)));
+                sdot = d ? tern_fma(qv[d], x->k[d], sdot) : tern_mul(qv[d], x->k[d]);
+                pdot = d ? tern_fma(gv[d], x->v[d], pdot) : tern_mul(gv[d], x->v[d]);
+            }
+            sdot = row_sum(sdot, x->SP);
+            pdot = row_sum(pdot, x->SP);
+            tern_v i = tern_add(i0, r);
+            tern_v live = tern_land(tern_le(x->j, i), tern_lt(i, T));
+            tern_v p = tern_exp2(tern_sub(tern_mul(sdot, x->c), tern_load(x->ls, r)));
+            p = tern_select(live, p, tern_f32(0.0f));
+            tern_v dsv = tern_mul(p, tern_sub(pdot, tern_load(x->ds, r)));
+            for (int d = 0; d < DH; d++) {
+                tern_assign(x->dv[d], tern_fma(p, gv[d], x->dv[d]));
+                tern_assign(x->dk[d], tern_fma(dsv, qv[d], x->dk[d]));
+            }
+        }
+    }
+}
+
 void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], SP = gk_att_split(hs, 1), DH = hs / SP, W = width_for(s->n[1], DH);
+    int hs = s->n[0], SP = gk_att_split(hs, 1), DH = hs / SP, W = width_for(s->n[1], DH), group = group_of(s);
     int BQ = query_tile(hs), G = GK_ATT_BR * SP;
     tile_layout lt = layout(hs, SP);
     tern_v dqkv = ku_buf(kb, "dqkv", s->t[0], TERN_WRITE);
@@ -249,61 +331,39 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
     tern_v tid = tern_local_id(kb, 0);
     tern_v part = tern_rem(tid, tern_int(SP)), pk = tern_mul(part, tern_int(DH));
     tern_v kt = tern_group_id(kb, 0); /* the longest (earliest) key rows first */
-    tern_v bh = tern_group_id(kb, 1);
-    tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
+    tern_v bh = tern_group_id(kb, 1); /* (b, h), or (b, key/value head) when grouped */
+    tern_v KV = group == 1 ? NH : tern_div(NH, tern_int(group));
+    tern_v b = tern_div(bh, KV), h = tern_rem(bh, KV);
     tern_v last = tern_sub(T, tern_int(1));
     tern_v j0 = tern_mul(kt, tern_int(GK_ATT_BR));
     tern_v j = tern_add(j0, tern_div(tid, tern_int(SP)));
     tern_v jc = tern_min(j, last);
-    tern_v C3 = tern_mul(C, tern_int(3));
+    tern_v C3 = qkv_stride(C, NH, group, hs);
     tern_v row_base = tern_mul(b, T);
-    tern_v hoff = tern_mul(h, tern_int(hs));
+    tern_v hoff = tern_mul(h, tern_int(hs)); /* grouped: the key/value head's offset */
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
 
     tern_v k[GK_ATT_MAX_HS], v[GK_ATT_MAX_HS], dk[GK_ATT_MAX_HS], dv[GK_ATT_MAX_HS];
     tern_v own = tern_add(tern_add(tern_mul(tern_add(row_base, jc), C3), hoff), pk);
+    /* the value block's start: 2C, or C + KV hs */
+    tern_v vchan = group == 1 ? tern_int(0) : tern_add(C, tern_mul(KV, tern_int(hs)));
     load_row(qkv, tern_add(own, C), DH, W, k);
-    load_row(qkv, tern_add(own, tern_mul(C, tern_int(2))), DH, W, v);
+    load_row(qkv, tern_add(own, group == 1 ? tern_mul(C, tern_int(2)) : vchan), DH, W, v);
     for (int d = 0; d < DH; d++) {
         dk[d] = tern_var(kb, "dk", tern_f32(0.0f));
         dv[d] = tern_var(kb, "dv", tern_f32(0.0f));
     }
-    tern_v stat0 = tern_mul(bh, T);
-    /* query tiles from the one holding j0 to the end */
-    tern_v t_first = tern_div(j0, tern_int(BQ));
-    tern_v t_end = tern_div(tern_add(T, tern_int(BQ - 1)), tern_int(BQ));
-    TERN_FOR(kb, qt, t_first, t_end, tern_int(1)) {
-        tern_v i0 = tern_mul(qt, tern_int(BQ));
-        tern_barrier(kb); /* the previous tile is consumed */
-        load_tile(kb, qs, lt, qkv, row_base, i0, last, C3, hoff, BQ, hs, W, tid, G);
-        load_tile(kb, gs, lt, dout, row_base, i0, last, C, hoff, BQ, hs, W, tid, G);
-        TERN_IF(kb, tern_lt(tid, tern_int(BQ))) {
-            tern_v qi = tern_min(tern_add(i0, tid), last);
-            tern_store(ls, tid, tern_mul(tern_load(saved, tern_add(stat0, qi)), tern_f32(LOG2E)));
-            tern_store(ds, tid, tern_load(delta, tern_add(stat0, qi)));
-        }
-        tern_barrier(kb);
-        TERN_FOR(kb, r, tern_int(0), tern_int(BQ), tern_int(1)) {
-            tern_v qrow = tern_add(tern_mul(r, tern_int(lt.ld)), part_base(lt, part));
-            tern_v qv[GK_ATT_MAX_HS], gv[GK_ATT_MAX_HS];
-            tern_v sdot = tern_f32(0.0f), pdot = tern_f32(0.0f);
-            for (int d = 0; d < DH; d++) {
-                qv[d] = tern_load(qs, tern_add(qrow, tern_int(d)));
-                gv[d] = tern_load(gs, tern_add(qrow, tern_int(d)));
-                sdot = d ? tern_fma(qv[d], k[d], sdot) : tern_mul(qv[d], k[d]);
-                pdot = d ? tern_fma(gv[d], v[d], pdot) : tern_mul(gv[d], v[d]);
-            }
-            sdot = row_sum(sdot, SP);
-            pdot = row_sum(pdot, SP);
-            tern_v i = tern_add(i0, r);
-            tern_v live = tern_land(tern_le(j, i), tern_lt(i, T));
-            tern_v p = tern_exp2(tern_sub(tern_mul(sdot, c), tern_load(ls, r)));
-            p = tern_select(live, p, tern_f32(0.0f));
-            tern_v dsv = tern_mul(p, tern_sub(pdot, tern_load(ds, r)));
-            for (int d = 0; d < DH; d++) {
-                tern_assign(dv[d], tern_fma(p, gv[d], dv[d]));
-                tern_assign(dk[d], tern_fma(dsv, qv[d], dk[d]));
-            }
+    dkdv_ctx x = {.kb = kb, .hs = hs, .SP = SP, .DH = DH, .W = W, .BQ = BQ, .G = G, .lt = lt, .qkv = qkv,
+                  .dout = dout, .saved = saved, .delta = delta, .qs = qs, .gs = gs, .ls = ls, .ds = ds, .T = T,
+                  .C = C, .C3 = C3, .tid = tid, .part = part, .j = j, .j0 = j0, .last = last,
+                  .row_base = row_base, .c = c, .k = k, .v = v, .dk = dk, .dv = dv};
+    if (group == 1) {
+        dkdv_head(&x, hoff, tern_mul(bh, T));
+    } else {
+        /* query heads h group .. h group + group - 1, one after another */
+        TERN_FOR(kb, m, tern_int(0), tern_int(group), tern_int(1)) {
+            tern_v qh = tern_add(tern_mul(h, tern_int(group)), m);
+            dkdv_head(&x, tern_mul(qh, tern_int(hs)), tern_mul(tern_add(tern_mul(b, NH), qh), T));
         }
     }
     TERN_IF(kb, tern_lt(j, T)) {
@@ -314,7 +374,7 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
                 vv[e] = dv[d + e];
             }
             ku_store(dqkv, tern_add(tern_add(own, C), tern_int(d)), W, kv);
-            ku_store(dqkv, tern_add(tern_add(own, tern_mul(C, tern_int(2))), tern_int(d)), W, vv);
+            ku_store(dqkv, tern_add(tern_add(own, group == 1 ? tern_mul(C, tern_int(2)) : vchan), tern_int(d)), W, vv);
         }
     }
 }
@@ -326,7 +386,7 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec) {
  * dq_i = scale sum_j dS_ij k_j over the key tiles up to the diagonal. */
 void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH);
+    int hs = s->n[0], SP = gk_att_split(hs, 0), DH = hs / SP, W = width_for(s->n[1], DH), group = group_of(s);
     int BC = key_tile(hs), G = GK_ATT_BR * SP;
     tile_layout lt = layout(hs, SP);
     bool delta_only = s->n[2] != 0;
@@ -342,7 +402,7 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     tern_v ks = tern_shared(kb, "ks", TERN_T_F32, (size_t)BC * lt.ld);
     tern_v vs = tern_shared(kb, "vs", TERN_T_F32, (size_t)BC * lt.ld);
 
-    query_place qp = query_place_of(kb, lt, SP, DH, hs, T, C, NH);
+    query_place qp = query_place_of(kb, lt, SP, DH, hs, group, T, C, NH);
     tern_v tid = qp.tid, part = qp.part, pk = qp.pk, sk = qp.sk, qt = qp.qt, bh = qp.bh, last = qp.last;
     tern_v i = qp.i, ic = qp.ic, C3 = qp.C3, row_base = qp.row_base, hoff = qp.hoff;
     tern_v c = tern_mul(scale, tern_f32(LOG2E));
@@ -363,8 +423,8 @@ void gk_trace_attention_dq(tern_kb *kb, void *spec) {
     tern_v tiles = tern_add(tern_div(group_last, tern_int(BC)), tern_int(1));
     TERN_FOR(kb, kt, tern_int(0), tiles, tern_int(1)) {
         tern_v j0 = tern_mul(kt, tern_int(BC));
-        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, tern_add(C, hoff), BC, hs, W, tid, G);
-        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, tern_add(tern_mul(C, tern_int(2)), hoff), BC, hs, W, tid, G);
+        load_tile(kb, ks, lt, qkv, row_base, j0, last, C3, key_chan(C, qp.kvoff), BC, hs, W, tid, G);
+        load_tile(kb, vs, lt, qkv, row_base, j0, last, C3, value_chan(C, NH, qp.kvoff, group, hs), BC, hs, W, tid, G);
         tern_barrier(kb);
         tern_v dsv[32];
         for (int r = 0; r < BC; r++) {

@@ -19,9 +19,14 @@
  * bandwidth; its kernel (trace_split) is built to keep that chain short: two round trips to
  * memory and one barrier when decoding.
  *
+ * Grouped key/value heads (spec n[6] = group = NH / KV > 1): qkv rows of (NH + 2 KV) hs
+ * (attention.c's layout), caches [B, KV, max_T, hs]; query head h reads key/value head
+ * h / group, and only the group's first head (h % group == 0) stores the new keys and values
+ * (the others read the same rows from qkv). n[6] 0 or 1 is GPT-2's kernel, traced as before.
+ *
  * Spec: t[0] out, t[1] k_cache, t[2] v_cache, t[3] qkv; n[0] = hs, n[1] = W, n[2] = S (0 or 1:
  * no split); split: n[3] threads per group, n[4] threads per position (kernels.h), n[5] = 1
- * when T = 1 (decoding).
+ * when T = 1 (decoding); n[6] = group.
  * Parameters: out (split: partial), k_cache, v_cache, qkv, pos, fault, T, C, NH, max_T,
  * scale. Grid: B NH T groups; split: (T S, NH, B). */
 #include <math.h>
@@ -49,7 +54,35 @@ static tern_v dot_row(tern_v buf, tern_v at, tern_v qsh, int hs, int W) {
 /* The kernel's parameters, in launch order. */
 typedef struct cached_args {
     tern_v out, kc, vc, qkv, pos, fault, T, C, NH, max_T, scale;
+    int group; /* query heads per key/value head (1: GPT-2) */
+    /* grouped (set by heads_of): from a query head's channels in a row to its key/value
+     * head's key and value, and the cache's head b KV + h / group */
+    tern_v kshift, vshift, cache_head, stores;
 } cached_args;
+
+/* qkv's row stride: 3C, or C + 2 KV hs. */
+static tern_v row_stride(const cached_args *a, int hs) {
+    if (a->group == 1) return tern_mul(a->C, tern_int(3));
+    return tern_add(a->C, tern_mul(tern_div(a->NH, tern_int(a->group)), tern_int(2 * hs)));
+}
+
+/* Query head h of sequence b (bh = b NH + h): the shifts from its query channels to its
+ * key/value head's key and value in the same row, the cache head, and whether it stores. */
+static void heads_of(cached_args *a, tern_v b, tern_v h, int hs) {
+    if (a->group == 1) return;
+    tern_v KV = tern_div(a->NH, tern_int(a->group)), g = tern_div(h, tern_int(a->group));
+    tern_v back = tern_mul(tern_sub(g, h), tern_int(hs)); /* (g - h) hs, <= 0 */
+    a->kshift = tern_add(a->C, back);
+    a->vshift = tern_add(tern_add(a->C, tern_mul(KV, tern_int(hs))), back);
+    a->cache_head = tern_add(tern_mul(b, KV), g);
+    a->stores = tern_eq(tern_rem(h, tern_int(a->group)), tern_int(0));
+}
+
+/* The shift to the key (C) and to the value (2C) from a query row's channels. */
+static tern_v key_shift(const cached_args *a) { return a->group == 1 ? a->C : a->kshift; }
+static tern_v value_shift(const cached_args *a) {
+    return a->group == 1 ? tern_mul(a->C, tern_int(2)) : a->vshift;
+}
 
 static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     cached_args a;
@@ -64,6 +97,7 @@ static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     a.NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     a.max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
     a.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
+    a.group = s->n[6] > 1 ? s->n[6] : 1;
     return a;
 }
 
@@ -93,27 +127,31 @@ static void trace_rows(tern_kb *kb, const gk_spec *s) {
     tern_v b = tern_div(bh, a.NH), h = tern_rem(bh, a.NH);
     tern_v p0 = tern_load(a.pos, tern_int(0));
     TERN_IF(kb, positions_ok(kb, &a, p0)) {
-        tern_v C3 = tern_mul(C, tern_int(3));
+        heads_of(&a, b, h, hs);
+        tern_v C3 = row_stride(&a, hs);
         tern_v hoff = tern_mul(h, tern_int(hs));
         tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C3), hoff);
-        tern_v cache0 = tern_mul(tern_mul(bh, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
+        tern_v chead = a.group == 1 ? bh : a.cache_head;
+        tern_v cache0 = tern_mul(tern_mul(chead, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
         /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
         tern_v new0 = tern_add(tern_mul(tern_mul(b, T), C3), hoff);
 
-        /* store this row's key and value */
+        /* store this row's key and value (grouped: the group's first head) */
         int chunks = hs / W;
+        if (a.group > 1) tern_if(kb, a.stores);
         for (int it = 0; it * GK_AC_GROUP < chunks; it++) {
             tern_v e = tern_add(tid, tern_int(it * GK_AC_GROUP));
             TERN_IF(kb, tern_lt(e, tern_int(chunks))) {
                 tern_v d = tern_mul(e, tern_int(W));
                 tern_v to = tern_add(tern_add(cache0, tern_mul(tern_add(p0, t), tern_int(hs))), d);
                 tern_v x[8];
-                ku_load(qkv, tern_add(tern_add(qrow, C), d), W, x);
+                ku_load(qkv, tern_add(tern_add(qrow, key_shift(&a)), d), W, x);
                 ku_store(kc, to, W, x);
-                ku_load(qkv, tern_add(tern_add(qrow, tern_mul(C, tern_int(2))), d), W, x);
+                ku_load(qkv, tern_add(tern_add(qrow, value_shift(&a)), d), W, x);
                 ku_store(vc, to, W, x);
             }
         }
+        if (a.group > 1) tern_end(kb);
 
         tern_v c = tern_mul(a.scale, tern_f32(LOG2E));
         TERN_IF(kb, tern_lt(tid, tern_int(chunks))) {
@@ -140,7 +178,7 @@ static void trace_rows(tern_kb *kb, const gk_spec *s) {
             }
             TERN_ELSE(kb) {
                 tern_v at = tern_add(new0, tern_mul(tern_sub(jc, p0), C3));
-                tern_assign(sc, dot_row(qkv, tern_add(at, C), qsh, hs, W));
+                tern_assign(sc, dot_row(qkv, tern_add(at, key_shift(&a)), qsh, hs, W));
             }
             tern_v live = tern_lt(j, hi);
             tern_v score = tern_select(live, sc, tern_f32(-INFINITY));
@@ -164,7 +202,7 @@ static void trace_rows(tern_kb *kb, const gk_spec *s) {
                     tern_v vx = tern_load(vc, tern_add(vbase, tern_mul(r, tern_int(hs))));
                     tern_assign(acc, tern_fma(tern_load(ps, r), vx, acc));
                 }
-                tern_v qbase = tern_add(tern_add(new0, tern_mul(tern_sub(j0, p0), C3)), tern_add(tern_mul(C, tern_int(2)), od));
+                tern_v qbase = tern_add(tern_add(new0, tern_mul(tern_sub(j0, p0), C3)), tern_add(value_shift(&a), od));
                 tern_v first_new = tern_add(split, tern_rem(tern_sub(tern_add(slice, tern_int(slices)), tern_rem(split, tern_int(slices))), tern_int(slices)));
                 TERN_FOR(kb, r, first_new, n, tern_int(slices)) {
                     tern_v vx = tern_load(qkv, tern_add(qbase, tern_mul(r, C3)));
@@ -210,6 +248,7 @@ typedef struct split_plan {
  * softmax (m, l, base 2) with the value sums of its lane o [WV], and a pass's loads. */
 typedef struct split_thread {
     split_plan pl;
+    const cached_args *a; /* the key and value shifts */
     tern_v kc, vc, qkv, C, C3, p0, c, cache0, new0;
     tern_v slot, qpart, vslice, vlane, lane;
     tern_v q[GK_AC_PART_MAX];
@@ -223,7 +262,7 @@ static void load_row(const split_thread *st, bool fresh, bool value, tern_v pos,
     tern_v buf, from;
     if (fresh) {
         buf = st->qkv;
-        tern_v chan = value ? tern_mul(st->C, tern_int(2)) : st->C;
+        tern_v chan = value ? value_shift(st->a) : key_shift(st->a);
         from = tern_add(tern_add(st->new0, tern_mul(tern_sub(pos, st->p0), st->C3)), tern_add(chan, at));
     } else {
         buf = value ? st->vc : st->kc;
@@ -355,7 +394,9 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v t = tern_div(gx, tern_int(S)), part = tern_rem(gx, tern_int(S));
     tern_v bh = tern_add(tern_mul(b, a.NH), h);
     tern_v g = tern_add(tern_mul(tern_add(tern_mul(bh, T), t), tern_int(S)), part); /* (row (b, h, t), part) */
-    st.C3 = tern_mul(C, tern_int(3));
+    heads_of(&a, b, h, hs);
+    st.a = &a;
+    st.C3 = row_stride(&a, hs);
     tern_v hoff = tern_mul(h, tern_int(hs));
     tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), st.C3), hoff);
     st.qpart = tern_rem(tid, tern_int(pl.TP)), st.slot = tern_div(tid, tern_int(pl.TP));
@@ -364,10 +405,10 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
     for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(qat, tern_int(d)), W, st.q + d);
     tern_v knew[GK_AC_PART_MAX], vnew[GK_ATT_MAX_HS / 32];
-    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(tern_add(qat, C), tern_int(d)), W, knew + d);
+    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(tern_add(qat, key_shift(&a)), tern_int(d)), W, knew + d);
     for (int it = 0; it < merges; it++) {
         tern_v d = tern_min(tern_add(tid, tern_int(it * G)), tern_int(hs - 1));
-        vnew[it] = tern_load(qkv, tern_add(tern_add(qrow, tern_mul(C, tern_int(2))), d));
+        vnew[it] = tern_load(qkv, tern_add(tern_add(qrow, value_shift(&a)), d));
     }
     st.c = tern_mul(a.scale, tern_f32(LOG2E)); /* scores in base 2 */
     /* the running softmax and a pass's loads, set up while the loads above are in flight */
@@ -379,7 +420,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
 
     TERN_IF(kb, positions_ok(kb, &a, st.p0)) {
         tern_v p0 = st.p0;
-        st.cache0 = tern_mul(tern_mul(bh, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
+        st.cache0 = tern_mul(tern_mul(a.group == 1 ? bh : a.cache_head, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
         /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
         st.new0 = tern_add(tern_mul(tern_mul(b, T), st.C3), hoff);
 
@@ -453,7 +494,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
         /* split 0 stores the row's key (the TP threads of slot 0) and value at p0 + t, last:
          * the stores wait for their values, which nothing else has waited for before here
          * (nor does any group of this launch read them: see the top of the file) */
-        TERN_IF(kb, tern_eq(part, tern_int(0))) {
+        TERN_IF(kb, a.group == 1 ? tern_eq(part, tern_int(0)) : tern_land(tern_eq(part, tern_int(0)), a.stores)) {
             tern_v to = tern_add(st.cache0, tern_mul(tern_add(p0, t), tern_int(hs)));
             TERN_IF(kb, tern_lt(tid, tern_int(pl.TP))) {
                 tern_v kat = tern_add(to, tern_mul(tid, tern_int(DP)));

@@ -155,8 +155,9 @@ void gk_ln_row_out(gk_ln_row *r, tern_v w, tern_v b, int k, tern_v out[8]);
  * group, key tiles in shared memory; grid (ceil(T / GK_ATT_BR), B * NH). n[0] = hs,
  * n[1] = W (an upper bound: the kernels use the widest width dividing their share of hs).
  * ATTENTION_DKDV: gk_att_split(hs, 1) threads per key row, GK_ATT_BR rows per group;
- * grid (ceil(T / GK_ATT_BR), B * NH). ATTENTION_DELTA: one thread per (b, t, h), groups
- * of GK_EW_GROUP. saved (and delta) are f32 [B, NH, T]. */
+ * grid (ceil(T / GK_ATT_BR), B * KV) (KV = NH unless grouped). ATTENTION_DELTA: one thread
+ * per (b, t, h), groups of GK_EW_GROUP. saved (and delta) are f32 [B, NH, T]. n[3] = NH / KV
+ * for grouped key/value heads (0: KV = NH, GPT-2's kernels). */
 #define GK_ATT_BR 64
 /* The largest head size the register-resident kernels take. */
 #define GK_ATT_MAX_HS 256
@@ -186,7 +187,8 @@ static inline int gk_att_split(int hs, int backward) {
  * hs 64). A row's values are dealt to gk_ac_lanes(hs, W) neighbouring threads (a power of two
  * dividing both 32 and hs / W), each holding hs / lanes of them. Each thread keeps hs / parts
  * of q, of a key and of values in registers: past GK_AC_PART_MAX (head sizes with few
- * factors of two) the host does not split. n[5] = 1 when T = 1 (decoding). */
+ * factors of two) the host does not split. n[5] = 1 when T = 1 (decoding). n[6] = NH / KV
+ * for grouped key/value heads (caches [B, KV, max_T, hs]; 0: KV = NH). */
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256

@@ -4,7 +4,8 @@
  *   gemm   cuBLASLt's batched products on causal blocks with DSL softmax kernels
  *          (attention_gemm.c): f32, and bf16 where mma does not fit
  *   core   the GPU core's flash-style f32 kernels (src/gpu_core/attention.c): any call
- *          whose buffers mix dtypes, which the other two do not take.
+ *          whose buffers mix dtypes, and grouped key/value heads (KV < NH), which the
+ *          other two do not take.
  * Each is the fastest for what it takes (bench/h200/NOTES.md): bf16 mma 34.3 ms a step
  * against gemm's 41.8 (run 15); f32 gemm 62 ms against the core's 244.
  * All three save the same record (each query row's natural logsumexp of its scaled scores,
@@ -26,29 +27,27 @@ static att_kind attention_kind(tern_dtype act, int hs, const size_t *offsets, in
  * the core's own record, is checked here as the core's kernels do). */
 tern_error *cuda_attention(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int NH, int KV,
                            int hs) {
-    TERN_TRY(gpu_attention_heads("attention", NH, KV));
-    int C = NH * hs;
     size_t offsets[] = {out.offset, qkv.offset};
-    att_kind kind = qkv.dtype != out.dtype ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 2);
+    att_kind kind = qkv.dtype != out.dtype || KV != NH ? ATT_CORE : attention_kind(qkv.dtype, hs, offsets, 2);
     if (kind == ATT_CORE) return gpu_attention_dsl(d, out, saved, qkv, B, T, NH, KV, hs);
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
     TERN_TRY(tern_check_saved("attention", saved, saved_len));
+    int C = NH * hs;
     return kind == ATT_GEMM ? cuda_attention_gemm(d, out, saved, qkv, B, T, C, NH)
                             : cuda_attention_flash(d, out, saved, qkv, B, T, C, NH);
 }
 
 tern_error *cuda_attention_backward(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                     tern_buf saved, int B, int T, int NH, int KV, int hs) {
-    TERN_TRY(gpu_attention_heads("attention_backward", NH, KV));
-    int C = NH * hs;
     size_t offsets[] = {dqkv.offset, dout.offset, qkv.offset, out.offset};
     bool mixed = qkv.dtype != out.dtype || qkv.dtype != dout.dtype || qkv.dtype != dqkv.dtype;
-    att_kind kind = mixed ? ATT_CORE : attention_kind(qkv.dtype, C / NH, offsets, 4);
+    att_kind kind = mixed || KV != NH ? ATT_CORE : attention_kind(qkv.dtype, hs, offsets, 4);
     if (kind == ATT_CORE) return gpu_attention_backward_dsl(d, dqkv, dout, qkv, out, saved, B, T, NH, KV, hs);
     size_t saved_len = 0;
     TERN_TRY(gpu_attention_saved_len(d, B, T, NH, &saved_len));
     TERN_TRY(tern_check_saved("attention_backward", saved, saved_len));
+    int C = NH * hs;
     return kind == ATT_GEMM ? cuda_attention_backward_gemm(d, dqkv, dout, qkv, out, saved, B, T, C, NH)
                             : cuda_attention_backward_flash(d, dqkv, dout, qkv, out, saved, B, T, C, NH);
 }
