@@ -415,12 +415,21 @@ static void test_errors(ot_ctx *c) {
     ot_free(c, &x128), ot_free(c, &i32), ot_free(c, &dx), ot_free(c, &dw), ot_free(c, &db), ot_free(c, &rstd);
 }
 
+/* TERN_TEST_PART splits the suite in two for a slow handler (OpenCL: two tests, each with
+ * its share of PoCL's compiles): "matrix" the shapes x dtypes of forward and backward;
+ * "grads" adjacent gradients, dsum and grad_beta, finite differences and the errors.
+ * Unset: everything. */
 static void test_all(ot_ctx *c) {
-    test_forward_backward(c);
-    test_backward_adjacent_grads(c);
-    test_backward_dsum_beta(c);
-    test_finite_differences(c);
-    test_errors(c);
+    const char *part = getenv("TERN_TEST_PART");
+    bool all = !part || !*part, matrix = all || !strcmp(part, "matrix"), grads = all || !strcmp(part, "grads");
+    CHECKF(matrix || grads, "TERN_TEST_PART is '%s', not matrix or grads", part);
+    if (matrix) test_forward_backward(c);
+    if (grads) {
+        test_backward_adjacent_grads(c);
+        test_backward_dsum_beta(c);
+        test_finite_differences(c);
+        test_errors(c);
+    }
 }
 
 int main(void) {
