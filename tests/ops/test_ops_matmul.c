@@ -176,17 +176,9 @@ static mm_case random_case(int small) {
     return t;
 }
 
-/* The representative set (ot_full; opencl in make test), since each dtype combination at
- * each shape class is a kernel variant: the first 100 of the 400 random cases and 60 of the
- * 240 with an addend (each draws every parameter: dtypes, transposes, strides, batches,
- * alpha, beta, bias, GELU), and test_combinations whole, which runs every dtype
- * combination on each path (small m, blocked, several units of work, B chunks). */
-static int random_cases(ot_ctx *c, int all) { return ot_full(c) ? all : all / 4; }
-
 static void test_random(ot_ctx *c) {
     ot_seed(42);
-    int cases = random_cases(c, 400);
-    for (int id = 0; id < cases; id++) {
+    for (int id = 0; id < 400; id++) {
         mm_case t = random_case(id % 2);
         run_case(c, &t, id);
     }
@@ -258,8 +250,7 @@ static void test_combinations(ot_ctx *c) {
 static void test_addend(ot_ctx *c) {
     ot_seed(11);
     static const float betas[] = {1.0f, 0.75f, -0.5f, 0.0f};
-    int cases = random_cases(c, 240);
-    for (int id = 2000; id < 2000 + cases; id++) {
+    for (int id = 2000; id < 2240; id++) {
         mm_case t = random_case(id % 2);
         t.beta = betas[ot_randint(0, 4)];
         t.addend = ot_randint(0, 4) != 0;
