@@ -35,9 +35,9 @@ build: setup configure
 export POCL_CACHE_DIR ?= $(abspath $(BUILD))/pocl-cache
 
 # make test: every handler, every operation, the fixtures. make test-slow runs the slow
-# suite (label `slow`: the GPU core's kernel-variant matrices on PoCL, the whole fixture on
-# the interpreter, every kernel variant through NVRTC and the Metal check); make test-all is
-# both, and CI runs both.
+# suite (label `slow`: the GPU core's kernel-variant matrices on PoCL, the op suites' whole
+# matrices on OpenCL, the whole fixture on the interpreter, every kernel variant through
+# NVRTC and the Metal check); make test-all is both, and CI runs both (tests/README.md).
 test: build
 	@bash scripts/setup-test-python $(BUILD)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -LE slow

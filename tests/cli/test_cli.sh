@@ -78,20 +78,8 @@ grep -q '<polyline' "$work/full/loss.svg" && [ "$(grep -c . "$work/full/losses.t
     grep -q '^mean loss over 3 batches' "$work/eval.log" && [ "$(grep -c '^batch' "$work/eval.log")" = 3 ] &&
     pass "eval prints each batch and the mean" || fail "eval: $(cat "$work/eval.log")"
 
-# Hugging Face transformers loads the checkpoint unchanged and computes the same logits
-# (only where python3 -- or $TERN_PYTHON -- has torch and transformers; otherwise reported
-# skipped).
-python=${TERN_PYTHON:-python3}
-if "$python" -c 'import torch, transformers' 2>/dev/null; then
-    if "$python" "$(dirname "$0")/hf_load_check.py" "$tern" "$work/full" "$work/val.txt" > "$work/hf.log" 2>&1; then
-        pass "transformers loads the checkpoint: $(tail -1 "$work/hf.log")"
-    else
-        fail "transformers check: $(tail -3 "$work/hf.log")"
-    fi
-else
-    echo "skipped: transformers check (python3 with torch and transformers not installed)"
-fi
-
+# (transformers loading a checkpoint: test_hf_load.sh, a test of its own that ctest shows as
+# skipped where torch and transformers are not installed.)
 # (Kills at every moment of a checkpoint, signals, locks and odd files: test_train_state.sh.)
 
 # ---- bad input: one line on stderr, 'tern: error: ...', exit status 1 ----

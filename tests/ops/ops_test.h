@@ -231,6 +231,19 @@ static inline tern_error *ot_or_sync(ot_ctx *c, tern_error *err) {
 /* Whether the handler under test is the cpu one (for checks of cpu-only behaviour). */
 static inline int ot_is_cpu(const ot_ctx *c) { return strcmp(c->handler, "cpu") == 0; }
 
+/* Whether to run a suite's whole case matrix (every shape x dtype combination) or its
+ * representative set. On opencl each kernel variant (element types and shape constants are
+ * compiled in) is a PoCL compile of seconds, so make test runs there the representative
+ * set each suite states beside its loops: every kernel and code path at least once, each
+ * dtype of each buffer at least once, the edge shapes (1 x 1, odd sizes, GPT-2's). The slow
+ * suite's *_opencl_full tests set TERN_TEST_FULL=1 for the whole matrix; cpu, interp and
+ * cuda always run it (docs/PERFORMANCE.md, "The test suite on a new 2-core machine"). */
+static inline int ot_full(const ot_ctx *c) {
+    if (strcmp(c->handler, "opencl") != 0) return 1;
+    const char *full = getenv("TERN_TEST_FULL");
+    return full && !strcmp(full, "1");
+}
+
 /* Float dtypes an operation's "every float buffer may be f32 or bf16" allows. */
 static const tern_dtype ot_float2[2] = {TERN_F32, TERN_BF16};
 
