@@ -13,7 +13,7 @@ MODEL ?= models/brown-mini
 PRECISION ?=
 TEMPERATURE ?=
 
-.PHONY: all setup configure build quiet-build test test-slow test-all gpt2 clean asan install fuzz
+.PHONY: all setup configure build quiet-build test test-slow test-all gpt2 llama llama-model clean asan install fuzz
 
 all: build
 
@@ -60,6 +60,13 @@ gpt2: quiet-build
 	@$(BUILD)/tern generate --model "$(MODEL)" --prompt "$(PROMPT)" --tokens $(TOKENS) \
 	    --backend $(BACKEND) $(if $(TEMPERATURE),--temperature $(TEMPERATURE)) \
 	    $(if $(PRECISION),--precision $(PRECISION))
+
+# make llama MODEL=DIR: the same for a Llama-family folder (Llama 3.x, Qwen2, SmolLM2:
+# scripts/get-model fetches one; ../shared/fixtures/llama-tiny-a is the project's fixture).
+# tern reads the family from the folder's config.json; there is no default model.
+llama-model:
+	@if [ "$(origin MODEL)" = file ]; then echo "make llama: give MODEL=DIR, a Llama-family folder (scripts/get-model NAME fetches one)" >&2; exit 1; fi
+llama: llama-model gpt2
 
 # make test's suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
