@@ -6,34 +6,27 @@
 #include <string.h>
 
 #include "gpt2_internal.h"
-#include "tern/handlers.h"
 #include "tern/rng.h"
 #include "tern/safetensors.h"
 
-#include "gpt2_instances.h" /* TERN_GPT2_INSTANCES(X): one X(handler) per built handler */
+#include "../common/handler_choice.h"
+#include "model_handlers.h" /* TERN_MODEL_HANDLERS(X): one X(handler) per built handler */
 
 #define TERN_GPT2_DECLARE_(h) extern const gpt2_impl tern_gpt2_##h##_impl;
-TERN_GPT2_INSTANCES(TERN_GPT2_DECLARE_)
+TERN_MODEL_HANDLERS(TERN_GPT2_DECLARE_)
 #define TERN_GPT2_ENTRY_(h) &tern_gpt2_##h##_impl,
-static const gpt2_impl *const instances[] = {TERN_GPT2_INSTANCES(TERN_GPT2_ENTRY_)};
+static const gpt2_impl *const instances[] = {TERN_MODEL_HANDLERS(TERN_GPT2_ENTRY_)};
 
 /* The instance of `backend`: a handler's name, then optionally ':' and its options
  * ("cuda:device=1"), which *options points at (NULL without). */
 static tern_error *find_instance(const char *backend, const gpt2_impl **out, const char **options) {
-    const char *colon = strchr(backend, ':');
-    size_t len = colon ? (size_t)(colon - backend) : strlen(backend);
-    *options = colon ? colon + 1 : NULL;
-    for (size_t i = 0; i < sizeof instances / sizeof instances[0]; i++) {
-        if (strlen(instances[i]->handler) == len && !strncmp(instances[i]->handler, backend, len)) {
-            *out = instances[i];
-            return NULL;
-        }
-    }
-    char name[32];
-    snprintf(name, sizeof name, "%.*s", (int)(len < sizeof name ? len : sizeof name - 1), backend);
-    if (tern_handler_known(name))
-        return tern_errorf("backend '%s' is not built into this tern (see 'tern info')", name);
-    return tern_errorf("unknown backend '%s' (expected cpu, cuda, opencl or interp)", name);
+    enum { N = sizeof instances / sizeof instances[0] };
+    const char *names[N];
+    for (size_t i = 0; i < N; i++) names[i] = instances[i]->handler;
+    size_t index = 0;
+    TERN_TRY(model_choose_handler(backend, names, N, &index, options));
+    *out = instances[index];
+    return NULL;
 }
 
 tern_error *tern_precision_parse(const char *text, tern_precision *out) {

@@ -27,49 +27,49 @@ static tern_buf carve(tern_buf room, size_t *used, size_t len) {
     return v;
 }
 
-/* Lays out the activations of a B x T pass (see gpt2_pools). */
-static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_len,
+/* Lays out the activations of a B x T pass (see model_pools). */
+static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved_len,
                         bool with_grad) {
     size_t BT = (size_t)a->B * a->T, C = (size_t)m->cfg.n_embd;
-    a->tokens = GPT2_FN(take)(p, POOL_I32, BT);
-    a->targets = GPT2_FN(take)(p, POOL_I32, BT);
-    a->x0 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->tokens = MODEL_FN(take)(p, POOL_I32, BT);
+    a->targets = MODEL_FN(take)(p, POOL_I32, BT);
+    a->x0 = MODEL_FN(take)(p, POOL_ACT, BT * C);
     /* fch_gelu [BT, 4C]: a layer's own when the backward reads it; one for all layers in a
      * forward-only layout, or when the backward recomputes it (m->memory.recompute_gelu) */
     bool shared_gelu = !with_grad || m->memory.recompute_gelu;
     a->gelu_shared = shared_gelu;
-    tern_buf gelu_all = shared_gelu ? GPT2_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
+    tern_buf gelu_all = shared_gelu ? MODEL_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
     /* ln1, ln2 [BT, C]: likewise, one for both layer norms of every layer when the backward
      * recomputes them (m->memory.recompute_layernorm) or reads none */
     bool shared_ln = !with_grad || m->memory.recompute_layernorm;
     a->ln_shared = shared_ln;
-    tern_buf ln_all = shared_ln ? GPT2_FN(take)(p, POOL_ACT, BT * C) : tern_none();
+    tern_buf ln_all = shared_ln ? MODEL_FN(take)(p, POOL_ACT, BT * C) : tern_none();
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer_acts *la = &a->layers[l];
-        la->ln1 = shared_ln ? ln_all : GPT2_FN(take)(p, POOL_ACT, BT * C);
-        la->ln1_mean = GPT2_FN(take)(p, POOL_F32, BT);
-        la->ln1_rstd = GPT2_FN(take)(p, POOL_F32, BT);
-        la->qkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
-        la->atty = GPT2_FN(take)(p, POOL_ACT, BT * C);
-        la->att_saved = saved_len ? GPT2_FN(take)(p, POOL_F32, saved_len) : tern_none();
-        la->res2 = GPT2_FN(take)(p, POOL_ACT, BT * C);
-        la->ln2 = shared_ln ? ln_all : GPT2_FN(take)(p, POOL_ACT, BT * C);
-        la->ln2_mean = GPT2_FN(take)(p, POOL_F32, BT);
-        la->ln2_rstd = GPT2_FN(take)(p, POOL_F32, BT);
-        la->fch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
-        la->fch_gelu = shared_gelu ? gelu_all : GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
-        la->res3 = GPT2_FN(take)(p, POOL_ACT, BT * C);
+        la->ln1 = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->ln1_mean = MODEL_FN(take)(p, POOL_F32, BT);
+        la->ln1_rstd = MODEL_FN(take)(p, POOL_F32, BT);
+        la->qkv = MODEL_FN(take)(p, POOL_ACT, BT * 3 * C);
+        la->atty = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->att_saved = saved_len ? MODEL_FN(take)(p, POOL_F32, saved_len) : tern_none();
+        la->res2 = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->ln2 = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->ln2_mean = MODEL_FN(take)(p, POOL_F32, BT);
+        la->ln2_rstd = MODEL_FN(take)(p, POOL_F32, BT);
+        la->fch = MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
+        la->fch_gelu = shared_gelu ? gelu_all : MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
+        la->res3 = MODEL_FN(take)(p, POOL_ACT, BT * C);
     }
-    a->lnf = GPT2_FN(take)(p, POOL_ACT, BT * C);
-    a->lnf_mean = GPT2_FN(take)(p, POOL_F32, BT);
-    a->lnf_rstd = GPT2_FN(take)(p, POOL_F32, BT);
+    a->lnf = MODEL_FN(take)(p, POOL_ACT, BT * C);
+    a->lnf_mean = MODEL_FN(take)(p, POOL_F32, BT);
+    a->lnf_rstd = MODEL_FN(take)(p, POOL_F32, BT);
     /* logits [logit_rows, Vp]: a training layout holds some rows at a time (logits_and_loss) */
     a->logit_rows = with_grad ? logit_chunk_rows(m, (int)BT) : (int)BT;
-    a->logits = GPT2_FN(take)(p, POOL_ACT, (size_t)a->logit_rows * (size_t)m->Vp);
-    a->losses = GPT2_FN(take)(p, POOL_F32, BT);
+    a->logits = MODEL_FN(take)(p, POOL_ACT, (size_t)a->logit_rows * (size_t)m->Vp);
+    a->losses = MODEL_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
-    a->dln = GPT2_FN(take)(p, POOL_ACT, BT * C);
+    a->dln = MODEL_FN(take)(p, POOL_ACT, BT * C);
     /* The backward's other buffers live in the logits' room when it is large enough (GPT-2
      * at B=16, T=1024: 9 BT C of 4096 Vp): the logits are dead once logits_and_loss has
      * taken their gradient through the output projection into dln, and backward writes
@@ -83,15 +83,15 @@ static void layout_acts(tern_gpt2 *m, gpt2_pools *p, gpt2_acts *a, size_t saved_
         a->dqkv = carve(a->logits, &used, BT * 3 * C);
         a->dfch = carve(a->logits, &used, BT * 4 * C);
     } else {
-        a->dres = GPT2_FN(take)(p, POOL_ACT, BT * C);
-        a->datty = GPT2_FN(take)(p, POOL_ACT, BT * C);
-        a->dqkv = GPT2_FN(take)(p, POOL_ACT, BT * 3 * C);
-        a->dfch = GPT2_FN(take)(p, POOL_ACT, BT * 4 * C);
+        a->dres = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        a->datty = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        a->dqkv = MODEL_FN(take)(p, POOL_ACT, BT * 3 * C);
+        a->dfch = MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
     }
 }
 
 void GPT2_FN(free_acts)(tern_gpt2 *m) {
-    GPT2_FN(pools_free)(m, m->acts.pool);
+    MODEL_FN(pools_free)(m->dev, m->acts.pool);
     free(m->acts.layers);
     m->acts = (gpt2_acts){0};
     m->epoch++; /* replayable passes named these buffers */
@@ -116,9 +116,9 @@ static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad, bool 
     a->B = B;
     a->T = T;
     a->memory = m->memory;
-    gpt2_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
     layout_acts(m, &p, a, saved_len, with_grad);
-    tern_error *err = GPT2_FN(pools_alloc)(m, &p);
+    tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
         GPT2_FN(free_acts)(m);
         return tern_error_wrap(err, "activations for B=%d, T=%d", B, T);

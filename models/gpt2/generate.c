@@ -6,27 +6,27 @@
 
 #include "instance.h"
 
-static void layout_decode(tern_gpt2 *m, gpt2_pools *p, gpt2_decode *dc) {
+static void layout_decode(tern_gpt2 *m, model_pools *p, gpt2_decode *dc) {
     const tern_gpt2_config *cfg = &m->cfg;
     size_t rows = (size_t)dc->B * dc->T, C = (size_t)cfg->n_embd;
     size_t cache_len = (size_t)dc->B * dc->max_T * C; /* [B, NH, max_T, hs] */
     for (int l = 0; l < cfg->n_layer; l++) {
-        dc->k_cache[l] = GPT2_FN(take)(p, POOL_ACT, cache_len);
-        dc->v_cache[l] = GPT2_FN(take)(p, POOL_ACT, cache_len);
+        dc->k_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
+        dc->v_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
     }
-    dc->prompt = GPT2_FN(take)(p, POOL_I32, rows);
-    dc->token = GPT2_FN(take)(p, POOL_I32, (size_t)dc->B);
-    dc->pos = GPT2_FN(take)(p, POOL_I32, 1);
-    dc->x = GPT2_FN(take)(p, POOL_ACT, rows * C);
-    dc->ln = GPT2_FN(take)(p, POOL_ACT, rows * C);
-    dc->qkv = GPT2_FN(take)(p, POOL_ACT, rows * 3 * C);
-    dc->atty = GPT2_FN(take)(p, POOL_ACT, rows * C);
-    dc->fch = GPT2_FN(take)(p, POOL_ACT, rows * 4 * C);
-    dc->logits = GPT2_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
+    dc->prompt = MODEL_FN(take)(p, POOL_I32, rows);
+    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
+    dc->pos = MODEL_FN(take)(p, POOL_I32, 1);
+    dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
+    dc->ln = MODEL_FN(take)(p, POOL_ACT, rows * C);
+    dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * 3 * C);
+    dc->atty = MODEL_FN(take)(p, POOL_ACT, rows * C);
+    dc->fch = MODEL_FN(take)(p, POOL_ACT, rows * 4 * C);
+    dc->logits = MODEL_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
 }
 
 void GPT2_FN(free_decode)(tern_gpt2 *m) {
-    GPT2_FN(pools_free)(m, m->dec.pool);
+    MODEL_FN(pools_free)(m->dev, m->dec.pool);
     free(m->dec.k_cache);
     free(m->dec.v_cache);
     m->dec = (gpt2_decode){0};
@@ -48,9 +48,9 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
-    gpt2_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
-    tern_error *err = GPT2_FN(pools_alloc)(m, &p);
+    tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
         GPT2_FN(free_decode)(m);
         return tern_error_wrap(err, "generation buffers for %d sequences", B);

@@ -5,26 +5,12 @@
 
 #include "gpt2_internal.h"
 #include "handlers/handler.h"
+#include "../common/support.h"
 
 #define OP(name) TERN_OP(name)
 
 /* Functions shared between this handler's model sources: gpt2_<h>_<name>. */
 #define GPT2_FN(name) TERN_CAT3(gpt2_, TERN_HANDLER, _##name)
-
-/* Buffers carved out of a few large allocations, one per dtype class. A layout function
- * runs twice: once to count (views are absent), then, after the allocations, to assign. */
-typedef enum { POOL_ACT, POOL_F32, POOL_I32, POOL_COUNT } gpt2_pool_kind;
-
-typedef struct gpt2_pools {
-    tern_dtype dtype[POOL_COUNT];
-    size_t used[POOL_COUNT];
-    tern_buf base[POOL_COUNT]; /* absent while counting */
-    bool assigning;
-} gpt2_pools;
-
-tern_buf GPT2_FN(take)(gpt2_pools *p, gpt2_pool_kind kind, size_t len);
-tern_error *GPT2_FN(pools_alloc)(tern_gpt2 *m, gpt2_pools *p);
-void GPT2_FN(pools_free)(tern_gpt2 *m, tern_buf *bases);
 
 /* y[rows, out] = x[rows, in] @ w[in, out] + b, then the epilogue (aux: pre-activation). */
 tern_error *GPT2_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b,

@@ -25,27 +25,12 @@ static tern_error *upload_params(tern_gpt2 *m, const float *flat) {
 
 /* Elements [offset, offset + count) of a flat buffer as f32 on the host. */
 static tern_error *read_flat(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, float *out) {
-    tern_buf part = tern_view(flat, offset, count);
-    if (part.dtype == TERN_F32) return OP(download)(m->dev, out, part);
-    tern_buf tmp = tern_none();
-    TERN_TRY(OP(alloc)(m->dev, TERN_F32, count, &tmp));
-    tern_error *err = OP(copy)(m->dev, tmp, part);
-    if (!err) err = OP(download)(m->dev, out, tmp);
-    tern_error_free(OP(free)(m->dev, &tmp));
-    return err;
+    return MODEL_FN(read_flat)(m->dev, flat, offset, count, out);
 }
 
 /* Elements [offset, offset + count) of a flat buffer from f32 host data. */
-static tern_error *write_flat(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count,
-                              const float *data) {
-    tern_buf part = tern_view(flat, offset, count);
-    if (part.dtype == TERN_F32) return OP(upload)(m->dev, part, data);
-    tern_buf tmp = tern_none();
-    TERN_TRY(OP(alloc)(m->dev, TERN_F32, count, &tmp));
-    tern_error *err = OP(upload)(m->dev, tmp, data);
-    if (!err) err = OP(copy)(m->dev, part, tmp);
-    tern_error_free(OP(free)(m->dev, &tmp));
-    return err;
+static tern_error *write_flat(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, const float *data) {
+    return MODEL_FN(write_flat)(m->dev, flat, offset, count, data);
 }
 
 static tern_error *read_gathered(tern_gpt2 *m, tern_buf part, size_t offset, size_t count,
@@ -165,11 +150,7 @@ static tern_error *settle_grads(tern_gpt2 *m) {
 
 /* *value summed over the ranks of m->dist, through the effect's allreduce. */
 static tern_error *sum_across_ranks(tern_gpt2 *m, float *value) {
-    if (m->world <= 1) return NULL;
-    if (!m->dist_scalar.len) TERN_TRY(OP(alloc)(m->dev, TERN_F32, 1, &m->dist_scalar));
-    TERN_TRY(OP(upload)(m->dev, m->dist_scalar, value));
-    TERN_TRY(OP(allreduce)(m->dev, m->dist_scalar, m->dist));
-    return OP(download)(m->dev, value, m->dist_scalar);
+    return m->world > 1 ? MODEL_FN(sum_across_ranks)(m->dev, m->dist, &m->dist_scalar, value) : NULL;
 }
 
 static tern_error *forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,

@@ -8,44 +8,44 @@
 #define QW(cfg) (((cfg)->n_head + 2 * (cfg)->n_kv_head) * (cfg)->head_dim)
 #define AW(cfg) ((cfg)->n_head * (cfg)->head_dim)
 
-static void layout_acts(tern_llama *m, llama_pools *p, llama_acts *a, size_t saved_len, bool with_grad) {
+static void layout_acts(tern_llama *m, model_pools *p, llama_acts *a, size_t saved_len, bool with_grad) {
     const tern_llama_config *cfg = &m->cfg;
     size_t BT = (size_t)a->B * a->T, C = (size_t)cfg->hidden, I = (size_t)cfg->intermediate;
     size_t qw = (size_t)QW(cfg), aw = (size_t)AW(cfg);
-    a->tokens = LLAMA_FN(take)(p, POOL_I32, BT);
-    a->targets = LLAMA_FN(take)(p, POOL_I32, BT);
-    a->pos = LLAMA_FN(take)(p, POOL_I32, BT);
-    a->x0 = LLAMA_FN(take)(p, POOL_ACT, BT * C);
+    a->tokens = MODEL_FN(take)(p, POOL_I32, BT);
+    a->targets = MODEL_FN(take)(p, POOL_I32, BT);
+    a->pos = MODEL_FN(take)(p, POOL_I32, BT);
+    a->x0 = MODEL_FN(take)(p, POOL_ACT, BT * C);
     for (int l = 0; l < cfg->n_layer; l++) {
         llama_layer_acts *la = &a->layers[l];
-        la->h1 = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-        la->rrms1 = LLAMA_FN(take)(p, POOL_F32, BT);
-        la->qkv = LLAMA_FN(take)(p, POOL_ACT, BT * qw);
-        la->att = LLAMA_FN(take)(p, POOL_ACT, BT * aw);
-        la->saved = saved_len ? LLAMA_FN(take)(p, POOL_F32, saved_len) : tern_none();
-        la->x_mid = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-        la->h2 = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-        la->rrms2 = LLAMA_FN(take)(p, POOL_F32, BT);
-        la->gu = LLAMA_FN(take)(p, POOL_ACT, BT * 2 * I);
-        la->a = LLAMA_FN(take)(p, POOL_ACT, BT * I);
-        la->x_out = LLAMA_FN(take)(p, POOL_ACT, BT * C);
+        la->h1 = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->rrms1 = MODEL_FN(take)(p, POOL_F32, BT);
+        la->qkv = MODEL_FN(take)(p, POOL_ACT, BT * qw);
+        la->att = MODEL_FN(take)(p, POOL_ACT, BT * aw);
+        la->saved = saved_len ? MODEL_FN(take)(p, POOL_F32, saved_len) : tern_none();
+        la->x_mid = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->h2 = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->rrms2 = MODEL_FN(take)(p, POOL_F32, BT);
+        la->gu = MODEL_FN(take)(p, POOL_ACT, BT * 2 * I);
+        la->a = MODEL_FN(take)(p, POOL_ACT, BT * I);
+        la->x_out = MODEL_FN(take)(p, POOL_ACT, BT * C);
     }
-    a->hf = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-    a->rrmsf = LLAMA_FN(take)(p, POOL_F32, BT);
-    a->logits = LLAMA_FN(take)(p, POOL_ACT, BT * (size_t)m->Vp);
-    a->losses = LLAMA_FN(take)(p, POOL_F32, BT);
+    a->hf = MODEL_FN(take)(p, POOL_ACT, BT * C);
+    a->rrmsf = MODEL_FN(take)(p, POOL_F32, BT);
+    a->logits = MODEL_FN(take)(p, POOL_ACT, BT * (size_t)m->Vp);
+    a->losses = MODEL_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
-    a->dres = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-    a->dh = LLAMA_FN(take)(p, POOL_ACT, BT * C);
-    a->datt = LLAMA_FN(take)(p, POOL_ACT, BT * aw);
-    a->dqkv = LLAMA_FN(take)(p, POOL_ACT, BT * qw);
-    a->da = LLAMA_FN(take)(p, POOL_ACT, BT * I);
-    a->dgu = LLAMA_FN(take)(p, POOL_ACT, BT * 2 * I);
+    a->dres = MODEL_FN(take)(p, POOL_ACT, BT * C);
+    a->dh = MODEL_FN(take)(p, POOL_ACT, BT * C);
+    a->datt = MODEL_FN(take)(p, POOL_ACT, BT * aw);
+    a->dqkv = MODEL_FN(take)(p, POOL_ACT, BT * qw);
+    a->da = MODEL_FN(take)(p, POOL_ACT, BT * I);
+    a->dgu = MODEL_FN(take)(p, POOL_ACT, BT * 2 * I);
 }
 
 void LLAMA_FN(free_acts)(tern_llama *m) {
-    if (m->dev) LLAMA_FN(pools_free)(m->dev, m->acts.pool);
+    if (m->dev) MODEL_FN(pools_free)(m->dev, m->acts.pool);
     free(m->acts.layers);
     m->acts = (llama_acts){0};
     m->epoch++;
@@ -62,9 +62,9 @@ static tern_error *ensure_acts(tern_llama *m, int B, int T, bool with_grad) {
     if (!a->layers) return tern_errorf("out of memory for %d layers' activations", m->cfg.n_layer);
     a->B = B;
     a->T = T;
-    llama_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
     layout_acts(m, &p, a, saved_len, with_grad);
-    tern_error *err = LLAMA_FN(pools_alloc)(m->dev, &p);
+    tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
         LLAMA_FN(free_acts)(m);
         return tern_error_wrap(err, "activations for B=%d, T=%d", B, T);

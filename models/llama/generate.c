@@ -6,29 +6,29 @@
 
 #include "instance.h"
 
-static void layout_decode(tern_llama *m, llama_pools *p, llama_decode *dc) {
+static void layout_decode(tern_llama *m, model_pools *p, llama_decode *dc) {
     const tern_llama_config *cfg = &m->cfg;
     size_t rows = (size_t)dc->B * dc->T, C = (size_t)cfg->hidden, I = (size_t)cfg->intermediate;
     size_t hs = (size_t)cfg->head_dim, qw = (size_t)(cfg->n_head + 2 * cfg->n_kv_head) * hs;
     size_t cache_len = (size_t)dc->B * cfg->n_kv_head * dc->max_T * hs; /* [B, KV, max_T, hs] */
     for (int l = 0; l < cfg->n_layer; l++) {
-        dc->k_cache[l] = LLAMA_FN(take)(p, POOL_ACT, cache_len);
-        dc->v_cache[l] = LLAMA_FN(take)(p, POOL_ACT, cache_len);
+        dc->k_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
+        dc->v_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
     }
-    dc->prompt = LLAMA_FN(take)(p, POOL_I32, rows);
-    dc->token = LLAMA_FN(take)(p, POOL_I32, (size_t)dc->B);
-    dc->pos = LLAMA_FN(take)(p, POOL_I32, rows);
-    dc->x = LLAMA_FN(take)(p, POOL_ACT, rows * C);
-    dc->h = LLAMA_FN(take)(p, POOL_ACT, rows * C);
-    dc->qkv = LLAMA_FN(take)(p, POOL_ACT, rows * qw);
-    dc->att = LLAMA_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
-    dc->gu = LLAMA_FN(take)(p, POOL_ACT, rows * 2 * I);
-    dc->a = LLAMA_FN(take)(p, POOL_ACT, rows * I);
-    dc->logits = LLAMA_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
+    dc->prompt = MODEL_FN(take)(p, POOL_I32, rows);
+    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
+    dc->pos = MODEL_FN(take)(p, POOL_I32, rows);
+    dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
+    dc->h = MODEL_FN(take)(p, POOL_ACT, rows * C);
+    dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * qw);
+    dc->att = MODEL_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
+    dc->gu = MODEL_FN(take)(p, POOL_ACT, rows * 2 * I);
+    dc->a = MODEL_FN(take)(p, POOL_ACT, rows * I);
+    dc->logits = MODEL_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
 }
 
 void LLAMA_FN(free_decode)(tern_llama *m) {
-    if (m->dev) LLAMA_FN(pools_free)(m->dev, m->dec.pool);
+    if (m->dev) MODEL_FN(pools_free)(m->dev, m->dec.pool);
     free(m->dec.k_cache);
     free(m->dec.v_cache);
     m->dec = (llama_decode){0};
@@ -50,9 +50,9 @@ static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
-    llama_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
-    tern_error *err = LLAMA_FN(pools_alloc)(m->dev, &p);
+    tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
         LLAMA_FN(free_decode)(m);
         return tern_error_wrap(err, "generation buffers for %d sequences of up to %d tokens", B, max_T);

@@ -4,27 +4,13 @@
 #define TERN_LLAMA_INSTANCE_H
 
 #include "handlers/handler.h"
+#include "../common/support.h"
 #include "llama_internal.h"
 
 #define OP(name) TERN_OP(name)
 
 /* Functions shared between this handler's model sources: llama_<h>_<name>. */
 #define LLAMA_FN(name) TERN_CAT3(llama_, TERN_HANDLER, _##name)
-
-/* Buffers carved out of a few allocations, one per dtype class. A layout function runs
- * twice: once to count (views absent), then, after the allocations, to assign. */
-typedef enum { POOL_ACT, POOL_F32, POOL_I32, POOL_COUNT } llama_pool_kind;
-
-typedef struct llama_pools {
-    tern_dtype dtype[POOL_COUNT];
-    size_t used[POOL_COUNT];
-    tern_buf base[POOL_COUNT]; /* absent while counting */
-    bool assigning;
-} llama_pools;
-
-tern_buf LLAMA_FN(take)(llama_pools *p, llama_pool_kind kind, size_t len);
-tern_error *LLAMA_FN(pools_alloc)(tern_dev *d, llama_pools *p);
-void LLAMA_FN(pools_free)(tern_dev *d, tern_buf *bases);
 
 /* y[rows, out] = x[rows, in] @ w[out, in]^T + b (HF Linear). */
 tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows,

@@ -1,6 +1,6 @@
 /* The Llama family's state, shared by the handler-independent front (api.c, layout.c,
  * checkpoint.c) and the instances compiled once per handler (state.c, forward.c,
- * generate.c, pools.c). */
+ * generate.c, linear.c). */
 #ifndef TERN_LLAMA_INTERNAL_H
 #define TERN_LLAMA_INTERNAL_H
 

@@ -1,0 +1,15 @@
+/* The products every pass uses: HF Linear (x W^T + b) and a residual update. */
+#include "instance.h"
+
+tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows,
+                             int in, int out) {
+    tern_matmul mm = {.m = rows, .n = out, .k = in, .trans_b = true, .alpha = 1, .beta = 0, .bias = b};
+    return OP(matmul)(d, y, x, w, &mm);
+}
+
+tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, tern_buf x, tern_buf w,
+                                      tern_buf b, int rows, int in, int out) {
+    tern_matmul mm = {.m = rows, .n = out, .k = in, .trans_b = true, .alpha = 1, .beta = 1, .bias = b,
+                      .addend = res};
+    return OP(matmul)(d, y, x, w, &mm);
+}
