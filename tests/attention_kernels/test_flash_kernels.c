@@ -191,6 +191,28 @@ static void test_nvrtc(const gk_flash_opts *given, int group) {
     printf("  nvrtc%s, group %d: %d kernels compiled for sm_90\n", opts_name(opts, name, sizeof name), group > 1 ? group : 1, compiled);
 }
 
+/* On a GPU runtime (TERN_GPU=cuda on the H200: scripts/h200/merge_check.sh) the same kernels
+ * at the Llama family's shapes, T not a multiple of the tile: SmolLM2-135M's heads (NH 9, KV
+ * 3) and Llama-3.2-1B's (NH 32, KV 8), and GPT-2's, with no options and the handler's two
+ * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ). */
+static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
+    tern_error *err = tern_rt_open(runtime, &rt);
+    if (err || !rt) {
+        printf("  %s: skipped (%s)\n", runtime, err ? tern_error_message(err) : "not built");
+        tern_error_free(err);
+        return;
+    }
+    printf("  on %s:\n", runtime);
+    const shape shapes[] = {{2, 520, 9, 3, 64}, {1, 264, 32, 8, 64}, {2, 520, 12, 12, 64}};
+    for (int i = 0; i < 3; i++) {
+        test_shape(shapes[i], NULL);
+        test_shape(shapes[i], &variants[2]);
+        test_shape(shapes[i], &variants[6]);
+    }
+    tern_rt_close(rt);
+    rt = NULL;
+}
+
 int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("flash kernels");
@@ -238,5 +260,8 @@ int main(void) {
         if (grouped_variant[v]) test_nvrtc(&variants[v], 3);
     }
     tern_rt_close(rt);
+    rt = NULL;
+    const char *gpu = getenv("TERN_GPU");
+    if (gpu && *gpu && strcmp(gpu, "host")) test_gpu(gpu, variants);
     return check_summary("flash kernels");
 }
