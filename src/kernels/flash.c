@@ -2,7 +2,9 @@
  * forward pass walks the key tiles up to the diagonal with an online softmax, keeping the
  * running row maximum and sum; the backward pass recomputes the probabilities from the
  * saved logsumexp, once per key tile for dK and dV and once per query tile for dQ, so that
- * no two groups write the same gradient (deterministic, no atomics).
+ * no two groups write the same gradient (deterministic, no atomics). With grouped key/value
+ * heads (flash.h) a dK, dV group owns a key tile of one key/value head and walks the query
+ * tiles of each of its query heads in turn, summing into the same accumulators.
  *
  * Each SIMD group owns 16 rows of its tile and multiplies with tern_mma_bf16 (16 x 8 x 16
  * tiles; the fragment layout is documented in tern/kernel.h: lane l holds rows g = l / 4

@@ -38,14 +38,18 @@ static int flash_slot(gk_flash_kernel which, bool saved) {
 }
 
 /* The kernel for head size hs and `group` query heads per key/value head (1: KV = NH); a
- * model has one of each, so the kernels of another are dropped, not kept. */
+ * model has one of each, so the kernels of another are dropped, not kept (and the graphs
+ * recorded with them: they would launch freed kernels). */
 static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, int hs, int group,
                                 const tern_kernel **out) {
     if (d->flash_hs != hs || d->flash_group != group) {
+        bool dropped = false;
         for (int i = 0; i < 6; i++) {
+            dropped |= d->flash[i] != NULL;
             tern_kernel_free(d->flash[i]);
             d->flash[i] = NULL;
         }
+        if (dropped) d->core.scratch_epoch++; /* the graphs are recorded anew */
         d->flash_hs = hs;
         d->flash_group = group;
     }
