@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # After merging work that touches the seam, the attention kernels and the models: every cuda
 # check of gqa_check.sh, the Llama model on cuda (llama-tiny-a as it is and with its
-# key/value heads repeated, and the two references of tests/llama/refs), and this tree (A)
+# key/value heads repeated, and the two references of tests/llama/refs; cuda against cpu at
+# SmolLM2-135M's shape), the flash kernels on the GPU (grouped heads too), and this tree (A)
 # against another commit's (B, .old/old.tar.gz as in ab_tree.sh): GPT-2 124M training step and
 # batch-1 decoding, alternated, so that a change of speed shows in the same call.
 #   OUT=$OUT bash scripts/h200/merge_check.sh          (carry .deb .fixtures .old)
@@ -26,6 +27,10 @@ step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log $b/te
 for ref in qwen2-tiny-b llama3-tiny-c; do
     step "llama: $ref on cuda" 300 llama-$ref.log $b/tests/llama/test_llama_model tests/llama/refs/$ref cuda gqa
 done
+TERN_CROSS_CONFIG=smollm2-135m TERN_CROSS_B=2 TERN_CROSS_T=512 \
+    step "llama: cuda against cpu, SmolLM2-135M, B x T = 2x512" 600 llama-cross.log $b/tests/llama/test_llama_cross
+TERN_GPU=cuda step "flash kernels on cuda (grouped and GPT-2 heads)" 300 flash-kernels.log \
+    $b/tests/attention_kernels/test_flash_kernels
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -60 >> "$summary" 2>/dev/null
 base=/tmp/tern-ab-old
 rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base

@@ -2,7 +2,9 @@
  * forward pass walks the key tiles up to the diagonal with an online softmax, keeping the
  * running row maximum and sum; the backward pass recomputes the probabilities from the
  * saved logsumexp, once per key tile for dK and dV and once per query tile for dQ, so that
- * no two groups write the same gradient (deterministic, no atomics).
+ * no two groups write the same gradient (deterministic, no atomics). With grouped key/value
+ * heads (flash.h) a dK, dV group owns a key tile of one key/value head and walks the query
+ * tiles of each of its query heads in turn, summing into the same accumulators.
  *
  * Each SIMD group owns 16 rows of its tile and multiplies with tern_mma_bf16 (16 x 8 x 16
  * tiles; the fragment layout is documented in tern/kernel.h: lane l holds rows g = l / 4
@@ -36,15 +38,22 @@ typedef struct fl_ctx {
     int threads, rows;  /* the group's threads, and its query or key rows (16 per SIMD group) */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
+    /* grouped heads (group > 1): kvh the key/value head (h / group), KV the key/value
+     * heads, stride qkv's row (C + 2 KV hs); with group = 1 kvh is h and qkv [B, T, 3, NH, hs] */
+    int group;
+    tern_v kvh, KV, stride;
     /* the offset in a [TILE, LD] tile of the row start this lane gives tern_load_matrix: for
      * B fragments of M^T (rows of M the n) and of M (rows the k); see the two products */
     tern_v lm_rows_n, lm_rows_k;
 } fl_ctx;
 
-static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, tern_v NH) {
-    int hs = build->hs;
+/* kv_heads: the grid's second dimension runs over (b, key/value head), not (b, query head):
+ * h and bh then name the group's first query head, which the kernel moves over the group
+ * (with_query_head). */
+static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, tern_v NH, bool kv_heads) {
+    int hs = build->hs, group = build->opts.group > 1 ? build->opts.group : 1;
     fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8, .threads = build->threads,
-                .rows = build->threads / 2};
+                .rows = build->threads / 2, .group = group};
     tern_max_threads(kb, f.threads);
     /* min_groups counts groups of THREADS: as many registers per thread for larger groups */
     if (build->opts.min_groups) tern_min_groups(kb, (build->opts.min_groups * THREADS + f.threads - 1) / f.threads);
@@ -56,8 +65,24 @@ static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, t
     f.B = B, f.T = T, f.NH = NH;
     f.C = tern_mul(NH, tern_int(hs));
     f.bh = tern_group_id(kb, 1);
-    f.b = tern_div(f.bh, NH);
-    f.h = tern_rem(f.bh, NH);
+    if (group == 1) {
+        f.b = tern_div(f.bh, NH);
+        f.h = tern_rem(f.bh, NH);
+        f.kvh = f.h;
+    } else {
+        f.KV = tern_div(NH, tern_int(group));
+        f.stride = tern_add(f.C, tern_mul(f.KV, tern_int(2 * hs)));
+        if (kv_heads) {
+            f.b = tern_div(f.bh, f.KV);
+            f.kvh = tern_rem(f.bh, f.KV);
+            f.h = tern_mul(f.kvh, tern_int(group));
+            f.bh = tern_add(tern_mul(f.b, NH), f.h);
+        } else {
+            f.b = tern_div(f.bh, NH);
+            f.h = tern_rem(f.bh, NH);
+            f.kvh = tern_div(f.h, tern_int(group));
+        }
+    }
     /* lane l names row l % 8 of matrix q = l / 8; u = l % 8, q = 2 hi + lo */
     tern_v u = tern_rem(f.lane, tern_int(8)), lo = tern_rem(tern_div(f.lane, tern_int(8)), tern_int(2));
     tern_v hi = tern_div(f.lane, tern_int(16));
@@ -66,13 +91,30 @@ static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, t
     return f;
 }
 
-/* The index of element (row, 0) of head h's matrix `part` (0 Q, 1 K, 2 V) in a [B, T, 3, NH,
- * hs] buffer, or (parts = 1) of a [B, T, NH, hs] one; rows past T read row T - 1. */
+/* The index of element (row, 0) of the group's matrix `part` (0 Q of query head h, 1 K and
+ * 2 V of key/value head kvh) in a qkv-like buffer (parts = 3: [B, T, 3, NH, hs], or grouped
+ * [B, T, (NH + 2 KV) hs]), or (parts = 1) of query head h in a [B, T, NH, hs] one; rows past
+ * T read row T - 1. */
 static tern_v row_index(const fl_ctx *f, int parts, int part, tern_v row) {
     tern_v r = tern_min(row, tern_sub(f->T, tern_int(1)));
     tern_v tok = tern_add(tern_mul(f->b, f->T), r);
+    if (f->group > 1 && parts == 3) {
+        tern_v head = tern_mul(part ? f->kvh : f->h, tern_int(f->hs));
+        tern_v chan = part == 0 ? head : part == 1 ? tern_add(f->C, head)
+                                                   : tern_add(tern_add(f->C, tern_mul(f->KV, tern_int(f->hs))), head);
+        return tern_add(tern_mul(tok, f->stride), chan);
+    }
     tern_v base = parts == 3 ? tern_add(tern_mul(tok, tern_int(3)), tern_int(part)) : tok;
     return tern_add(tern_mul(base, f->C), tern_mul(f->h, tern_int(f->hs)));
+}
+
+/* f moved to query head m of its key/value head's group (grouped BACKWARD_KV): Q, dO, lse,
+ * D and dS^T are then that head's. */
+static fl_ctx with_query_head(const fl_ctx *f, tern_v m) {
+    fl_ctx q = *f;
+    q.h = tern_add(tern_mul(f->kvh, tern_int(f->group)), m);
+    q.bh = tern_add(tern_mul(f->b, f->NH), q.h);
+    return q;
 }
 
 /* The A fragment of k-step kk from rows (index of element (row, 0)) r and r8 = row + 8 of a
@@ -401,7 +443,7 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    fl_ctx f = fl_begin(kb, u, B, T, NH);
+    fl_ctx f = fl_begin(kb, u, B, T, NH, false);
     int LD = f.LD, KS = f.KS, NT = f.NT;
     bool pipelined = u->opts.pipelined;
     size_t bufs = pipelined ? 2 : 1;
@@ -499,7 +541,7 @@ typedef struct fl_bwd {
     fl_ctx f;
 } fl_bwd;
 
-static fl_bwd bwd_begin(tern_kb *kb, const fl_build *u) {
+static fl_bwd bwd_begin(tern_kb *kb, const fl_build *u, bool kv_heads) {
     fl_bwd p;
     p.qkv = tern_param_buf(kb, "qkv", TERN_T_BF16, TERN_READ);
     p.dout = tern_param_buf(kb, "dout", TERN_T_BF16, TERN_READ);
@@ -510,7 +552,7 @@ static fl_bwd bwd_begin(tern_kb *kb, const fl_build *u) {
     p.T = tern_param_scalar(kb, "T", TERN_T_I32);
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     p.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
-    p.f = fl_begin(kb, u, B, p.T, NH);
+    p.f = fl_begin(kb, u, B, p.T, NH, kv_heads);
     return p;
 }
 
@@ -644,9 +686,25 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
     if (st->ds_saved) copy_ds(kb, f, st, q0); /* the next tile's first barrier protects DSt */
 }
 
+/* Pipelined: the group's own query tile kt, the first it walks, staged ahead into buffer 0. */
+static void backward_kv_prologue(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v kt) {
+    backward_kv_issue(f, st, kt);
+    tern_copy_async_commit(kb);
+    stage_rows(f, st->Ls, st->lse, st->k0, log2e());
+    stage_rows(f, st->Ds, st->D, st->k0, tern_f32(1.0f));
+}
+
+/* The query tiles of key tile kt: its own (the diagonal), then those after it. */
+static void backward_kv_walk(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v kt) {
+    backward_kv_tile(kb, f, st, tern_mul(kt, tern_int(TILE)), true);
+    TERN_FOR(kb, qt, tern_add(kt, tern_int(1)), st->tiles, tern_int(1)) {
+        backward_kv_tile(kb, f, st, tern_mul(qt, tern_int(TILE)), false);
+    }
+}
+
 static void trace_backward_kv(tern_kb *kb, void *user) {
     const fl_build *u = user;
-    fl_bwd in = bwd_begin(kb, u);
+    fl_bwd in = bwd_begin(kb, u, true);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
     int LD = f.LD, KS = f.KS, NT = f.NT;
@@ -669,12 +727,7 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
                     .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves,
                     .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved,
                     .pipelined = pipelined, .tiles = tiles, .off = tern_int(0), .loff = tern_int(0)};
-    if (pipelined) { /* the group's own query tile, the first it walks, staged ahead into buffer 0 */
-        backward_kv_issue(&f, &st, kt);
-        tern_copy_async_commit(kb);
-        stage_rows(&f, Ls, lse, st.k0, log2e());
-        stage_rows(&f, Ds, D, st.k0, tern_f32(1.0f));
-    }
+    if (pipelined && f.group == 1) backward_kv_prologue(kb, &f, &st, kt);
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
     for (int kk = 0; kk < KS; kk++) {
         a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
@@ -687,9 +740,18 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     acc_vars(kb, NT, "dv", dv);
     st.dk = dk, st.dv = dv;
 
-    backward_kv_tile(kb, &f, &st, tern_mul(kt, tern_int(TILE)), true);
-    TERN_FOR(kb, qt, tern_add(kt, tern_int(1)), tiles, tern_int(1)) {
-        backward_kv_tile(kb, &f, &st, tern_mul(qt, tern_int(TILE)), false);
+    if (f.group == 1) {
+        backward_kv_walk(kb, &f, &st, kt);
+    } else {
+        /* the group's query heads one after another into the same accumulators */
+        TERN_FOR(kb, m, tern_int(0), tern_int(f.group), tern_int(1)) {
+            fl_ctx fq = with_query_head(&f, m);
+            if (pipelined) {
+                tern_barrier(kb); /* everyone is done with the previous head's last tile */
+                backward_kv_prologue(kb, &fq, &st, kt);
+            }
+            backward_kv_walk(kb, &fq, &st, kt);
+        }
     }
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 1, r, dk, scale, scale); /* dS's scale, taken out of the loop */
@@ -860,7 +922,7 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
 
 static void trace_backward_q(tern_kb *kb, void *user) {
     const fl_build *u = user;
-    fl_bwd in = bwd_begin(kb, u);
+    fl_bwd in = bwd_begin(kb, u, false);
     if (u->opts.ds_saved) {
         trace_backward_q_saved(kb, u, &in);
         return;
@@ -902,6 +964,11 @@ int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts) {
     return which == GK_FLASH_DELTA ? THREADS : 2 * gk_flash_rows(which, opts);
 }
 
+int gk_flash_heads(gk_flash_kernel which, const gk_flash_opts *opts, int NH) {
+    int group = opts && opts->group > 1 ? opts->group : 1;
+    return which == GK_FLASH_BACKWARD_KV ? NH / group : NH;
+}
+
 bool gk_flash_fits(int hs, const size_t *offsets, int count) {
     if (hs <= 0 || hs % 16 || hs > MAX_HS) return false;
     for (int i = 0; i < count; i++)
@@ -915,6 +982,7 @@ tern_error *gk_flash_kernel_build(gk_flash_kernel which, int hs, const gk_flash_
     fl_build u = {.hs = hs, .opts = opts ? *opts : (gk_flash_opts){0}, .threads = gk_flash_threads(which, opts)};
     if (!gk_flash_fits(hs, NULL, 0))
         return tern_errorf("flash attention: head size %d is not a multiple of 16 up to %d", hs, MAX_HS);
+    if (u.opts.group < 0) return tern_errorf("flash attention: a group of %d query heads", u.opts.group);
     if (u.opts.stages < 0 || u.opts.stages > GK_FLASH_MAX_STAGES)
         return tern_errorf("flash attention: %d pipeline stages (0, or 2 to %d)", u.opts.stages, GK_FLASH_MAX_STAGES);
     switch (which) {

@@ -6,11 +6,16 @@
  * Layouts (token-major, as the model holds them; no permutes):
  *   qkv, dqkv  bf16 [B, T, 3, NH, hs]   out, dout  bf16 [B, T, NH, hs]
  *   lse, D     f32  [B, NH, T]          (the logsumexp of each query row; D = rowsum(dO * O))
+ * With grouped key/value heads (opts.group = NH / KV > 1, the attention op's layout for
+ * KV < NH) qkv and dqkv are [B, T, (NH + 2 KV) hs]: query head h at channels h hs, key/value
+ * head g's key at NH hs + g hs and value at (NH + KV) hs + g hs; query head h reads key/value
+ * head h / group. out, dout, lse and D stay per query head.
  *
  * Every kernel runs groups of GK_FLASH_THREADS threads (4 SIMD groups of 16 rows each)
- * over tiles of GK_FLASH_TILE query or key positions; grid (ceil(T / tile), B * NH) for
- * the three tiled kernels, gk_flash_delta_groups for DELTA (gk_flash_rows and
- * gk_flash_threads say so). */
+ * over tiles of GK_FLASH_TILE query or key positions; grid (ceil(T / tile), B * heads) for
+ * the three tiled kernels, heads NH, or KV for BACKWARD_KV with grouped heads (each group
+ * sums dK and dV over its key/value head's query heads: no atomics), gk_flash_delta_groups
+ * for DELTA (gk_flash_rows, gk_flash_threads and gk_flash_heads say so). */
 #ifndef TERN_KERNELS_FLASH_H
 #define TERN_KERNELS_FLASH_H
 
@@ -51,6 +56,10 @@ typedef struct gk_flash_opts {
      * step waits mostly on memory: more tiles in flight, more bytes. stages times the two
      * tiles' shared memory. */
     int stages;
+    /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
+     * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
+     * be a multiple of it; DELTA ignores it. */
+    int group;
 } gk_flash_opts;
 
 #define GK_FLASH_MAX_STAGES 4
@@ -60,6 +69,10 @@ typedef struct gk_flash_opts {
  * are GK_FLASH_THREADS threads, one row each. opts may be NULL. */
 int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts);
 int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts);
+
+/* The heads a tiled kernel's grid covers per sequence (its grid's second dimension is B
+ * times this): NH, or NH / group for BACKWARD_KV. opts may be NULL. */
+int gk_flash_heads(gk_flash_kernel which, const gk_flash_opts *opts, int NH);
 
 /* DELTA's groups (of GK_FLASH_THREADS) for B sequences of T positions and NH heads of
  * size hs: a few threads share each row. */

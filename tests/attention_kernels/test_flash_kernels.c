@@ -1,7 +1,8 @@
 /* The flash attention kernels (src/kernels/flash.c) on the host interpreter,
  * whose warp-matrix operation follows the tensor cores' fragment layout, against causal
- * attention in double precision from the same bf16 inputs (the H200 runs the same kernels
- * through the GPT-2 fixture and the 124M cross-handler test: scripts/h200/).
+ * attention in double precision from the same bf16 inputs (tests/gqa_reference.h; the H200
+ * runs the same kernels through the GPT-2 and Llama fixtures and the cross-handler tests:
+ * scripts/h200/), with KV = NH (GPT-2) and grouped key/value heads (KV < NH).
  *
  * Tolerance: 3e-2 of each output's largest magnitude. The kernels round P and dS to bf16
  * as the tensor cores take them (8 bits of mantissa: 0.4% each), and store every output in
@@ -13,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "gqa_reference.h"
 #include "nvrtc_check.h"
 #include "kernels/flash.h"
 #include "tern/half.h"
@@ -49,15 +51,12 @@ static tern_kernel *build(gk_flash_kernel which, int hs, const gk_flash_opts *op
     return k;
 }
 
-typedef struct shape {
-    int B, T, NH, hs;
-} shape;
-
 /* The launch of tiled kernel `which`: its grid and group size follow the options. */
 static tern_error *launch(tern_kernel *k, gk_flash_kernel which, const gk_flash_opts *opts, const shape *s,
                           const tern_arg *args, int count) {
     int rows = gk_flash_rows(which, opts);
-    tern_dims grid = tern_dims2((uint32_t)((s->T + rows - 1) / rows), (uint32_t)(s->B * s->NH));
+    tern_dims grid = tern_dims2((uint32_t)((s->T + rows - 1) / rows),
+                                (uint32_t)(s->B * gk_flash_heads(which, opts, s->NH)));
     return tern_launch(rt, k, grid, tern_dims1((uint32_t)gk_flash_threads(which, opts)), args, count);
 }
 
@@ -69,73 +68,48 @@ static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     return buf;
 }
 
-/* Element (b, t, part, h, e) of qkv-like [B, T, parts, NH, hs] data. */
-static size_t at(const shape *s, int parts, int b, int t, int part, int h, int e) {
-    return ((((size_t)b * s->T + t) * parts + part) * s->NH + h) * s->hs + e;
-}
-
-/* Causal attention and its gradients in double: out, lse; dqkv from dout. */
-static void reference(const shape *s, const float *qkv, const float *dout, double *out, double *lse,
-                      double *dqkv) {
-    int T = s->T, hs = s->hs;
+/* The natural logsumexp of each query row's scaled causal scores in double, lse [B, NH, T]
+ * (ref_attention gives out and dqkv). */
+static void reference_lse(shape s, const float *qkv, double *lse) {
+    int T = s.T, hs = s.hs, group = s.NH / s.KV;
+    size_t W = width(s);
     double scale = 1.0 / sqrt((double)hs);
-    double *P = malloc((size_t)T * T * sizeof *P), *dP = malloc((size_t)T * T * sizeof *dP);
-    for (int b = 0; b < s->B; b++)
-        for (int h = 0; h < s->NH; h++) {
+    double *x = malloc((size_t)T * sizeof *x);
+    for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.NH; h++) {
+            const float *q = qkv + (size_t)b * T * W + (size_t)h * hs;
+            const float *k = qkv + (size_t)b * T * W + (size_t)(s.NH + h / group) * hs;
             for (int i = 0; i < T; i++) {
                 double m = -INFINITY, sum = 0;
                 for (int j = 0; j <= i; j++) {
-                    double x = 0;
-                    for (int e = 0; e < hs; e++) x += (double)qkv[at(s, 3, b, i, 0, h, e)] * qkv[at(s, 3, b, j, 1, h, e)];
-                    P[(size_t)i * T + j] = x * scale;
-                    m = fmax(m, x * scale);
+                    double d = 0;
+                    for (int e = 0; e < hs; e++) d += (double)q[(size_t)i * W + e] * k[(size_t)j * W + e];
+                    x[j] = d * scale;
+                    m = fmax(m, x[j]);
                 }
-                for (int j = 0; j <= i; j++) sum += exp(P[(size_t)i * T + j] - m);
-                for (int j = 0; j < T; j++) P[(size_t)i * T + j] = j <= i ? exp(P[(size_t)i * T + j] - m) / sum : 0;
-                lse[((size_t)b * s->NH + h) * T + i] = m + log(sum);
-                for (int e = 0; e < hs; e++) {
-                    double y = 0;
-                    for (int j = 0; j <= i; j++) y += P[(size_t)i * T + j] * qkv[at(s, 3, b, j, 2, h, e)];
-                    out[at(s, 1, b, i, 0, h, e)] = y;
-                }
+                for (int j = 0; j <= i; j++) sum += exp(x[j] - m);
+                lse[((size_t)b * s.NH + h) * T + i] = m + log(sum);
             }
-            /* dP = dO V^T, dS = P (dP - rowsum(P dP)) scale; dQ = dS K, dK = dS^T Q, dV = P^T dO */
-            for (int i = 0; i < T; i++) {
-                double D = 0;
-                for (int j = 0; j <= i; j++) {
-                    double x = 0;
-                    for (int e = 0; e < hs; e++) x += (double)dout[at(s, 1, b, i, 0, h, e)] * qkv[at(s, 3, b, j, 2, h, e)];
-                    dP[(size_t)i * T + j] = x;
-                    D += P[(size_t)i * T + j] * x;
-                }
-                for (int j = 0; j < T; j++)
-                    dP[(size_t)i * T + j] = j <= i ? P[(size_t)i * T + j] * (dP[(size_t)i * T + j] - D) * scale : 0;
-            }
-            for (int i = 0; i < T; i++)
-                for (int e = 0; e < hs; e++) {
-                    double dq = 0, dk = 0, dv = 0;
-                    for (int j = 0; j < T; j++) {
-                        dq += dP[(size_t)i * T + j] * qkv[at(s, 3, b, j, 1, h, e)];
-                        dk += dP[(size_t)j * T + i] * qkv[at(s, 3, b, j, 0, h, e)];
-                        dv += P[(size_t)j * T + i] * dout[at(s, 1, b, j, 0, h, e)];
-                    }
-                    dqkv[at(s, 3, b, i, 0, h, e)] = dq;
-                    dqkv[at(s, 3, b, i, 1, h, e)] = dk;
-                    dqkv[at(s, 3, b, i, 2, h, e)] = dv;
-                }
         }
-    free(P), free(dP);
+    free(x);
 }
 
-static void test_shape(shape s, const gk_flash_opts *opts) {
+/* The shape's kernels with the given options (NULL: none), built for its group NH / KV. */
+static void test_shape(shape s, const gk_flash_opts *given) {
+    gk_flash_opts grouped = given ? *given : (gk_flash_opts){0};
+    grouped.group = s.NH / s.KV;
+    /* KV = NH: the options as given (NULL stays NULL, as the handler's calls are) */
+    const gk_flash_opts *opts = s.KV == s.NH ? given : &grouped;
     uint32_t seed = 11 + (uint32_t)(s.T * 7 + s.hs);
-    size_t n3 = (size_t)s.B * s.T * 3 * s.NH * s.hs, n1 = n3 / 3, rows = (size_t)s.B * s.NH * s.T;
+    /* qkv, dqkv [B, T, (NH + 2 KV) hs]; out, dout [B, T, NH hs] */
+    size_t n3 = (size_t)s.B * s.T * width(s), n1 = (size_t)s.B * s.T * s.NH * s.hs, rows = (size_t)s.B * s.NH * s.T;
     float *qkv_f, *dout_f;
     uint16_t *qkv = random_bf16(n3, 2.0f, &seed, &qkv_f), *dout = random_bf16(n1, 1.0f, &seed, &dout_f);
     uint16_t *out = calloc(n1, sizeof *out), *dqkv = calloc(n3, sizeof *dqkv);
     float *lse = malloc(rows * sizeof *lse), *D = malloc(rows * sizeof *D);
     double *out_r = malloc(n1 * sizeof *out_r), *lse_r = malloc(rows * sizeof *lse_r), *dqkv_r = malloc(n3 * sizeof *dqkv_r);
-    reference(&s, qkv_f, dout_f, out_r, lse_r, dqkv_r);
+    ref_attention(s, qkv_f, dout_f, out_r, dqkv_r);
+    reference_lse(s, qkv_f, lse_r);
 
     tern_kernel *fwd = build(GK_FLASH_FORWARD, s.hs, opts), *delta = build(GK_FLASH_DELTA, s.hs, opts);
     tern_kernel *kv = build(GK_FLASH_BACKWARD_KV, s.hs, opts), *q = build(GK_FLASH_BACKWARD_Q, s.hs, opts);
@@ -174,25 +148,25 @@ static void test_shape(shape s, const gk_flash_opts *opts) {
     CHECK_OK(launch(kv, GK_FLASH_BACKWARD_KV, opts, &s, ab, saved ? 10 : 9));
     CHECK_OK(launch(q, GK_FLASH_BACKWARD_Q, opts, &s, ab, saved ? 10 : 9));
     free(ds);
-    /* each part of dqkv against its reference */
+    /* each part of dqkv against its reference: channels [0, NH hs) dQ, then KV hs of dK and
+     * of dV */
     double e_part[3];
+    size_t W = width(s), starts[4] = {0, (size_t)s.NH * s.hs, (size_t)(s.NH + s.KV) * s.hs, W};
     for (int part = 0; part < 3; part++) {
-        uint16_t *got = malloc(n1 * sizeof *got);
-        double *want = malloc(n1 * sizeof *want);
-        size_t k = 0;
-        for (int b = 0; b < s.B; b++)
-            for (int t = 0; t < s.T; t++)
-                for (int h = 0; h < s.NH; h++)
-                    for (int e = 0; e < s.hs; e++, k++) {
-                        got[k] = dqkv[at(&s, 3, b, t, part, h, e)];
-                        want[k] = dqkv_r[at(&s, 3, b, t, part, h, e)];
-                    }
-        e_part[part] = rel_error(got, want, n1);
+        size_t cols = starts[part + 1] - starts[part], n = (size_t)s.B * s.T * cols, k = 0;
+        uint16_t *got = malloc(n * sizeof *got);
+        double *want = malloc(n * sizeof *want);
+        for (size_t row = 0; row < (size_t)s.B * s.T; row++)
+            for (size_t c = starts[part]; c < starts[part + 1]; c++, k++) {
+                got[k] = dqkv[row * W + c];
+                want[k] = dqkv_r[row * W + c];
+            }
+        e_part[part] = rel_error(got, want, n);
         CHECKF(e_part[part] <= 3e-2, "backward: d%c off by %.3g of its largest value", "QKV"[part], e_part[part]);
         free(got), free(want);
     }
     char name[96];
-    printf("  B=%d T=%d NH=%d hs=%d%s: out %.2g, lse %.2g, dQ %.2g, dK %.2g, dV %.2g\n", s.B, s.T, s.NH, s.hs,
+    printf("  B=%d T=%d NH=%d KV=%d hs=%d%s: out %.2g, lse %.2g, dQ %.2g, dK %.2g, dV %.2g\n", s.B, s.T, s.NH, s.KV, s.hs,
            opts_name(opts, name, sizeof name), e_out, worst_lse, e_part[0], e_part[1], e_part[2]);
     tern_kernel_free(fwd), tern_kernel_free(delta), tern_kernel_free(kv), tern_kernel_free(q);
     free(qkv), free(dout), free(out), free(dqkv), free(lse), free(D), free(qkv_f), free(dout_f);
@@ -200,29 +174,62 @@ static void test_shape(shape s, const gk_flash_opts *opts) {
 }
 
 /* Every kernel compiles with NVRTC for the H200 (sm_90), where the toolkit is built in, with
- * and without the options. */
-static void test_nvrtc(const gk_flash_opts *opts) {
+ * and without the options, and (group > 1) for grouped heads: all but DELTA, whose source
+ * the group does not change (each compile takes about 0.8 s here). */
+static void test_nvrtc(const gk_flash_opts *given, int group) {
     char name[96];
     int compiled = 0;
+    gk_flash_opts grouped = given ? *given : (gk_flash_opts){0};
+    grouped.group = group;
+    const gk_flash_opts *opts = group > 1 ? &grouped : given;
     for (int w = 0; w < 4; w++) {
+        if (group > 1 && w == GK_FLASH_DELTA) continue;
         tern_kernel *k = build((gk_flash_kernel)w, 64, opts);
         int r = nvrtc_check_compile(k);
         tern_kernel_free(k);
         if (r < 0) return;
         compiled += r;
     }
-    printf("  nvrtc%s: %d kernels compiled for sm_90\n", opts_name(opts, name, sizeof name), compiled);
+    printf("  nvrtc%s, group %d: %d kernels compiled for sm_90\n", opts_name(opts, name, sizeof name), group > 1 ? group : 1, compiled);
+}
+
+/* On a GPU runtime (TERN_GPU=cuda on the H200: scripts/h200/merge_check.sh) the same kernels
+ * at the Llama family's shapes, T not a multiple of the tile: SmolLM2-135M's heads (NH 9, KV
+ * 3) and Llama-3.2-1B's (NH 32, KV 8), and GPT-2's, with no options and the handler's two
+ * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ). */
+static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
+    tern_error *err = tern_rt_open(runtime, &rt);
+    if (err || !rt) {
+        printf("  %s: skipped (%s)\n", runtime, err ? tern_error_message(err) : "not built");
+        tern_error_free(err);
+        return;
+    }
+    printf("  on %s:\n", runtime);
+    const shape shapes[] = {{2, 520, 9, 3, 64}, {1, 264, 32, 8, 64}, {2, 520, 12, 12, 64}};
+    for (int i = 0; i < 3; i++) {
+        test_shape(shapes[i], NULL);
+        test_shape(shapes[i], &variants[2]);
+        test_shape(shapes[i], &variants[6]);
+    }
+    tern_rt_close(rt);
+    rt = NULL;
 }
 
 int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("flash kernels");
     const shape shapes[] = {
-        {1, 70, 2, 16},  /* two tiles, the second short */
-        {2, 64, 1, 32},  /* one whole tile, two sequences */
-        {1, 130, 1, 64}, /* GPT-2's head size, three tiles; a second block with 2 rows */
-        {1, 200, 3, 32}, /* several heads, four tiles, the last short */
-        {1, 136, 2, 64}, /* GPT-2's head size with T a multiple of 8 (ds_saved) */
+        /* B, T, NH, KV, hs */
+        {1, 70, 2, 2, 16},  /* two tiles, the second short */
+        {2, 64, 1, 1, 32},  /* one whole tile, two sequences */
+        {1, 130, 1, 1, 64}, /* GPT-2's head size, three tiles; a second block with 2 rows */
+        {1, 200, 3, 3, 32}, /* several heads, four tiles, the last short */
+        {1, 136, 2, 2, 64}, /* GPT-2's head size with T a multiple of 8 (ds_saved) */
+        /* grouped key/value heads at the Llama family's head size, T not a multiple of the
+         * tile (but of 8, for ds_saved): groups of 2 over two sequences, and SmolLM2's 9 query
+         * heads over 3 */
+        {2, 72, 4, 2, 64},
+        {1, 72, 9, 3, 64},
     };
     /* the options: the register hint changes nothing here, the halves change the order */
     const gk_flash_opts variants[] = {
@@ -236,14 +243,27 @@ int main(void) {
         {.ds_saved = true, .pipelined = true, .stages = 3},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4},
     };
+    /* the variants grouped heads run with (the test's time: each grouped shape costs about
+     * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
+     * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
+     * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
+    const bool grouped_variant[] = {false, false, true, false, false, false, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)
         for (int i = 0; i < n_shapes; i++)
-            if (!variants[v].ds_saved || shapes[i].T % 8 == 0) /* its 16-byte rows of dS^T */
+            if ((!variants[v].ds_saved || shapes[i].T % 8 == 0) /* its 16-byte rows of dS^T */ &&
+                (shapes[i].KV == shapes[i].NH || grouped_variant[v]))
                 test_shape(shapes[i], &variants[v]);
-    test_nvrtc(NULL);
-    for (int v = 0; v < n_variants; v++) test_nvrtc(&variants[v]);
+    test_nvrtc(NULL, 1);
+    test_nvrtc(NULL, 3); /* the dQ pass that recomputes P and dP (dS^T not saved) */
+    for (int v = 0; v < n_variants; v++) {
+        test_nvrtc(&variants[v], 1);
+        if (grouped_variant[v]) test_nvrtc(&variants[v], 3);
+    }
     tern_rt_close(rt);
+    rt = NULL;
+    const char *gpu = getenv("TERN_GPU");
+    if (gpu && *gpu && strcmp(gpu, "host")) test_gpu(gpu, variants);
     return check_summary("flash kernels");
 }

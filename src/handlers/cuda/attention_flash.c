@@ -1,7 +1,8 @@
 /* Attention through the flash kernels on the tensor cores (src/kernels/flash.c, bf16 only):
- * the kernels built once per head size, then one launch forward and three backward (D =
- * rowsum(dO O), then dK and dV per key tile, then dQ per query tile). attention.c picks this
- * path (the default for bf16) and checks the arguments first. */
+ * the kernels built once per head size and group (NH / KV query heads per key/value head),
+ * then one launch forward and three backward (D = rowsum(dO O), then dK and dV per key tile
+ * of each key/value head, then dQ per query tile). attention.c picks this path (the default
+ * for bf16) and checks the arguments first. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,9 +20,9 @@
  * 1.89 -> 1.60 ms a step, dQ 1.37 -> 1.28, but dK dV 3.55 -> 3.64, its fragments already
  * fill the registers); the dQ pass from the stored dS^T with 3 tiles in flight (run 54: L2
  * bound, 104.7 -> 99.5 us a layer). `saved`: the backward pair that hands dS^T over. */
-static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved) {
+static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved, int group) {
     const cuda_tune *t = &d->tune;
-    gk_flash_opts o = {.kv_halves = t->flash_kv_halves, .ds_saved = saved};
+    gk_flash_opts o = {.kv_halves = t->flash_kv_halves, .ds_saved = saved, .group = group};
     if (which != GK_FLASH_DELTA) {
         int k = which == GK_FLASH_FORWARD ? 0 : which == GK_FLASH_BACKWARD_KV ? 1 : 2;
         o.min_groups = t->flash_groups[k];
@@ -36,39 +37,48 @@ static int flash_slot(gk_flash_kernel which, bool saved) {
     return saved ? 4 + (which == GK_FLASH_BACKWARD_Q) : (int)which;
 }
 
-static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, int hs, const tern_kernel **out) {
-    if (d->flash_hs != hs) {
+/* The kernel for head size hs and `group` query heads per key/value head (1: KV = NH); a
+ * model has one of each, so the kernels of another are dropped, not kept (and the graphs
+ * recorded with them: they would launch freed kernels). */
+static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, int hs, int group,
+                                const tern_kernel **out) {
+    if (d->flash_hs != hs || d->flash_group != group) {
+        bool dropped = false;
         for (int i = 0; i < 6; i++) {
+            dropped |= d->flash[i] != NULL;
             tern_kernel_free(d->flash[i]);
             d->flash[i] = NULL;
         }
+        if (dropped) d->core.scratch_epoch++; /* the graphs are recorded anew */
         d->flash_hs = hs;
+        d->flash_group = group;
     }
     int slot = flash_slot(which, saved);
     if (!d->flash[slot]) {
-        d->flash_opts[slot] = flash_opts(d, which, saved);
+        d->flash_opts[slot] = flash_opts(d, which, saved, group);
         TERN_TRY(gk_flash_kernel_build(which, hs, &d->flash_opts[slot], &d->flash[slot]));
     }
     *out = d->flash[slot];
     return NULL;
 }
 
-/* Launches tiled kernel `which` over B sequences of T positions and NH heads: the rows per
- * group and the group's threads: gk_flash_rows and gk_flash_threads. */
+/* Launches tiled kernel `which` over B sequences of T positions and NH query heads: the rows
+ * per group, the group's threads and the heads its grid covers: gk_flash_rows,
+ * gk_flash_threads and gk_flash_heads. */
 static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, gk_flash_kernel which, bool saved, int B, int T,
                                 int NH, const tern_arg *args, size_t count) {
     const gk_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
     int rows = gk_flash_rows(which, o);
-    tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * NH));
+    tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * gk_flash_heads(which, o, NH)));
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
     return tern_launch(d->rt, k, grid, tern_dims1((uint32_t)gk_flash_threads(which, o)), args, count);
 }
 
 tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                                 int NH) {
+                                 int NH, int KV) {
     int hs = C / NH;
     const tern_kernel *k;
-    TERN_TRY(flash_kernel(d, GK_FLASH_FORWARD, false, hs, &k));
+    TERN_TRY(flash_kernel(d, GK_FLASH_FORWARD, false, hs, NH / KV, &k));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(out), tern_arg_buf(saved), tern_arg_i32(B),
                        tern_arg_i32(T), tern_arg_i32(NH), tern_arg_f32(1.0f / sqrtf((float)hs))};
     return flash_launch(d, k, GK_FLASH_FORWARD, false, B, T, NH, args, 7);
@@ -98,8 +108,8 @@ static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bo
 }
 
 tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                          tern_buf saved, int B, int T, int C, int NH) {
-    int hs = C / NH;
+                                          tern_buf saved, int B, int T, int C, int NH, int KV) {
+    int hs = C / NH, group = NH / KV;
     size_t rows = (size_t)B * T * NH;
     tern_buf D;
     TERN_TRY(gpu_scratch_buf(&d->core, rows, &D)); /* f32 [B, NH, T] */
@@ -107,9 +117,9 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
     bool ds_on = false;
     TERN_TRY(ds_buffer(d, B, T, NH, &ds, &ds_on));
     const tern_kernel *delta, *kv, *q;
-    TERN_TRY(flash_kernel(d, GK_FLASH_DELTA, false, hs, &delta));
-    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_KV, ds_on, hs, &kv));
-    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_Q, ds_on, hs, &q));
+    TERN_TRY(flash_kernel(d, GK_FLASH_DELTA, false, hs, group, &delta));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_KV, ds_on, hs, group, &kv));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_Q, ds_on, hs, group, &q));
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
     gpu_inflight_unknown(&d->core); /* work the core did not launch */

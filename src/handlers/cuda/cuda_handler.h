@@ -37,6 +37,9 @@ typedef struct cuda_tune {
     int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
+    bool flash_grouped;   /* flash_grouped: bf16 grouped heads (KV < NH) on the flash kernels
+                           * (on); off: the GPU core's kernels, for the A/B of
+                           * scripts/h200/flash_gqa.sh */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows
@@ -74,11 +77,12 @@ struct tern_dev {
      * kind, and the scratch the score matrices live in */
     tern_kernel *att_kernels[2][CUDA_ATT_KERNEL_SLOTS];
     tern_buf att_scratch;
-    /* flash attention on the tensor cores (src/kernels/flash.c), built for head size flash_hs */
+    /* flash attention on the tensor cores (src/kernels/flash.c), built for head size flash_hs
+     * and flash_group query heads per key/value head */
     tern_kernel *flash[6]; /* by gk_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
     gk_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
-    int flash_hs;
+    int flash_hs, flash_group;
     struct cuda_profile_entry *profile; /* tune.profile: time per operation (profile.c) */
     int profile_len;
     /* allreduce and allgather (allreduce.c): NCCL's communicator (ncclComm_t), made on first
@@ -111,9 +115,9 @@ tern_error *cuda_attention_gemm(tern_dev *d, tern_buf out, tern_buf saved, tern_
 tern_error *cuda_attention_backward_gemm(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                          tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
 tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern_buf qkv, int B, int T, int C,
-                                 int NH) TERN_MUST_USE;
+                                 int NH, int KV) TERN_MUST_USE;
 tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
-                                          tern_buf saved, int B, int T, int C, int NH) TERN_MUST_USE;
+                                          tern_buf saved, int B, int T, int C, int NH, int KV) TERN_MUST_USE;
 
 /* Makes the device's context current on this thread. */
 tern_error *cuda_make_current(tern_dev *d) TERN_MUST_USE;
