@@ -20,20 +20,9 @@ static double now_seconds(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* --init names of the family: tern_llama_config_named's, with its "tiny" spelled
- * "llama-tiny" (GPT-2 has a "tiny" of its own). */
-static const char *llama_init_name(const char *init) {
-    if (!strcmp(init, "llama-tiny")) return "tiny";
-    if (!strcmp(init, "tiny")) return NULL;
-    tern_llama_config cfg;
-    tern_error *err = tern_llama_config_named(init, &cfg);
-    tern_error_free(err);
-    return err ? NULL : init;
-}
-
 tern_error *train_is_llama(const train_options *o, bool *out) {
     *out = false;
-    if (o->init) *out = llama_init_name(o->init) != NULL;
+    if (o->init) *out = cli_llama_init_name(o->init) != NULL;
     else if (o->model_dir || o->resume) {
         /* a folder without a readable config.json is GPT-2's path to report (a resume's
          * checks name what is missing) */
@@ -110,7 +99,7 @@ tern_error *train_llama(const train_options *o) {
     tern_error *err = NULL;
     if (o->init) {
         tern_llama_config cfg;
-        if ((err = tern_llama_config_named(llama_init_name(o->init), &cfg)) ||
+        if ((err = tern_llama_config_named(cli_llama_init_name(o->init), &cfg)) ||
             (err = tern_llama_init(backend, &cfg, o->seed, o->precision, &m)))
             goto done;
     } else if ((err = tern_llama_load(backend, o->model_dir, o->precision, &m))) {
