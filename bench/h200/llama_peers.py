@@ -133,6 +133,7 @@ class HandLlama(nn.Module):
     @staticmethod
     def rope(x, cos, sin):   # x [1|B, heads, S, D]; cos, sin [S, D]
         h = x.shape[-1] // 2
+        cos, sin = cos.to(x.dtype), sin.to(x.dtype)   # training: f32 tables, bf16 products
         return x * cos + torch.cat([-x[..., h:], x[..., :h]], dim=-1) * sin
 
     def block_qkv(s, w, x, cos, sin):
@@ -324,7 +325,7 @@ def decode_hand(a, hf, prompt, graph):
 def decode(a):
     hf = hf_model(a.config, torch.bfloat16).eval()
     V = CONFIGS[a.config][6]
-    prompt = torch.randint(3, V, (1, a.prompt), device=dev, generator=torch.Generator(dev).manual_seed(11))
+    prompt = torch.randint(3, V, (1, a.prompt), device=dev, generator=torch.Generator(device=dev).manual_seed(11))
     for impl in a.impl.split(","):
         if impl not in ("hf", "hf-static", "fast", "fast-graph"): sys.exit(f"decode: unknown --impl {impl}")
         with torch.no_grad():
@@ -343,7 +344,7 @@ def check(a):
     torch.backends.cuda.matmul.allow_tf32 = False
     hf = hf_model(a.config, torch.float32).eval()
     n, P, V = 32, 16, CONFIGS[a.config][6]
-    prompt = torch.randint(3, V, (1, P), device=dev, generator=torch.Generator(dev).manual_seed(5))
+    prompt = torch.randint(3, V, (1, P), device=dev, generator=torch.Generator(device=dev).manual_seed(5))
     with torch.no_grad():
         ref = hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)[0, P:].tolist()
         m = HandLlama(hf, a.config, P + n + 8, torch.float32).to(dev)
