@@ -91,10 +91,9 @@ static double train_flops(const cli_model *m, int B, int T) {
 /* The Llama family's line naming the shape (GPT-2's output stays as it was). */
 static void print_model(const cli_model *m, tern_precision precision) {
     if (!m->llama) return;
-    const tern_llama_config *c = tern_llama_get_config(m->llama);
-    printf("model: %s, %d layers, %d heads (%d key/value), %d channels, context %d, %lld parameters; %s\n",
-           tern_llama_family_name(c->family), c->n_layer, c->n_head, c->n_kv_head, c->hidden, c->max_seq,
-           (long long)cli_model_param_count(m), tern_precision_name(precision));
+    char shape[256];
+    cli_model_describe(m, shape, sizeof shape);
+    printf("model: %s; %s\n", shape, tern_precision_name(precision));
 }
 
 static tern_error *bench_train(const bench_options *o) {
@@ -104,14 +103,12 @@ static tern_error *bench_train(const bench_options *o) {
     int32_t *x = NULL;
     double *times = NULL;
     tern_error *err = NULL;
-    if (m.llama) {
-        if (o->memory.logit_rows || o->memory.recompute_gelu || o->memory.recompute_layernorm)
-            err = tern_errorf("bench: --logit-rows and --recompute are GPT-2's; the Llama family has neither");
-        else if (o->T > cli_model_context(&m))
-            err = tern_errorf("bench: --seq %d exceeds the model's context of %d", o->T, cli_model_context(&m));
-    } else {
-        err = tern_gpt2_set_memory(m.gpt2, &o->memory);
-    }
+    if (m.llama && o->memory.logit_rows)
+        err = tern_errorf("bench: --logit-rows is GPT-2's (the Llama family's loss takes every row at once)");
+    else if (m.llama && o->T > cli_model_context(&m))
+        err = tern_errorf("bench: --seq %d exceeds the model's context of %d", o->T, cli_model_context(&m));
+    else
+        err = cli_model_attach(&m, NULL, &o->memory, false); /* GPT-2's memory settings */
     if (err) goto done;
     x = malloc((n + 1) * sizeof *x);
     times = malloc((size_t)o->steps * sizeof *times);

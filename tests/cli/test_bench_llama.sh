@@ -60,13 +60,15 @@ expect_error() { # name, expected message part, command...
         fail "$name: exit $rc, printed: $got"
     fi
 }
-expect_error "--recompute refused for the Llama family" "the Llama family has neither" \
+expect_error "--recompute refused for the Llama family" "--recompute is GPT-2's" \
     "$tern" bench train --init llama-tiny --recompute gelu
+expect_error "--logit-rows refused for the Llama family" "--logit-rows is GPT-2's" \
+    "$tern" bench train --init llama-tiny --logit-rows 64
 expect_error "--seq past the context refused" "exceeds the model's context of 128" \
     "$tern" bench train --init llama-tiny --seq 129
 expect_error "generation past the context refused" "" \
     "$tern" bench generate --init llama-tiny --prompt-tokens 100 --tokens 64
-expect_error "an unknown shape lists the known ones" "smollm2-135m" \
+expect_error "an unknown shape is one line naming it" "unknown model configuration 'smollm2-1b'" \
     "$tern" bench train --init smollm2-1b
 
 [ $failures -eq 0 ] && echo "all bench checks passed" || echo "$failures bench checks failed"
