@@ -20,12 +20,13 @@ static const char usage[] =
     "usage: tern bench train    [--init CONFIG | --model DIR] [--batch B] [--seq T] [--steps N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "                           [--logit-rows N] [--recompute gelu,layernorm|none]\n"
-    "       tern bench generate [--init CONFIG | --model DIR] [--prompt-tokens N] [--tokens N]\n"
+    "       tern bench generate [--init CONFIG | --model DIR] [--batch B] [--prompt-tokens N] [--tokens N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
     "  CONFIG: gpt2, gpt2-medium, ... (tern_gpt2_config_named) or a Llama-family shape:\n"
     "  smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-tiny. defaults: --init gpt2 (124M,\n"
-    "  random weights), batch 4, seq 64, steps 5, warmup 1, prompt-tokens 16, tokens 64;\n"
-    "  generation is greedy and never stops at an eos token. --logit-rows and --recompute\n"
+    "  random weights), batch 4 (generate: 1), seq 64, steps 5, warmup 1, prompt-tokens 16,\n"
+    "  tokens 64; generation is greedy, decodes the batch's B prompts together (tokens/s: B\n"
+    "  per step) and never stops at an eos token. --logit-rows and --recompute\n"
     "  trade a GPT-2 training step's memory for time (tern_gpt2_set_memory; default: chosen,\n"
     "  none).\n";
 
@@ -156,10 +157,18 @@ static tern_error *stamp(void *user, const int32_t *tokens, int B) {
     return NULL;
 }
 
+/* B prompts [B, T0] continued together (cli_model_generate takes one). */
+static tern_error *generate_batch(cli_model *m, const int32_t *prompt, int B, int T0, int n_new,
+                                  const tern_gpt2_sampling *s, tern_gpt2_on_token on_token, void *user) {
+    if (m->llama) return tern_llama_generate(m->llama, prompt, B, T0, n_new, s, false, on_token, user);
+    return tern_gpt2_generate(m->gpt2, prompt, B, T0, n_new, s, on_token, user);
+}
+
 static tern_error *bench_generate(const bench_options *o) {
     cli_model m;
     TERN_TRY(open_model(o, &m));
-    int32_t *prompt = malloc((size_t)o->prompt_tokens * sizeof *prompt);
+    size_t n_prompt = (size_t)o->B * o->prompt_tokens;
+    int32_t *prompt = malloc(n_prompt * sizeof *prompt);
     token_clock c = {.stamps = malloc((size_t)(o->tokens + 1) * sizeof(double)), .cap = o->tokens + 1};
     double *steps = malloc((size_t)o->tokens * sizeof *steps);
     tern_error *err = NULL;
@@ -167,7 +176,7 @@ static tern_error *bench_generate(const bench_options *o) {
         err = tern_errorf("out of memory");
         goto done;
     }
-    random_tokens(prompt, (size_t)o->prompt_tokens, cli_model_vocab_size(&m), 11);
+    random_tokens(prompt, n_prompt, cli_model_vocab_size(&m), 11);
     tern_gpt2_sampling greedy = {.temperature = 0};
     printf("backend: %s (%s)\n", cli_model_backend(&m), cli_model_device_name(&m));
     print_model(&m, o->precision);
@@ -177,7 +186,7 @@ static tern_error *bench_generate(const bench_options *o) {
         c.n = 0;
         double t0 = now();
         /* never stopping at eos: every run makes --tokens tokens */
-        if ((err = cli_model_generate(&m, prompt, o->prompt_tokens, o->tokens, &greedy, false, stamp, &c)))
+        if ((err = generate_batch(&m, prompt, o->B, o->prompt_tokens, o->tokens, &greedy, stamp, &c)))
             goto done;
         first = c.stamps[0] - t0;
         n_steps = c.n - 1;
@@ -190,10 +199,11 @@ static tern_error *bench_generate(const bench_options *o) {
     med = median(steps, n_steps);
     /* bytes a decode step must read: every weight of a product once, in the compute dtype */
     double weight_bytes = matmul_weights(&m) * (o->precision == TERN_PRECISION_BF16 ? 2 : 4);
-    printf("bench: generate %s %s prompt=%d: prefill+first token %.2f ms, median %.3f ms/token "
+    /* a step makes one token of each sequence: "ms/token" at batch 1, "ms/step" above */
+    printf("bench: generate %s %s batch=%d prompt=%d: prefill+first token %.2f ms, median %.3f ms/%s "
            "(%.0f tokens/s, %.0f GB/s of weights)\n",
-           cli_model_backend(&m), tern_precision_name(o->precision), o->prompt_tokens, first * 1e3,
-           med * 1e3, 1.0 / med, weight_bytes / med / 1e9);
+           cli_model_backend(&m), tern_precision_name(o->precision), o->B, o->prompt_tokens, first * 1e3,
+           med * 1e3, o->B == 1 ? "token" : "step", o->B / med, weight_bytes / med / 1e9);
 done:
     free(prompt);
     free(c.stamps);
@@ -207,7 +217,7 @@ int tern_cmd_bench(int argc, char **argv) {
         fputs(usage, argc < 2 ? stderr : stdout);
         return argc < 2;
     }
-    bench_options o = {.init = "gpt2", .backend = cli_default_backend(), .B = 4, .T = 64,
+    bench_options o = {.init = "gpt2", .backend = cli_default_backend(), .B = 0, .T = 64,
                        .steps = 5, .warmup = 1, .prompt_tokens = 16, .tokens = 64,
                        .precision = TERN_PRECISION_FP32};
     const char *mode = argv[1], *v, *device = NULL;
@@ -231,6 +241,7 @@ int tern_cmd_bench(int argc, char **argv) {
         else err = tern_errorf("bench: unknown option '%s'", a);
     }
     o.backend = cli_backend_on_device(o.backend, device, backend_buf, sizeof backend_buf);
+    if (!o.B) o.B = strcmp(mode, "generate") ? 4 : 1; /* --batch's default */
     if (!err) {
         if (!strcmp(mode, "train")) err = bench_train(&o);
         else if (!strcmp(mode, "generate")) err = bench_generate(&o);

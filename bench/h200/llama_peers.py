@@ -4,9 +4,9 @@
 built here (no network): the shapes of tern_llama_config_named (src/core/llama_config.c).
 Each measurement prints one 'peer:' line.
 
-  decode --config NAME --impl hf-static,fast-graph[,fast,hf] --prompt P --tokens N
-      batch 1, greedy, bf16 weights, N new tokens after a random prompt of P tokens (tern's
-      `bench generate --prompt-tokens P --tokens N`).
+  decode --config NAME --impl hf-static,fast-graph[,fast,hf] --batch B --prompt P --tokens N
+      greedy, bf16 weights, B random prompts of P tokens (default B 1) decoded together by N
+      new tokens (tern's `bench generate --batch B --prompt-tokens P --tokens N`).
       hf:         transformers' generate() with its dynamic cache (eager);
       hf-static:  generate() with cache_implementation="static": transformers then compiles
                   its decoding forward itself (CompileConfig: mode reduce-overhead, i.e. CUDA
@@ -17,9 +17,9 @@ Each measurement prints one 'peer:' line.
       fast-graph: the same step compiled with fullgraph=True and captured by hand into one
                   CUDA graph that feeds its token and position back on the GPU: one replay a
                   token, no Python between kernels.
-      Reported: the median time per new token with each token read back to the host (what
-      tern's bench measures: its clock stamps each token on the host), and end-to-end
-      tokens/s (prefill included).
+      Reported: the median time per decoding step (a new token of each sequence) with each
+      step's tokens read back to the host (what tern's bench measures: its clock stamps each
+      step on the host), tokens/s (B per step), and end-to-end tokens/s (prefill included).
   train  --config NAME --impl hf|hand --batch B --seq T --steps N --warmup W [--eager]
       hf:   transformers' LlamaForCausalLM (SDPA attention); hand: the model written here
       (fused products, SDPA flash attention with grouped heads). bf16 autocast over f32
@@ -96,9 +96,9 @@ def inv_freq(name):
 # ---------------------------------------------------------------- the model written here
 class HandLlama(nn.Module):
     """A Llama/Qwen2 forward from an HF model's weights: q|k|v and gate|up each one product;
-    decoding with a preallocated KV cache per layer [1, KV, max_len, D]."""
+    decoding with a preallocated KV cache per layer [batch, KV, max_len, D]."""
 
-    def __init__(s, hf, name, max_len, dtype, cache=True):
+    def __init__(s, hf, name, max_len, dtype, cache=True, batch=1):
         super().__init__()
         L, C, I, H, KV, D, V, ctx, eps, theta, llama3, family = CONFIGS[name]
         s.L, s.C, s.I, s.H, s.KV, s.D, s.eps = L, C, I, H, KV, D, eps
@@ -116,8 +116,8 @@ class HandLlama(nn.Module):
             ly.wgu = cp(torch.cat([p.gate_proj.weight, p.up_proj.weight]))                          # [2I, C]
             ly.wd = cp(p.down_proj.weight)                                                          # [C, I]
             if cache:
-                ly.register_buffer("k", torch.zeros(1, KV, max_len, D, dtype=dtype))
-                ly.register_buffer("v", torch.zeros(1, KV, max_len, D, dtype=dtype))
+                ly.register_buffer("k", torch.zeros(batch, KV, max_len, D, dtype=dtype))
+                ly.register_buffer("v", torch.zeros(batch, KV, max_len, D, dtype=dtype))
             s.layers.append(ly)
         ang = torch.arange(max_len, dtype=torch.float64)[:, None] * inv_freq(name)[None]   # [max_len, D/2]
         ang = torch.cat([ang, ang], dim=1)                                                  # rotate-half layout
@@ -152,9 +152,9 @@ class HandLlama(nn.Module):
         return x + F.linear(F.silu(g) * u, w.wd)
 
     def forward(s, idx, pos):
-        """Decoding: idx [1, S] at positions pos [S]; writes the cache; the next greedy id [1, 1]."""
-        S, G = idx.shape[1], s.H // s.KV
-        x = s.embed[idx]                                                       # [1, S, C]
+        """Decoding: idx [B, S] at positions pos [S]; writes the cache; the next greedy ids [B, 1]."""
+        B, S, G = idx.shape[0], idx.shape[1], s.H // s.KV
+        x = s.embed[idx]                                                       # [B, S, C]
         cos, sin = s.cos[pos], s.sin[pos]
         mask = s.causal[pos].repeat(G, 1)[None, None]                          # [1, 1, G S, max_len]
         for w in s.layers:
@@ -162,10 +162,10 @@ class HandLlama(nn.Module):
             w.k.index_copy_(2, pos, k)
             w.v.index_copy_(2, pos, v)
             # the G query heads of a key/value head as G S rows of one head: no K/V copy
-            y = F.scaled_dot_product_attention(q.reshape(1, s.KV, G * S, s.D), w.k, w.v, attn_mask=mask)
-            x = s.block_rest(w, x, y.reshape(1, s.H, S, s.D))
+            y = F.scaled_dot_product_attention(q.reshape(B, s.KV, G * S, s.D), w.k, w.v, attn_mask=mask)
+            x = s.block_rest(w, x, y.reshape(B, s.H, S, s.D))
         x = s.rms(x[:, -1:], s.norm)
-        return torch.argmax(F.linear(x, s.embed), dim=-1)                      # [1, 1]
+        return torch.argmax(F.linear(x, s.embed), dim=-1)                      # [B, 1]
 
     def logits(s, idx):
         """Training: idx [B, T] from position 0; logits [B, T, V]."""
@@ -264,12 +264,13 @@ def decode_hf(a, hf, prompt, static):
 
 def decode_hand(a, hf, prompt, graph):
     N, P = a.tokens, a.prompt
-    fast = HandLlama(hf, a.config, P + N + 8, torch.bfloat16).to(dev)
+    B = prompt.shape[0]
+    fast = HandLlama(hf, a.config, P + N + 8, torch.bfloat16, batch=B).to(dev)
     ppos = torch.arange(P, device=dev)
     t_c = time.perf_counter()
     if graph:   # one compiled step captured in a CUDA graph that feeds its token and position back
         stepc = torch.compile(fast, fullgraph=True)
-        tok_b = torch.zeros(1, 1, dtype=torch.long, device=dev)
+        tok_b = torch.zeros(B, 1, dtype=torch.long, device=dev)
         pos_b = torch.zeros(1, dtype=torch.long, device=dev)
 
         def one():
@@ -287,23 +288,23 @@ def decode_hand(a, hf, prompt, graph):
         step = torch.compile(fast, mode="reduce-overhead", fullgraph=True)
 
     def gen(stamps):
-        """Prefill (eager, one call), then N - 1 steps; each token read back to the host."""
+        """Prefill (eager, one call), then N - 1 steps; each step's tokens read back to the host.
+        Returns the first sequence's ids."""
         fast.reset()
         tok = fast(prompt, ppos)
-        int(tok)
+        ids = [tok.tolist()[0][0]]
         stamps.append(time.perf_counter())
-        ids = [int(tok)]
         if graph:
             tok_b.copy_(tok); pos_b.fill_(P)
             for _ in range(1, N):
                 g.replay()
-                ids.append(int(tok_b)); stamps.append(time.perf_counter())
+                ids.append(tok_b.tolist()[0][0]); stamps.append(time.perf_counter())
         else:
             pos = torch.tensor([P], device=dev)
             for _ in range(1, N):
-                tok = step(tok.view(1, 1).clone(), pos)
+                tok = step(tok.clone(), pos)
                 pos += 1
-                ids.append(int(tok)); stamps.append(time.perf_counter())
+                ids.append(tok.tolist()[0][0]); stamps.append(time.perf_counter())
         return ids
 
     def run():
@@ -313,7 +314,7 @@ def decode_hand(a, hf, prompt, graph):
     run(); run()
     warm = time.perf_counter() - t_c
     rs = [run() for _ in range(3)]
-    ref = hf.generate(prompt, max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0)[0, P:].tolist()
+    ref = hf.generate(prompt[:1], max_new_tokens=16, min_new_tokens=16, do_sample=False, pad_token_id=0)[0, P:].tolist()
     same = next((i for i, (p, q) in enumerate(zip(rs[0][2], ref)) if p != q), len(ref))
     name = ("hand-written static KV + compile(fullgraph), one hand-captured CUDA graph a token" if graph else
             "hand-written static KV + compile(reduce-overhead, fullgraph)")
@@ -325,7 +326,7 @@ def decode_hand(a, hf, prompt, graph):
 def decode(a):
     hf = hf_model(a.config, torch.bfloat16).eval()
     V = CONFIGS[a.config][6]
-    prompt = torch.randint(3, V, (1, a.prompt), device=dev, generator=torch.Generator(device=dev).manual_seed(11))
+    prompt = torch.randint(3, V, (a.batch, a.prompt), device=dev, generator=torch.Generator(device=dev).manual_seed(11))
     for impl in a.impl.split(","):
         if impl not in ("hf", "hf-static", "fast", "fast-graph"): sys.exit(f"decode: unknown --impl {impl}")
         with torch.no_grad():
@@ -333,9 +334,10 @@ def decode(a):
                 name, t_tok, t_e2e, warm, detail, extra = decode_hf(a, hf, prompt, impl == "hf-static")
             else:
                 name, t_tok, t_e2e, warm, detail, extra = decode_hand(a, hf, prompt, impl == "fast-graph")
-        print(f"peer: decode {name} {a.config} bf16 batch 1 prompt={a.prompt} tokens={a.tokens}: "
-              f"median {t_tok * 1e3:.3f} ms/token ({1 / t_tok:.0f} tokens/s, each token read back to the host); "
-              f"end-to-end {a.tokens / t_e2e:.0f} tokens/s ({t_e2e * 1e3:.1f} ms incl. prefill); "
+        unit = "token" if a.batch == 1 else "step"
+        print(f"peer: decode {name} {a.config} bf16 batch={a.batch} prompt={a.prompt} tokens={a.tokens}: "
+              f"median {t_tok * 1e3:.3f} ms/{unit} ({a.batch / t_tok:.0f} tokens/s, each step read back to the host); "
+              f"end-to-end {a.batch * a.tokens / t_e2e:.0f} tokens/s ({t_e2e * 1e3:.1f} ms incl. prefill); "
               f"per-token medians of 3 runs: {detail} ms; warm-up {warm:.0f} s{extra}", flush=True)
         torch._dynamo.reset()
 
@@ -369,7 +371,7 @@ if __name__ == "__main__":
     p.add_argument("--config", default="smollm2-135m", choices=list(CONFIGS))
     p.add_argument("--impl", default=None, help="decode: hf,hf-static,fast,fast-graph (comma list); train: hf|hand")
     p.add_argument("--eager", action="store_true", help="train: no torch.compile")
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--batch", type=int, default=None, help="train: 16; decode: 1")
     p.add_argument("--seq", type=int, default=1024)
     p.add_argument("--steps", type=int, default=10)
     p.add_argument("--warmup", type=int, default=3)
@@ -377,6 +379,7 @@ if __name__ == "__main__":
     p.add_argument("--tokens", type=int, default=512)
     a = p.parse_args()
     if a.impl is None: a.impl = "hf-static,fast-graph" if a.what == "decode" else "hf"
+    if a.batch is None: a.batch = 1 if a.what == "decode" else 16
     if a.what == "train" and a.impl not in ("hf", "hand"): sys.exit("train: --impl hf or hand")
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True

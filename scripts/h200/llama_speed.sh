@@ -8,6 +8,8 @@
 #     hand-written static-KV step in one hand-captured CUDA graph);
 #   - the training step at the SmolLM2-135M shape, B=16, T=1024, bf16 (tern bench train;
 #     transformers' model under torch.compile).
+# LLAMA_BATCHES="1 8" also decodes 8 prompts together (tern bench generate --batch 8, the
+# peers' --batch 8): each batch adds a block a shape and round, past ~8 minutes at two.
 # Round 2 runs only the hand-captured graph among the decoders (round 1 shows which peer is
 # fastest; LLAMA_PEERS2=hf-static,fast-graph runs both again). Ends with a table of the
 # ratios peer time / tern time, per round (above 1: tern is faster).
@@ -36,17 +38,19 @@ def lines(pattern, prefix):
     for f in sorted(glob.glob(os.path.join(logs, pattern))):
         out += [l.strip() for l in open(f, errors="replace") if l.startswith(prefix)]
     return out
-ms_token = lambda l: float(re.search(r"median ([0-9.]+) ms/token", l).group(1))
+ms_token = lambda l: float(re.search(r"median ([0-9.]+) ms/(token|step)", l).group(1))
 ms_step = lambda l: float(re.search(r"median ([0-9.]+) ms/step", l).group(1))
 print("\nratios: peer time / tern time (above 1: tern faster); tern figure, peer figure")
+batches = sorted({int(re.search(r"-b([0-9]+)\.log$", f).group(1)) for f in glob.glob(os.path.join(logs, "r*-gen-*-b*.log"))})
 for r in (1, 2):
     for cfg in ("smollm2-135m", "llama-3.2-1b"):
-        t = lines(f"r{r}-tern-gen-{cfg}.log", "bench:")
-        for p in lines(f"r{r}-peer-gen-{cfg}.log", "peer:"):
-            if not t: break
-            name = re.search(r"peer: decode (.*) " + re.escape(cfg), p).group(1)
-            print(f"  round {r} decode {cfg:13s} {ms_token(p) / ms_token(t[-1]):5.2f}x  tern {ms_token(t[-1]):.3f} ms/token, "
-                  f"{name} {ms_token(p):.3f} ms/token")
+        for B in batches:
+            t = lines(f"r{r}-tern-gen-{cfg}-b{B}.log", "bench:")
+            for p in lines(f"r{r}-peer-gen-{cfg}-b{B}.log", "peer:"):
+                if not t: break
+                name = re.search(r"peer: decode (.*) " + re.escape(cfg), p).group(1)
+                print(f"  round {r} decode {cfg:13s} B={B} {ms_token(p) / ms_token(t[-1]):5.2f}x  tern {ms_token(t[-1]):.3f} "
+                      f"ms/step, {name} {ms_token(p):.3f} ms/step")
     t, p = lines(f"r{r}-tern-train.log", "bench:"), lines(f"r{r}-peer-train.log", "peer:")
     if t and p:
         print(f"  round {r} train  smollm2-135m B=16 T=1024 {ms_step(p[-1]) / ms_step(t[-1]):5.2f}x  "
@@ -73,10 +77,12 @@ train=($b/tern bench train --backend cuda --precision bf16 --init smollm2-135m -
 for r in 1 2; do
     if [ $r = 1 ]; then peers=${LLAMA_PEERS1:-hf-static,fast-graph}; else peers=${LLAMA_PEERS2:-fast-graph}; fi
     for cfg in smollm2-135m llama-3.2-1b; do
-        within "round $r $cfg decode" $((r == 1 ? 150 : 80)) || continue
-        step "round $r: tern generate $cfg" 120 "r$r-tern-gen-$cfg.log" "${gen[@]}" --init "$cfg"
-        step "round $r: peers decode $cfg ($peers)" 300 "r$r-peer-gen-$cfg.log" \
-            python3 bench/h200/llama_peers.py decode --config "$cfg" --impl "$peers" --prompt 16 --tokens 512
+        for B in ${LLAMA_BATCHES:-1}; do
+            within "round $r $cfg decode B=$B" $((r == 1 ? 150 : 80)) || continue
+            step "round $r: tern generate $cfg B=$B" 120 "r$r-tern-gen-$cfg-b$B.log" "${gen[@]}" --init "$cfg" --batch "$B"
+            step "round $r: peers decode $cfg B=$B ($peers)" 300 "r$r-peer-gen-$cfg-b$B.log" \
+                python3 bench/h200/llama_peers.py decode --config "$cfg" --impl "$peers" --batch "$B" --prompt 16 --tokens 512
+        done
     done
     within "round $r train" $((r == 1 ? 150 : 90)) || continue
     step "round $r: tern train smollm2-135m" 120 "r$r-tern-train.log" "${train[@]}"

@@ -25,17 +25,30 @@ else
     fail "bench train --init llama-tiny printed: $out"
 fi
 
-gen_line="^bench: generate cpu %s prompt=4: prefill\+first token $num ms, median $num ms/token \($num tokens/s, $num GB/s of weights\)$"
+gen_line="^bench: generate cpu %s batch=%s prompt=4: prefill\+first token $num ms, median $num ms/%s \($num tokens/s, $num GB/s of weights\)$"
 out=$("$tern" bench generate --init llama-tiny --prompt-tokens 4 --tokens 8 --warmup 1 2>&1)
-if [ $? -eq 0 ] && has "$out" "$(printf "$gen_line" fp32)"; then
+if [ $? -eq 0 ] && has "$out" "$(printf "$gen_line" fp32 1 token)"; then
     pass "bench generate --init llama-tiny prints its summary"
 else
     fail "bench generate --init llama-tiny printed: $out"
 fi
 
+out=$("$tern" bench generate --init llama-tiny --batch 3 --prompt-tokens 4 --tokens 8 --warmup 0 2>&1)
+if [ $? -eq 0 ] && has "$out" "$(printf "$gen_line" fp32 3 step)"; then
+    pass "bench generate --batch 3 decodes three prompts together"
+else
+    fail "bench generate --batch 3 printed: $out"
+fi
+out=$("$tern" bench generate --init tiny --batch 2 --prompt-tokens 4 --tokens 8 --warmup 0 2>&1)
+if [ $? -eq 0 ] && has "$out" "^bench: generate cpu fp32 batch=2 prompt=4: .* ms/step"; then
+    pass "bench generate --batch 2 on GPT-2 (the same line)"
+else
+    fail "bench generate --init tiny --batch 2 printed: $out"
+fi
+
 # a folder: the family comes from its config.json; bf16 compute
 out=$("$tern" bench generate --model "$fixture" --precision bf16 --prompt-tokens 4 --tokens 8 --warmup 0 2>&1)
-if [ $? -eq 0 ] && has "$out" '^model: llama, .* bf16$' && has "$out" "$(printf "$gen_line" bf16)"; then
+if [ $? -eq 0 ] && has "$out" '^model: llama, .* bf16$' && has "$out" "$(printf "$gen_line" bf16 1 token)"; then
     pass "bench generate --model (a Llama folder) in bf16"
 else
     fail "bench generate --model $fixture printed: $out"
