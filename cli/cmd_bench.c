@@ -26,9 +26,8 @@ static const char usage[] =
     "  smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-tiny. defaults: --init gpt2 (124M,\n"
     "  random weights), batch 4 (generate: 1), seq 64, steps 5, warmup 1, prompt-tokens 16,\n"
     "  tokens 64; generation is greedy, decodes the batch's B prompts together (tokens/s: B\n"
-    "  per step) and never stops at an eos token. --logit-rows and --recompute\n"
-    "  trade a GPT-2 training step's memory for time (tern_gpt2_set_memory; default: chosen,\n"
-    "  none).\n";
+    "  per step) and never stops at an eos token. --logit-rows and --recompute trade a GPT-2\n"
+    "  training step's memory for time (tern_gpt2_set_memory; default: chosen, none).\n";
 
 static double now(void) {
     struct timespec ts;
@@ -63,8 +62,8 @@ static void random_tokens(int32_t *ids, size_t n, int V, uint64_t seed) {
 }
 
 /* Weights a token passes through in matrix products: GPT-2 counts every parameter (as its
- * published FLOP figures do); the Llama family counts its projections and the output head,
- * the embedding table once more only when untied lm_head reads a second matrix. */
+ * published FLOP figures do); the Llama family counts its projections and the output head
+ * [V, C], tied or not (the embedding lookup is no product; the norm gains are left out). */
 static double matmul_weights(const cli_model *m) {
     if (!m->llama) return (double)cli_model_param_count(m);
     const tern_llama_config *c = tern_llama_get_config(m->llama);
