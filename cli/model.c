@@ -48,3 +48,8 @@ tern_error *cli_model_generate(cli_model *m, const int32_t *prompt, int T0, int 
     if (m->llama) return tern_llama_generate(m->llama, prompt, 1, T0, n_new, s, stop_at_eos, on_token, user);
     return tern_gpt2_generate(m->gpt2, prompt, 1, T0, n_new, s, on_token, user);
 }
+
+int64_t cli_model_param_count(const cli_model *m) {
+    if (m->llama) return tern_llama_config_param_count(tern_llama_get_config(m->llama));
+    return (int64_t)tern_gpt2_num_params(tern_gpt2_get_config(m->gpt2));
+}

@@ -35,6 +35,10 @@ tern_error *cli_model_generate(cli_model *m, const int32_t *prompt, int T0, int 
                                const tern_gpt2_sampling *s, bool stop_at_eos, tern_gpt2_on_token on_token,
                                void *user);
 
+/* ---- tern bench (model.c) ---- */
+/* Parameters as the hub counts them (a tied embedding once). */
+int64_t cli_model_param_count(const cli_model *m);
+
 /* ---- training (model_train.c): what tern train calls, for either family ---- */
 
 /* Whether the run's model is of the Llama family: --init names one of its shapes

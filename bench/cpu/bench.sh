@@ -12,9 +12,8 @@
 # from other jobs hurts both alike; the load average is printed with the results.
 #
 # Peers are fetched and built here, once, under $PEERS (default build-peers/, ignored by git):
-# the llama-cpp-python sdist (pinned) carries llama.cpp and its gguf-py; llama-bench is built
-# from it twice with cmake; a venv gets numpy and gguf-py to write the GGUF files
-# (gguf_gpt2.py). Building llama.cpp takes a while on 2 cores (ccache helps the second).
+# peers.sh (llama.cpp's llama-bench from the llama-cpp-python sdist, for each level, and a
+# venv with gguf-py to write the GGUF files with gguf_gpt2.py).
 #
 # usage: bench/cpu/bench.sh [BUILD_DIR]   env: ROUNDS (3), LEVELS ("native avx2"), PEERS
 set -euo pipefail
@@ -24,33 +23,11 @@ build=$(cd "${1:-$root/build}" && pwd)
 peers=${PEERS:-$root/build-peers}
 rounds=${ROUNDS:-3}
 levels=${LEVELS:-native avx2}
-llama_version=0.3.36
 tokenizer=${TERN_SHARED_DIR:-$root/../shared}/data/gpt2-tokenizer
 export OMP_NUM_THREADS=2
-mkdir -p "$peers"
 
 # ---- peers ----
-src=$peers/llama_cpp_python-$llama_version/vendor/llama.cpp
-if [ ! -d "$src" ]; then
-    pip download --no-deps --no-binary :all: "llama-cpp-python==$llama_version" -d "$peers" >/dev/null
-    tar -xzf "$peers/llama_cpp_python-$llama_version.tar.gz" -C "$peers"
-fi
-build_llama() { # name, cmake flags...
-    local dir=$peers/llama-$1
-    shift
-    if [ ! -x "$dir/bin/llama-bench" ]; then
-        cmake -S "$src" -B "$dir" -DCMAKE_BUILD_TYPE=Release -DLLAMA_CURL=OFF -DLLAMA_BUILD_TESTS=OFF \
-            -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_SERVER=OFF "$@" >"$dir.log" 2>&1
-        cmake --build "$dir" -j2 --target llama-bench >>"$dir.log" 2>&1
-    fi
-}
-build_llama native -DGGML_NATIVE=ON
-build_llama avx2 -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
-    -DGGML_BMI2=ON -DGGML_AVX512=OFF -DGGML_AVX_VNNI=OFF
-if [ ! -x "$peers/venv/bin/python" ]; then
-    python3 -m venv "$peers/venv"
-    "$peers/venv/bin/pip" install -q numpy "$src/gguf-py"
-fi
+source "$here/peers.sh"
 for t in f32 f16 bf16; do
     f=$peers/gpt2-$t.gguf
     if [ ! -s "$f" ]; then
