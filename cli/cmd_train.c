@@ -1,4 +1,5 @@
-/* tern train: train a GPT-2 from scratch or fine-tune one, with checkpoints and resume. */
+/* tern train: train a model (GPT-2 or the Llama family) from scratch or fine-tune one, with
+ * checkpoints and resume. */
 #include <float.h>
 #include <math.h>
 #include <signal.h>
@@ -10,7 +11,6 @@
 
 #include "cli.h"
 #include "train_guard.h"
-#include "train_llama.h"
 #include "train_run.h"
 #include "train_support.h"
 #include "tern/data.h"
@@ -102,13 +102,13 @@ static tern_error *parse_args(int argc, char **argv, train_options *o) {
 }
 
 /* Mean loss over the first n batches of the validation data. */
-static tern_error *validate(tern_gpt2 *m, const tern_dataset *val, const train_options *o,
+static tern_error *validate(cli_model *m, const tern_dataset *val, const train_options *o,
                             int32_t *x, int32_t *y, float *out) {
     double sum = 0;
     for (int k = 0; k < o->val_batches; k++) {
         float loss;
         TERN_TRY(tern_dataset_batch(val, (size_t)k, o->B, o->T, x, y));
-        TERN_TRY(tern_gpt2_forward(m, x, y, o->B, o->T, &loss));
+        TERN_TRY(cli_model_forward(m, x, y, o->B, o->T, &loss));
         sum += loss;
     }
     *out = (float)(sum / o->val_batches);
@@ -125,10 +125,10 @@ typedef struct train_end {
 /* Whether the job stops after this step: a signal reached this rank, or (with ranks) any
  * rank; every rank must stop after the same step, or the others would wait in the next
  * step's gradient sum. *sig: the signal (this rank's, else the one the others got). */
-static tern_error *stop_requested(const train_options *o, tern_gpt2 *m, int *sig) {
+static tern_error *stop_requested(const train_options *o, cli_model *m, int *sig) {
     int mine = train_signal_pending();
     float sum = (float)mine; /* 2 (SIGINT) or 15 (SIGTERM) from each signalled rank */
-    if (o->world > 1) TERN_TRY(tern_gpt2_sum_across_ranks(m, &sum));
+    if (o->world > 1) TERN_TRY(cli_model_sum_across_ranks(m, &sum));
     *sig = mine ? mine : sum == 0 ? 0 : (int)sum % SIGTERM == 0 ? SIGTERM : SIGINT;
     return NULL;
 }
@@ -146,7 +146,7 @@ static tern_error *step_failed(tern_error *err, const train_options *o, int step
 
 static tern_error *train(train_options *o, tern_dist *dist, const train_saved_run *saved,
                          train_end *result) {
-    tern_gpt2 *m = NULL;
+    cli_model model = {0}, *m = &model;
     tern_tokenizer *tok = NULL;
     tern_dataset *data = NULL, *val = NULL;
     int32_t *x = NULL, *y = NULL;
@@ -164,19 +164,20 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
     if (lead && o->resume && !out_is_resumed && (err = train_check_not_written(o->resume))) goto done;
     const char *tokenizer_dir = o->resume ? o->resume : o->model_dir;
     if ((err = cli_open_tokenizer(tokenizer_dir, &tok))) goto done;
-    if ((err = train_open_model(o, dist, &m, &hist))) goto done;
+    if ((err = train_open_model(o, dist, m, &hist))) goto done;
     train_release_resume_lock();
-    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
-    if (o->T > cfg->max_seq) {
-        err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, cfg->max_seq);
+    int context = cli_model_context(m);
+    size_t vocab = (size_t)cli_model_vocab_size(m);
+    if (o->T > context) {
+        err = tern_errorf("--seq %d exceeds the model's context of %d", o->T, context);
         goto done;
     }
-    if ((err = tern_dataset_open(o->data, tok, (size_t)cfg->vocab_size, &data))) goto done;
+    if ((err = tern_dataset_open(o->data, tok, vocab, &data))) goto done;
     if (lead) {
         train_data_identify(data, &data_id);
         if (o->resume && (err = train_run_check_data(saved, o->data, &data_id))) goto done;
     }
-    if (lead && o->val && (err = tern_dataset_open(o->val, tok, (size_t)cfg->vocab_size, &val)))
+    if (lead && o->val && (err = tern_dataset_open(o->val, tok, vocab, &val)))
         goto done;
     size_t batch_tokens = (size_t)o->B * o->T;
     x = malloc(batch_tokens * sizeof *x);
@@ -186,7 +187,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         goto done;
     }
 
-    int start = tern_gpt2_step(m);
+    int start = cli_model_step(m);
     /* --stop-after: the same run (schedule and all), cut short with a checkpoint to resume */
     int end = o->stop_after && o->stop_after < o->steps ? o->stop_after : o->steps;
     if (end <= start) {
@@ -205,17 +206,17 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         else if (o->resume)
             printf("resume: the run's settings, unchanged\n");
         free(shown);
-        printf("backend: %s (%s)\n", tern_gpt2_backend(m), tern_gpt2_device_name(m));
-        printf("model: %d layers, %d heads, %d channels, context %d, %zu parameters; %s\n",
-               cfg->n_layer, cfg->n_head, cfg->n_embd, cfg->max_seq, tern_gpt2_num_params(cfg),
-               tern_precision_name(o->precision));
+        char described[256];
+        cli_model_describe(m, described, sizeof described);
+        printf("backend: %s (%s)\n", cli_model_backend(m), cli_model_device_name(m));
+        printf("model: %s; %s\n", described, tern_precision_name(o->precision));
         if (o->world > 1)
             printf("ranks: %d (%s); global batch %d x %d\n", o->world,
-                   tern_dist_engine_for(tern_gpt2_backend(m)) == TERN_DIST_ENGINE_NCCL ? "NCCL" : "MPI",
+                   tern_dist_engine_for(cli_model_backend(m)) == TERN_DIST_ENGINE_NCCL ? "NCCL" : "MPI",
                    o->B * o->world, o->T);
         if (o->zero1)
             printf("ZeRO-1: optimizer state sharded over %d ranks, %.1f MB per rank\n", o->world,
-                   (double)tern_gpt2_optimizer_bytes(m) / 1e6);
+                   (double)cli_model_optimizer_bytes(m) / 1e6);
         printf("data: %zu tokens; batch %d x %d x %d accumulated; steps %d to %d\n",
                tern_dataset_tokens(data), o->B * o->world, o->T, o->grad_accum, start + 1, o->steps);
         fflush(stdout);
@@ -228,7 +229,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         double t0 = now_seconds();
         float lr = train_lr(o, step), loss_sum = 0, norm = 0;
         float scale = 1.0f / o->grad_accum;
-        if ((err = tern_gpt2_zero_grad(m))) goto failed;
+        if ((err = cli_model_zero_grad(m))) goto failed;
         for (int micro = 0; micro < o->grad_accum; micro++) {
             size_t k = (size_t)step * o->grad_accum + micro; /* the data position */
             float loss;
@@ -236,7 +237,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
              * batch k*world + r of B rows (the data is read the same way, wrap included). */
             if ((err = tern_dataset_batch(data, k * (size_t)o->world + (size_t)o->rank, o->B, o->T, x, y)))
                 goto failed;
-            if ((err = tern_gpt2_forward_backward(m, x, y, o->B, o->T, scale, &loss))) goto failed;
+            if ((err = cli_model_forward_backward(m, x, y, o->B, o->T, scale, &loss))) goto failed;
             if (!isfinite(loss)) {
                 err = tern_errorf("the loss is %g: training diverged", loss);
                 goto failed;
@@ -247,7 +248,7 @@ static tern_error *train(train_options *o, tern_dist *dist, const train_saved_ru
         hp.lr = lr;
         if (o->hook.diverge_at == step + 1) hp.lr = FLT_MAX; /* test hook: weights blow up */
         /* a non-finite gradient norm is an error here, before any weight changes */
-        if ((err = tern_gpt2_update(m, &hp, &norm))) goto failed;
+        if ((err = cli_model_update(m, &hp, &norm))) goto failed;
         result->step = step + 1;
         double dt = now_seconds() - t0;
         float loss = loss_sum / o->grad_accum;
@@ -302,7 +303,7 @@ done:
     free(y);
     tern_dataset_close(data);
     tern_dataset_close(val);
-    tern_gpt2_free(m);
+    cli_model_free(m);
     tern_tokenizer_free(tok);
     return err;
 }
@@ -372,10 +373,6 @@ int tern_cmd_train(int argc, char **argv) {
         return 0;
     }
     if (o.procs > 1) return launch_ranks(&o, argc, argv);
-    bool llama = false;
-    if ((err = train_is_llama(&o, &llama))) return cli_fail(err);
-    if (llama) return (err = train_llama(&o)) ? cli_fail(err) : 0;
-
     tern_dist *dist = NULL;
     if ((err = tern_dist_open(&dist))) return cli_fail(err);
     o.rank = tern_dist_rank(dist);

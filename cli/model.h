@@ -4,6 +4,11 @@
 #ifndef TERN_CLI_MODEL_H
 #define TERN_CLI_MODEL_H
 
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tern/dist.h"
 #include "tern/gpt2.h"
 #include "tern/llama.h"
 
@@ -29,5 +34,36 @@ tern_error *cli_model_forward(cli_model *m, const int32_t *x, const int32_t *y, 
 tern_error *cli_model_generate(cli_model *m, const int32_t *prompt, int T0, int n_new,
                                const tern_gpt2_sampling *s, bool stop_at_eos, tern_gpt2_on_token on_token,
                                void *user);
+
+/* ---- training (model_train.c): what tern train calls, for either family ---- */
+
+/* Whether the run's model is of the Llama family: --init names one of its shapes
+ * ("llama-tiny" is its tiny one), or the config.json of --model or --resume says so. */
+bool cli_init_is_llama(const char *init);
+tern_error *cli_model_dir_is_llama(const char *dir, bool *out);
+
+/* A fresh model of the shape `init` names (either family's names). */
+tern_error *cli_model_init(const char *backend, const char *init, uint64_t seed, tern_precision precision,
+                           cli_model *out);
+/* One line: "12 layers, 12 heads, 768 channels, context 1024, 124439808 parameters". */
+void cli_model_describe(const cli_model *m, char *buf, size_t cap);
+
+/* The job's ranks, memory settings and ZeRO-1 (GPT-2 only: the Llama family refuses the
+ * last two with one line). */
+tern_error *cli_model_attach(cli_model *m, tern_dist *dist, const tern_gpt2_memory *memory, bool zero1);
+
+tern_error *cli_model_forward_backward(cli_model *m, const int32_t *x, const int32_t *y, int B, int T,
+                                       float loss_scale, float *mean_loss);
+tern_error *cli_model_zero_grad(cli_model *m);
+tern_error *cli_model_update(cli_model *m, const tern_gpt2_adamw *h, float *grad_norm);
+int cli_model_step(const cli_model *m);
+tern_error *cli_model_sum_across_ranks(cli_model *m, float *value);
+size_t cli_model_optimizer_bytes(const cli_model *m);
+
+tern_error *cli_model_save_as(cli_model *m, const char *dir, tern_dtype dtype);
+tern_error *cli_model_save_optimizer(cli_model *m, const char *path, const char *const *metadata_kv);
+tern_error *cli_model_load_optimizer(cli_model *m, const char *path);
+/* The step DIR/model.safetensors records (0 when absent). */
+tern_error *cli_model_saved_step(const char *dir, int *step);
 
 #endif

@@ -177,26 +177,21 @@ static tern_error *check_global_batch(const train_options *o, const char *path) 
     return err;
 }
 
-/* The model's communicator and, with --zero1, its sharded optimizer state; frees the model
- * on failure. */
-static tern_error *attach_dist(const train_options *o, tern_dist *dist, tern_gpt2 **m) {
-    tern_error *err = tern_gpt2_set_memory(*m, &o->memory);
-    if (!err) err = tern_gpt2_set_dist(*m, dist);
-    if (!err && o->zero1) err = tern_gpt2_shard_optimizer(*m);
-    if (err) {
-        tern_gpt2_free(*m);
-        *m = NULL;
-    }
+/* The model's communicator, memory settings and, with --zero1, its sharded optimizer
+ * state; frees the model on failure. */
+static tern_error *attach_dist(const train_options *o, tern_dist *dist, cli_model *m) {
+    tern_error *err = cli_model_attach(m, dist, &o->memory, o->zero1);
+    if (err) cli_model_free(m);
     return err;
 }
 
 /* The optimizer file of a checkpoint: its step must be the model's, and its data position
  * (global batches read) the step's. */
-static tern_error *check_optimizer_step(const train_options *o, tern_gpt2 *m, const char *path,
+static tern_error *check_optimizer_step(const train_options *o, cli_model *m, const char *path,
                                         int step) {
-    if (tern_gpt2_step(m) != step)
+    if (cli_model_step(m) != step)
         return tern_errorf("%s is at step %d but model.safetensors at step %d: the checkpoint's "
-                           "files disagree", path, tern_gpt2_step(m), step);
+                           "files disagree", path, cli_model_step(m), step);
     tern_safetensors *f = NULL;
     TERN_TRY(tern_safetensors_open(path, &f));
     const char *position = tern_safetensors_metadata(f, "data_batch");
@@ -210,21 +205,19 @@ static tern_error *check_optimizer_step(const train_options *o, tern_gpt2 *m, co
     return err;
 }
 
-tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist) {
+tern_error *train_open_model(train_options *o, tern_dist *dist, cli_model *m, train_history *hist) {
     if (o->init) {
-        tern_gpt2_config cfg;
-        TERN_TRY(tern_gpt2_config_named(o->init, &cfg));
-        TERN_TRY(tern_gpt2_init(o->backend, &cfg, o->seed, o->precision, m));
+        TERN_TRY(cli_model_init(o->backend, o->init, o->seed, o->precision, m));
         return attach_dist(o, dist, m);
     }
     if (o->model_dir) {
-        TERN_TRY(tern_gpt2_load(o->backend, o->model_dir, o->precision, m));
+        TERN_TRY(cli_model_load(o->backend, o->model_dir, o->precision, m));
         return attach_dist(o, dist, m);
     }
 
     int step;
-    TERN_TRY(tern_error_wrap(tern_gpt2_saved_step(o->resume, &step), "resuming from %s", o->resume));
-    TERN_TRY(tern_error_wrap(tern_gpt2_load(o->backend, o->resume, o->precision, m), "resuming from %s", o->resume));
+    TERN_TRY(tern_error_wrap(cli_model_saved_step(o->resume, &step), "resuming from %s", o->resume));
+    TERN_TRY(tern_error_wrap(cli_model_load(o->backend, o->resume, o->precision, m), "resuming from %s", o->resume));
     TERN_TRY(attach_dist(o, dist, m)); /* before the optimizer: --zero1 loads this rank's part */
     tern_error *err = NULL;
     if (step > 0) {
@@ -233,8 +226,8 @@ tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, t
         if (access(path, F_OK) != 0)
             err = tern_errorf("model.safetensors is at step %d but optimizer-%d.safetensors is "
                               "missing", step, step);
-        if (!err) err = tern_gpt2_load_optimizer(*m, path);
-        if (!err) err = check_optimizer_step(o, *m, path, step);
+        if (!err) err = cli_model_load_optimizer(m, path);
+        if (!err) err = check_optimizer_step(o, m, path, step);
         if (!err) err = check_global_batch(o, path);
     }
     if (!err) err = train_history_read(hist, o->resume, step);
@@ -242,8 +235,7 @@ tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, t
         err = tern_errorf("%s is at step %d already; --steps %d leaves nothing to do", o->resume,
                           step, o->steps);
     if (err) {
-        tern_gpt2_free(*m);
-        *m = NULL;
+        cli_model_free(m);
         return tern_error_wrap(err, "resuming from %s", o->resume);
     }
     return NULL;
@@ -293,26 +285,30 @@ static void remove_stale_files(const char *dir, int keep) {
 
 /* The order makes every moment leave a checkpoint: model.safetensors, which records its
  * step S, lands last of the files a resume needs, so when it names step S the folder already
- * holds run.json, config.json (written by tern_gpt2_save_as before the weights), the
+ * holds run.json, config.json (which the model's save writes before the weights), the
  * tokenizer, optimizer-S and a losses.tsv that covers step S (entries past the model's step
  * are dropped on resume); older optimizer files go only after the new model is in place. */
-tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
+tern_error *train_save_checkpoint(const train_options *o, cli_model *m, const char *tokenizer_dir,
                                   const train_history *hist, const train_data_id *data) {
     const char *dir = o->out;
     char path[4096], from[4096], position[32], seed[32], global_batch[32], ranks[32];
-    int step = tern_gpt2_step(m);
+    int step = cli_model_step(m);
     bool lead = o->rank == 0; /* the others only give their parts of the state (--zero1) */
     const train_hook *hook = &o->hook;
     if (lead) {
         TERN_TRY(tern_make_dirs(dir));
         TERN_TRY(train_run_write(o, dir, data));
         train_hook_point(hook, "run.json", step);
-        static const char *const tokenizer_files[] = {"vocab.json", "merges.txt"};
+        /* The tokenizer the run reads (GPT-2's vocab.json and merges.txt, or a tokenizer.json)
+         * and the files that travel with a Hugging Face one, as far as the source has them. */
+        static const char *const tokenizer_files[] = {"vocab.json", "merges.txt", "tokenizer.json",
+                                                      "tokenizer_config.json", "special_tokens_map.json",
+                                                      "generation_config.json"};
         const char *src_dir = cli_tokenizer_dir(tokenizer_dir);
-        for (size_t i = 0; i < 2; i++) {
+        for (size_t i = 0; i < sizeof tokenizer_files / sizeof tokenizer_files[0]; i++) {
             snprintf(path, sizeof path, "%s/%s", dir, tokenizer_files[i]);
             snprintf(from, sizeof from, "%s/%s", src_dir, tokenizer_files[i]);
-            if (access(path, F_OK) != 0) TERN_TRY(copy_file(from, path));
+            if (access(path, F_OK) != 0 && access(from, F_OK) == 0) TERN_TRY(copy_file(from, path));
         }
         train_hook_point(hook, "tokenizer", step);
     }
@@ -325,14 +321,14 @@ tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const ch
     const char *metadata[] = {"data_batch", position, "seed", seed, "global_batch", global_batch,
                               "ranks", ranks, NULL};
     snprintf(path, sizeof path, "%s/optimizer-%d.safetensors", dir, step);
-    TERN_TRY(tern_gpt2_save_optimizer(m, path, metadata));
+    TERN_TRY(cli_model_save_optimizer(m, path, metadata));
     if (lead) {
         train_hook_point(hook, "optimizer", step);
         snprintf(path, sizeof path, "%s/losses.tsv", dir);
         TERN_TRY(write_history(hist, path));
         train_hook_point(hook, "losses.tsv", step);
     }
-    tern_error *err = tern_gpt2_save_as(m, dir, o->save_dtype);
+    tern_error *err = cli_model_save_as(m, dir, o->save_dtype);
     if (err) {
         /* The model stays at its last step: the optimizer file of this one would only wait
          * for the next save's cleanup. */

@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model.h"
 #include "tern/gpt2.h"
 
 typedef enum train_schedule { SCHEDULE_CONSTANT, SCHEDULE_COSINE } train_schedule;
@@ -67,7 +68,7 @@ tern_error *train_history_read(train_history *h, const char *dir, int last_step)
  * position are S's, with finite moments (the weights' are checked as they load). A resume
  * also checks that --batch times the ranks gives the global batch the checkpoint was
  * trained with (when either run had several ranks). */
-tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, train_history *hist);
+tern_error *train_open_model(train_options *o, tern_dist *dist, cli_model *m, train_history *hist);
 
 /* Writes a checkpoint into o->out: run.json, the tokenizer files, the optimizer state
  * (optimizer-<step>.safetensors), losses.tsv, the model (config.json, then
@@ -77,7 +78,7 @@ tern_error *train_open_model(train_options *o, tern_dist *dist, tern_gpt2 **m, t
  * train_support.c). Rank 0 writes; with --zero1 every rank calls it, since the optimizer
  * state (and in bf16 the f32 weights) is gathered from the ranks. */
 struct train_data_id;
-tern_error *train_save_checkpoint(const train_options *o, tern_gpt2 *m, const char *tokenizer_dir,
+tern_error *train_save_checkpoint(const train_options *o, cli_model *m, const char *tokenizer_dir,
                                   const train_history *hist, const struct train_data_id *data);
 
 /* An SVG line plot of the training (and validation) loss against the step. */

@@ -29,14 +29,14 @@ static void ref_attention(shape s, const float *qkv, const float *dout, double *
         for (int h = 0; h < s.NH; h++) {
             int g = h / group;
             size_t qo = (size_t)h * hs, ko = (size_t)(s.NH + g) * hs, vo = (size_t)(s.NH + s.KV + g) * hs;
-#define Q(t, i) qkv[((size_t)b * T + (t)) * W + qo + (i)]
-#define K(t, i) qkv[((size_t)b * T + (t)) * W + ko + (i)]
-#define V(t, i) qkv[((size_t)b * T + (t)) * W + vo + (i)]
+#define REF_Q(t, i) qkv[((size_t)b * T + (t)) * W + qo + (i)]
+#define REF_K(t, i) qkv[((size_t)b * T + (t)) * W + ko + (i)]
+#define REF_V(t, i) qkv[((size_t)b * T + (t)) * W + vo + (i)]
             for (int t = 0; t < T; t++) {
                 double mx = -INFINITY, sum = 0;
                 for (int u = 0; u <= t; u++) {
                     double d = 0;
-                    for (int i = 0; i < hs; i++) d += (double)Q(t, i) * K(u, i);
+                    for (int i = 0; i < hs; i++) d += (double)REF_Q(t, i) * REF_K(u, i);
                     p[t * T + u] = d * scale;
                     mx = fmax(mx, d * scale);
                 }
@@ -44,7 +44,7 @@ static void ref_attention(shape s, const float *qkv, const float *dout, double *
                 for (int u = 0; u <= t; u++) p[t * T + u] /= sum;
                 for (int i = 0; i < hs; i++) {
                     double o = 0;
-                    for (int u = 0; u <= t; u++) o += p[t * T + u] * V(u, i);
+                    for (int u = 0; u <= t; u++) o += p[t * T + u] * REF_V(u, i);
                     out[((size_t)b * T + t) * s.NH * hs + qo + i] = o;
                 }
             }
@@ -54,22 +54,22 @@ static void ref_attention(shape s, const float *qkv, const float *dout, double *
                 double pdp = 0;
                 for (int u = 0; u <= t; u++) {
                     double d = 0;
-                    for (int i = 0; i < hs; i++) d += (double)g_t[i] * V(u, i);
+                    for (int i = 0; i < hs; i++) d += (double)g_t[i] * REF_V(u, i);
                     dp[u] = d;
                     pdp += p[t * T + u] * d;
                 }
                 for (int u = 0; u <= t; u++) {
                     double pw = p[t * T + u], dsw = pw * (dp[u] - pdp) * scale;
                     for (int i = 0; i < hs; i++) {
-                        dqkv[((size_t)b * T + t) * W + qo + i] += dsw * K(u, i);
-                        dqkv[((size_t)b * T + u) * W + ko + i] += dsw * Q(t, i);
+                        dqkv[((size_t)b * T + t) * W + qo + i] += dsw * REF_K(u, i);
+                        dqkv[((size_t)b * T + u) * W + ko + i] += dsw * REF_Q(t, i);
                         dqkv[((size_t)b * T + u) * W + vo + i] += pw * g_t[i];
                     }
                 }
             }
-#undef Q
-#undef K
-#undef V
+#undef REF_Q
+#undef REF_K
+#undef REF_V
         }
     free(p), free(dp);
 }

@@ -69,9 +69,28 @@ tern_error *tern_llama_read_grad(tern_llama *m, const char *name, float *out, si
 tern_error *tern_llama_read_logits(tern_llama *m, int row, int rows, float *out);
 tern_error *tern_llama_read_losses(tern_llama *m, float *out);
 
-/* Writes DIR/config.json and DIR/model.safetensors in save_pretrained's layout (f32; tied
- * lm_head not stored), each atomically; the step in the metadata ("tern_step"). */
+/* Writes DIR/config.json, then DIR/model.safetensors, in save_pretrained's layout (f32; tied
+ * lm_head not stored), each atomically; the step in the metadata ("tern_step"). With
+ * ranks, rank 0 writes. */
 tern_error *tern_llama_save(tern_llama *m, const char *dir);
+
+/* The same in dtype (f32, bf16 or f16): half-precision weights rounded to nearest even. */
+tern_error *tern_llama_save_as(tern_llama *m, const char *dir, tern_dtype dtype);
+/* The step DIR/model.safetensors records (0 when absent). */
+tern_error *tern_llama_saved_step(const char *dir, int *step);
+/* AdamW's moments as a safetensors file ("m.NAME", "v.NAME", the step and metadata_kv's
+ * pairs in its metadata), and back: the file's step becomes the model's. With ranks,
+ * rank 0 writes and the others return at once. */
+tern_error *tern_llama_save_optimizer(tern_llama *m, const char *path, const char *const *metadata_kv);
+tern_error *tern_llama_load_optimizer(tern_llama *m, const char *path);
+
+/* Data parallelism: the job's communicator (tern/dist.h). Each rank's forward_backward then
+ * adds d(its mean loss / world), update sums the gradients across the ranks, and the mean
+ * loss it reports is the global batch's. */
+tern_error *tern_llama_set_dist(tern_llama *m, tern_dist *comm);
+tern_error *tern_llama_sum_across_ranks(tern_llama *m, float *value);
+/* Bytes of AdamW's state (both moments, f32). */
+size_t tern_llama_optimizer_bytes(const tern_llama *m);
 
 /* Continues B prompts of T0 tokens (prompt [B, T0], host) by up to n_new tokens with a KV
  * cache: one prefill pass, then one-token steps, calling on_token after each step. With

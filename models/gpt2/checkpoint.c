@@ -1,11 +1,11 @@
 /* Writing a model as a Hugging Face directory: config.json and model.safetensors in
  * save_pretrained's layout ("transformer." prefix, tied lm_head not stored). */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/optimizer_file.h"
 #include "gpt2_internal.h"
 #include "tern/file.h"
 #include "tern/half.h"
@@ -99,69 +99,31 @@ done:
     return err;
 }
 
-/* Parses a non-negative int written by this file's savers. */
-static tern_error *parse_step(const char *text, const char *path, int *step) {
-    char *end = NULL;
-    errno = 0;
-    long v = strtol(text, &end, 10);
-    if (!*text || *end || errno || v < 0 || v > 1L << 30)
-        return tern_errorf("%s: step '%s' is not a valid step number", path, text);
-    *step = (int)v;
-    return NULL;
-}
+tern_error *tern_gpt2_saved_step(const char *dir, int *step) { return checkpoint_saved_step(dir, step); }
 
-tern_error *tern_gpt2_saved_step(const char *dir, int *step) {
-    char *path = malloc(strlen(dir) + 32);
-    if (!path) return tern_errorf("out of memory");
-    sprintf(path, "%s/model.safetensors", dir);
-    tern_safetensors *f = NULL;
-    tern_error *err = tern_safetensors_open(path, &f);
-    *step = 0;
-    if (!err) {
-        const char *text = tern_safetensors_metadata(f, "tern_step");
-        if (text) err = parse_step(text, path, step);
-        tern_safetensors_close(f);
-    }
-    free(path);
-    return err;
-}
-
-/* Visits every parameter tensor: its name, place in the flat buffers and element count
- * (wte without its padding rows). */
-typedef tern_error *(*tensor_visit)(tern_gpt2 *m, const char *name, size_t offset, size_t count,
-                                    void *user);
-
-static tern_error *each_tensor(tern_gpt2 *m, tensor_visit visit, void *user) {
+/* Every parameter tensor as the optimizer file names it: its place in the flat buffers and
+ * element count (wte without its padding rows). names: room for each name; *out, *n owned by
+ * the caller (free *out). */
+static tern_error *optimizer_tensors(const tern_gpt2 *m, char (**names)[96], optimizer_tensor **out, size_t *n) {
     const tern_gpt2_config *cfg = &m->cfg;
+    size_t cap = 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer;
+    *names = calloc(cap, sizeof **names);
+    *out = calloc(cap, sizeof **out);
+    *n = 0;
+    if (!*names || !*out) {
+        free(*names);
+        free(*out);
+        *names = NULL, *out = NULL;
+        return tern_errorf("out of memory");
+    }
     for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
         int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
-        for (int l = 0; l < layers; l++) {
-            char name[96];
-            gpt2_tensor_name((gpt2_tensor)k, l, name, sizeof name);
-            size_t count = k == GPT2_WTE ? (size_t)cfg->vocab_size * cfg->n_embd
-                                         : gpt2_tensor_len(cfg, (gpt2_tensor)k);
-            TERN_TRY(visit(m, name, gpt2_tensor_offset(cfg, (gpt2_tensor)k, l), count, user));
+        for (int l = 0; l < layers; l++, (*n)++) {
+            gpt2_tensor_name((gpt2_tensor)k, l, (*names)[*n], sizeof (*names)[*n]);
+            size_t count = k == GPT2_WTE ? (size_t)cfg->vocab_size * cfg->n_embd : gpt2_tensor_len(cfg, (gpt2_tensor)k);
+            (*out)[*n] = (optimizer_tensor){.name = (*names)[*n],
+                                            .offset = gpt2_tensor_offset(cfg, (gpt2_tensor)k, l), .count = count};
         }
-    }
-    return NULL;
-}
-
-typedef struct moments_out {
-    float *host;          /* both moments, [2 * n_flat] */
-    tern_tensor_out *tensors;
-    char (*names)[112];
-    size_t n;
-} moments_out;
-
-static tern_error *collect_moments(tern_gpt2 *m, const char *name, size_t offset, size_t count,
-                                   void *user) {
-    moments_out *o = user;
-    for (int which = 0; which < 2; which++) {
-        float *data = o->host + (size_t)which * m->n_flat + offset;
-        snprintf(o->names[o->n], sizeof o->names[o->n], "%c.%s", which ? 'v' : 'm', name);
-        o->tensors[o->n] = (tern_tensor_out){.name = o->names[o->n], .dtype = TERN_F32, .ndim = 1,
-                                             .shape = {(int64_t)count}, .data = data};
-        o->n++;
     }
     return NULL;
 }
@@ -176,96 +138,40 @@ static tern_error *read_moments(tern_gpt2 *m, float *host) {
 
 tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv) {
     if (!writes(m)) return read_moments(m, NULL);
-    size_t n_tensors = 2 * (4 + (size_t)GPT2_LAYER_KINDS * m->cfg.n_layer), n_meta = 0;
-    while (metadata_kv && metadata_kv[n_meta]) n_meta++;
-    moments_out o = {
-        .host = malloc(2 * m->n_flat * sizeof *o.host),
-        .tensors = calloc(n_tensors, sizeof *o.tensors),
-        .names = calloc(n_tensors, sizeof *o.names),
-    };
-    const char **metadata = calloc(n_meta + 3, sizeof *metadata);
-    tern_error *err = NULL;
-    if (!o.host || !o.tensors || !o.names || !metadata) {
-        err = tern_errorf("out of memory saving the optimizer state");
-        goto done;
-    }
-    if ((err = read_moments(m, o.host)) || (err = each_tensor(m, collect_moments, &o))) goto done;
-    size_t bad = first_nonfinite(o.host, 2 * m->n_flat);
-    if (bad < 2 * m->n_flat) {
-        err = tern_errorf("not saving %s: AdamW's moments at step %d are not finite", path,
-                          m->step);
-        goto done;
-    }
-    char step[32];
-    snprintf(step, sizeof step, "%d", m->step);
-    metadata[0] = "step";
-    metadata[1] = step;
-    for (size_t i = 0; i < n_meta; i++) metadata[2 + i] = metadata_kv[i];
-    err = tern_safetensors_write(path, o.tensors, o.n, metadata);
-done:
-    free(o.host);
-    free(o.tensors);
-    free(o.names);
-    free(metadata);
+    char (*names)[96] = NULL;
+    optimizer_tensor *tensors = NULL;
+    size_t n = 0;
+    TERN_TRY(optimizer_tensors(m, &names, &tensors, &n));
+    float *host = malloc(2 * m->n_flat * sizeof *host);
+    tern_error *err = host ? read_moments(m, host) : tern_errorf("out of memory saving the optimizer state");
+    if (!err) err = optimizer_file_write(path, tensors, n, m->n_flat, host, m->step, metadata_kv);
+    free(host);
+    free(tensors);
+    free(names);
     return err;
 }
 
-typedef struct moments_in {
-    const tern_safetensors *f;
-    const char *path;
-    float *scratch; /* room for the largest tensor */
-} moments_in;
-
-/* Elements [offset, offset + count) of the flat layout from host data into `part`, this
- * rank's part of a flat buffer (ZeRO-1), or the whole buffer: only what lies in the part. */
-static tern_error *write_part(tern_gpt2 *m, tern_buf part, size_t offset, size_t count,
-                              const float *data) {
+/* Elements [offset, offset + count) of the flat layout from host data into this rank's part
+ * of AdamW's moment `which` (ZeRO-1), or the whole buffer: only what lies in the part. */
+static tern_error *restore_moment(void *user, int which, size_t offset, size_t count, const float *data) {
+    tern_gpt2 *m = user;
+    tern_buf part = which ? m->adam_v : m->adam_m;
     size_t end = offset + count, part_end = m->shard_off + m->shard_len;
     size_t lo = offset > m->shard_off ? offset : m->shard_off, hi = end < part_end ? end : part_end;
     if (lo >= hi) return NULL;
     return m->impl->write_flat(m, part, lo - m->shard_off, hi - lo, data + (lo - offset));
 }
 
-static tern_error *restore_moments(tern_gpt2 *m, const char *name, size_t offset, size_t count,
-                                   void *user) {
-    moments_in *in = user;
-    for (int which = 0; which < 2; which++) {
-        char key[112];
-        snprintf(key, sizeof key, "%c.%s", which ? 'v' : 'm', name);
-        const tern_tensor_info *t = tern_safetensors_find(in->f, key);
-        if (!t) return tern_errorf("%s: tensor %s is missing", in->path, key);
-        if (t->count != count)
-            return tern_errorf("%s: %s has %zu elements; this model's has %zu", in->path, key,
-                               t->count, count);
-        TERN_TRY(tern_tensor_convert(t, TERN_F32, in->scratch));
-        for (size_t i = 0; i < count; i++)
-            if (!isfinite(in->scratch[i]) || (which && in->scratch[i] < 0))
-                return tern_errorf("%s: %s[%zu] is %g: %s", in->path, key, i, in->scratch[i],
-                                   which ? "a second moment must be finite and not negative"
-                                         : "a moment must be finite");
-        TERN_TRY(write_part(m, which ? m->adam_v : m->adam_m, offset, count, in->scratch));
-    }
-    return NULL;
-}
-
 tern_error *tern_gpt2_load_optimizer(tern_gpt2 *m, const char *path) {
-    tern_safetensors *f = NULL;
-    TERN_TRY(tern_safetensors_open(path, &f));
-    size_t largest = 0;
-    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
-        size_t len = gpt2_tensor_len(&m->cfg, (gpt2_tensor)k);
-        if (len > largest) largest = len;
-    }
-    moments_in in = {.f = f, .path = path, .scratch = malloc(largest * sizeof(float))};
-    tern_error *err = NULL;
-    const char *step = tern_safetensors_metadata(f, "step");
-    int parsed = 0;
-    if (!in.scratch) err = tern_errorf("out of memory loading %s", path);
-    else if (!step) err = tern_errorf("%s: no step in its metadata", path);
-    else if (!(err = parse_step(step, path, &parsed)) && !(err = m->impl->ensure_optimizer(m)) &&
-             !(err = each_tensor(m, restore_moments, &in)))
-        m->step = parsed;
-    free(in.scratch);
-    tern_safetensors_close(f);
+    char (*names)[96] = NULL;
+    optimizer_tensor *tensors = NULL;
+    size_t n = 0;
+    TERN_TRY(optimizer_tensors(m, &names, &tensors, &n));
+    int step = 0;
+    tern_error *err = m->impl->ensure_optimizer(m);
+    if (!err) err = optimizer_file_read(path, tensors, n, restore_moment, m, &step);
+    if (!err) m->step = step;
+    free(tensors);
+    free(names);
     return err;
 }

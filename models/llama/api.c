@@ -58,6 +58,7 @@ static tern_error *open_with(const char *backend, const tern_llama_config *cfg, 
     m->Vp = llama_padded_vocab(cfg->vocab_size);
     m->precision = precision;
     m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
+    m->world = 1;
     m->n_flat = llama_flat_len(cfg);
     if (!(err = m->impl->open(m, flat, inv32))) {
         *out = m;
@@ -201,8 +202,28 @@ tern_error *tern_llama_forward_backward(tern_llama *m, const int32_t *x, const i
                                         float loss_scale, float *mean_loss) {
     if (!y) return tern_errorf("forward_backward needs targets");
     TERN_TRY(check_batch(m, x, y, B, T));
-    return m->impl->forward(m, x, y, B, T, loss_scale, true, mean_loss);
+    /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean. */
+    float loss = 0;
+    TERN_TRY(m->impl->forward(m, x, y, B, T, loss_scale / (float)m->world, true, &loss));
+    if (m->world > 1) {
+        TERN_TRY(tern_error_wrap(m->impl->sum_across_ranks(m, &loss), "the mean loss across ranks"));
+        loss /= (float)m->world;
+    }
+    if (mean_loss) *mean_loss = loss;
+    return NULL;
 }
+
+tern_error *tern_llama_set_dist(tern_llama *m, tern_dist *comm) {
+    int world = tern_dist_world(comm);
+    if (world < 1) return tern_errorf("a communicator of %d ranks", world);
+    m->dist = comm;
+    m->world = world;
+    return NULL;
+}
+
+tern_error *tern_llama_sum_across_ranks(tern_llama *m, float *value) { return m->impl->sum_across_ranks(m, value); }
+
+size_t tern_llama_optimizer_bytes(const tern_llama *m) { return 2 * m->n_flat * sizeof(float); }
 
 tern_error *tern_llama_zero_grad(tern_llama *m) { return m->impl->zero_grad(m); }
 

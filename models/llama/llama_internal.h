@@ -145,6 +145,9 @@ struct tern_llama {
     tern_buf adam_m, adam_v; /* f32 [n_flat] */
     tern_buf inv_freq; /* f32 [hs / 2] rotary inverse frequencies */
     int step;
+    tern_dist *dist;      /* the job's ranks (NULL: one), set by tern_llama_set_dist */
+    int world;            /* its size (1 alone) */
+    tern_buf dist_scalar; /* f32 [1]: a value summed across the ranks */
     llama_acts acts;
     llama_decode dec;
     uint64_t epoch;    /* changes whenever buffers a replayable section names move */
@@ -172,6 +175,9 @@ struct llama_impl {
     const char *handler;
     tern_error *(*open)(tern_llama *m, const float *flat, const float *inv_freq);
     tern_error *(*read_flat)(tern_llama *m, tern_buf flat, size_t offset, size_t count, float *out);
+    tern_error *(*write_flat)(tern_llama *m, tern_buf flat, size_t offset, size_t count, const float *data);
+    tern_error *(*ensure_optimizer)(tern_llama *m); /* AdamW's moments, zero when new */
+    tern_error *(*sum_across_ranks)(tern_llama *m, float *value);
     tern_error *(*forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_llama *m);

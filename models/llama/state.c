@@ -36,6 +36,35 @@ static tern_error *read_flat(tern_llama *m, tern_buf flat, size_t offset, size_t
     return err;
 }
 
+/* Elements [offset, offset + count) of a flat buffer from f32 host data. */
+static tern_error *write_flat(tern_llama *m, tern_buf flat, size_t offset, size_t count, const float *data) {
+    tern_buf part = tern_view(flat, offset, count);
+    if (part.dtype == TERN_F32) return OP(upload)(m->dev, part, data);
+    tern_buf tmp = tern_none();
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, count, &tmp));
+    tern_error *err = OP(upload)(m->dev, tmp, data);
+    if (!err) err = OP(copy)(m->dev, part, tmp);
+    tern_error_free(OP(free)(m->dev, &tmp));
+    return err;
+}
+
+static tern_error *ensure_optimizer(tern_llama *m) {
+    if (m->adam_m.len) return NULL;
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, m->n_flat, &m->adam_m));
+    TERN_TRY(OP(alloc)(m->dev, TERN_F32, m->n_flat, &m->adam_v));
+    TERN_TRY(OP(fill)(m->dev, m->adam_m, 0.0));
+    return OP(fill)(m->dev, m->adam_v, 0.0);
+}
+
+/* *value summed over the ranks of m->dist, through the effect's allreduce. */
+static tern_error *sum_across_ranks(tern_llama *m, float *value) {
+    if (m->world <= 1) return NULL;
+    if (!m->dist_scalar.len) TERN_TRY(OP(alloc)(m->dev, TERN_F32, 1, &m->dist_scalar));
+    TERN_TRY(OP(upload)(m->dev, m->dist_scalar, value));
+    TERN_TRY(OP(allreduce)(m->dev, m->dist_scalar, m->dist));
+    return OP(download)(m->dev, value, m->dist_scalar);
+}
+
 /* Every gradient zero, the gaps between tensors included: backward passes add into them. */
 static tern_error *zero_grad(tern_llama *m) {
     if (!m->grads.len) {
@@ -60,12 +89,10 @@ static tern_error *adamw_range(tern_llama *m, size_t start, size_t len, const te
 static tern_error *update(tern_llama *m, const tern_gpt2_adamw *h, float *grad_norm) {
     tern_dev *d = m->dev;
     if (!m->grads.len) return tern_errorf("update before any backward pass: no gradients");
-    if (!m->adam_m.len) {
-        TERN_TRY(OP(alloc)(d, TERN_F32, m->n_flat, &m->adam_m));
-        TERN_TRY(OP(alloc)(d, TERN_F32, m->n_flat, &m->adam_v));
-        TERN_TRY(OP(fill)(d, m->adam_m, 0.0));
-        TERN_TRY(OP(fill)(d, m->adam_v, 0.0));
-    }
+    TERN_TRY(ensure_optimizer(m));
+    /* Data parallelism: each rank holds d(its loss / world); their sum is the gradient of the
+     * global batch's mean loss, the same on every rank, so every rank takes the same step. */
+    if (m->world > 1) TERN_TRY(OP(allreduce)(d, m->grads, m->dist));
     double norm = 0;
     TERN_TRY(OP(norm2)(d, m->grads, &norm));
     if (grad_norm) *grad_norm = (float)norm;
@@ -93,7 +120,7 @@ static void close_model(tern_llama *m) {
     if (!m->dev) return;
     LLAMA_FN(free_acts)(m);
     LLAMA_FN(free_decode)(m);
-    tern_buf *owned[] = {&m->master, &m->weights, &m->grads, &m->adam_m, &m->adam_v, &m->inv_freq};
+    tern_buf *owned[] = {&m->master, &m->weights, &m->grads, &m->adam_m, &m->adam_v, &m->inv_freq, &m->dist_scalar};
     for (size_t i = 0; i < sizeof owned / sizeof owned[0]; i++) tern_error_free(OP(free)(m->dev, owned[i]));
     tern_error_free(OP(close)(m->dev));
     m->dev = NULL;
@@ -103,6 +130,9 @@ const llama_impl TERN_CAT3(tern_llama_, TERN_HANDLER, _impl) = {
     .handler = TERN_HANDLER_NAME,
     .open = open_model,
     .read_flat = read_flat,
+    .write_flat = write_flat,
+    .ensure_optimizer = ensure_optimizer,
+    .sum_across_ranks = sum_across_ranks,
     .forward = forward,
     .zero_grad = zero_grad,
     .update = update,

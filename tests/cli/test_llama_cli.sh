@@ -64,6 +64,41 @@ done
 out=$("$tern" generate --model "$work/trained" --prompt "$prompt" --tokens 4 --temperature 0 --ids --no-stop 2>&1)
 [ "$(echo "$out" | sed -n 2p | wc -w)" = 4 ] && pass "the trained checkpoint generates" || fail "generate from the checkpoint: $out"
 
+# ---- training state: a run stopped and resumed takes the uninterrupted run's steps ----
+run=(--model "$fixture" --data "$fixture/data.bin" --batch 2 --seq 32 --lr 2e-3 --warmup 2 --schedule cosine
+     --wd 0.1 --clip 1 --seed 3)
+# step lines without their timing ("step 3/4 | loss 8.1234 | lr ... | norm ...")
+steps() { sed -n 's/^\(step [0-9]*\/[0-9]* | loss [0-9.]* | lr [^|]*| norm [0-9.]*\) .*/\1/p' "$1"; }
+"$tern" train "${run[@]}" --steps 4 > "$work/whole" 2>&1 || fail "train 4 steps: $(tail -2 "$work/whole")"
+"$tern" train "${run[@]}" --steps 4 --stop-after 2 --out "$work/part" > "$work/first" 2>&1 ||
+    fail "train --stop-after 2: $(tail -2 "$work/first")"
+for f in config.json model.safetensors optimizer-2.safetensors run.json losses.tsv tokenizer.json; do
+    [ -f "$work/part/$f" ] || fail "the checkpoint of --stop-after 2 has no $f"
+done
+"$tern" train --resume "$work/part" > "$work/second" 2>&1 || fail "resume: $(tail -2 "$work/second")"
+if [ "$(steps "$work/whole" | wc -l)" = 4 ] && [ "$(steps "$work/first"; steps "$work/second")" = "$(steps "$work/whole")" ]; then
+    pass "a Llama run stopped after step 2 and resumed prints the uninterrupted run's steps exactly"
+else
+    fail "resume: whole run $(steps "$work/whole" | tr '\n' ';'), stopped and resumed $(steps "$work/first" | tr '\n' ';') $(steps "$work/second" | tr '\n' ';')"
+fi
+[ -f "$work/part/optimizer-4.safetensors" ] && [ ! -f "$work/part/optimizer-2.safetensors" ] &&
+    [ "$(wc -l < "$work/part/losses.tsv")" -ge 4 ] && pass "the resumed checkpoint holds step 4 and its history" ||
+    fail "the resumed checkpoint: $(ls "$work/part")"
+out=$("$tern" train --resume "$work/part" --steps 6 --lr 1e-3 2>&1)
+[ $? -eq 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && [[ "$out" == *"--lr 0.001"*"0.002"* ]] &&
+    pass "a resume with another --lr is a one-line error naming both values" || fail "resume with --lr: '$out'"
+"$tern" train "${run[@]}" --steps 1 --save-dtype bf16 --out "$work/half" > "$work/half.log" 2>&1 &&
+    python3 - "$work/half/model.safetensors" <<'EOF' && pass "--save-dtype bf16 writes a bf16 checkpoint" || fail "--save-dtype bf16: $(tail -2 "$work/half.log")"
+import json, struct, sys
+f = open(sys.argv[1], "rb"); n = struct.unpack("<Q", f.read(8))[0]; h = json.loads(f.read(n))
+sys.exit(0 if all(v["dtype"] == "BF16" for k, v in h.items() if k != "__metadata__") else 1)
+EOF
+out=$("$tern" generate --model "$work/half" --prompt "$prompt" --tokens 2 --temperature 0 --ids --no-stop 2>&1) &&
+    pass "the bf16 checkpoint loads and generates" || fail "generate from the bf16 checkpoint: $out"
+out=$("$tern" train "${run[@]}" --steps 1 --recompute gelu 2>&1)
+[ $? -eq 1 ] && [ "$(echo "$out" | wc -l)" = 1 ] && [[ "$out" == "tern: error: "*"--recompute"* ]] &&
+    pass "--recompute (GPT-2's) is a one-line error for the Llama family" || fail "--recompute: '$out'"
+
 # ---- info names the family, with the parameter count of the file's tensors ----
 out=$("$tern" info --model "$fixture" 2>&1)
 count=$(python3 - "$fixture/model.safetensors" <<'EOF'

@@ -76,6 +76,29 @@ else
         fail "bad resume said: $(cat "$work/badresume.log")"
 fi
 
+# ---- the Llama family on 2 ranks (the llama-tiny-a fixture): the same losses, a checkpoint
+# of 2 ranks resumed on 1 ----
+fixture=$shared/fixtures/llama-tiny-a
+lcommon=(--model "$fixture" --data "$fixture/data.bin" --seq 32 --lr 2e-3 --warmup 1 --wd 0.1 --clip 1 --seed 5)
+"$tern" train "${lcommon[@]}" --batch 4 --steps 4 > "$work/llama-one.log" 2>&1 ||
+    fail "Llama, one process: $(tail -1 "$work/llama-one.log")"
+timeout 120 "$mpiexec" -n 2 "$tern" train "${lcommon[@]}" --batch 2 --steps 2 --out "$work/llama-ck" > "$work/llama-two.log" 2>&1 ||
+    fail "Llama, mpiexec -n 2: $(tail -3 "$work/llama-two.log")"
+grep '^step' "$work/llama-one.log" | head -2 > "$work/llama-one-head.log"
+grep '^step' "$work/llama-one.log" | tail -2 > "$work/llama-one-tail.log"
+if close "$work/llama-one-head.log" "$work/llama-two.log" 2e-4; then
+    pass "Llama: 2 ranks of batch 2 print the losses of 1 process of batch 4 (within 2e-4)"
+else
+    fail "Llama losses differ:"; paste <(losses "$work/llama-one.log") <(losses "$work/llama-two.log")
+fi
+"$tern" train --resume "$work/llama-ck" --batch 4 --steps 4 > "$work/llama-resumed.log" 2>&1 ||
+    fail "Llama resume on 1 rank: $(tail -1 "$work/llama-resumed.log")"
+if close "$work/llama-one-tail.log" "$work/llama-resumed.log" 2e-4; then
+    pass "Llama: steps 3-4 resumed on 1 rank from a 2-rank checkpoint equal the uninterrupted run's"
+else
+    fail "Llama resumed losses:"; paste <(losses "$work/llama-one.log") <(losses "$work/llama-resumed.log")
+fi
+
 # ---- ZeRO-1: the same steps with the optimizer state sharded; whole checkpoints ----
 timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 6 --zero1 > "$work/zero.log" 2>&1 ||
     fail "mpiexec -n 2 --zero1: $(tail -3 "$work/zero.log")"
