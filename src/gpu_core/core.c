@@ -175,6 +175,12 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, cons
         gpu_core_free(g);
         return tern_error_wrap(err, "gpu core: the fault buffer");
     }
+    err = tern_rt_alloc(rt, TERN_T_I32, 1, &g->zero_counter);
+    if (!err) err = tern_rt_upload(rt, g->zero_counter, zero);
+    if (err) {
+        gpu_core_free(g);
+        return tern_error_wrap(err, "gpu core: the sampling counter's zero");
+    }
     return NULL;
 }
 
@@ -185,6 +191,7 @@ void gpu_core_free(gpu_core *g) {
     free(g->kernels);
     if (g->rt) {
         tern_rt_free(g->rt, &g->fault);
+        tern_rt_free(g->rt, &g->zero_counter);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
         tern_rt_free(g->rt, &g->att_partial);

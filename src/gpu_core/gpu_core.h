@@ -91,6 +91,7 @@ typedef struct gpu_core {
     gpu_alloc_slot *allocs;  /* open addressing on mem */
     size_t allocs_cap, allocs_len;
     tern_dbuf fault;         /* i32 [GK_FAULT_LEN], zero while no fault is pending */
+    tern_dbuf zero_counter;  /* i32 [1] = 0: sample's counter when the caller passes none */
     tern_dbuf scratch;       /* f32, grown on demand */
     size_t scratch_len;
     tern_dbuf scratch_i;     /* i32, grown on demand */

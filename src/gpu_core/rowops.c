@@ -65,16 +65,15 @@ tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int
     uint32_t seed_hash = tern_hash32(tern_hash32((uint32_t)seed) ^ (uint32_t)(seed >> 32));
     int ipasses = 1;
     while (ipasses < 8 && ((uint32_t)(V - 1) >> (4 * ipasses)) != 0) ipasses++;
-    bool has_counter = tern_present(counter);
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
     s.n[1] = g->sample_group;
-    s.n[2] = has_counter;
-    tern_arg args[12];
+    tern_arg args[13];
     size_t n = 0;
     args[n++] = tern_arg_buf(out);
     args[n++] = tern_arg_buf(logits);
-    if (has_counter) args[n++] = tern_arg_buf(counter);
+    /* no counter: a zero one, the same draws (a runtime value, not a second kernel) */
+    args[n++] = tern_present(counter) ? tern_arg_buf(counter) : tern_arg_dev(g->zero_counter);
     args[n++] = gpu_fault_arg(g);
     args[n++] = tern_arg_i32(V);
     args[n++] = tern_arg_i32(Vp);
@@ -84,6 +83,8 @@ tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int
     args[n++] = tern_arg_f32(tail);
     args[n++] = tern_arg_u32(seed_hash);
     args[n++] = tern_arg_i32(ipasses);
+    size_t after = n; /* the exact kernel after top-k redoes only the rows it marked -1 */
+    args[n++] = tern_arg_i32(0);
     tern_dims grid = tern_dims1((uint32_t)rows), group = tern_dims1((uint32_t)g->sample_group);
     if (temperature <= 0 && argmax_parts(g, rows, V)) return greedy_parts(g, out, logits, rows, V, Vp);
     if (temperature <= 0) return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n); /* greedy */
@@ -92,7 +93,7 @@ tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int
         gk_spec t = s;
         t.n[3] = 1; /* top-k by threshold; rows it cannot do get -1 ... */
         TERN_TRY(gpu_run(g, "sample", GK_SAMPLE, &t, grid, group, args, n));
-        s.n[4] = 1; /* ... and only those are redone exactly */
+        args[after] = tern_arg_i32(1); /* ... and only those are redone exactly */
     }
     return gpu_run(g, "sample", GK_SAMPLE, &s, grid, group, args, n);
 }

@@ -25,12 +25,21 @@
  *
  * Three kernels, by n[3]: 0 greedy (step 1 only); 1 top-k (steps 1-4; a row whose values
  * are too crowded gets -1); 2 exact (steps 1, 5), either alone (k > GK_SAMPLE_CAP) or after
- * top-k with n[4] = 1, when it redoes only the rows marked -1. Smaller kernels than one that
- * does it all: fewer registers, no spills on the common paths.
- * Spec: t[0] logits; n[1] = G, threads per group (a multiple of 32); n[2] = 1 when a
- * counter buffer is passed; n[3] the kernel; n[4] after top-k. Parameters: out (i32), logits, [counter], fault, V, Vp, rows,
- * temperature, k (resolved: V when top_k <= 0 or >= V), tail, seed_hash (u32: the first
- * half of tern_random_bits, hash32(hash32(seed_lo) ^ seed_hi)). */
+ * top-k (the parameter after = 1), when it redoes only the rows marked -1. Smaller kernels
+ * than one that does it all: fewer registers, no spills on the common paths.
+ * The counter and `after` are runtime values, not build constants, and the exact kernel's
+ * two radix searches (count, then weight) are one loop over the two phases: each build
+ * constant or traced copy of the search is another kernel or twice the code for an OpenCL
+ * compiler, and PoCL took some 30 s of CPU per exact-search kernel (docs/PERFORMANCE.md).
+ * On a GPU the cost is a load of the counter (a zero buffer when the caller has none), a
+ * uniform branch per element in the searches, and one pass that is now taken in both
+ * phases (the row's total weight); the exact kernel runs only for large k or crowded rows.
+ * Spec: t[0] logits; n[1] = G, threads per group (a multiple of 32); n[3] the kernel.
+ * Parameters: out (i32), logits, counter (i32, one element; zeros when the caller passes
+ * none), fault, V, Vp, rows, temperature, k (resolved: V when top_k <= 0 or >= V), tail,
+ * seed_hash (u32: the first half of tern_random_bits, hash32(hash32(seed_lo) ^ seed_hi)),
+ * ipasses (the index digits of V - 1), after (i32: 1 when only the rows marked -1 are
+ * redone). */
 #include <math.h>
 #include <stdint.h>
 
@@ -53,15 +62,18 @@ static tern_v group_i(sctx *c, ku_reduce op, tern_v x) {
     return ku_group_reduce(c->kb, op, x, c->red_i, c->SG);
 }
 
-/* Sums 16 per-thread f32 values over the group into out[16] (every thread gets them). */
+/* Sums 16 per-thread f32 values over the group into out[16] (every thread gets them).
+ * One SIMD sum in a loop over the 16, not 16 traced copies: on OpenCL each SIMD sum is an
+ * emulation with barriers, and 16 copies per search pass made the exact kernel some 30 s
+ * of PoCL CPU to compile; on a GPU the loop costs 15 selects per value summed. */
 static void group_sum16(sctx *c, const tern_v *acc, tern_v *out) {
     tern_kb *kb = c->kb;
     tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
-    for (int q = 0; q < 16; q++) {
-        tern_v s = tern_simd_sum(acc[q]);
-        TERN_IF(kb, tern_eq(lane, tern_int(0))) {
-            tern_store(c->red16, tern_add(tern_mul(sg, tern_int(16)), tern_int(q)), s);
-        }
+    TERN_FOR(kb, q, tern_int(0), tern_int(16), tern_int(1)) {
+        tern_v v = acc[0];
+        for (int r = 1; r < 16; r++) v = tern_select(tern_eq(q, tern_int(r)), acc[r], v);
+        tern_v s = tern_simd_sum(v);
+        TERN_IF(kb, tern_eq(lane, tern_int(0))) { tern_store(c->red16, tern_add(tern_mul(sg, tern_int(16)), q), s); }
     }
     tern_barrier(kb);
     TERN_IF(kb, tern_lt(c->tid, tern_int(16))) {
@@ -77,15 +89,19 @@ static void group_sum16(sctx *c, const tern_v *acc, tern_v *out) {
 /* What the radix searches sum per element: 1 (count) or its weight when it is a
  * candidate. */
 typedef struct sweight {
-    bool weights;
+    tern_v weights;    /* bool, threadgroup-uniform: sum weights, else count */
     tern_v M, inv_t;   /* weights: exp((x - M) * inv_t) */
     tern_v tau, itau;  /* candidates: key > tau, or key == tau and index <= itau */
 } sweight;
 
-static tern_v element_value(const sweight *w, tern_v x, tern_v key, tern_v j) {
-    if (!w->weights) return tern_f32(1.0f);
-    tern_v cand = tern_lor(tern_gt(key, w->tau), tern_land(tern_eq(key, w->tau), tern_le(j, w->itau)));
-    return tern_select(cand, tern_exp(tern_mul(tern_sub(x, w->M), w->inv_t)), tern_f32(0.0f));
+/* The weight sits behind a uniform branch: no exp in the count phase. */
+static tern_v element_value(tern_kb *kb, const sweight *w, tern_v x, tern_v key, tern_v j) {
+    tern_v f = tern_var(kb, "f", tern_f32(1.0f));
+    TERN_IF(kb, w->weights) {
+        tern_v cand = tern_lor(tern_gt(key, w->tau), tern_land(tern_eq(key, w->tau), tern_le(j, w->itau)));
+        tern_assign(f, tern_select(cand, tern_exp(tern_mul(tern_sub(x, w->M), w->inv_t)), tern_f32(0.0f)));
+    }
+    return f;
 }
 
 /* The largest key K such that above(K) + (sum over key == K) > target, where above(K) sums
@@ -107,7 +123,7 @@ static void radix_search(sctx *c, const sweight *w, tern_v target, tern_v ipasse
         TERN_FOR(kb, j, c->tid, c->V, tern_int(c->G)) {
             tern_v x = tern_load(c->logits, tern_add(c->base, j));
             tern_v key = ku_order_key(x);
-            tern_v f = element_value(w, x, key, j);
+            tern_v f = element_value(kb, w, x, key, j);
             tern_v inb = tern_eq(tern_and(key, mask), prefix);
             tern_v d = tern_and(tern_shr(key, shift), tern_u32(15));
             for (int q = 0; q < 16; q++)
@@ -141,7 +157,7 @@ static void radix_search(sctx *c, const sweight *w, tern_v target, tern_v ipasse
         TERN_FOR(kb, j, c->tid, c->V, tern_int(c->G)) {
             tern_v x = tern_load(c->logits, tern_add(c->base, j));
             tern_v key = ku_order_key(x);
-            tern_v f = element_value(w, x, key, j);
+            tern_v f = element_value(kb, w, x, key, j);
             tern_v inb = tern_land(tern_eq(key, kstar), tern_eq(tern_and(j, imask), iprefix));
             tern_v d = tern_and(tern_shr(j, shift), tern_i32(15));
             for (int q = 0; q < 16; q++)
@@ -243,12 +259,10 @@ static tern_v in1(void *p, tern_v x) { return tern_land(in0(p, x), tern_eq(bin0(
 void gk_trace_sample(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     sctx c = {.kb = kb, .G = s->n[1], .SG = s->n[1] / 32};
-    bool has_counter = s->n[2] != 0;
-    int mode = s->n[3];     /* SAMPLE_GREEDY, SAMPLE_TOPK or SAMPLE_EXACT */
-    bool after = s->n[4];   /* exact, after top-k: only rows it marked -1 */
-    tern_v out = tern_param_buf(kb, "out", TERN_T_I32, after ? TERN_READ_WRITE : TERN_WRITE);
+    int mode = s->n[3]; /* SAMPLE_GREEDY, SAMPLE_TOPK or SAMPLE_EXACT */
+    tern_v out = tern_param_buf(kb, "out", TERN_T_I32, TERN_READ_WRITE);
     c.logits = ku_buf(kb, "logits", s->t[0], TERN_READ);
-    tern_v counter = has_counter ? tern_param_buf(kb, "counter", TERN_T_I32, TERN_READ) : tern_int(0);
+    tern_v counter = tern_param_buf(kb, "counter", TERN_T_I32, TERN_READ);
     tern_v fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
     c.V = tern_param_scalar(kb, "V", TERN_T_I32);
     tern_v Vp = tern_param_scalar(kb, "Vp", TERN_T_I32);
@@ -258,6 +272,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     tern_v tail = tern_param_scalar(kb, "tail", TERN_T_F32);
     tern_v seed_hash = tern_param_scalar(kb, "seed_hash", TERN_T_U32);
     tern_v ipasses = tern_param_scalar(kb, "ipasses", TERN_T_I32);
+    tern_v after = tern_param_scalar(kb, "after", TERN_T_I32); /* exact after top-k: only rows marked -1 */
     c.red_f = tern_shared(kb, "red_f", TERN_T_F32, (size_t)c.SG);
     c.red_i = tern_shared(kb, "red_i", TERN_T_I32, (size_t)c.SG);
     c.red16 = tern_shared(kb, "red16", TERN_T_F32, (size_t)c.SG * 16);
@@ -274,7 +289,8 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
     c.tid = tern_local_id(kb, 0);
     c.base = tern_mul(row, Vp);
     tern_v big = tern_i32(INT32_MAX);
-    if (after) tern_if(kb, tern_lt(tern_load(out, row), tern_int(0)));
+    /* the condition is uniform over the group (one row per group) */
+    tern_if(kb, tern_lor(tern_eq(after, tern_int(0)), tern_lt(tern_load(out, row), tern_int(0))));
 
     /* 1: max, argmax, min, first NaN */
     tern_v best = tern_var(kb, "best", tern_f32(-INFINITY));
@@ -304,8 +320,7 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
         } else {
             tern_v inv_t = tern_div(tern_f32(1.0f), temperature);
             /* u = tern_uniform(seed, counter * rows + row) */
-            tern_v draw = tern_add(tern_mul(has_counter ? tern_cast(tern_load(counter, tern_int(0)), TERN_T_U32)
-                                                        : tern_u32(0),
+            tern_v draw = tern_add(tern_mul(tern_cast(tern_load(counter, tern_int(0)), TERN_T_U32),
                                             tern_cast(rows, TERN_T_U32)),
                                    tern_cast(row, TERN_T_U32));
             tern_v bits = ku_hash32(tern_xor(seed_hash, ku_hash32(draw)));
@@ -412,17 +427,13 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
                 TERN_IF(kb, is_first) { tern_assign(result, tern_load(sort_i, chosen)); }
             }
             if (mode == SAMPLE_EXACT) {
-                /* 5: exact radix searches over the whole row */
-                sweight cw = {.weights = false};
+                /* 5: exact radix searches over the whole row, one loop over two phases:
+                 * 0 counts to the k-th largest (key tau, index itau: the last candidate),
+                 * 1 sums the candidates' weights to where they cross u * total */
                 tern_v tau = tern_var(kb, "tau", tern_u32(0));
                 tern_v itau = tern_var(kb, "itau", c.V);
-                TERN_IF(kb, tern_lt(k, c.V)) {
-                    tern_v kt, it, none;
-                    radix_search(&c, &cw, tern_cast(tern_sub(k, tern_int(1)), TERN_T_F32), ipasses, &kt, &it, &none);
-                    tern_assign(tau, kt);
-                    tern_assign(itau, it);
-                }
-                TERN_ELSE(kb) {
+                tern_v all_cand = tern_ge(k, c.V);
+                TERN_IF(kb, all_cand) {
                     /* every element is a candidate: the last is the smallest key, highest index */
                     tern_v kmin = tern_var(kb, "kmin", tern_u32(UINT32_MAX));
                     TERN_FOR(kb, j, c.tid, c.V, tern_int(c.G)) {
@@ -439,20 +450,33 @@ void gk_trace_sample(tern_kb *kb, void *spec) {
                     tern_assign(tau, kmin_all);
                     tern_assign(itau, group_i(&c, KU_MAX, imax));
                 }
-                sweight ww = {.weights = true, .M = M, .inv_t = inv_t, .tau = tau, .itau = itau};
-                tern_v tot = tern_var(kb, "tot", tern_f32(0.0f));
-                TERN_FOR(kb, j, c.tid, c.V, tern_int(c.G)) {
-                    tern_v x = tern_load(c.logits, tern_add(c.base, j));
-                    tern_assign(tot, tern_add(tot, element_value(&ww, x, ku_order_key(x), j)));
+                tern_v first_phase = tern_select(all_cand, tern_i32(1), tern_i32(0));
+                TERN_FOR(kb, phase, first_phase, tern_int(2), tern_int(1)) {
+                    tern_v weighing = tern_eq(phase, tern_int(1));
+                    sweight w = {.weights = weighing, .M = M, .inv_t = inv_t, .tau = tau, .itau = itau};
+                    /* the candidates' total weight (phase 1; phase 0 counts, needing none) */
+                    tern_v tot = tern_var(kb, "tot", tern_f32(0.0f));
+                    TERN_IF(kb, weighing) {
+                        TERN_FOR(kb, j, c.tid, c.V, tern_int(c.G)) {
+                            tern_v x = tern_load(c.logits, tern_add(c.base, j));
+                            tern_assign(tot, tern_add(tot, element_value(kb, &w, x, ku_order_key(x), j)));
+                        }
+                    }
+                    tern_v total = group_f(&c, KU_SUM, tot);
+                    tern_v target = tern_select(weighing, tern_mul(u, total), tern_cast(tern_sub(k, tern_int(1)), TERN_T_F32));
+                    tern_v ks, is, none;
+                    radix_search(&c, &w, target, ipasses, &ks, &is, &none);
+                    TERN_IF(kb, weighing) {
+                        TERN_IF(kb, is_first) { tern_assign(result, tern_select(tern_ne(none, tern_int(0)), itau, is)); }
+                    }
+                    TERN_ELSE(kb) {
+                        tern_assign(tau, ks);
+                        tern_assign(itau, is);
+                    }
                 }
-                tern_v total = group_f(&c, KU_SUM, tot);
-                tern_v ks, is, none;
-                radix_search(&c, &ww, tern_mul(u, total), ipasses, &ks, &is, &none);
-                (void)ks;
-                TERN_IF(kb, is_first) { tern_assign(result, tern_select(tern_ne(none, tern_int(0)), itau, is)); }
             }
             TERN_IF(kb, is_first) { tern_store(out, row, result); }
         }
     }
-    if (after) tern_end(kb);
+    tern_end(kb);
 }

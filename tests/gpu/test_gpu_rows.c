@@ -211,10 +211,11 @@ static int32_t topk_only(tern_buf logits, int V, int Vp, int k, float temperatur
     s.n[1] = g->sample_group;
     s.n[3] = 1;
     float tail = (float)((double)temperature * (log(0x1p-26) - log((double)V)));
-    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(logits), gpu_fault_arg(g), tern_arg_i32(V), tern_arg_i32(Vp),
-                       tern_arg_i32(1), tern_arg_f32(temperature), tern_arg_i32(k), tern_arg_f32(tail),
-                       tern_arg_u32(tern_hash32(tern_hash32(5))), tern_arg_i32(4)};
-    CHECK_OK(gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1(1), tern_dims1((uint32_t)g->sample_group), args, 11));
+    tern_arg args[] = {tern_arg_buf(out), tern_arg_buf(logits), tern_arg_dev(g->zero_counter), gpu_fault_arg(g),
+                       tern_arg_i32(V), tern_arg_i32(Vp), tern_arg_i32(1), tern_arg_f32(temperature), tern_arg_i32(k),
+                       tern_arg_f32(tail), tern_arg_u32(tern_hash32(tern_hash32(5))), tern_arg_i32(4),
+                       tern_arg_i32(0)};
+    CHECK_OK(gpu_run(g, "sample", GK_SAMPLE, &s, tern_dims1(1), tern_dims1((uint32_t)g->sample_group), args, 13));
     int32_t r = -2;
     CHECK_OK(gpu_download(gt_gpu.d, &r, out));
     CHECK_OK(gpu_free(gt_gpu.d, &out));
