@@ -8,7 +8,8 @@
 # (whose kernels are byte-identical to before: it must pass unchanged). Speed: the bf16
 # training step at SmolLM2-135M (B=16, T=1024) and Llama-3.2-1B (B=4, T=1024) with the
 # grouped heads on the flash kernels (A, the default) and on the GPU core's kernels (B,
-# TERN_CUDA_TUNE=flash_grouped=0), alternated in one call, then one profiled step of each
+# TERN_CUDA_TUNE=flash_grouped=0, a key deleted after run 66 measured it: the speed part now needs
+# the tree of 2771174), alternated in one call, then one profiled step of each
 # (per-operation times, graphs off). PART=check or PART=speed runs one half (each fits one
 # 10-minute call; the second call reuses the first's build).
 #   OUT=$OUT PART=check bash scripts/h200/flash_gqa.sh          (carry .deb .fixtures)

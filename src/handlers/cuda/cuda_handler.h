@@ -37,9 +37,6 @@ typedef struct cuda_tune {
     int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
-    bool flash_grouped;   /* flash_grouped: bf16 grouped heads (KV < NH) on the flash kernels
-                           * (on); off: the GPU core's kernels, for the A/B of
-                           * scripts/h200/flash_gqa.sh */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows

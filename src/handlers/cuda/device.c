@@ -29,7 +29,7 @@ static tern_error *pick_device(const tern_cuda_api *cu, int index, CUdevice *out
 static const cuda_tune tune_defaults = {
     .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = true,
     .flash_groups = {4, 2, 4}, .flash_kv_halves = true, .flash_pipelined = {1, 0, 1}, .flash_stages = 4,
-    .flash_ds_saved = true, .flash_grouped = true,
+    .flash_ds_saved = true,
 };
 
 #define KEY(name, kind, field, lo, hi) {name, kind, offsetof(cuda_tune, field), lo, hi}
@@ -47,7 +47,6 @@ static const tern_option tune_keys[] = {
     KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),
     KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
     KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
-    KEY("flash_grouped", TERN_OPTION_BOOL, flash_grouped, 0, 1),
 };
 #undef KEY
 
