@@ -24,7 +24,7 @@ step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log $b/tests/llama/test_llama_model "" cuda both
 unset TERN_TEST_HANDLER
-fx=.fixtures/llama-tiny-a
+fx=.fixtures/fixtures/llama-tiny-a
 [ -d $fx ] || fx=../shared/fixtures/llama-tiny-a
 run=(--model $fx --data $fx/data.bin --batch 4 --seq 64 --lr 1e-3 --backend cuda --precision bf16)
 step "llama: train 4 steps on cuda" 60 llama-whole.log $b/tern train "${run[@]}" --steps 4
