@@ -89,7 +89,14 @@ tern_error *tern_llama_load_optimizer(tern_llama *m, const char *path);
  * loss it reports is the global batch's. */
 tern_error *tern_llama_set_dist(tern_llama *m, tern_dist *comm);
 tern_error *tern_llama_sum_across_ranks(tern_llama *m, float *value);
-/* Bytes of AdamW's state (both moments, f32). */
+/* ZeRO-1, as tern_gpt2_shard_optimizer: each of the communicator's N ranks keeps AdamW's
+ * moments, and in bf16 the f32 master weights, for 1/N of the parameters; the steps and the
+ * checkpoints (whole, rank 0 writes; every rank calls save) are those without it. Call after
+ * tern_llama_set_dist and before the first forward_backward or load_optimizer; the
+ * communicator cannot change afterwards. A single rank: nothing to do. */
+tern_error *tern_llama_shard_optimizer(tern_llama *m);
+/* Bytes of optimizer state this rank holds: both moments (f32), and the f32 master weights
+ * where they are not the compute weights (bf16); about 1/N of them with ZeRO-1. */
 size_t tern_llama_optimizer_bytes(const tern_llama *m);
 
 /* Continues B prompts of T0 tokens (prompt [B, T0], host) by up to n_new tokens with a KV
