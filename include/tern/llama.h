@@ -62,7 +62,8 @@ tern_error *tern_llama_update(tern_llama *m, const tern_gpt2_adamw *h, float *gr
 int tern_llama_step(const tern_llama *m);
 
 /* Tensors by their Hugging Face names ("model.layers.0.self_attn.q_proj.weight", ...);
- * count must match. */
+ * count must match. With ZeRO-1 in bf16, read_param gathers the f32 master weights from the
+ * ranks: every rank must call it. */
 tern_error *tern_llama_read_param(tern_llama *m, const char *name, float *out, size_t count);
 tern_error *tern_llama_read_grad(tern_llama *m, const char *name, float *out, size_t count);
 /* Logits [rows, V] from row `row` (of B*T) of the last forward; its losses [B*T]. */
@@ -79,8 +80,9 @@ tern_error *tern_llama_save_as(tern_llama *m, const char *dir, tern_dtype dtype)
 /* The step DIR/model.safetensors records (0 when absent). */
 tern_error *tern_llama_saved_step(const char *dir, int *step);
 /* AdamW's moments as a safetensors file ("m.NAME", "v.NAME", the step and metadata_kv's
- * pairs in its metadata), and back: the file's step becomes the model's. With ranks,
- * rank 0 writes and the others return at once. */
+ * pairs in its metadata), and back: the file's step becomes the model's. With ranks, rank 0
+ * writes; with ZeRO-1 every rank must call save (and save_as), giving rank 0 its part,
+ * and load keeps this rank's part. */
 tern_error *tern_llama_save_optimizer(tern_llama *m, const char *path, const char *const *metadata_kv);
 tern_error *tern_llama_load_optimizer(tern_llama *m, const char *path);
 
