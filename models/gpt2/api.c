@@ -366,7 +366,7 @@ tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out) {
                            a->logits_first, a->logits_first + a->logits_kept, row, row + rows);
     for (int r = 0; r < rows; r++)
         TERN_TRY(m->flat.ops->read(&m->flat, a->logits, (size_t)(row - a->logits_first + r) * m->Vp,
-                                    (size_t)V, out + (size_t)r * V));
+                                   (size_t)V, out + (size_t)r * V));
     return NULL;
 }
 
