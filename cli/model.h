@@ -52,8 +52,8 @@ tern_error *cli_model_init(const char *backend, const char *init, uint64_t seed,
 /* One line: "12 layers, 12 heads, 768 channels, context 1024, 124439808 parameters". */
 void cli_model_describe(const cli_model *m, char *buf, size_t cap);
 
-/* The job's ranks, memory settings and ZeRO-1 (GPT-2 only: the Llama family refuses the
- * last two with one line). */
+/* The job's ranks, memory settings and ZeRO-1 (the memory settings are GPT-2's: the Llama
+ * family refuses --recompute with one line). */
 tern_error *cli_model_attach(cli_model *m, tern_dist *dist, const tern_gpt2_memory *memory, bool zero1);
 
 tern_error *cli_model_forward_backward(cli_model *m, const int32_t *x, const int32_t *y, int B, int T,

@@ -48,7 +48,7 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
-    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
@@ -168,7 +168,7 @@ tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0
         for (int b = 0; b < B && !err; b++) {
             tern_buf logits_b = tern_view(dc->logits, (size_t)b * row_len, row_len);
             tern_buf as_f32 = tern_none();
-            if (m->adtype == TERN_F32) {
+            if (m->flat.adtype == TERN_F32) {
                 err = OP(download)(d, row, logits_b);
             } else if (!(err = OP(alloc)(d, TERN_F32, row_len, &as_f32))) {
                 if (!(err = OP(copy)(d, as_f32, logits_b))) err = OP(download)(d, row, as_f32);
