@@ -263,11 +263,26 @@ tern_error *tern_validate_load(tern_dev *d, const char *path, const char *name, 
 }
 
 /* The generic operations: the DSL runtime that runs them checks the kernel (purity, its
- * parameters) and the buffers against it, with messages naming the operation. */
-tern_error *tern_validate_build(tern_dev *d, tern_buf out, const tern_kernel *k) { return NULL; }
-tern_error *tern_validate_zip_with(tern_dev *d, tern_buf out, tern_buf a, tern_buf b, const tern_kernel *combine) { return NULL; }
-tern_error *tern_validate_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *combine, double *out) { return NULL; }
-tern_error *tern_validate_index_of(tern_dev *d, tern_buf a, double value, int64_t *out) { return NULL; }
+ * parameters) and the buffers against it, with messages naming the operation. The DSL has
+ * no q8_0 type: refused here. */
+static tern_error *generic_no_q8(const char *op, const char *what, tern_buf b) {
+    if (b.dtype != TERN_Q8) return NULL;
+    return tern_errorf("%s: %s is q8_0, which the generic operations do not take (copy it to a float dtype)", op, what);
+}
+tern_error *tern_validate_build(tern_dev *d, tern_buf out, const tern_kernel *k) {
+    return generic_no_q8("build", "out", out);
+}
+tern_error *tern_validate_zip_with(tern_dev *d, tern_buf out, tern_buf a, tern_buf b, const tern_kernel *combine) {
+    TERN_TRY(generic_no_q8("zip_with", "out", out));
+    TERN_TRY(generic_no_q8("zip_with", "a", a));
+    return generic_no_q8("zip_with", "b", b);
+}
+tern_error *tern_validate_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *combine, double *out) {
+    return generic_no_q8("reduce", "a", a);
+}
+tern_error *tern_validate_index_of(tern_dev *d, tern_buf a, double value, int64_t *out) {
+    return generic_no_q8("index_of", "a", a);
+}
 
 /* ---- linear algebra ---- */
 
