@@ -7,6 +7,7 @@
  *   registers is exact (8-bit q times an 11-bit d), so the only error is the f32 sum: the
  *   bound is test_cpu_kernels' classical one, (k + 1) u sum |a b| with u = 2^-24, times 1.01.
  *   Elements of t outside the rows and columns asked for must keep their guard value.
+ * - Each table's q8_to_f32 (the rows the sgemm path reads): exactly d * q.
  * - Through the cpu handler with each table forced: copy f32 -> q8_0 quantizes as the
  *   contract says (d = f16(max |x| / 127), every weight within d / 2 of d q, |q| <= 127);
  *   copy q8_0 -> f32 is exactly d q; matmul with a q8_0 B ([n, k], trans_b) for m = 1, 3, 8
@@ -245,6 +246,14 @@ int main(void) {
         for (int m = 1; m <= CPU_SMALL_M; m++) check_kernel(kt, m, 37, 96);
         check_kernel(kt, 1, 5, 768);
         check_kernel(kt, 4, 3, 32);
+        /* the rows sgemm reads (m > 8): exactly d q */
+        unsigned char *blocks = random_blocks(96);
+        float rows[96];
+        kt->q8_to_f32(rows, blocks, 96);
+        int wrong = 0;
+        for (size_t w = 0; w < 96; w++) wrong += (double)rows[w] != q8_value(blocks, w);
+        CHECKF(wrong == 0, "%s q8_to_f32: %d of 96 weights wrong", kt->name, wrong);
+        free(blocks);
         printf("%s: small_t_q8 checked\n", kt->name);
     }
     const tern_ops *o = tern_handler_ops("cpu");

@@ -13,7 +13,7 @@ void cpu_to_f32(float *dst, const void *src, tern_dtype dtype, size_t n) {
         return;
     case TERN_BF16: cpu_kernels_convert()->bf16_to_f32(dst, src, n); return;
     case TERN_F16: cpu_kernels_convert()->f16_to_f32(dst, src, n); return;
-    case TERN_Q8: cpu_q8_dequantize(dst, src, n); return;
+    case TERN_Q8: cpu_kernels_convert()->q8_to_f32(dst, src, n); return;
     default: return; /* not a float dtype: callers validated */
     }
 }

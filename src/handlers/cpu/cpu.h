@@ -67,9 +67,8 @@ void cpu_to_f32(float *dst, const void *src, tern_dtype dtype, size_t n);
  * into q8_0 blocks (n a multiple of 32: quantized as effect.h says). */
 void cpu_from_f32(void *dst, tern_dtype dtype, const float *src, size_t n);
 
-/* q8_0 blocks (q8.c): n / 32 blocks at dst from n floats; n floats from blocks at src. */
+/* q8_0 blocks (q8.c): n / 32 blocks at dst from n floats (n a multiple of 32). */
 void cpu_q8_quantize(void *dst, const float *src, size_t n);
-void cpu_q8_dequantize(float *dst, const void *src, size_t n);
 
 /* A view of a float row as f32: elements [start, start + n) of b. When b is f32 this is the
  * row itself (no copy); otherwise the row is converted into tmp, which is returned. */

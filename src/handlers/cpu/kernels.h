@@ -47,6 +47,8 @@ typedef struct cpu_kernels {
     void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n);
     void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
+    /* n weights (a multiple of 32) from q8_0 blocks at src: d * q, exactly. */
+    void (*q8_to_f32)(float *dst, const void *src, size_t n);
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use

@@ -261,6 +261,17 @@ static void f32_to_f16(uint16_t *dst, const float *src, size_t n) {
     for (; i < n; i++) dst[i] = tern_f32_to_f16(src[i]);
 }
 
+static void q8_to_f32(float *dst, const void *src, size_t n) {
+    const unsigned char *blk = src;
+    for (size_t b = 0; b < n / TERN_Q8_BLOCK; b++, blk += TERN_Q8_BLOCK_BYTES) {
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        vf dv = VSET1(SCALAR_F16(dh));
+        for (int u = 0; u < TERN_Q8_BLOCK / VN; u++)
+            VSTORE(dst + b * TERN_Q8_BLOCK + (size_t)(VN * u), VMUL(VLOAD_I8(blk + 2 + VN * u), dv));
+    }
+}
+
 const cpu_kernels TABLE = {
     .name = TABLE_NAME,
     .small_t = small_t,
@@ -270,4 +281,5 @@ const cpu_kernels TABLE = {
     .f32_to_bf16 = f32_to_bf16,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
+    .q8_to_f32 = q8_to_f32,
 };

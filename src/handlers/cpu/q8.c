@@ -5,7 +5,8 @@
  * by the stored d (not by the exact max / 127) keeps each weight within d / 2 of d q, the
  * bound the tests hold. A block of zeros has d = 0 and q = 0. Non-finite weights are not
  * representable: they quantize as if 0 (q8_0 is for trained weights, which are finite).
- * Runs once per weight at load; the hot path dequantizes in registers (kernels_simd.h). */
+ * Runs once per weight at load; dequantizing is the kernel tables' (kernels_simd.h: in
+ * registers for decoding, q8_to_f32 rows for sgemm). */
 #include <math.h>
 #include <string.h>
 
@@ -29,17 +30,5 @@ void cpu_q8_quantize(void *dst, const float *src, size_t n) {
             v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
             blk[2 + i] = (unsigned char)(int8_t)v;
         }
-    }
-}
-
-void cpu_q8_dequantize(float *dst, const void *src, size_t n) {
-    const unsigned char *in = src;
-    for (size_t b = 0; b < n / TERN_Q8_BLOCK; b++) {
-        const unsigned char *blk = in + b * TERN_Q8_BLOCK_BYTES;
-        uint16_t dh;
-        memcpy(&dh, blk, 2);
-        float d = tern_f16_to_f32(dh);
-        float *y = dst + b * TERN_Q8_BLOCK;
-        for (int i = 0; i < TERN_Q8_BLOCK; i++) y[i] = d * (float)(int8_t)blk[2 + i];
     }
 }
