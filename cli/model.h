@@ -22,6 +22,9 @@ tern_error *cli_model_is_llama(const char *dir, bool *out);
 
 tern_error *cli_model_load(const char *backend, const char *dir, tern_precision precision, cli_model *out);
 void cli_model_free(cli_model *m);
+/* Decoding with q8_0 matrices (tern_gpt2_quantize_q8), the tied lm head too when lm_head:
+ * GPT-2 only, the Llama family refuses with one line. */
+tern_error *cli_model_quantize_q8(cli_model *m, bool lm_head);
 
 const char *cli_model_family(const cli_model *m); /* "gpt2", "llama" or "qwen2" */
 const char *cli_model_backend(const cli_model *m);

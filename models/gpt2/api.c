@@ -292,8 +292,21 @@ tern_error *tern_gpt2_forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, 
     return m->impl->forward(m, x, y, B, T, 1.0f, false, mean_loss);
 }
 
+/* q8_0 weights are for decoding only: there is no gradient through them. */
+static tern_error *refuse_q8_training(const tern_gpt2 *m) {
+    if (!m->q8.len) return NULL;
+    return tern_errorf("training with q8_0 weights is not supported (they are for decoding; load the "
+                       "model without them to train)");
+}
+
+tern_error *tern_gpt2_quantize_q8(tern_gpt2 *m, bool lm_head) {
+    if (!m) return tern_errorf("tern_gpt2_quantize_q8: no model");
+    return m->impl->quantize_q8(m, lm_head);
+}
+
 tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B,
                                        int T, float loss_scale, float *mean_loss) {
+    TERN_TRY(refuse_q8_training(m));
     if (!y) return tern_errorf("forward_backward needs targets");
     TERN_TRY(check_batch(m, x, y, B, T));
     /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean (a
@@ -319,6 +332,7 @@ size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m) { return model_flat_optimiz
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m) { return m->impl->zero_grad(m); }
 
 tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm) {
+    TERN_TRY(refuse_q8_training(m));
     if (!(h->lr >= 0) || !(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1) ||
         !(h->eps > 0) || !(h->weight_decay >= 0))
         return tern_errorf("AdamW hyper-parameters out of range (lr %g, betas %g %g, eps %g, "

@@ -135,6 +135,11 @@ struct tern_gpt2 {
      * reader (state.c's zero_grad says which is which) */
     bool grads_lazy;
     tern_gpt2_memory memory; /* tern_gpt2_set_memory */
+    /* tern_gpt2_quantize_q8: decoding's matrices in q8_0, transposed to [out, in] (the
+     * effect's q8_0 layout), gpt2_q8_offset's layout; with q8_lm the tied lm head [Vp, C]
+     * after them. Absent: decoding uses the float weights. */
+    tern_buf q8;
+    bool q8_lm;
     gpt2_acts acts;
     gpt2_decode dec;
     uint64_t epoch; /* changes whenever buffers a replayable section names move (decode, activations, grads, weights) */
@@ -152,6 +157,26 @@ static inline tern_buf gpt2_w(const tern_gpt2 *m, gpt2_tensor kind, int layer) {
     return gpt2_tensor_view(&m->cfg, gpt2_weights(m), kind, layer);
 }
 
+/* The q8_0 copy's layout: per layer qkv [3C, C], attn proj [C, C], fc [4C, C], fc proj
+ * [C, 4C] (each the Conv1D weight transposed), 12 C^2 a layer; then the lm head [Vp, C]. */
+static inline size_t gpt2_q8_offset(const tern_gpt2_config *cfg, gpt2_tensor kind, int layer) {
+    size_t C = (size_t)cfg->n_embd, at = 12 * C * C * (size_t)layer;
+    switch (kind) {
+    case GPT2_QKVW: return at;
+    case GPT2_ATTPROJW: return at + 3 * C * C;
+    case GPT2_FCW: return at + 4 * C * C;
+    case GPT2_FCPROJW: return at + 8 * C * C;
+    default: return 12 * C * C * (size_t)cfg->n_layer; /* GPT2_WTE: the lm head */
+    }
+}
+
+/* A matrix as decoding reads it: its q8_0 copy ([out, in]) when there is one, else the
+ * compute weight ([in, out]; the lm head: wte [Vp, C]). */
+static inline tern_buf gpt2_decode_w(const tern_gpt2 *m, gpt2_tensor kind, int layer) {
+    if (!m->q8.len || (kind == GPT2_WTE && !m->q8_lm)) return gpt2_w(m, kind, layer);
+    return tern_view(m->q8, gpt2_q8_offset(&m->cfg, kind, layer), gpt2_tensor_len(&m->cfg, kind));
+}
+
 /* The model compiled for one handler: tern_gpt2_<h>_impl. */
 struct gpt2_impl {
     const char *handler;
@@ -167,6 +192,8 @@ struct gpt2_impl {
     tern_error *(*generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
                             const tern_gpt2_sampling *s, tern_gpt2_on_token on_token, void *user,
                             float *prefill_logits);
+    /* Makes m->q8 from the compute weights (the lm head too when lm_head). */
+    tern_error *(*quantize_q8)(tern_gpt2 *m, bool lm_head);
     void (*close)(tern_gpt2 *m);
 };
 

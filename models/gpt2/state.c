@@ -79,11 +79,43 @@ static tern_error *update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_no
     return m->flat.ops->update(&m->flat, h, grad_norm);
 }
 
+/* Decoding's matrices in q8_0 (gpt2_q8_offset's layout), each quantized from the compute
+ * weights by the effect (models/common/quantize.c). */
+static tern_error *quantize_q8(tern_gpt2 *m, bool lm_head) {
+    const tern_gpt2_config *cfg = &m->cfg;
+    static const gpt2_tensor mats[] = {GPT2_QKVW, GPT2_ATTPROJW, GPT2_FCW, GPT2_FCPROJW};
+    size_t len = gpt2_q8_offset(cfg, GPT2_WTE, 0) + (lm_head ? gpt2_tensor_len(cfg, GPT2_WTE) : 0);
+    tern_buf q8 = tern_none();
+    TERN_TRY(OP(alloc)(m->dev, TERN_Q8, len, &q8));
+    tern_error *err = NULL;
+    for (int l = 0; l < cfg->n_layer && !err; l++)
+        for (size_t i = 0; i < sizeof mats / sizeof mats[0] && !err; i++) {
+            size_t rows, cols; /* [in, out] */
+            gpt2_tensor_shape(cfg, mats[i], &rows, &cols);
+            err = MODEL_FN(quantize_q8)(m->dev, gpt2_w(m, mats[i], l), rows, cols, true,
+                                        tern_view(q8, gpt2_q8_offset(cfg, mats[i], l), rows * cols));
+        }
+    if (!err && lm_head) /* wte [Vp, C] is already [out, in] */
+        err = MODEL_FN(quantize_q8)(m->dev, gpt2_w(m, GPT2_WTE, 0), (size_t)m->Vp, (size_t)cfg->n_embd,
+                                    false, tern_view(q8, gpt2_q8_offset(cfg, GPT2_WTE, 0),
+                                                     gpt2_tensor_len(cfg, GPT2_WTE)));
+    if (err) {
+        tern_error_free(OP(free)(m->dev, &q8));
+        return tern_error_wrap(err, "q8_0 weights");
+    }
+    tern_error_free(OP(free)(m->dev, &m->q8));
+    m->q8 = q8;
+    m->q8_lm = lm_head;
+    m->epoch++; /* decoding's buffers moved */
+    return NULL;
+}
+
 static void close_model(tern_gpt2 *m) {
     if (!m->dev) return;
     GPT2_FN(free_acts)(m);
     GPT2_FN(free_decode)(m);
     m->flat.ops->free(&m->flat);
+    tern_error_free(OP(free)(m->dev, &m->q8));
     tern_error_free(OP(close)(m->dev));
     m->dev = NULL;
 }
@@ -97,5 +129,6 @@ const gpt2_impl TERN_CAT3(tern_gpt2_, TERN_HANDLER, _impl) = {
     .settle_grads = settle_grads,
     .update = update,
     .generate = GPT2_FN(generate),
+    .quantize_q8 = quantize_q8,
     .close = close_model,
 };
