@@ -133,7 +133,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .gemv_words = 4, .lnb_rows = 16, .ln_merge = true, .argmax_parts = true};
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .lnb_rows = 16, .ln_merge = true, .argmax_parts = true};
 }
 
 const tern_option gpu_tune_keys[] = {
@@ -142,7 +142,6 @@ const tern_option gpu_tune_keys[] = {
     {"gemv_early", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_early), 0, 1},
     {"gemv_ks", TERN_OPTION_INT, offsetof(gpu_tune, gemv_ks), 0, 8},
     {"gemv_groups", TERN_OPTION_INT, offsetof(gpu_tune, gemv_groups), 1, 1 << 20},
-    {"gemv_words", TERN_OPTION_INT, offsetof(gpu_tune, gemv_words), 1, 64},
     {"ac_splits", TERN_OPTION_INT, offsetof(gpu_tune, ac_splits), 0, GK_AC_MAX_SPLITS},
     {"lnb_rows", TERN_OPTION_INT, offsetof(gpu_tune, lnb_rows), 1, 64},
     {"ln_merge", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_merge), 0, 1},

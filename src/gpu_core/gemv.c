@@ -82,12 +82,12 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
  * sums meet in threadgroup memory after a barrier. On the H200 (bench/h200/NOTES.md, runs
  * 71-72) Llama-3.2-1B's decoding went from 1.565 to 1.139 ms a token with the splits and
  * early loads (1.247 without the splits), and the down projection's 8 splits (512) gave
- * 0.901 against 0.917 with 4 (256). The gemv_ks option (1, 2, 4 or 8) overrides the rule,
- * gemv_groups sets its grid and gemv_words the words a lane keeps (4), for measurements. */
+ * 0.901 against 0.917 with 4 (256); letting a lane keep 2 words of a row (q|k|v and the
+ * attention projection at 4 splits) was slower, 0.965 against 0.913 (run 74). The gemv_ks
+ * option (1, 2, 4 or 8) overrides the rule and gemv_groups sets its grid, for measurements. */
 static int k_splits(const gpu_core *g, int m, size_t n, size_t words) {
     if (g->tune.gemv_ks) return g->tune.gemv_ks;
-    size_t u = (size_t)g->tune.gemv_words, rows = (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32);
-    if (m > 2 && u > 1) u /= 2;
+    size_t u = m <= 2 ? 4 : 2, rows = (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32);
     int ks = 1;
     while (ks < 8 && gpu_groups(n, rows / (size_t)ks) < (size_t)g->tune.gemv_groups && words >= 64 * (size_t)ks * u)
         ks *= 2;
