@@ -29,8 +29,9 @@ tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, te
     args[c++] = tern_arg_i32(rows);
     args[c++] = tern_arg_i32(C);
     args[c++] = tern_arg_f32(eps);
-    /* fewer rows than a group's (decoding's one): a group of just their SIMD groups */
-    uint32_t simd_groups = rows < GK_LN_ROWS ? (uint32_t)rows : GK_LN_ROWS;
+    /* fewer rows than a group's (decoding's one): a group of just their SIMD groups, unless
+     * the tuning keeps one local size (ln_fit_group off: opencl) */
+    uint32_t simd_groups = rows < GK_LN_ROWS && g->tune.ln_fit_group ? (uint32_t)rows : GK_LN_ROWS;
     return gpu_run(g, "rmsnorm", GK_RMSNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
                    tern_dims1(32 * simd_groups), args, c);
 }
