@@ -22,6 +22,7 @@ static const char usage[] =
     "                           [--logit-rows N] [--recompute gelu,layernorm|none]\n"
     "       tern bench generate [--init CONFIG | --model DIR] [--batch B] [--prompt-tokens N] [--tokens N]\n"
     "                           [--warmup N] [--backend ...] [--device N] [--precision fp32|bf16]\n"
+    "                           [--weights q8|q8-all]\n"
     "  CONFIG: gpt2, gpt2-medium, ... (tern_gpt2_config_named) or a Llama-family shape:\n"
     "  smollm2-135m, qwen2.5-0.5b, llama-3.2-1b, llama-tiny. defaults: --init gpt2 (124M,\n"
     "  random weights), batch 4 (generate: 1), seq 64, steps 5, warmup 1, prompt-tokens 16,\n"
@@ -49,6 +50,7 @@ typedef struct bench_options {
     const char *init, *model_dir, *backend;
     int B, T, steps, warmup, prompt_tokens, tokens;
     tern_precision precision;
+    const char *weights;     /* generate: NULL (the precision's), "q8" or "q8-all" */
     tern_gpt2_memory memory; /* training steps only */
 } bench_options;
 
@@ -166,6 +168,14 @@ static tern_error *generate_batch(cli_model *m, const int32_t *prompt, int B, in
 static tern_error *bench_generate(const bench_options *o) {
     cli_model m;
     TERN_TRY(open_model(o, &m));
+    bool q8 = o->weights != NULL, q8_head = q8 && !strcmp(o->weights, "q8-all");
+    if (q8) {
+        tern_error *qerr = cli_model_quantize_q8(&m, q8_head);
+        if (qerr) {
+            cli_model_free(&m);
+            return qerr;
+        }
+    }
     size_t n_prompt = (size_t)o->B * o->prompt_tokens;
     int32_t *prompt = malloc(n_prompt * sizeof *prompt);
     token_clock c = {.stamps = malloc((size_t)(o->tokens + 1) * sizeof(double)), .cap = o->tokens + 1};
@@ -197,11 +207,17 @@ static tern_error *bench_generate(const bench_options *o) {
     }
     med = median(steps, n_steps);
     /* bytes a decode step must read: every weight of a product once, in the compute dtype */
-    double weight_bytes = matmul_weights(&m) * (o->precision == TERN_PRECISION_BF16 ? 2 : 4);
+    double elem = o->precision == TERN_PRECISION_BF16 ? 2 : 4, q8_elem = 34.0 / 32.0;
+    double weight_bytes = matmul_weights(&m) * elem;
+    if (q8) { /* the layers' matrices in q8_0; the tied lm head [V, C] too with q8-all */
+        double head = (double)cli_model_vocab_size(&m) * tern_gpt2_get_config(m.gpt2)->n_embd;
+        weight_bytes = (matmul_weights(&m) - head) * q8_elem + head * (q8_head ? q8_elem : elem);
+    }
     /* a step makes one token of each sequence: "ms/token" at batch 1, "ms/step" above */
-    printf("bench: generate %s %s batch=%d prompt=%d: prefill+first token %.2f ms, median %.3f ms/%s "
+    printf("bench: generate %s %s%s%s batch=%d prompt=%d: prefill+first token %.2f ms, median %.3f ms/%s "
            "(%.0f tokens/s, %.0f GB/s of weights)\n",
-           cli_model_backend(&m), tern_precision_name(o->precision), o->B, o->prompt_tokens, first * 1e3,
+           cli_model_backend(&m), tern_precision_name(o->precision), q8 ? " weights " : "", q8 ? o->weights : "",
+           o->B, o->prompt_tokens, first * 1e3,
            med * 1e3, o->B == 1 ? "token" : "step", o->B / med, weight_bytes / med / 1e9);
 done:
     free(prompt);
@@ -235,6 +251,11 @@ int tern_cmd_bench(int argc, char **argv) {
         else if (cli_option(argc, argv, &i, "--prompt-tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.prompt_tokens); }
         else if (cli_option(argc, argv, &i, "--tokens", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 20, &o.tokens); }
         else if (cli_option(argc, argv, &i, "--precision", &v, &err)) { if (!err) err = tern_precision_parse(v, &o.precision); }
+        else if (cli_option(argc, argv, &i, "--weights", &v, &err)) {
+            if (!err && strcmp(v, "q8") && strcmp(v, "q8-all"))
+                err = tern_errorf("bench: --weights takes q8 or q8-all, got '%s'", v);
+            o.weights = v;
+        }
         else if (cli_option(argc, argv, &i, "--logit-rows", &v, &err)) { if (!err) err = cli_parse_int(a, v, 1, 1 << 30, &o.memory.logit_rows); }
         else if (cli_option(argc, argv, &i, "--recompute", &v, &err)) { if (!err) err = cli_parse_recompute(v, &o.memory); }
         else err = tern_errorf("bench: unknown option '%s'", a);

@@ -9,11 +9,14 @@
 static const char usage[] =
     "usage: tern generate --model DIR --prompt TEXT [--tokens N] [--temperature T] [--top-k K]\n"
     "                     [--seed S] [--backend cpu|cuda|opencl|interp] [--device N]\n"
-    "                     [--precision fp32|bf16] [--ids] [--no-stop]\n"
+    "                     [--precision fp32|bf16] [--weights q8|q8-all] [--ids] [--no-stop]\n"
     "  --tokens N        new tokens to generate (default 64)\n"
     "  --temperature T   0 is greedy decoding (default 0.8)\n"
     "  --top-k K         sample among the K likeliest tokens; 0: all (default 40)\n"
     "  --seed S          sampling seed (default 42): the same seed gives the same text\n"
+    "  --weights q8      decode with the layers' matrices in 8-bit blocks (q8_0: 32 weights\n"
+    "                    per f16 scale, as llama.cpp's); the tied lm head keeps the precision\n"
+    "                    (more accurate); q8-all: the lm head too (faster). cpu, GPT-2\n"
     "  --ids             print the generated token ids instead of text\n"
     "  --no-stop         go on past the model's end-of-sequence token (Llama family: the\n"
     "                    eos_token_id of config.json; GPT-2 never stops early)\n"
@@ -44,7 +47,7 @@ int tern_cmd_generate(int argc, char **argv) {
     char backend_buf[256];
     const char *value = NULL;
     int n_new = 64;
-    bool ids = false, stop_at_eos = true;
+    bool ids = false, stop_at_eos = true, q8 = false, q8_head = false;
     tern_precision precision = TERN_PRECISION_FP32;
     tern_gpt2_sampling sampling = {.temperature = 0.8f, .top_k = 40, .seed = 42};
     tern_error *err = NULL;
@@ -73,6 +76,11 @@ int tern_cmd_generate(int argc, char **argv) {
             if (!err) err = cli_parse_int("--top-k", value, 0, 1 << 30, &sampling.top_k);
         } else if (cli_option(argc, argv, &i, "--seed", &value, &err)) {
             if (!err) err = cli_parse_u64("--seed", value, &sampling.seed);
+        } else if (cli_option(argc, argv, &i, "--weights", &value, &err)) {
+            if (!err && strcmp(value, "q8") && strcmp(value, "q8-all"))
+                err = tern_errorf("generate: --weights takes q8 or q8-all, got '%s' (without it the weights are the precision's)", value);
+            q8 = true;
+            q8_head = !err && !strcmp(value, "q8-all");
         } else if (cli_option(argc, argv, &i, "--precision", &value, &err)) {
             if (!err) err = tern_precision_parse(value, &precision);
         } else {
@@ -100,6 +108,7 @@ int tern_cmd_generate(int argc, char **argv) {
     }
     backend = cli_backend_on_device(backend, device, backend_buf, sizeof backend_buf);
     if ((err = cli_model_load(backend, model_dir, precision, &m))) goto done;
+    if (q8 && (err = cli_model_quantize_q8(&m, q8_head))) goto done;
     size_t V = (size_t)cli_model_vocab_size(&m), tok_V = tern_tokenizer_vocab_size(tok);
     if (V < tok_V) {
         err = tern_errorf("the model's vocabulary (%zu) is smaller than the tokenizer's (%zu)", V, tok_V);

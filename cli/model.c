@@ -11,6 +11,11 @@ tern_error *cli_model_load(const char *backend, const char *dir, tern_precision 
     return tern_gpt2_load(backend, dir, precision, &out->gpt2);
 }
 
+tern_error *cli_model_quantize_q8(cli_model *m, bool lm_head) {
+    if (m->llama) return tern_errorf("--weights q8: the Llama family does not take q8_0 weights yet (GPT-2 does)");
+    return tern_gpt2_quantize_q8(m->gpt2, lm_head);
+}
+
 void cli_model_free(cli_model *m) {
     tern_gpt2_free(m->gpt2);
     tern_llama_free(m->llama);

@@ -22,6 +22,9 @@ tern_error *cli_model_is_llama(const char *dir, bool *out);
 
 tern_error *cli_model_load(const char *backend, const char *dir, tern_precision precision, cli_model *out);
 void cli_model_free(cli_model *m);
+/* Decoding with q8_0 matrices (tern_gpt2_quantize_q8), the tied lm head too when lm_head:
+ * GPT-2 only, the Llama family refuses with one line. */
+tern_error *cli_model_quantize_q8(cli_model *m, bool lm_head);
 
 const char *cli_model_family(const cli_model *m); /* "gpt2", "llama" or "qwen2" */
 const char *cli_model_backend(const cli_model *m);
@@ -52,8 +55,8 @@ tern_error *cli_model_init(const char *backend, const char *init, uint64_t seed,
 /* One line: "12 layers, 12 heads, 768 channels, context 1024, 124439808 parameters". */
 void cli_model_describe(const cli_model *m, char *buf, size_t cap);
 
-/* The job's ranks, memory settings and ZeRO-1 (GPT-2 only: the Llama family refuses the
- * last two with one line). */
+/* The job's ranks, memory settings and ZeRO-1 (the memory settings are GPT-2's: the Llama
+ * family refuses --recompute with one line). */
 tern_error *cli_model_attach(cli_model *m, tern_dist *dist, const tern_gpt2_memory *memory, bool zero1);
 
 tern_error *cli_model_forward_backward(cli_model *m, const int32_t *x, const int32_t *y, int B, int T,

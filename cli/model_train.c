@@ -43,10 +43,10 @@ void cli_model_describe(const cli_model *m, char *buf, size_t cap) {
 
 tern_error *cli_model_attach(cli_model *m, tern_dist *dist, const tern_gpt2_memory *memory, bool zero1) {
     if (m->llama) {
-        if (zero1) return tern_errorf("--zero1 is not supported for the Llama family yet");
         if (memory->recompute_gelu || memory->recompute_layernorm)
             return tern_errorf("--recompute is GPT-2's (the Llama family keeps every activation)");
-        return dist ? tern_llama_set_dist(m->llama, dist) : NULL;
+        if (dist) TERN_TRY(tern_llama_set_dist(m->llama, dist));
+        return zero1 ? tern_llama_shard_optimizer(m->llama) : NULL;
     }
     TERN_TRY(tern_gpt2_set_memory(m->gpt2, memory));
     if (dist) TERN_TRY(tern_gpt2_set_dist(m->gpt2, dist));

@@ -2,8 +2,12 @@
 # tern's cpu handler against llama.cpp on random-init GPT-2 124M, 2 threads, in one run:
 #   - the machine's memory bandwidth (membw.c; decoding batch 1 reads every weight a token)
 #   - batch-1 decoding (ms a token) and prefill of 64 tokens: tern fp32 and bf16 against
-#     llama.cpp's llama-bench with the same model as GGUF f32, f16 and bf16 (gguf_gpt2.py also
-#     writes q8_0, but this llama-bench crashed loading that file: not timed until looked into)
+#     llama.cpp's llama-bench with the same model as GGUF f32, f16 and bf16; and tern's q8_0
+#     weights (fp32 activations; "q8": the layers' matrices, the tied lm head f32; "q8-all":
+#     the lm head too, as llama.cpp's file) against llama.cpp q8_0. llama-bench's native
+#     build dies (SIGILL) in its AMX q8_0 kernel on this VM, whose processor lists AMX: its
+#     q8_0 runs take --repack 0 (no AMX or repacked buffers; the plain q8_0 kernels, which
+#     are AVX-512 VNNI ones on a native build); the AVX2 build has no AMX and keeps repacking.
 #   - a training step, B=4 T=64 fp32 (tern only)
 # each for two instruction-set levels: "native" (tern's best kernels, llama.cpp built with
 # GGML_NATIVE) and "avx2" (tern with TERN_CPU_ISA=avx2, llama.cpp built for AVX2+FMA+F16C with
@@ -15,7 +19,9 @@
 # peers.sh (llama.cpp's llama-bench from the llama-cpp-python sdist, for each level, and a
 # venv with gguf-py to write the GGUF files with gguf_gpt2.py).
 #
-# usage: bench/cpu/bench.sh [BUILD_DIR]   env: ROUNDS (3), LEVELS ("native avx2"), PEERS
+# usage: bench/cpu/bench.sh [BUILD_DIR]   env: ROUNDS (3), LEVELS ("native avx2"), PEERS,
+#   TERN_RUNS ("fp32 bf16 fp32:q8 fp32:q8-all": precision[:weights]), LLAMA_TYPES
+#   ("f32 f16 bf16 q8_0"), TRAIN (1: time the training step)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../.." && pwd)
@@ -23,12 +29,15 @@ build=$(cd "${1:-$root/build}" && pwd)
 peers=${PEERS:-$root/build-peers}
 rounds=${ROUNDS:-3}
 levels=${LEVELS:-native avx2}
+tern_runs=${TERN_RUNS:-fp32 bf16 fp32:q8 fp32:q8-all}
+llama_types=${LLAMA_TYPES:-f32 f16 bf16 q8_0}
+train=${TRAIN:-1}
 tokenizer=${TERN_SHARED_DIR:-$root/../shared}/data/gpt2-tokenizer
 export OMP_NUM_THREADS=2
 
 # ---- peers ----
 source "$here/peers.sh"
-for t in f32 f16 bf16; do
+for t in $llama_types; do
     f=$peers/gpt2-$t.gguf
     if [ ! -s "$f" ]; then
         "$peers/venv/bin/python" "$here/gguf_gpt2.py" "$tokenizer" "$f.tmp" "$t"
@@ -50,17 +59,20 @@ results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 record() { echo "$1 $2 $3" >>"$results"; } # key, metric, value (best kept later)
 
-tern_generate() { # level precision
-    local isa=${1/native/}
+tern_generate() { # level precision[:weights]
+    local isa=${1/native/} precision=${2%%:*} weights=
+    [[ $2 == *:* ]] && weights="--weights ${2#*:}"
     local line
-    line=$(TERN_CPU_ISA=$isa "$build/tern" bench generate --init gpt2 --precision "$2" --prompt-tokens 64 \
-        --tokens 64 --warmup 1 | grep '^bench:')
+    # shellcheck disable=SC2086
+    line=$(TERN_CPU_ISA=$isa "$build/tern" bench generate --init gpt2 --precision "$precision" $weights \
+        --prompt-tokens 64 --tokens 64 --warmup 1 | grep '^bench:')
     record "$1/tern/$2" decode_ms "$(sed -E 's/.*median ([0-9.]+) ms\/token.*/\1/' <<<"$line")"
     record "$1/tern/$2" prefill_ms "$(sed -E 's/.*prefill\+first token ([0-9.]+) ms.*/\1/' <<<"$line")"
 }
 llama_run() { # level type
-    local json
-    if ! json=$("$peers/llama-$1/bin/llama-bench" -m "$peers/gpt2-$2.gguf" -t 2 -p 64 -n 64 -r 3 -o json 2>/dev/null); then
+    local json extra=()
+    [[ $1 == native && $2 == q8_0 ]] && extra=(--repack 0) # AMX's q8_0 kernel: SIGILL here
+    if ! json=$("$peers/llama-$1/bin/llama-bench" -m "$peers/gpt2-$2.gguf" -t 2 -p 64 -n 64 -r 3 "${extra[@]}" -o json 2>/dev/null); then
         echo "  note: llama-bench ($1) failed on gpt2-$2.gguf"
         return 0
     fi
@@ -76,8 +88,9 @@ for r in json.loads(sys.stdin.read()):
 for round in $(seq "$rounds"); do
     echo "round $round of $rounds (load $(cut -d' ' -f1 /proc/loadavg))"
     for level in $levels; do
-        for p in fp32 bf16; do tern_generate "$level" "$p"; done
-        for t in f32 f16 bf16; do llama_run "$level" "$t"; done
+        for p in $tern_runs; do tern_generate "$level" "$p"; done
+        for t in $llama_types; do llama_run "$level" "$t"; done
+        [ "$train" = 1 ] || continue
         isa=${level/native/}
         ms=$(TERN_CPU_ISA=$isa "$build/tern" bench train --init gpt2 --batch 4 --seq 64 --steps 3 --warmup 1 |
             sed -nE 's/^bench:.*median ([0-9.]+) ms\/step.*/\1/p')
@@ -91,8 +104,10 @@ python3 - "$results" <<'EOF'
 import sys
 # bytes of weights a decode step reads: GPT-2 124M's parameters in the stored type
 params = 124_439_808
+head = 50257 * 768  # the tied lm head
 bytes_of = {"fp32": 4 * params, "f32": 4 * params, "bf16": 2 * params, "f16": 2 * params,
-            "q8_0": 34 * params // 32}
+            "q8_0": 34 * params // 32, "fp32:q8-all": 34 * params // 32,
+            "fp32:q8": 34 * (params - head) // 32 + 4 * head}
 best = {}
 for line in open(sys.argv[1]):
     key, metric, value = line.split()
@@ -116,4 +131,6 @@ for lv in levels:
         ratio("tern/fp32", "llama.cpp/f32", m)
         ratio("tern/bf16", "llama.cpp/bf16", m)
         ratio("tern/bf16", "llama.cpp/f16", m)
+        ratio("tern/fp32:q8-all", "llama.cpp/q8_0", m)
+        ratio("tern/fp32:q8", "llama.cpp/q8_0", m)
 EOF

@@ -91,7 +91,7 @@ static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb
     mm.aux = aux;
     double flops = 2.0 * m * n * k;
     /* decode-sized matmuls are limited by reading B: report GB/s of B then */
-    double work = m <= 8 ? (double)k * n * (double)tern_dtype_size(db) : flops;
+    double work = m <= 8 ? (double)tern_dtype_bytes(db, (size_t)k * n) : flops;
     BENCH(name, reps, work, m <= 8 ? "GB/s" : "GFLOP/s",
           die_on(o->matmul(dev, c, a, b, &mm), name));
     o->free(dev, &a);
@@ -141,21 +141,33 @@ int main(int argc, char **argv) {
     bench_matmul("decode bf16 lm head 1x768 @ (50304x768)^T", 1, Vp, C, false, true, TERN_F32, TERN_BF16, TERN_F32, false, false, 20);
     bench_matmul("decode bf16 A,C bf16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 50);
     bench_matmul("decode f16 1x768 @ 768x3072", 1, 4 * C, C, false, false, TERN_F32, TERN_F16, TERN_F32, true, false, 50);
+    /* q8_0 weights ([n, k] only), against f32 and bf16 in the same layout */
+    bench_matmul("decode f32 1x768 @ (3072x768)^T", 1, 4 * C, C, false, true, TERN_F32, TERN_F32, TERN_F32, true, false, 50);
+    bench_matmul("decode bf16 1x768 @ (3072x768)^T", 1, 4 * C, C, false, true, TERN_F32, TERN_BF16, TERN_F32, true, false, 50);
+    bench_matmul("decode q8_0 1x768 @ (3072x768)^T", 1, 4 * C, C, false, true, TERN_F32, TERN_Q8, TERN_F32, true, false, 50);
+    bench_matmul("decode q8_0 1x3072 @ (768x3072)^T", 1, C, 4 * C, false, true, TERN_F32, TERN_Q8, TERN_F32, true, false, 50);
+    bench_matmul("decode q8_0 4x768 @ (3072x768)^T", 4, 4 * C, C, false, true, TERN_F32, TERN_Q8, TERN_F32, true, false, 50);
+    bench_matmul("decode q8_0 lm head 1x768 @ (50304x768)^T", 1, Vp, C, false, true, TERN_F32, TERN_Q8, TERN_F32, false, false, 20);
+    bench_matmul("matmul q8_0 B 64x768 @ (3072x768)^T", 64, 4 * C, C, false, true, TERN_F32, TERN_Q8, TERN_F32, true, false, 10);
 
     /* one decoding step's matmuls: 12 layers of GPT-2 124M weights (170 MB in bf16, far
      * beyond L3) and the tied lm head, batch 1; B stored [k, n] as Hugging Face's Conv1D
      * ("nt"), or [n, k] ("t") */
-    for (int layout = 0; layout < 2; layout++) {
-        const char *name = layout ? "decode step bf16 weights [n,k], 12 layers + head" : "decode step bf16 weights [k,n], 12 layers + head";
+    for (int layout = 0; layout < 3; layout++) { /* 2: q8_0, [n, k] */
+        const char *names[] = {"decode step bf16 weights [k,n], 12 layers + head",
+                               "decode step bf16 weights [n,k], 12 layers + head",
+                               "decode step q8_0 weights [n,k], 12 layers + head"};
+        const char *name = names[layout];
+        tern_dtype wt = layout == 2 ? TERN_Q8 : TERN_BF16;
         if (filter && !strstr(name, filter)) continue;
         const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
         tern_buf w[12][4], x = buf(TERN_F32, 4 * C, -1, 1), y = buf(TERN_F32, Vp, 0, 0);
-        tern_buf head = buf(TERN_BF16, (size_t)Vp * C, -0.1, 0.1);
-        double bytes = (double)Vp * C * 2;
+        tern_buf head = buf(wt, (size_t)Vp * C, -0.1, 0.1);
+        double bytes = (double)tern_dtype_bytes(wt, (size_t)Vp * C);
         for (int l = 0; l < 12; l++)
             for (int i = 0; i < 4; i++) {
-                w[l][i] = buf(TERN_BF16, (size_t)shapes[i][0] * shapes[i][1], -0.1, 0.1);
-                bytes += (double)shapes[i][0] * shapes[i][1] * 2;
+                w[l][i] = buf(wt, (size_t)shapes[i][0] * shapes[i][1], -0.1, 0.1);
+                bytes += (double)tern_dtype_bytes(wt, (size_t)shapes[i][0] * shapes[i][1]);
             }
         BENCH(name, 5, bytes, "GB/s", {
             for (int l = 0; l < 12; l++)
@@ -164,7 +176,7 @@ int main(int argc, char **argv) {
                     mm.m = 1;
                     mm.k = shapes[i][0];
                     mm.n = shapes[i][1];
-                    mm.trans_b = layout;
+                    mm.trans_b = layout > 0;
                     mm.alpha = 1;
                     die_on(o->matmul(dev, tern_view(y, 0, (size_t)mm.n), tern_view(x, 0, (size_t)mm.k), w[l][i], &mm), "matmul");
                 }

@@ -37,13 +37,33 @@ typedef enum tern_dtype {
     TERN_F16,
     TERN_I32,
     TERN_U16,
+    /* 8-bit weights in blocks, as llama.cpp's q8_0: every TERN_Q8_BLOCK consecutive weights
+     * share one scale d (an f16), weight i of a block = d * q[i], q int8 in [-127, 127].
+     * Stored as blocks of TERN_Q8_BLOCK_BYTES: d first (2 bytes, little-endian f16), then
+     * the 32 q. A buffer's len and a view's offset count weights (elements), as for every
+     * dtype, but only whole blocks exist: alloc's len and a view's offset and len are
+     * multiples of TERN_Q8_BLOCK. Only memory operations (alloc, free, upload, download of
+     * the blocks as stored, copy: to q8 quantizes, from q8 dequantizes, length) and matmul's B
+     * (stored [n, k], trans_b, k a multiple of 32: the blocks run along k) take it; cpu
+     * answers, the GPU handlers refuse it ("not supported"). See docs/effects.md. */
+    TERN_Q8,
 } tern_dtype;
 
-#define TERN_DTYPE_COUNT 5
+#define TERN_DTYPE_COUNT 6
+/* The element dtypes (f32 .. u16), one element of tern_dtype_size bytes each; TERN_Q8
+ * comes after them. */
+#define TERN_DTYPE_ELEMENT_COUNT 5
+#define TERN_Q8_BLOCK 32
+#define TERN_Q8_BLOCK_BYTES 34
 
+/* Bytes of one element; 0 for TERN_Q8, which has no whole bytes per element: use
+ * tern_dtype_bytes. */
 size_t tern_dtype_size(tern_dtype dtype);
-const char *tern_dtype_name(tern_dtype dtype); /* "f32", "bf16", ... */
-bool tern_dtype_is_float(tern_dtype dtype);
+/* Bytes that elements [0, n) take as stored: n * tern_dtype_size, or for TERN_Q8 the
+ * blocks that hold them (n / 32 * 34, n rounded up to whole blocks). */
+size_t tern_dtype_bytes(tern_dtype dtype, size_t n);
+const char *tern_dtype_name(tern_dtype dtype); /* "f32", "bf16", ..., "q8_0" */
+bool tern_dtype_is_float(tern_dtype dtype);     /* f32, bf16, f16 (not q8_0) */
 
 /* A typed view of device memory owned by a handler.
  * `mem` is the handler's handle of the whole allocation (a host pointer for cpu, a device
@@ -89,7 +109,8 @@ typedef struct tern_dist tern_dist;
  * op(X) is X, or X transposed when trans_x is set (A is then stored [k, m], B [n, k]).
  * lda, ldb, ldc are row strides in elements (0: dense). With batch > 1, entry i uses
  * A + i * stride_a, B + i * stride_b, C + i * stride_c (0: dense). A, B and C may each be
- * f32 or bf16 (f16 for B); accumulation is in f32.
+ * f32 or bf16 (f16 or q8_0 for B; a q8_0 B is stored [n, k]: trans_b, k, ldb and stride_b
+ * multiples of 32); accumulation is in f32.
  * addend is what beta multiplies: C itself when absent (or the very same view as C), else a
  * buffer laid out exactly as C (same dtype, length, ldc, stride_c and batch) that must not
  * overlap C; it lets a residual update y = x + x_in @ W + b write y without first copying x
@@ -147,7 +168,10 @@ typedef struct tern_adamw {
  *   upload          dst.len elements from host memory, already in dst's dtype.
  *   download        src.len elements to host memory, in src's dtype. Synchronising.
  *   copy            dst.len == src.len; converts between dtypes (floats round to nearest even,
- *                   floats to integers truncate). The two must not overlap.
+ *                   floats to integers truncate). The two must not overlap. To q8_0 from a
+ *                   float dtype it quantizes (per block d = max |x| / 127 rounded to f16,
+ *                   q = x / d rounded to nearest, ties away from 0); from q8_0 to a float
+ *                   dtype it dequantizes (d * q); q8_0 to q8_0 copies the blocks.
  *   fill            every element of dst becomes value, converted to dst's dtype.
  * generic
  *   get             element `index` (< a.len) as a double. Synchronising.

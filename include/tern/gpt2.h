@@ -166,6 +166,15 @@ tern_error *tern_gpt2_generate(tern_gpt2 *m, const int32_t *prompt, int B, int T
                                const tern_gpt2_sampling *sampling, tern_gpt2_on_token on_token,
                                void *user);
 
+/* Decoding (tern_gpt2_generate, tern_gpt2_prefill_logits) with the matrices quantized to
+ * q8_0 (include/tern/effect.h: blocks of 32 int8 and an f16 scale), from the current compute
+ * weights; with lm_head, the tied lm head too (the embedding lookup keeps the float table).
+ * Embeddings, norms and biases stay as they are; tern_gpt2_forward keeps the float weights.
+ * Afterwards training (forward_backward, update) is refused; the copy is taken once, so a
+ * later change of the float weights is not seen by decoding. Handlers without q8_0 (the GPU
+ * ones, today) give their error; n_embd must be a multiple of 32. */
+tern_error *tern_gpt2_quantize_q8(tern_gpt2 *m, bool lm_head);
+
 /* Logits [B, V] of the last position of each prompt after a generation's prefill, computed
  * by the same cached path (tests compare it with a full forward). */
 tern_error *tern_gpt2_prefill_logits(tern_gpt2 *m, const int32_t *prompt, int B, int T0,

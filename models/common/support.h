@@ -35,6 +35,11 @@ void MODEL_FN(pools_free)(tern_dev *d, tern_buf *bases);
 tern_error *MODEL_FN(read_flat)(tern_dev *d, tern_buf flat, size_t offset, size_t count, float *out);
 tern_error *MODEL_FN(write_flat)(tern_dev *d, tern_buf flat, size_t offset, size_t count, const float *data);
 
+/* dst (q8_0, rows * cols weights) = src (a float view [rows, cols]) quantized by the effect's
+ * copy; transposed first when `transpose` (a [k, n] weight into q8_0's [n, k]). quantize.c. */
+tern_error *MODEL_FN(quantize_q8)(tern_dev *d, tern_buf src, size_t rows, size_t cols,
+                                  bool transpose, tern_buf dst);
+
 /* *value summed over the ranks of dist through the effect's allreduce, in *scalar (f32 [1],
  * allocated on first use, the caller's to free). */
 tern_error *MODEL_FN(sum_across_ranks)(tern_dev *d, tern_dist *dist, tern_buf *scalar, float *value);

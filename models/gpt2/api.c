@@ -50,6 +50,34 @@ size_t tern_gpt2_num_params(const tern_gpt2_config *cfg) {
     return n;
 }
 
+/* Two-dimensional tensors (matrices and embeddings) are the ones decayed when decay_all is
+ * off, as in GPT-2's usual recipe. */
+static bool is_matrix(gpt2_tensor kind) {
+    return kind == GPT2_WTE || kind == GPT2_WPE || kind == GPT2_QKVW || kind == GPT2_ATTPROJW ||
+           kind == GPT2_FCW || kind == GPT2_FCPROJW;
+}
+
+/* Every parameter tensor for the flat state, in the layout's order: its place, the elements
+ * a file holds (wte without its padding rows), and whether it is decayed. */
+static tern_error *describe_tensors(tern_gpt2 *m) {
+    const tern_gpt2_config *cfg = &m->cfg;
+    TERN_TRY(model_flat_tensors(&m->flat, 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer));
+    size_t n = 0;
+    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
+        int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
+        for (int l = 0; l < layers; l++, n++) {
+            gpt2_tensor_name((gpt2_tensor)k, l, m->flat.names[n], sizeof m->flat.names[n]);
+            size_t len = gpt2_tensor_len(cfg, (gpt2_tensor)k);
+            m->flat.tensors[n] = (model_tensor){
+                .name = m->flat.names[n], .offset = gpt2_tensor_offset(cfg, (gpt2_tensor)k, l), .len = len,
+                .count = k == GPT2_WTE ? (size_t)cfg->vocab_size * cfg->n_embd : len,
+                .decayed = is_matrix((gpt2_tensor)k)};
+        }
+    }
+    m->flat.n_tensors = n;
+    return NULL;
+}
+
 /* A model on `backend` with its parameters uploaded from the host array `flat`. */
 static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
                              tern_precision precision, const float *flat, tern_gpt2 **out) {
@@ -66,10 +94,8 @@ static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
     m->cfg = *cfg;
     m->Vp = gpt2_padded_vocab(cfg->vocab_size);
     m->precision = precision;
-    m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
-    m->n_flat = m->n_full = m->shard_len = gpt2_flat_len(cfg);
-    m->shards = m->world = 1;
-    if (!(err = m->impl->open(m)) && !(err = m->impl->upload_params(m, flat))) {
+    model_flat_init(&m->flat, m->impl->flat, precision, gpt2_flat_len(cfg));
+    if (!(err = describe_tensors(m)) && !(err = m->impl->open(m, flat))) {
         *out = m;
         return NULL;
     }
@@ -228,6 +254,7 @@ tern_error *tern_gpt2_init(const char *backend, const tern_gpt2_config *cfg, uin
 void tern_gpt2_free(tern_gpt2 *m) {
     if (!m) return;
     if (m->impl) m->impl->close(m);
+    model_flat_free_tensors(&m->flat);
     free(m->device_name);
     free(m->options);
     free(m);
@@ -236,11 +263,11 @@ void tern_gpt2_free(tern_gpt2 *m) {
 const tern_gpt2_config *tern_gpt2_get_config(const tern_gpt2 *m) { return &m->cfg; }
 const char *tern_gpt2_backend(const tern_gpt2 *m) { return m->backend; }
 const char *tern_gpt2_device_name(const tern_gpt2 *m) { return m->device_name; }
-int tern_gpt2_step(const tern_gpt2 *m) { return m->step; }
+int tern_gpt2_step(const tern_gpt2 *m) { return m->flat.step; }
 
 tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value) {
     if (!m || !value) return tern_errorf("tern_gpt2_sum_across_ranks: no model or value");
-    return m->impl->sum_across_ranks(m, value);
+    return m->flat.ops->sum_across_ranks(&m->flat, value);
 }
 
 /* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
@@ -265,45 +292,47 @@ tern_error *tern_gpt2_forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, 
     return m->impl->forward(m, x, y, B, T, 1.0f, false, mean_loss);
 }
 
+/* q8_0 weights are for decoding only: there is no gradient through them. */
+static tern_error *refuse_q8_training(const tern_gpt2 *m) {
+    if (!m->q8.len) return NULL;
+    return tern_errorf("training with q8_0 weights is not supported (they are for decoding; load the "
+                       "model without them to train)");
+}
+
+tern_error *tern_gpt2_quantize_q8(tern_gpt2 *m, bool lm_head) {
+    if (!m) return tern_errorf("tern_gpt2_quantize_q8: no model");
+    return m->impl->quantize_q8(m, lm_head);
+}
+
 tern_error *tern_gpt2_forward_backward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B,
                                        int T, float loss_scale, float *mean_loss) {
+    TERN_TRY(refuse_q8_training(m));
     if (!y) return tern_errorf("forward_backward needs targets");
     TERN_TRY(check_batch(m, x, y, B, T));
     /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean (a
      * power of two for the usual world sizes, so the scaling itself is exact). */
     float loss = 0;
-    TERN_TRY(m->impl->forward(m, x, y, B, T, loss_scale / (float)m->world, true, &loss));
-    if (m->world > 1) {
-        TERN_TRY(tern_error_wrap(m->impl->sum_across_ranks(m, &loss), "the mean loss across ranks"));
-        loss /= (float)m->world;
-    }
+    TERN_TRY(m->impl->forward(m, x, y, B, T, model_flat_rank_loss_scale(&m->flat, loss_scale), true, &loss));
+    TERN_TRY(model_flat_mean_across_ranks(&m->flat, &loss));
     if (mean_loss) *mean_loss = loss;
     return NULL;
 }
 
-tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm) {
-    int world = tern_dist_world(comm);
-    if (world < 1) return tern_errorf("a communicator of %d ranks", world);
-    if (m->shards > 1 && comm != m->dist)
-        return tern_errorf("the communicator cannot change once ZeRO-1 has sharded the optimizer");
-    m->dist = comm;
-    m->world = world;
+tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm) { return model_flat_set_dist(&m->flat, comm); }
+
+tern_error *tern_gpt2_shard_optimizer(tern_gpt2 *m) {
+    bool moved = false;
+    TERN_TRY(model_flat_shard_optimizer(&m->flat, &moved));
+    if (moved) m->epoch++; /* the weights may have moved: replayable decode steps are captured anew */
     return NULL;
 }
 
-tern_error *tern_gpt2_shard_optimizer(tern_gpt2 *m) {
-    if (m->world <= 1 || m->shards > 1) return NULL;
-    return m->impl->shard(m, m->world, tern_dist_rank(m->dist));
-}
-
-size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m) {
-    size_t master = m->weights.len ? m->master.len : 0; /* fp32: the master is the weights */
-    return (2 * m->shard_len + master) * sizeof(float);
-}
+size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m) { return model_flat_optimizer_bytes(&m->flat); }
 
 tern_error *tern_gpt2_zero_grad(tern_gpt2 *m) { return m->impl->zero_grad(m); }
 
 tern_error *tern_gpt2_update(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm) {
+    TERN_TRY(refuse_q8_training(m));
     if (!(h->lr >= 0) || !(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1) ||
         !(h->eps > 0) || !(h->weight_decay >= 0))
         return tern_errorf("AdamW hyper-parameters out of range (lr %g, betas %g %g, eps %g, "
@@ -328,16 +357,15 @@ static tern_error *locate(const tern_gpt2 *m, const char *name, size_t count, si
 tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count) {
     size_t offset;
     TERN_TRY(locate(m, name, count, &offset));
-    if (gpt2_master_sharded(m)) return m->impl->read_gathered(m, m->master, offset, count, out);
-    return m->impl->read_flat(m, m->master, offset, count, out);
+    return model_flat_read_params(&m->flat, offset, count, out);
 }
 
 tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size_t count) {
     size_t offset;
     TERN_TRY(locate(m, name, count, &offset));
-    if (!m->grads.len) return tern_errorf("no gradients yet: run forward_backward first");
+    if (!m->flat.grads.len) return tern_errorf("no gradients yet: run forward_backward first");
     TERN_TRY(m->impl->settle_grads(m)); /* right after zero_grad: zeros */
-    return m->impl->read_flat(m, m->grads, offset, count, out);
+    return m->flat.ops->read(&m->flat, m->flat.grads, offset, count, out);
 }
 
 tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out) {
@@ -351,8 +379,8 @@ tern_error *tern_gpt2_read_logits(tern_gpt2 *m, int row, int rows, float *out) {
                            "training pass keeps none; tern_gpt2_forward without targets keeps all)",
                            a->logits_first, a->logits_first + a->logits_kept, row, row + rows);
     for (int r = 0; r < rows; r++)
-        TERN_TRY(m->impl->read_flat(m, a->logits, (size_t)(row - a->logits_first + r) * m->Vp,
-                                    (size_t)V, out + (size_t)r * V));
+        TERN_TRY(m->flat.ops->read(&m->flat, a->logits, (size_t)(row - a->logits_first + r) * m->Vp,
+                                   (size_t)V, out + (size_t)r * V));
     return NULL;
 }
 
@@ -367,7 +395,7 @@ tern_error *tern_gpt2_set_memory(tern_gpt2 *m, const tern_gpt2_memory *memory) {
 tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out) {
     const gpt2_acts *a = &m->acts;
     if (!a->layers) return tern_errorf("no losses yet: run a forward pass with targets first");
-    return m->impl->read_flat(m, a->losses, 0, (size_t)a->B * a->T, out);
+    return m->flat.ops->read(&m->flat, a->losses, 0, (size_t)a->B * a->T, out);
 }
 
 tern_error *tern_gpt2_generate(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/optimizer_file.h"
+#include "core/optimizer_file.h" /* checkpoint_saved_step */
 #include "gpt2_internal.h"
 #include "tern/file.h"
 #include "tern/half.h"
@@ -23,13 +23,12 @@ static size_t first_nonfinite(const float *x, size_t n) {
 }
 
 /* Whether this process writes checkpoints: rank 0 of the model's communicator. */
-static bool writes(const tern_gpt2 *m) { return tern_dist_rank(m->dist) == 0; }
+static bool writes(const tern_gpt2 *m) { return tern_dist_rank(m->flat.dist) == 0; }
 
-/* The f32 parameters [0, n_flat) on the host; gathered from the ranks when the master is
- * sharded (every rank calls it then; out NULL: this rank only gives its part). */
+/* The f32 parameters [0, n_flat) on the host, gathered from the ranks with ZeRO-1 in bf16
+ * (every rank calls it then; out NULL: this rank only gives its part). */
 static tern_error *read_master(tern_gpt2 *m, float *out) {
-    if (gpt2_master_sharded(m)) return m->impl->read_gathered(m, m->master, 0, m->n_flat, out);
-    return out ? m->impl->read_flat(m, m->master, 0, m->n_flat, out) : NULL;
+    return model_flat_read_params(&m->flat, 0, m->flat.n_flat, out);
 }
 
 tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
@@ -38,7 +37,7 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     if (!writes(m)) return read_master(m, NULL);
     const tern_gpt2_config *cfg = &m->cfg;
     size_t n_tensors = 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer;
-    float *flat = malloc(m->n_flat * sizeof *flat);
+    float *flat = malloc(m->flat.n_flat * sizeof *flat);
     tern_tensor_out *tensors = calloc(n_tensors, sizeof *tensors);
     char (*names)[112] = calloc(n_tensors, sizeof *names);
     char *path = malloc(strlen(dir) + 32);
@@ -49,10 +48,10 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
     }
     if ((err = read_master(m, flat))) goto done;
     /* A checkpoint of diverged weights would replace the last good one: refuse it. */
-    size_t bad = first_nonfinite(flat, m->n_flat);
-    if (bad < m->n_flat) {
+    size_t bad = first_nonfinite(flat, m->flat.n_flat);
+    if (bad < m->flat.n_flat) {
         err = tern_errorf("not saving %s: the weights at step %d are not finite (element %zu is "
-                          "%g)", dir, m->step, bad, flat[bad]);
+                          "%g)", dir, m->flat.step, bad, flat[bad]);
         goto done;
     }
     if ((err = tern_make_dirs(dir))) goto done;
@@ -60,7 +59,7 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
      * value never needs more room than the f32 it came from). */
     if (dtype == TERN_BF16 || dtype == TERN_F16) {
         uint16_t *half = (uint16_t *)flat;
-        for (size_t i = 0; i < m->n_flat; i++)
+        for (size_t i = 0; i < m->flat.n_flat; i++)
             half[i] = dtype == TERN_BF16 ? tern_f32_to_bf16(flat[i]) : tern_f32_to_f16(flat[i]);
     }
     size_t elem = tern_dtype_size(dtype);
@@ -83,7 +82,7 @@ tern_error *tern_gpt2_save_as(tern_gpt2 *m, const char *dir, tern_dtype dtype) {
         }
     }
     char step[32];
-    snprintf(step, sizeof step, "%d", m->step);
+    snprintf(step, sizeof step, "%d", m->flat.step);
     const char *metadata[] = {"tern_step", step, NULL};
     /* The config first: a folder with weights is never without the config they need (a
      * kill between the two leaves a config with the previous weights, which it fits). */
@@ -101,77 +100,10 @@ done:
 
 tern_error *tern_gpt2_saved_step(const char *dir, int *step) { return checkpoint_saved_step(dir, step); }
 
-/* Every parameter tensor as the optimizer file names it: its place in the flat buffers and
- * element count (wte without its padding rows). names: room for each name; *out, *n owned by
- * the caller (free *out). */
-static tern_error *optimizer_tensors(const tern_gpt2 *m, char (**names)[96], optimizer_tensor **out, size_t *n) {
-    const tern_gpt2_config *cfg = &m->cfg;
-    size_t cap = 4 + (size_t)GPT2_LAYER_KINDS * cfg->n_layer;
-    *names = calloc(cap, sizeof **names);
-    *out = calloc(cap, sizeof **out);
-    *n = 0;
-    if (!*names || !*out) {
-        free(*names);
-        free(*out);
-        *names = NULL, *out = NULL;
-        return tern_errorf("out of memory");
-    }
-    for (int k = 0; k < GPT2_TENSOR_KINDS; k++) {
-        int layers = gpt2_is_layer_kind((gpt2_tensor)k) ? cfg->n_layer : 1;
-        for (int l = 0; l < layers; l++, (*n)++) {
-            gpt2_tensor_name((gpt2_tensor)k, l, (*names)[*n], sizeof (*names)[*n]);
-            size_t count = k == GPT2_WTE ? (size_t)cfg->vocab_size * cfg->n_embd : gpt2_tensor_len(cfg, (gpt2_tensor)k);
-            (*out)[*n] = (optimizer_tensor){.name = (*names)[*n],
-                                            .offset = gpt2_tensor_offset(cfg, (gpt2_tensor)k, l), .count = count};
-        }
-    }
-    return NULL;
-}
-
-/* AdamW's moments [0, n_flat) on the host, m then v: gathered from the ranks with ZeRO-1
- * (every rank calls it then; host NULL: this rank only gives its parts). */
-static tern_error *read_moments(tern_gpt2 *m, float *host) {
-    TERN_TRY(m->impl->ensure_optimizer(m));
-    TERN_TRY(m->impl->read_gathered(m, m->adam_m, 0, m->n_flat, host));
-    return m->impl->read_gathered(m, m->adam_v, 0, m->n_flat, host ? host + m->n_flat : NULL);
-}
-
 tern_error *tern_gpt2_save_optimizer(tern_gpt2 *m, const char *path, const char *const *metadata_kv) {
-    if (!writes(m)) return read_moments(m, NULL);
-    char (*names)[96] = NULL;
-    optimizer_tensor *tensors = NULL;
-    size_t n = 0;
-    TERN_TRY(optimizer_tensors(m, &names, &tensors, &n));
-    float *host = malloc(2 * m->n_flat * sizeof *host);
-    tern_error *err = host ? read_moments(m, host) : tern_errorf("out of memory saving the optimizer state");
-    if (!err) err = optimizer_file_write(path, tensors, n, m->n_flat, host, m->step, metadata_kv);
-    free(host);
-    free(tensors);
-    free(names);
-    return err;
-}
-
-/* Elements [offset, offset + count) of the flat layout from host data into this rank's part
- * of AdamW's moment `which` (ZeRO-1), or the whole buffer: only what lies in the part. */
-static tern_error *restore_moment(void *user, int which, size_t offset, size_t count, const float *data) {
-    tern_gpt2 *m = user;
-    tern_buf part = which ? m->adam_v : m->adam_m;
-    size_t end = offset + count, part_end = m->shard_off + m->shard_len;
-    size_t lo = offset > m->shard_off ? offset : m->shard_off, hi = end < part_end ? end : part_end;
-    if (lo >= hi) return NULL;
-    return m->impl->write_flat(m, part, lo - m->shard_off, hi - lo, data + (lo - offset));
+    return model_flat_save_optimizer(&m->flat, path, metadata_kv);
 }
 
 tern_error *tern_gpt2_load_optimizer(tern_gpt2 *m, const char *path) {
-    char (*names)[96] = NULL;
-    optimizer_tensor *tensors = NULL;
-    size_t n = 0;
-    TERN_TRY(optimizer_tensors(m, &names, &tensors, &n));
-    int step = 0;
-    tern_error *err = m->impl->ensure_optimizer(m);
-    if (!err) err = optimizer_file_read(path, tensors, n, restore_moment, m, &step);
-    if (!err) m->step = step;
-    free(tensors);
-    free(names);
-    return err;
+    return model_flat_load_optimizer(&m->flat, path);
 }

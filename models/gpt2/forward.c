@@ -116,7 +116,7 @@ static tern_error *ensure_acts(tern_gpt2 *m, int B, int T, bool with_grad, bool 
     a->B = B;
     a->T = T;
     a->memory = m->memory;
-    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_acts(m, &p, a, saved_len, with_grad);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
@@ -196,9 +196,9 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     const tern_gpt2_config *cfg = &m->cfg;
     int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, NH = cfg->n_head;
     float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
-#define G(kind) gpt2_tensor_view(cfg, m->grads, kind, l)
+#define G(kind) gpt2_tensor_view(cfg, m->flat.grads, kind, l)
     /* [C]: d(b_fcproj) of the layer whose res3 is x (absent for layer 0: x is the embedding) */
-    tern_buf dfcproj_b_prev = l ? gpt2_tensor_view(cfg, m->grads, GPT2_FCPROJB, l - 1) : tern_none();
+    tern_buf dfcproj_b_prev = l ? gpt2_tensor_view(cfg, m->flat.grads, GPT2_FCPROJB, l - 1) : tern_none();
 
     /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
     /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the
@@ -244,7 +244,7 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     return NULL;
 }
 
-/* The gradients of a pass's loss, added into m->grads (written instead where the gradients
+/* The gradients of a pass's loss, added into m->flat.grads (written instead where the gradients
  * were just zeroed: m->grads_fresh; zero_grad in state.c lists who writes each gradient). */
 static tern_error *backward(tern_gpt2 *m) {
     tern_dev *d = m->dev;
@@ -252,7 +252,7 @@ static tern_error *backward(tern_gpt2 *m) {
     const tern_gpt2_config *cfg = &m->cfg;
     int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, L = cfg->n_layer;
     float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
-    tern_buf dwte = gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0);
+    tern_buf dwte = gpt2_tensor_view(cfg, m->flat.grads, GPT2_WTE, 0);
 
     /* a->dln [BT, C] already holds d(loss)/d(lnf): logits_and_loss took the loss's gradient
      * through the output projection (and wrote dwte's part of it). */
@@ -260,10 +260,10 @@ static tern_error *backward(tern_gpt2 *m) {
      * only (0 + ln_f's backward of dln). d(ln_f w), d(ln_f b) [C], and dsum: d(b_fcproj) of
      * the last layer [C] = sum over rows of dres (absent without layers). */
     tern_buf last = L ? a->layers[L - 1].res3 : a->x0;
-    tern_buf dfcproj_b_last = L ? gpt2_tensor_view(cfg, m->grads, GPT2_FCPROJB, L - 1) : tern_none();
+    tern_buf dfcproj_b_last = L ? gpt2_tensor_view(cfg, m->flat.grads, GPT2_FCPROJB, L - 1) : tern_none();
     TERN_TRY(OP(fill)(d, a->dres, 0.0));
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->grads, GPT2_LNFW, 0),
-                                    gpt2_tensor_view(cfg, m->grads, GPT2_LNFB, 0), dfcproj_b_last, a->dln,
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFW, 0),
+                                    gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFB, 0), dfcproj_b_last, a->dln,
                                     last, gpt2_w(m, GPT2_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C, gb));
     for (int l = L - 1; l >= 0; l--) {
         tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
@@ -271,7 +271,7 @@ static tern_error *backward(tern_gpt2 *m) {
     }
     /* dres is d(x0): dwte[tokens] += its rows, dwpe[t] += its sums over the batch (wpe's
      * gradient is only added into: zero_grad clears it) */
-    return OP(embed_backward)(d, dwte, gpt2_tensor_view(cfg, m->grads, GPT2_WPE, 0), a->dres,
+    return OP(embed_backward)(d, dwte, gpt2_tensor_view(cfg, m->flat.grads, GPT2_WPE, 0), a->dres,
                               a->tokens, B, T, C);
 }
 
@@ -294,7 +294,7 @@ static tern_error *logits_and_loss(tern_gpt2 *m, bool with_targets, bool with_ba
     int BT = a->B * a->T, C = cfg->n_embd, R = a->logit_rows;
     size_t Vp = (size_t)m->Vp, uC = (size_t)C;
     tern_buf wte = gpt2_w(m, GPT2_WTE, 0);
-    tern_buf dwte = with_backward ? gpt2_tensor_view(cfg, m->grads, GPT2_WTE, 0) : tern_none();
+    tern_buf dwte = with_backward ? gpt2_tensor_view(cfg, m->flat.grads, GPT2_WTE, 0) : tern_none();
     float gb = m->grads_fresh ? 0.0f : 1.0f;
     for (int r0 = 0; r0 < BT; r0 += R) {
         int rows = BT - r0 < R ? BT - r0 : R;

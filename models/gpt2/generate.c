@@ -48,7 +48,7 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
-    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
@@ -66,15 +66,17 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
  * product reads. */
 static tern_error *residual_norm(tern_dev *d, tern_buf ln, tern_buf x, tern_buf in, tern_buf w, tern_buf b,
                                  tern_buf ln_w, tern_buf ln_b, float eps, int rows, int k, int C) {
-    tern_matmul mm = {.m = rows, .n = C, .k = k, .alpha = 1.0f, .beta = 1.0f, .bias = b};
+    tern_matmul mm = {.m = rows, .n = C, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f,
+                      .beta = 1.0f, .bias = b};
     TERN_TRY(OP(matmul)(d, x, in, w, &mm));
     return OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, rows, C, eps);
 }
 
-/* y[rows, out] = epilogue(ln @ w + b). */
+/* y[rows, out] = epilogue(ln @ w + b); w is [k, out], or [out, k] in q8_0 (gpt2_decode_w). */
 static tern_error *linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf w, tern_buf b, int rows, int k, int out,
                           tern_epilogue epilogue) {
-    tern_matmul mm = {.m = rows, .n = out, .k = k, .alpha = 1.0f, .beta = 0.0f, .bias = b, .epilogue = epilogue};
+    tern_matmul mm = {.m = rows, .n = out, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f,
+                      .beta = 0.0f, .bias = b, .epilogue = epilogue};
     return OP(matmul)(d, y, ln, w, &mm);
 }
 
@@ -105,23 +107,23 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     TERN_TRY(OP(layernorm)(d, ln, none, none, x, norm_before(m, 0, false), norm_before(m, 0, true), rows, C, eps));
     for (int l = 0; l < cfg->n_layer; l++) {
         /* x = x + proj(attention(ln_1(x))), then ln = ln_2(x) */
-        TERN_TRY(linear(d, qkv, ln, gpt2_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
+        TERN_TRY(linear(d, qkv, ln, gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
                         TERN_EPILOGUE_NONE));
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH,
                                       NH, C / NH, dc->max_T));
-        TERN_TRY(residual_norm(d, ln, x, atty, gpt2_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
+        TERN_TRY(residual_norm(d, ln, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
                                gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps, rows, C, C));
         /* x = x + proj(gelu(fc(ln_2(x)))), then ln = the next layer's ln_1(x), or ln_f(x) */
-        TERN_TRY(linear(d, fch, ln, gpt2_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
+        TERN_TRY(linear(d, fch, ln, gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
                         TERN_EPILOGUE_GELU));
-        TERN_TRY(residual_norm(d, ln, x, fch, gpt2_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
+        TERN_TRY(residual_norm(d, ln, x, fch, gpt2_decode_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
                                norm_before(m, l + 1, false), norm_before(m, l + 1, true), eps, rows, 4 * C, C));
     }
     /* logits [B, Vp] of each sequence's last row (row b*T + T-1): A's rows are T*C apart. */
     tern_buf last_rows = tern_view(ln, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
     tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C,
                              .alpha = 1, .beta = 0};
-    TERN_TRY(OP(matmul)(d, dc->logits, last_rows, gpt2_w(m, GPT2_WTE, 0), &logits_mm));
+    TERN_TRY(OP(matmul)(d, dc->logits, last_rows, gpt2_decode_w(m, GPT2_WTE, 0), &logits_mm));
     return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k,
                       s->seed, dc->pos);
 }
@@ -168,7 +170,7 @@ tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0
         for (int b = 0; b < B && !err; b++) {
             tern_buf logits_b = tern_view(dc->logits, (size_t)b * row_len, row_len);
             tern_buf as_f32 = tern_none();
-            if (m->adtype == TERN_F32) {
+            if (m->flat.adtype == TERN_F32) {
                 err = OP(download)(d, row, logits_b);
             } else if (!(err = OP(alloc)(d, TERN_F32, row_len, &as_f32))) {
                 if (!(err = OP(copy)(d, as_f32, logits_b))) err = OP(download)(d, row, as_f32);

@@ -6,6 +6,8 @@
 #include "tern/effect.h"
 #include "tern/gpt2.h"
 
+#include "../common/flat_state.h"
+
 /* The parameter tensors. Per-layer kinds repeat for each layer. */
 typedef enum gpt2_tensor {
     GPT2_WTE,      /* [Vp, C]  token embedding, tied with the output projection */
@@ -125,84 +127,73 @@ struct tern_gpt2 {
     tern_gpt2_config cfg;
     int Vp;
     tern_precision precision;
-    tern_dtype wdtype; /* compute weights */
-    tern_dtype adtype; /* activations and gradients */
-    size_t n_flat;     /* elements of the flat parameter layout (host arrays, checkpoints) */
-    /* ZeRO-1 (tern_gpt2_shard_optimizer): the flat layout, padded to n_full elements, is cut
-     * into `shards` equal parts, one per rank, and each rank keeps the optimizer state of its
-     * part only. Without it shards is 1, n_full is n_flat and this rank's part is all of it. */
-    int shards;
-    size_t n_full;     /* elements of full flat buffers: n_flat, or a multiple of 64 * shards */
-    size_t shard_len;  /* elements of this rank's part: n_full / shards */
-    size_t shard_off;  /* where this rank's part starts: rank * shard_len */
-    tern_buf master;   /* f32 parameters [n_full]; sharded in bf16: this rank's part only */
-    tern_buf weights;  /* [n_full] compute copy (absent in fp32: master is used) */
-    tern_buf grads;    /* [n_full] adtype, allocated with the first backward */
+    /* the parameters, gradients, AdamW's moments, the ranks and ZeRO-1 (models/common) */
+    model_flat flat;
     bool grads_fresh;  /* zeroed since the last backward: the next one writes them (beta 0) */
     /* grads_fresh, and zero_grad cleared only what the next backward adds into: the rest
      * still holds old values until that backward writes it, or settle_grads clears it for a
      * reader (state.c's zero_grad says which is which) */
     bool grads_lazy;
-    tern_buf adam_m;   /* [shard_len] f32 */
-    tern_buf adam_v;   /* [shard_len] f32 */
-    int step;
-    tern_dist *dist;      /* data parallelism across processes, or NULL */
-    int world;            /* ranks of dist (1 without) */
-    tern_buf dist_scalar; /* [1] f32: a host value summed across ranks */
     tern_gpt2_memory memory; /* tern_gpt2_set_memory */
+    /* tern_gpt2_quantize_q8: decoding's matrices in q8_0, transposed to [out, in] (the
+     * effect's q8_0 layout), gpt2_q8_offset's layout; with q8_lm the tied lm head [Vp, C]
+     * after them. Absent: decoding uses the float weights. */
+    tern_buf q8;
+    bool q8_lm;
     gpt2_acts acts;
     gpt2_decode dec;
     uint64_t epoch; /* changes whenever buffers a replayable section names move (decode, activations, grads, weights) */
 };
 
-/* Whether the f32 master holds this rank's part only: with ZeRO-1 when it is not the compute
- * copy (bf16), since it is then optimizer state like m and v. */
 /* One more value into a replayable section's key (see generate.c's and forward.c's keys). */
 static inline uint64_t gpt2_key_mix(uint64_t h, uint64_t v) {
     return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
 }
 
-static inline bool gpt2_master_sharded(const tern_gpt2 *m) {
-    return m->shards > 1 && m->weights.len > 0;
-}
-
 /* The compute weights: the bf16 copy, or the f32 master. */
-static inline tern_buf gpt2_weights(const tern_gpt2 *m) {
-    return m->weights.len ? m->weights : m->master;
-}
+static inline tern_buf gpt2_weights(const tern_gpt2 *m) { return model_flat_weights(&m->flat); }
 
 static inline tern_buf gpt2_w(const tern_gpt2 *m, gpt2_tensor kind, int layer) {
     return gpt2_tensor_view(&m->cfg, gpt2_weights(m), kind, layer);
 }
 
+/* The q8_0 copy's layout: per layer qkv [3C, C], attn proj [C, C], fc [4C, C], fc proj
+ * [C, 4C] (each the Conv1D weight transposed), 12 C^2 a layer; then the lm head [Vp, C]. */
+static inline size_t gpt2_q8_offset(const tern_gpt2_config *cfg, gpt2_tensor kind, int layer) {
+    size_t C = (size_t)cfg->n_embd, at = 12 * C * C * (size_t)layer;
+    switch (kind) {
+    case GPT2_QKVW: return at;
+    case GPT2_ATTPROJW: return at + 3 * C * C;
+    case GPT2_FCW: return at + 4 * C * C;
+    case GPT2_FCPROJW: return at + 8 * C * C;
+    default: return 12 * C * C * (size_t)cfg->n_layer; /* GPT2_WTE: the lm head */
+    }
+}
+
+/* A matrix as decoding reads it: its q8_0 copy ([out, in]) when there is one, else the
+ * compute weight ([in, out]; the lm head: wte [Vp, C]). */
+static inline tern_buf gpt2_decode_w(const tern_gpt2 *m, gpt2_tensor kind, int layer) {
+    if (!m->q8.len || (kind == GPT2_WTE && !m->q8_lm)) return gpt2_w(m, kind, layer);
+    return tern_view(m->q8, gpt2_q8_offset(&m->cfg, kind, layer), gpt2_tensor_len(&m->cfg, kind));
+}
+
 /* The model compiled for one handler: tern_gpt2_<h>_impl. */
 struct gpt2_impl {
     const char *handler;
-    tern_error *(*open)(tern_gpt2 *m);                       /* device + parameter buffers */
-    tern_error *(*upload_params)(tern_gpt2 *m, const float *flat); /* [n_flat] host */
-    tern_error *(*read_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count, float *out);
-    tern_error *(*write_flat)(tern_gpt2 *m, tern_buf flat, size_t offset, size_t count,
-                              const float *data);
-    /* Elements [offset, offset + count) of the full flat buffer whose part this rank holds in
-     * `part` (the whole buffer without ZeRO-1), gathered from the ranks: collective, every
-     * rank calls it; out NULL: this rank only gives its part. */
-    tern_error *(*read_gathered)(tern_gpt2 *m, tern_buf part, size_t offset, size_t count,
-                                 float *out);
-    tern_error *(*ensure_optimizer)(tern_gpt2 *m); /* allocates zeroed moments */
-    /* ZeRO-1: this rank keeps part `rank` of `shards` of the optimizer state (before any
-     * gradient or optimizer state exists). */
-    tern_error *(*shard)(tern_gpt2 *m, int shards, int rank);
+    const model_flat_ops *flat;             /* this handler's flat-state operations */
+    tern_error *(*open)(tern_gpt2 *m, const float *params); /* device + parameters [n_flat] host */
     tern_error *(*forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_gpt2 *m);
     /* Before anything reads the gradients: makes those zero_grad left for the next backward
      * to write read as zero (a no-op unless grads_lazy). */
     tern_error *(*settle_grads)(tern_gpt2 *m);
-    tern_error *(*sum_across_ranks)(tern_gpt2 *m, float *value); /* in place, by allreduce */
     tern_error *(*update)(tern_gpt2 *m, const tern_gpt2_adamw *h, float *grad_norm);
     tern_error *(*generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
                             const tern_gpt2_sampling *s, tern_gpt2_on_token on_token, void *user,
                             float *prefill_logits);
+    /* Makes m->q8 from the compute weights (the lm head too when lm_head). */
+    tern_error *(*quantize_q8)(tern_gpt2 *m, bool lm_head);
     void (*close)(tern_gpt2 *m);
 };
 

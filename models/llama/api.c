@@ -29,6 +29,30 @@ static tern_error *find_instance(const char *backend, const llama_impl **out, co
     return NULL;
 }
 
+/* Every tensor cfg has, for the flat state, in the layout's order: its place, the elements a
+ * file holds (V rows, not Vp) and whether it is decayed (matrices and embeddings). */
+static tern_error *describe_tensors(tern_llama *m) {
+    const tern_llama_config *cfg = &m->cfg;
+    TERN_TRY(model_flat_tensors(&m->flat, 3 + (size_t)(LLAMA_TENSOR_KINDS - LLAMA_FIRST_LAYER_KIND) * cfg->n_layer));
+    size_t n = 0;
+    for (int k = 0; k < LLAMA_TENSOR_KINDS; k++) {
+        if (!llama_has_tensor(cfg, (llama_tensor)k)) continue;
+        int layers = llama_is_layer_kind((llama_tensor)k) ? cfg->n_layer : 1;
+        size_t rows, cols;
+        llama_tensor_shape(cfg, (llama_tensor)k, &rows, &cols);
+        for (int l = 0; l < layers; l++, n++) {
+            llama_tensor_name((llama_tensor)k, l, m->flat.names[n], sizeof m->flat.names[n]);
+            m->flat.tensors[n] = (model_tensor){.name = m->flat.names[n],
+                                                .offset = llama_tensor_offset(cfg, (llama_tensor)k, l),
+                                                .len = llama_tensor_len(cfg, (llama_tensor)k),
+                                                .count = cols ? rows * cols : rows,
+                                                .decayed = llama_is_matrix((llama_tensor)k)};
+        }
+    }
+    m->flat.n_tensors = n;
+    return NULL;
+}
+
 /* A model on `backend` with its parameters from the host array flat [n_flat]. */
 static tern_error *open_with(const char *backend, const tern_llama_config *cfg, tern_precision precision,
                              const float *flat, tern_llama **out) {
@@ -50,10 +74,8 @@ static tern_error *open_with(const char *backend, const tern_llama_config *cfg, 
     m->cfg = *cfg;
     m->Vp = llama_padded_vocab(cfg->vocab_size);
     m->precision = precision;
-    m->wdtype = m->adtype = precision == TERN_PRECISION_BF16 ? TERN_BF16 : TERN_F32;
-    m->world = 1;
-    m->n_flat = llama_flat_len(cfg);
-    if (!(err = m->impl->open(m, flat, inv32))) {
+    model_flat_init(&m->flat, m->impl->flat, precision, llama_flat_len(cfg));
+    if (!(err = describe_tensors(m)) && !(err = m->impl->open(m, flat, inv32))) {
         *out = m;
         return NULL;
     }
@@ -148,6 +170,9 @@ tern_error *tern_llama_init(const char *backend, const tern_llama_config *cfg, u
             if (k == LLAMA_NORM || k == LLAMA_LN1 || k == LLAMA_LN2) {
                 for (size_t i = 0; i < len; i++) t[i] = 1.0f;
             } else if (llama_is_matrix((llama_tensor)k)) {
+                /* each value is its place's in the stream: the same on any number of threads
+                 * (Llama-3.2-1B's 1.2e9 draws took ~30 s on one) */
+#pragma omp parallel for schedule(static)
                 for (size_t i = 0; i < len; i++) t[i] = 0.02f * normal(seed, draw + i);
                 draw += len;
             } /* biases: zero */
@@ -161,6 +186,7 @@ tern_error *tern_llama_init(const char *backend, const tern_llama_config *cfg, u
 void tern_llama_free(tern_llama *m) {
     if (!m) return;
     if (m->impl) m->impl->close(m);
+    model_flat_free_tensors(&m->flat);
     free(m->device_name);
     free(m->options);
     free(m);
@@ -169,7 +195,7 @@ void tern_llama_free(tern_llama *m) {
 const tern_llama_config *tern_llama_get_config(const tern_llama *m) { return &m->cfg; }
 const char *tern_llama_backend(const tern_llama *m) { return m->backend; }
 const char *tern_llama_device_name(const tern_llama *m) { return m->device_name; }
-int tern_llama_step(const tern_llama *m) { return m->step; }
+int tern_llama_step(const tern_llama *m) { return m->flat.step; }
 
 /* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
 static tern_error *check_batch(const tern_llama *m, const int32_t *x, const int32_t *y, int B, int T) {
@@ -197,26 +223,26 @@ tern_error *tern_llama_forward_backward(tern_llama *m, const int32_t *x, const i
     TERN_TRY(check_batch(m, x, y, B, T));
     /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean. */
     float loss = 0;
-    TERN_TRY(m->impl->forward(m, x, y, B, T, loss_scale / (float)m->world, true, &loss));
-    if (m->world > 1) {
-        TERN_TRY(tern_error_wrap(m->impl->sum_across_ranks(m, &loss), "the mean loss across ranks"));
-        loss /= (float)m->world;
-    }
+    TERN_TRY(m->impl->forward(m, x, y, B, T, model_flat_rank_loss_scale(&m->flat, loss_scale), true, &loss));
+    TERN_TRY(model_flat_mean_across_ranks(&m->flat, &loss));
     if (mean_loss) *mean_loss = loss;
     return NULL;
 }
 
-tern_error *tern_llama_set_dist(tern_llama *m, tern_dist *comm) {
-    int world = tern_dist_world(comm);
-    if (world < 1) return tern_errorf("a communicator of %d ranks", world);
-    m->dist = comm;
-    m->world = world;
+tern_error *tern_llama_set_dist(tern_llama *m, tern_dist *comm) { return model_flat_set_dist(&m->flat, comm); }
+
+tern_error *tern_llama_shard_optimizer(tern_llama *m) {
+    bool moved = false;
+    TERN_TRY(model_flat_shard_optimizer(&m->flat, &moved));
+    if (moved) m->epoch++; /* the weights may have moved: replayable sections are captured anew */
     return NULL;
 }
 
-tern_error *tern_llama_sum_across_ranks(tern_llama *m, float *value) { return m->impl->sum_across_ranks(m, value); }
+tern_error *tern_llama_sum_across_ranks(tern_llama *m, float *value) {
+    return m->flat.ops->sum_across_ranks(&m->flat, value);
+}
 
-size_t tern_llama_optimizer_bytes(const tern_llama *m) { return 2 * m->n_flat * sizeof(float); }
+size_t tern_llama_optimizer_bytes(const tern_llama *m) { return model_flat_optimizer_bytes(&m->flat); }
 
 tern_error *tern_llama_zero_grad(tern_llama *m) { return m->impl->zero_grad(m); }
 
@@ -225,7 +251,7 @@ tern_error *tern_llama_update(tern_llama *m, const tern_gpt2_adamw *h, float *gr
         !(h->weight_decay >= 0))
         return tern_errorf("AdamW hyper-parameters out of range (lr %g, betas %g %g, eps %g, weight decay %g)", h->lr,
                            h->beta1, h->beta2, h->eps, h->weight_decay);
-    return m->impl->update(m, h, grad_norm);
+    return m->flat.ops->update(&m->flat, h, grad_norm);
 }
 
 /* The flat place of parameter `name`, checking that count matches its size. */
@@ -244,14 +270,14 @@ static tern_error *locate(const tern_llama *m, const char *name, size_t count, s
 tern_error *tern_llama_read_param(tern_llama *m, const char *name, float *out, size_t count) {
     size_t offset = 0;
     TERN_TRY(locate(m, name, count, &offset));
-    return m->impl->read_flat(m, m->master, offset, count, out);
+    return model_flat_read_params(&m->flat, offset, count, out);
 }
 
 tern_error *tern_llama_read_grad(tern_llama *m, const char *name, float *out, size_t count) {
     size_t offset = 0;
     TERN_TRY(locate(m, name, count, &offset));
-    if (!m->grads.len) return tern_errorf("no gradients yet: run forward_backward first");
-    return m->impl->read_flat(m, m->grads, offset, count, out);
+    if (!m->flat.grads.len) return tern_errorf("no gradients yet: run forward_backward first");
+    return m->flat.ops->read(&m->flat, m->flat.grads, offset, count, out);
 }
 
 tern_error *tern_llama_read_logits(tern_llama *m, int row, int rows, float *out) {
@@ -261,14 +287,14 @@ tern_error *tern_llama_read_logits(tern_llama *m, int row, int rows, float *out)
     if (row < 0 || rows < 0 || row > BT - rows)
         return tern_errorf("logit rows %d..%d are outside the %d rows of the last pass", row, row + rows, BT);
     for (int r = 0; r < rows; r++)
-        TERN_TRY(m->impl->read_flat(m, a->logits, (size_t)(row + r) * m->Vp, (size_t)V, out + (size_t)r * V));
+        TERN_TRY(m->flat.ops->read(&m->flat, a->logits, (size_t)(row + r) * m->Vp, (size_t)V, out + (size_t)r * V));
     return NULL;
 }
 
 tern_error *tern_llama_read_losses(tern_llama *m, float *out) {
     const llama_acts *a = &m->acts;
     if (!a->layers) return tern_errorf("no losses yet: run a forward pass with targets first");
-    return m->impl->read_flat(m, a->losses, 0, (size_t)a->B * a->T, out);
+    return m->flat.ops->read(&m->flat, a->losses, 0, (size_t)a->B * a->T, out);
 }
 
 tern_error *tern_llama_generate(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,

@@ -62,7 +62,7 @@ static tern_error *ensure_acts(tern_llama *m, int B, int T, bool with_grad) {
     if (!a->layers) return tern_errorf("out of memory for %d layers' activations", m->cfg.n_layer);
     a->B = B;
     a->T = T;
-    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_acts(m, &p, a, saved_len, with_grad);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {
@@ -131,14 +131,14 @@ static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
 }
 
 /* Backward through layer l. On entry a->dres holds d(loss)/d(x_out); on return
- * d(loss)/d(x), the layer's input. Parameter gradients are added into m->grads. */
+ * d(loss)/d(x), the layer's input. Parameter gradients are added into m->flat.grads. */
 static tern_error *layer_backward(tern_llama *m, int l, tern_buf x, const llama_layer_acts *la) {
     tern_dev *d = m->dev;
     const tern_llama_config *cfg = &m->cfg;
     const llama_acts *a = &m->acts;
     int B = a->B, T = a->T, BT = B * T, C = cfg->hidden, I = cfg->intermediate;
     int NH = cfg->n_head, KV = cfg->n_kv_head, hs = cfg->head_dim, qw = QW(cfg), aw = AW(cfg);
-    tern_buf w = llama_weights(m), g = m->grads;
+    tern_buf w = llama_weights(m), g = m->flat.grads;
 #define G(kind) llama_tensor_view(cfg, g, kind, l)
 
     /* MLP. d(x_mid) = d(x_out) + the path through rmsnorm, the products and swiglu. */
@@ -175,25 +175,25 @@ static tern_error *layer_backward(tern_llama *m, int l, tern_buf x, const llama_
 #undef G
 }
 
-/* The gradients of the pass's loss, added into m->grads. a->logits holds d(loss)/d(logits). */
+/* The gradients of the pass's loss, added into m->flat.grads. a->logits holds d(loss)/d(logits). */
 static tern_error *backward(tern_llama *m) {
     tern_dev *d = m->dev;
     const tern_llama_config *cfg = &m->cfg;
     const llama_acts *a = &m->acts;
     int B = a->B, T = a->T, BT = B * T, C = cfg->hidden, L = cfg->n_layer;
     llama_tensor head = llama_head_kind(cfg);
-    tern_buf dembed = llama_tensor_view(cfg, m->grads, LLAMA_EMBED, 0);
+    tern_buf dembed = llama_tensor_view(cfg, m->flat.grads, LLAMA_EMBED, 0);
 
     /* logits [BT, Vp] = hf @ head^T: dh [BT, C] = dlogits @ head [Vp, C];
      * d(head) [Vp, C] += dlogits^T @ hf (the embedding's gradient when tied) */
     tern_matmul dh_mm = {.m = BT, .n = C, .k = m->Vp, .alpha = 1, .beta = 0};
     TERN_TRY(OP(matmul)(d, a->dh, a->logits, llama_w(m, head, 0), &dh_mm));
     tern_matmul dhead_mm = {.m = m->Vp, .n = C, .k = BT, .trans_a = true, .alpha = 1, .beta = 1};
-    TERN_TRY(OP(matmul)(d, llama_tensor_view(cfg, m->grads, head, 0), a->logits, a->hf, &dhead_mm));
+    TERN_TRY(OP(matmul)(d, llama_tensor_view(cfg, m->flat.grads, head, 0), a->logits, a->hf, &dhead_mm));
     /* dres [BT, C] = the final rmsnorm's backward of dh; d(w_norm) [C] += */
     tern_buf last = L ? a->layers[L - 1].x_out : a->x0;
     TERN_TRY(OP(fill)(d, a->dres, 0.0));
-    TERN_TRY(OP(rmsnorm_backward)(d, a->dres, llama_tensor_view(cfg, m->grads, LLAMA_NORM, 0), a->dh, last,
+    TERN_TRY(OP(rmsnorm_backward)(d, a->dres, llama_tensor_view(cfg, m->flat.grads, LLAMA_NORM, 0), a->dh, last,
                                   llama_w(m, LLAMA_NORM, 0), a->rrmsf, BT, C, 1.0f));
     for (int l = L - 1; l >= 0; l--)
         TERN_TRY(layer_backward(m, l, l ? a->layers[l - 1].x_out : a->x0, &a->layers[l]));

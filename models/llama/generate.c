@@ -50,7 +50,7 @@ static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
-    model_pools p = {.dtype = {m->adtype, TERN_F32, TERN_I32}};
+    model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
     if (err) {

@@ -7,6 +7,8 @@
 #include "tern/effect.h"
 #include "tern/llama.h"
 
+#include "../common/flat_state.h"
+
 /* The parameter tensors, in the order of the flat layout. Per-layer kinds repeat for each
  * layer. Tensors of one product are adjacent, without a gap, so that they are one matrix:
  * Q, K, V are the fused qkv weight [(NH + 2 KV) hs, C] (and their biases one [(NH + 2 KV)
@@ -137,17 +139,10 @@ struct tern_llama {
     tern_llama_config cfg;
     int Vp;
     tern_precision precision;
-    tern_dtype wdtype, adtype; /* compute weights; activations and gradients */
-    size_t n_flat;
-    tern_buf master;   /* f32 [n_flat] */
-    tern_buf weights;  /* [n_flat] bf16 compute copy (absent in fp32) */
-    tern_buf grads;    /* [n_flat] adtype, allocated by the first zero_grad or backward */
-    tern_buf adam_m, adam_v; /* f32 [n_flat] */
+    /* the parameters, gradients, AdamW's moments, the ranks and ZeRO-1 (models/common); the
+     * backward passes add into flat.grads, which zero_grad clears whole */
+    model_flat flat;
     tern_buf inv_freq; /* f32 [hs / 2] rotary inverse frequencies */
-    int step;
-    tern_dist *dist;      /* the job's ranks (NULL: one), set by tern_llama_set_dist */
-    int world;            /* its size (1 alone) */
-    tern_buf dist_scalar; /* f32 [1]: a value summed across the ranks */
     llama_acts acts;
     llama_decode dec;
     uint64_t epoch;    /* changes whenever buffers a replayable section names move */
@@ -157,9 +152,8 @@ static inline uint64_t llama_key_mix(uint64_t h, uint64_t v) {
     return h ^ (v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2));
 }
 
-static inline tern_buf llama_weights(const tern_llama *m) {
-    return m->weights.len ? m->weights : m->master;
-}
+/* The compute weights: the bf16 copy, or the f32 master. */
+static inline tern_buf llama_weights(const tern_llama *m) { return model_flat_weights(&m->flat); }
 
 static inline tern_buf llama_w(const tern_llama *m, llama_tensor k, int layer) {
     return llama_tensor_view(&m->cfg, llama_weights(m), k, layer);
@@ -173,15 +167,13 @@ static inline llama_tensor llama_head_kind(const tern_llama_config *cfg) {
 /* The model compiled for one handler: tern_llama_<h>_impl. */
 struct llama_impl {
     const char *handler;
+    const model_flat_ops *flat; /* this handler's flat-state operations */
+    /* The device, the parameters from host flat [n_flat] (f32) and the rotary inverse
+     * frequencies inv_freq [hs / 2]. */
     tern_error *(*open)(tern_llama *m, const float *flat, const float *inv_freq);
-    tern_error *(*read_flat)(tern_llama *m, tern_buf flat, size_t offset, size_t count, float *out);
-    tern_error *(*write_flat)(tern_llama *m, tern_buf flat, size_t offset, size_t count, const float *data);
-    tern_error *(*ensure_optimizer)(tern_llama *m); /* AdamW's moments, zero when new */
-    tern_error *(*sum_across_ranks)(tern_llama *m, float *value);
     tern_error *(*forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                            float loss_scale, bool backward, float *mean_loss);
     tern_error *(*zero_grad)(tern_llama *m);
-    tern_error *(*update)(tern_llama *m, const tern_gpt2_adamw *h, float *grad_norm);
     tern_error *(*generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
                             const tern_gpt2_sampling *s, bool stop_at_eos,
                             tern_gpt2_on_token on_token, void *user, float *prefill_logits);

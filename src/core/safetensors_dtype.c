@@ -29,6 +29,7 @@ const char *tern_st_dtype_name(tern_dtype dtype) {
     case TERN_F16: return "F16";
     case TERN_I32: return "I32";
     case TERN_U16: return "U16";
+    case TERN_Q8: break; /* not a safetensors dtype */
     }
     return NULL;
 }

@@ -34,6 +34,7 @@ static float load_f32(const unsigned char *p, tern_dtype from) {
         memcpy(&v, p, 2);
         return (float)v;
     }
+    case TERN_Q8: break; /* no file dtype maps to it */
     }
     return 0.0f;
 }
@@ -82,7 +83,8 @@ tern_error *tern_tensor_convert(const tern_tensor_info *t, tern_dtype to, void *
             return NULL;
         }
         break;
-    case TERN_U16: break;
+    case TERN_U16:
+    case TERN_Q8: break;
     }
     return tern_errorf("tensor '%s': cannot convert %s to %s", tern_display_of(t->name).s,
                        t->dtype_name, tern_dtype_name(to));

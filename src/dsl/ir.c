@@ -205,6 +205,7 @@ tern_type tern_type_of_dtype(tern_dtype dtype) {
     case TERN_F16: return TERN_T_F16;
     case TERN_I32: return TERN_T_I32;
     case TERN_U16: return TERN_T_U16;
+    case TERN_Q8: break; /* no DSL type: the GPU core refuses q8_0 */
     }
     return TERN_T_VOID;
 }

@@ -133,7 +133,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .lnb_rows = 16, .ln_merge = true, .argmax_parts = true,
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .gemv_words = 4, .lnb_rows = 16, .ln_merge = true, .argmax_parts = true,
                       .ln_fit_group = true};
 }
 
@@ -141,6 +141,9 @@ const tern_option gpu_tune_keys[] = {
     {"gemv_tc", TERN_OPTION_INT, offsetof(gpu_tune, gemv_tc), 0, 32},
     {"gemv_narrow", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_narrow), 0, 1},
     {"gemv_early", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_early), 0, 1},
+    {"gemv_ks", TERN_OPTION_INT, offsetof(gpu_tune, gemv_ks), 0, 8},
+    {"gemv_groups", TERN_OPTION_INT, offsetof(gpu_tune, gemv_groups), 1, 1 << 20},
+    {"gemv_words", TERN_OPTION_INT, offsetof(gpu_tune, gemv_words), 1, 64},
     {"ac_splits", TERN_OPTION_INT, offsetof(gpu_tune, ac_splits), 0, GK_AC_MAX_SPLITS},
     {"lnb_rows", TERN_OPTION_INT, offsetof(gpu_tune, lnb_rows), 1, 64},
     {"ln_merge", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_merge), 0, 1},
@@ -159,6 +162,8 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, cons
     g->hooks = hooks ? hooks : &none;
     g->name = device_name ? device_name : tern_rt_device(rt);
     g->tune = tune ? *tune : gpu_tune_defaults();
+    if (g->tune.gemv_ks & (g->tune.gemv_ks - 1))
+        return tern_errorf("gpu core: gemv_ks = %d is not a power of two", g->tune.gemv_ks);
     if (g->tune.gemv_tc & (g->tune.gemv_tc - 1))
         return tern_errorf("gpu core: gemv_tc = %d is not a power of two", g->tune.gemv_tc);
     if (g->tune.ce_group && (g->tune.ce_group < 64 || (g->tune.ce_group & (g->tune.ce_group - 1))))

@@ -74,6 +74,26 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
     return kc > cap ? cap : kc;
 }
 
+/* SIMD groups along k per row of B [n, k] (GK_GEMV_T's KS): doubled, up to 8, while the grid
+ * has fewer than gemv_groups groups (512: about four a multiprocessor of an H200's 132) and
+ * each lane still reads gemv_t_unroll's words (4, or 2 for m > 2) of each row in one step:
+ * Llama-3.2-1B's 2048 x 8192 down projection is 512 groups of 4 rows instead of 64 groups
+ * of 32, its attention projection 128 instead of 64. Long rows only, since the SIMD groups'
+ * sums meet in threadgroup memory after a barrier. On the H200 (bench/h200/NOTES.md, runs
+ * 71-72) Llama-3.2-1B's decoding went from 1.565 to 1.139 ms a token with the splits and
+ * early loads (1.247 without the splits), and the down projection's 8 splits (512) gave
+ * 0.901 against 0.917 with 4 (256). The gemv_ks option (1, 2, 4 or 8) overrides the rule,
+ * gemv_groups sets its grid and gemv_words the words a lane keeps (4), for measurements. */
+static int k_splits(const gpu_core *g, int m, size_t n, size_t words) {
+    if (g->tune.gemv_ks) return g->tune.gemv_ks;
+    size_t u = (size_t)g->tune.gemv_words, rows = (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32);
+    if (m > 2 && u > 1) u /= 2;
+    int ks = 1;
+    while (ks < 8 && gpu_groups(n, rows / (size_t)ks) < (size_t)g->tune.gemv_groups && words >= 64 * (size_t)ks * u)
+        ks *= 2;
+    return ks;
+}
+
 /* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
  * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
  * gemv_early=0 (for measurements). */
@@ -110,7 +130,10 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[6] = (int32_t)kc;
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
-        groups = gpu_groups((size_t)d->n, GK_GEMV_ROWS * GK_GEMV_GROUP / 32);
+        size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
+        s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
+        s.n[5] = k_splits(g, d->m, (size_t)d->n, cols / (size_t)s.n[1]);
+        groups = gpu_groups((size_t)d->n, (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32) / (size_t)s.n[5]);
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
         s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());

@@ -59,6 +59,15 @@ static inline tern_arg gpu_scratch_arg(tern_dbuf s, size_t offset, size_t len) {
 
 static inline uint8_t gpu_t(tern_buf b) { return (uint8_t)tern_type_of_dtype(b.dtype); }
 
+/* q8_0 weights (effect.h) are not implemented by the GPU core yet: every body that could
+ * meet one refuses it with one line (alloc refuses to make one; upload, download, copy and
+ * matmul refuse a view retyped to it). */
+static inline tern_error *gpu_refuse_q8(const char *op, const char *what, tern_buf b) {
+    if (b.dtype != TERN_Q8) return NULL;
+    return tern_errorf("%s: %s is q8_0, which the GPU handlers (cuda, opencl, interp) do not support yet",
+                       op, what);
+}
+
 /* Kernels index with i32: every extent they touch must stay below 2^31. */
 static inline tern_error *gpu_check_index(const char *op, const char *what, size_t n) {
     if (n > (size_t)INT32_MAX - 64)

@@ -22,6 +22,7 @@ tern_error *gpu_capture_end(tern_dev *d, uint64_t key) {
 
 tern_error *gpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     gpu_core *g = gpu_core_of(d);
+    TERN_TRY(gpu_refuse_q8("matmul", "b", b));
     if (g->hooks->matmul) return g->hooks->matmul(d, c, a, b, mm);
     return gpu_matmul_dsl(d, c, a, b, mm);
 }

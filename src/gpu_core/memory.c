@@ -71,6 +71,8 @@ static tern_dbuf dview(tern_buf b) {
 
 tern_error *gpu_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     gpu_core *g = gpu_core_of(d);
+    if (dtype == TERN_Q8)
+        return tern_errorf("alloc: q8_0 is not supported by the GPU handlers (cuda, opencl, interp) yet");
     tern_dbuf m = {0};
     TERN_TRY(tern_error_wrap(tern_rt_alloc(g->rt, tern_type_of_dtype(dtype), len, &m),
                              "alloc: %zu elements of %s", len, tern_dtype_name(dtype)));
@@ -101,6 +103,7 @@ tern_error *gpu_free(tern_dev *d, tern_buf *buf) {
 
 tern_error *gpu_upload(tern_dev *d, tern_buf dst, const void *src) {
     gpu_core *g = gpu_core_of(d);
+    TERN_TRY(gpu_refuse_q8("upload", "dst", dst));
     if (!dst.len) return NULL;
     TERN_TRY(tern_error_wrap(tern_rt_upload(g->rt, dview(dst), src), "upload"));
     gpu_inflight_barrier(g); /* the copy came after all work before it, and is done */
@@ -109,6 +112,7 @@ tern_error *gpu_upload(tern_dev *d, tern_buf dst, const void *src) {
 
 tern_error *gpu_download(tern_dev *d, void *dst, tern_buf src) {
     gpu_core *g = gpu_core_of(d);
+    TERN_TRY(gpu_refuse_q8("download", "src", src));
     if (src.len) {
         TERN_TRY(tern_error_wrap(tern_rt_download(g->rt, dst, dview(src)), "download"));
         gpu_inflight_barrier(g);
@@ -119,6 +123,8 @@ tern_error *gpu_download(tern_dev *d, void *dst, tern_buf src) {
 tern_error *gpu_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     gpu_core *g = gpu_core_of(d);
     size_t n = dst.len;
+    TERN_TRY(gpu_refuse_q8("copy", "dst", dst));
+    TERN_TRY(gpu_refuse_q8("copy", "src", src));
     if (!n) return NULL;
     TERN_TRY(gpu_check_index("copy", "dst", n));
     tern_buf both[2] = {dst, src};
@@ -172,6 +178,7 @@ static double element_double(const void *p, tern_dtype dtype) {
         return i;
     }
     case TERN_U16: memcpy(&h, p, 2); return h;
+    case TERN_Q8: break; /* get takes no q8_0 (validated) */
     }
     return 0;
 }
@@ -197,6 +204,7 @@ static void element_store(void *p, tern_dtype dtype, double v) {
         h = v != v ? 0 : v <= 0 ? 0 : v >= 65535.0 ? 65535 : (uint16_t)v;
         memcpy(p, &h, 2);
         return;
+    case TERN_Q8: return; /* fill takes no q8_0 (validated) */
     }
 }
 

@@ -1,5 +1,5 @@
 /* rmsnorm and rmsnorm_backward (see src/kernels/rmsnorm.c): layernorm's geometry, one SIMD
- * group per row, GK_LN_ROWS rows per group. */
+ * group per row, GK_LN_ROWS rows per group; for few rows, up to 8 SIMD groups a row. */
 #include "gpu_core/gpu_internal.h"
 
 /* The row path of layernorm, at most 4 wide (the widths the kernels are tested at). */
@@ -20,6 +20,22 @@ tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, te
     s.t[2] = gpu_t(w);
     s.n[1] = rms_row_path(all, 3, C, &s.n[0]);
     s.n[2] = tern_present(rrms);
+    uint32_t groups = gpu_groups((size_t)rows, GK_LN_ROWS), threads = 0;
+    /* ln_fit_group off (opencl): none of the few-rows variants, one local size for every
+     * row count, so PoCL builds one work-group function (docs/PERFORMANCE.md) */
+    if (!g->tune.ln_fit_group) {
+        threads = 32 * GK_LN_ROWS;
+    } else if (s.n[1] && rows <= GK_RMS_FEW_ROWS) {
+        /* few rows (decoding's): w loaded with x, and up to 8 SIMD groups a row while each
+         * lane keeps whole chunks of the width (Llama-3.2-1B's 2048: 8 of 8 values a lane) */
+        int S = 8;
+        while (S > 1 && C % (32 * S * s.n[0]) != 0) S /= 2;
+        s.n[3] = S;
+        if (S > 1) groups = (uint32_t)rows, threads = 32 * (uint32_t)S;
+    }
+    /* else a SIMD group a row; fewer rows than a group's get a group of just their SIMD
+     * groups */
+    if (g->tune.ln_fit_group && s.n[3] <= 1) threads = 32 * (uint32_t)(rows < GK_LN_ROWS ? rows : GK_LN_ROWS);
     tern_arg args[7];
     size_t c = 0;
     args[c++] = tern_arg_buf(out);
@@ -29,11 +45,7 @@ tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, te
     args[c++] = tern_arg_i32(rows);
     args[c++] = tern_arg_i32(C);
     args[c++] = tern_arg_f32(eps);
-    /* fewer rows than a group's (decoding's one): a group of just their SIMD groups, unless
-     * the tuning keeps one local size (ln_fit_group off: opencl) */
-    uint32_t simd_groups = rows < GK_LN_ROWS && g->tune.ln_fit_group ? (uint32_t)rows : GK_LN_ROWS;
-    return gpu_run(g, "rmsnorm", GK_RMSNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
-                   tern_dims1(32 * simd_groups), args, c);
+    return gpu_run(g, "rmsnorm", GK_RMSNORM, &s, tern_dims1(groups), tern_dims1(threads), args, c);
 }
 
 /* S SIMD groups of about lnb_rows rows each (as layernorm_backward), each writing its rows'

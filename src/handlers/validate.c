@@ -30,10 +30,10 @@ static const char *dtype_set_name(unsigned dtypes, char *buf, size_t size) {
 bool tern_views_overlap(tern_buf a, tern_buf b) {
     if (!a.mem || !b.mem || a.mem != b.mem || !a.len || !b.len) return false;
     if (!tern_dtype_valid(a.dtype) || !tern_dtype_valid(b.dtype)) return false;
-    size_t sa = tern_dtype_size(a.dtype), sb = tern_dtype_size(b.dtype);
-    /* Views were made in range of an allocation, so these byte offsets do not overflow. */
-    size_t a0 = a.offset * sa, a1 = a0 + a.len * sa;
-    size_t b0 = b.offset * sb, b1 = b0 + b.len * sb;
+    /* Views were made in range of an allocation, so these byte offsets do not overflow
+     * (a q8_0 view's offset is whole blocks, so its bytes are exact too). */
+    size_t a0 = tern_dtype_bytes(a.dtype, a.offset), a1 = a0 + tern_dtype_bytes(a.dtype, a.len);
+    size_t b0 = tern_dtype_bytes(b.dtype, b.offset), b1 = b0 + tern_dtype_bytes(b.dtype, b.len);
     return a0 < b1 && b0 < a1;
 }
 
@@ -52,6 +52,14 @@ tern_error *tern_check_view(const char *op, const char *what, tern_buf b, unsign
                            dtype_set_name(dtypes, names, sizeof names));
     }
     size_t bytes;
+    if (b.dtype == TERN_Q8) {
+        if (b.offset % TERN_Q8_BLOCK || b.len % TERN_Q8_BLOCK)
+            return tern_errorf("%s: %s is a q8_0 view of elements [%zu, %zu), not whole blocks of %d",
+                               op, what, b.offset, b.offset + b.len, TERN_Q8_BLOCK);
+        if (b.offset + b.len < b.len || b.offset + b.len > SIZE_MAX / TERN_Q8_BLOCK_BYTES)
+            return tern_errorf("%s: %s is an invalid view (its extent overflows)", op, what);
+        return NULL;
+    }
     if (!tern_mul_size(b.offset + b.len, tern_dtype_size(b.dtype), &bytes) || b.offset + b.len < b.len)
         return tern_errorf("%s: %s is an invalid view (its extent overflows)", op, what);
     return NULL;
@@ -136,8 +144,12 @@ tern_error *tern_validate_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_
     if (!out) return tern_errorf("alloc: out is NULL");
     if (!tern_dtype_valid(dtype)) return tern_errorf("alloc: invalid dtype (%d)", (int)dtype);
     if (len == 0) return tern_errorf("alloc: len must be positive, got 0");
+    if (dtype == TERN_Q8 && len % TERN_Q8_BLOCK)
+        return tern_errorf("alloc: q8_0 holds whole blocks of %d weights, len %zu is not a multiple",
+                           TERN_Q8_BLOCK, len);
     size_t bytes;
-    if (!tern_mul_size(len, tern_dtype_size(dtype), &bytes) || bytes > SIZE_MAX / 2)
+    if (dtype == TERN_Q8 ? len > SIZE_MAX / 2 / TERN_Q8_BLOCK_BYTES
+                         : !tern_mul_size(len, tern_dtype_size(dtype), &bytes) || bytes > SIZE_MAX / 2)
         return tern_errorf("alloc: %zu elements of %s is too large", len, tern_dtype_name(dtype));
     return NULL;
 }
@@ -178,6 +190,11 @@ tern_error *tern_validate_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     if (dst.len == 0) return NULL;
     TERN_TRY(tern_check_view("copy", "dst", dst, TERN_DT_ANY));
     TERN_TRY(tern_check_view("copy", "src", src, TERN_DT_ANY));
+    if ((dst.dtype == TERN_Q8 || src.dtype == TERN_Q8) &&
+        !((dst.dtype == TERN_Q8 || tern_dtype_is_float(dst.dtype)) &&
+          (src.dtype == TERN_Q8 || tern_dtype_is_float(src.dtype))))
+        return tern_errorf("copy: q8_0 converts only to and from f32, bf16 and f16, not %s to %s",
+                           tern_dtype_name(src.dtype), tern_dtype_name(dst.dtype));
     return tern_check_disjoint("copy", "dst", dst, "src", src);
 }
 
@@ -194,7 +211,7 @@ static tern_error *check_int_value(const char *op, const char *what, double valu
 tern_error *tern_validate_fill(tern_dev *d, tern_buf dst, double value) {
     if (!tern_dtype_valid(dst.dtype)) return tern_errorf("fill: dst has an invalid dtype (%d)", (int)dst.dtype);
     if (dst.len == 0) return NULL;
-    TERN_TRY(tern_check_view("fill", "dst", dst, TERN_DT_ANY));
+    TERN_TRY(tern_check_view("fill", "dst", dst, TERN_DT_ELEMENTS));
     if (!tern_dtype_is_float(dst.dtype)) return check_int_value("fill", "value", value, dst.dtype);
     return NULL;
 }
@@ -203,7 +220,7 @@ tern_error *tern_validate_fill(tern_dev *d, tern_buf dst, double value) {
 
 tern_error *tern_validate_get(tern_dev *d, tern_buf a, size_t index, double *out) {
     if (!out) return tern_errorf("get: out is NULL");
-    TERN_TRY(tern_check_view("get", "a", a, TERN_DT_ANY));
+    TERN_TRY(tern_check_view("get", "a", a, TERN_DT_ELEMENTS));
     if (index >= a.len) return tern_errorf("get: index %zu is out of range [0, %zu)", index, a.len);
     return NULL;
 }
@@ -218,6 +235,8 @@ tern_error *tern_validate_length(tern_dev *d, tern_buf a, size_t *out) {
 tern_error *tern_validate_from_list(tern_dev *d, tern_dtype dtype, const double *values, size_t count, tern_buf *out) {
     if (!out) return tern_errorf("from_list: out is NULL");
     if (!tern_dtype_valid(dtype)) return tern_errorf("from_list: invalid dtype (%d)", (int)dtype);
+    if (dtype == TERN_Q8)
+        return tern_errorf("from_list: q8_0 is not an element dtype (from_list a float, then copy into q8_0)");
     if (count == 0) return tern_errorf("from_list: count must be positive, got 0");
     if (!values) return tern_errorf("from_list: values is NULL");
     size_t bytes;
@@ -244,11 +263,26 @@ tern_error *tern_validate_load(tern_dev *d, const char *path, const char *name, 
 }
 
 /* The generic operations: the DSL runtime that runs them checks the kernel (purity, its
- * parameters) and the buffers against it, with messages naming the operation. */
-tern_error *tern_validate_build(tern_dev *d, tern_buf out, const tern_kernel *k) { return NULL; }
-tern_error *tern_validate_zip_with(tern_dev *d, tern_buf out, tern_buf a, tern_buf b, const tern_kernel *combine) { return NULL; }
-tern_error *tern_validate_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *combine, double *out) { return NULL; }
-tern_error *tern_validate_index_of(tern_dev *d, tern_buf a, double value, int64_t *out) { return NULL; }
+ * parameters) and the buffers against it, with messages naming the operation. The DSL has
+ * no q8_0 type: refused here. */
+static tern_error *generic_no_q8(const char *op, const char *what, tern_buf b) {
+    if (b.dtype != TERN_Q8) return NULL;
+    return tern_errorf("%s: %s is q8_0, which the generic operations do not take (copy it to a float dtype)", op, what);
+}
+tern_error *tern_validate_build(tern_dev *d, tern_buf out, const tern_kernel *k) {
+    return generic_no_q8("build", "out", out);
+}
+tern_error *tern_validate_zip_with(tern_dev *d, tern_buf out, tern_buf a, tern_buf b, const tern_kernel *combine) {
+    TERN_TRY(generic_no_q8("zip_with", "out", out));
+    TERN_TRY(generic_no_q8("zip_with", "a", a));
+    return generic_no_q8("zip_with", "b", b);
+}
+tern_error *tern_validate_reduce(tern_dev *d, tern_buf a, double init, const tern_kernel *combine, double *out) {
+    return generic_no_q8("reduce", "a", a);
+}
+tern_error *tern_validate_index_of(tern_dev *d, tern_buf a, double value, int64_t *out) {
+    return generic_no_q8("index_of", "a", a);
+}
 
 /* ---- linear algebra ---- */
 
@@ -373,8 +407,14 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     d.b_cols = d.trans_b ? SZ(d.k) : SZ(d.n);
     TERN_TRY(matmul_operand("a", a, TERN_DT_FLOAT2, d.a_rows, d.a_cols, mm->lda, mm->stride_a,
                             d.batch, &d.lda, &d.stride_a));
-    TERN_TRY(matmul_operand("b", b, TERN_DT_FLOAT3, d.b_rows, d.b_cols, mm->ldb, mm->stride_b,
-                            d.batch, &d.ldb, &d.stride_b));
+    TERN_TRY(matmul_operand("b", b, TERN_DT_FLOAT3 | TERN_DT_Q8, d.b_rows, d.b_cols, mm->ldb,
+                            mm->stride_b, d.batch, &d.ldb, &d.stride_b));
+    if (b.dtype == TERN_Q8) { /* the blocks run along k: each row of B is whole blocks */
+        if (!d.trans_b) return tern_errorf("matmul: a q8_0 b must be stored [n, k] (trans_b)");
+        if (d.k % TERN_Q8_BLOCK || d.ldb % TERN_Q8_BLOCK || d.stride_b % TERN_Q8_BLOCK)
+            return tern_errorf("matmul: a q8_0 b needs k, ldb and stride_b multiples of %d, got %d, %zu, %zu",
+                               TERN_Q8_BLOCK, d.k, d.ldb, d.stride_b);
+    }
     TERN_TRY(matmul_operand("c", c, TERN_DT_FLOAT2, SZ(d.m), SZ(d.n), mm->ldc, mm->stride_c,
                             d.batch, &d.ldc, &d.stride_c));
     if (d.batch > 1 && d.stride_c < (SZ(d.m) - 1) * d.ldc + SZ(d.n))

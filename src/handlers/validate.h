@@ -23,7 +23,9 @@
 #define TERN_DT_I32 TERN_DT(TERN_I32)
 #define TERN_DT_FLOAT2 (TERN_DT(TERN_F32) | TERN_DT(TERN_BF16))                 /* f32, bf16 */
 #define TERN_DT_FLOAT3 (TERN_DT(TERN_F32) | TERN_DT(TERN_BF16) | TERN_DT(TERN_F16)) /* + f16 */
-#define TERN_DT_ANY ((1u << TERN_DTYPE_COUNT) - 1u)
+#define TERN_DT_ANY ((1u << TERN_DTYPE_COUNT) - 1u)                 /* q8_0 included */
+#define TERN_DT_ELEMENTS ((1u << TERN_DTYPE_ELEMENT_COUNT) - 1u)    /* all but q8_0 */
+#define TERN_DT_Q8 TERN_DT(TERN_Q8)
 
 /* ---- building blocks ---- */
 
@@ -34,7 +36,7 @@ static inline bool tern_mul_size(size_t a, size_t b, size_t *out) {
     return true;
 }
 
-/* Whether `dtype` is one of the five dtypes. */
+/* Whether `dtype` is one of the dtypes (the five element dtypes and q8_0). */
 static inline bool tern_dtype_valid(tern_dtype dtype) {
     return (unsigned)dtype < TERN_DTYPE_COUNT;
 }
@@ -58,7 +60,8 @@ tern_error *tern_check_buf(const char *op, const char *what, tern_buf b, unsigne
 tern_error *tern_check_optional(const char *op, const char *what, tern_buf b, unsigned dtypes,
                                 size_t need, const char *need_expr);
 
-/* `b` is present, valid and of a dtype in `dtypes`; its length is not checked. */
+/* `b` is present, valid and of a dtype in `dtypes`; its length is not checked. A q8_0 view
+ * must cover whole blocks (offset and len multiples of TERN_Q8_BLOCK). */
 tern_error *tern_check_view(const char *op, const char *what, tern_buf b, unsigned dtypes);
 
 /* An error when `value` (called `what`) is not positive. */

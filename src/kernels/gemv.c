@@ -26,24 +26,29 @@
  * the SIMD group adds its k-lanes by a shuffle butterfly (lanes TC, 2 TC, ... apart), the
  * SIMD groups' sums meet in threadgroup memory and are added in group order.
  *
- * GK_GEMV_T, B [n, k] (trans_b: the logits against the tied embedding wte [Vp, C]): each
- * SIMD group owns GK_GEMV_ROWS rows of B (outputs), each a dot product with x over k: lane l
- * reads 16-byte words l, l + 32, ... of each row (512 contiguous bytes per row and step),
- * keeps m partial sums per row, and a SIMD sum gives each output.
+ * GK_GEMV_T, B [n, k] (trans_b: Hugging Face Linear's weights, the logits against a tied
+ * embedding): KS SIMD groups (n[5]: 1, 2, 4 or 8, dividing the group's) share GK_GEMV_ROWS
+ * rows of B (outputs), each a dot product with x over k: lane l of SIMD group s of the KS
+ * (vl = 32 s + l) reads 16-byte words vl, vl + 32 KS, ... of each row (512 contiguous bytes
+ * per SIMD group, row and step), 4 words a row at a time (2 for m > 2), and keeps m partial
+ * sums per row; a SIMD sum, then (KS > 1) the KS groups' sums added in order in threadgroup
+ * memory, gives each output. Long rows of few outputs (Llama-3.2-1B's down projection)
+ * thereby spread over more groups, each lane with all its loads in flight at once.
  *
  * Spec: t[0] C, t[1] A, t[2] B, t[3] bias, t[4] aux (absent ones 0); n[0] = m (1 ..
  * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
- * (GK_GEMV; a power of two <= 32), 0 for GK_GEMV_T; n[6] = KC (a multiple of 256); n[7] = G
+ * (GK_GEMV; a power of two <= 32), KS for GK_GEMV_T (0 means 1); n[6] = KC (a multiple of 256); n[7] = G
  * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] .. n[10] 0 (they held a layer norm
  * fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (GK_GEMV,
  * k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
- * stream in while the kernel before still runs, and after the wait only x is waited for.
+ * stream in while the kernel before still runs, and after the wait only x is waited for;
+ * GK_GEMV_T the same with its first words of each row.
  * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
- * GK_GEMV_GROUP / 32)) groups of GK_GEMV_GROUP. */
+ * GK_GEMV_GROUP / 32 / KS)) groups of GK_GEMV_GROUP. */
 #include "kernels/kutil.h"
 
 #define R GK_GEMV_ROWS
@@ -265,13 +270,30 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
 
 /* ---- B [n, k] ---- */
 
-/* As prefetch_b: the 16-byte words lane, lane + 32, ... of this SIMD group's R rows of B
- * (brow: where they start), and their bias, into L2 before the wait. */
-static void prefetch_bt(tern_kb *kb, const gemv_params *p, tern_v lane, const tern_v *brow, tern_v j0) {
-    TERN_FOR(kb, q, lane, tern_div(p->K, tern_int(p->W)), tern_int(32)) {
-        for (int i = 0; i < R; i++) tern_prefetch(p->b, tern_add(brow[i], tern_mul(q, tern_int(p->W))));
+/* Words of a row this SIMD group's lanes read per step, all loaded before the products that
+ * use them: 4 (16 loads of 16 bytes in flight a lane at GK_GEMV_ROWS = 4), 2 for m > 2, whose
+ * m R accumulators and x words take registers too. */
+static int gemv_t_unroll(int M) { return M <= 2 ? 4 : 2; }
+
+/* Where lane vl (of the KS * 32 lanes along k) reads: words vl, vl + VL, ... of each of its
+ * R rows (VL = KS * 32), 16 bytes each; brow[i] is where row i starts in B. */
+typedef struct gemv_t_lanes {
+    tern_v vl, brow[R];
+    int VL;
+} gemv_t_lanes;
+
+/* As prefetch_b: the words of this lane's R rows from word q0 on, and their bias, into L2
+ * before the wait. */
+static void prefetch_bt(tern_kb *kb, const gemv_params *p, const gemv_t_lanes *ln, tern_v q0, tern_v j0) {
+    TERN_FOR(kb, q, q0, tern_div(p->K, tern_int(p->W)), tern_int(ln->VL)) {
+        for (int i = 0; i < R; i++) tern_prefetch(p->b, tern_add(ln->brow[i], tern_mul(q, tern_int(p->W))));
     }
     if (p->has_bias) tern_prefetch(p->bias, tern_min(j0, tern_sub(p->N, tern_int(1))));
+}
+
+/* The 16-byte word q of each of the R rows, from column k0 on. */
+static void load_words(const gemv_params *p, const gemv_t_lanes *ln, tern_v k0, tern_v q, tern_v b[][8]) {
+    for (int i = 0; i < R; i++) ku_load(p->b, tern_add(ln->brow[i], tern_add(k0, tern_mul(q, tern_int(p->W)))), p->W, b[i]);
 }
 
 /* acc[i][r] += x[r, q W ..] . B[row i, k0 + q W ..] for one 16-byte word q of R rows. */
@@ -288,67 +310,106 @@ static void word_fma(const gemv_params *p, tern_v xs, tern_v q, tern_v b[][8], t
     }
 }
 
+/* One k-chunk [k0, k0 + kc) into acc: x staged, then the lane's words U at a time. pre holds
+ * words vl + u VL (u < U, clamped into the chunk) of the rows, already loaded. */
+static void chunk_t(tern_kb *kb, const gemv_params *p, const gemv_t_lanes *ln, int U, tern_v xs, tern_v tid,
+                    tern_v k0, tern_v kc, tern_v pre_q[], tern_v pre[][R][8], tern_v acc[][GK_GEMV_MAX_M]) {
+    tern_v words = tern_div(kc, tern_int(p->W)); /* W divides k and KC */
+    tern_barrier(kb);                            /* the previous chunk's x is no longer read */
+    stage_x(kb, p, xs, k0, kc, tid);
+    tern_barrier(kb);
+    for (int u = 0; u < U; u++) {
+        tern_v valid = tern_lt(tern_add(ln->vl, tern_int(u * ln->VL)), words);
+        word_fma(p, xs, pre_q[u], pre[u], acc, &valid);
+    }
+    /* the rest U words a row at a time (U R loads in flight), then one */
+    tern_v q = tern_var(kb, "q", tern_add(ln->vl, tern_int(U * ln->VL)));
+    TERN_WHILE(kb, tern_lt(tern_add(q, tern_int((U - 1) * ln->VL)), words)) {
+        tern_v b[4][R][8];
+        for (int u = 0; u < U; u++) load_words(p, ln, k0, tern_add(q, tern_int(u * ln->VL)), b[u]);
+        for (int u = 0; u < U; u++) word_fma(p, xs, tern_add(q, tern_int(u * ln->VL)), b[u], acc, NULL);
+        tern_assign(q, tern_add(q, tern_int(U * ln->VL)));
+    }
+    TERN_WHILE(kb, tern_lt(q, words)) {
+        tern_v b[R][8];
+        load_words(p, ln, k0, q, b);
+        word_fma(p, xs, q, b, acc, NULL);
+        tern_assign(q, tern_add(q, tern_int(ln->VL)));
+    }
+}
+
 void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     gemv_params p = params(kb, s);
-    int M = p.M, W = p.W, NW = p.G / 32;
+    int M = p.M, W = p.W, NW = p.G / 32, U = gemv_t_unroll(M);
+    int KS = s->n[5] ? s->n[5] : 1; /* SIMD groups along k sharing rows */
+    int RG = NW / KS;               /* groups of R rows in a group */
+    bool early = s->n[11] != 0;     /* k in one chunk, B written by nothing in flight */
     tern_max_threads(kb, p.G);
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
+    /* the SIMD groups' sums when KS > 1: [SIMD group, R, m] */
+    tern_v red = KS > 1 ? tern_shared(kb, "red", TERN_T_F32, (size_t)NW * R * M) : tern_int(0);
 
-    tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb);
-    tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(NW * R)), tern_mul(tern_simd_group(kb), tern_int(R)));
-    tern_v brow[R]; /* where this SIMD group's rows start in B; past n, row n - 1 (dropped) */
-    for (int i = 0; i < R; i++)
-        brow[i] = tern_mul(tern_min(tern_add(j0, tern_int(i)), tern_sub(p.N, tern_int(1))), p.ldb);
+    tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v ks = tern_rem(sg, tern_int(KS)), rg = tern_div(sg, tern_int(KS));
+    gemv_t_lanes ln = {.vl = tern_add(tern_mul(ks, tern_int(32)), lane), .VL = KS * 32};
+    tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * R)), tern_mul(rg, tern_int(R)));
+    for (int i = 0; i < R; i++) /* past n, row n - 1 (dropped) */
+        ln.brow[i] = tern_mul(tern_min(tern_add(j0, tern_int(i)), tern_sub(p.N, tern_int(1))), p.ldb);
 
-    prefetch_bt(kb, &p, lane, brow, j0);
+    /* the first U words of each row, clamped into the chunk: before the wait when early
+     * (the one chunk is k0 = 0), the rest prefetched into L2 */
+    tern_v pre_q[4], pre[4][R][8];
+    tern_v words0 = tern_div(tern_min(tern_int(p.KC), p.K), tern_int(W));
+    for (int u = 0; u < U && early; u++) {
+        pre_q[u] = tern_min(tern_add(ln.vl, tern_int(u * ln.VL)), tern_sub(words0, tern_int(1)));
+        load_words(&p, &ln, tern_int(0), pre_q[u], pre[u]);
+    }
+    prefetch_bt(kb, &p, &ln, early ? tern_add(ln.vl, tern_int(U * ln.VL)) : ln.vl, j0);
     tern_wait_previous(kb);
 
     tern_v acc[R][GK_GEMV_MAX_M];
     for (int i = 0; i < R; i++)
         for (int r = 0; r < M; r++) acc[i][r] = tern_var(kb, "acc", tern_f32(0.0f));
 
-    TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
-        tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
-        tern_v words = tern_div(kc, tern_int(W)); /* W divides k and KC */
-        /* word `lane` of each row (clamped into the chunk), loaded before x is staged */
-        tern_v q0 = tern_min(lane, tern_sub(words, tern_int(1)));
-        tern_v pre[R][8];
-        for (int i = 0; i < R; i++)
-            ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q0, tern_int(W)))), W, pre[i]);
-        tern_barrier(kb); /* the previous chunk's x is no longer read */
-        stage_x(kb, &p, xs, k0, kc, tid);
-        tern_barrier(kb);
-        tern_v valid = tern_lt(lane, words);
-        word_fma(&p, xs, q0, pre, acc, &valid);
-        /* the rest two words per row at a time (2 R loads in flight), then one */
-        tern_v q = tern_var(kb, "q", tern_add(lane, tern_int(32)));
-        TERN_WHILE(kb, tern_lt(tern_add(q, tern_int(32)), words)) {
-            tern_v b0[R][8], b1[R][8];
-            tern_v q1 = tern_add(q, tern_int(32));
-            for (int i = 0; i < R; i++) {
-                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q, tern_int(W)))), W, b0[i]);
-                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q1, tern_int(W)))), W, b1[i]);
+    if (early) {
+        chunk_t(kb, &p, &ln, U, xs, tid, tern_int(0), p.K, pre_q, pre, acc);
+    } else {
+        TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
+            tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
+            tern_v last = tern_sub(tern_div(kc, tern_int(W)), tern_int(1));
+            for (int u = 0; u < U; u++) {
+                pre_q[u] = tern_min(tern_add(ln.vl, tern_int(u * ln.VL)), last);
+                load_words(&p, &ln, k0, pre_q[u], pre[u]);
             }
-            word_fma(&p, xs, q, b0, acc, NULL);
-            word_fma(&p, xs, q1, b1, acc, NULL);
-            tern_assign(q, tern_add(q, tern_int(64)));
-        }
-        TERN_IF(kb, tern_lt(q, words)) {
-            tern_v b0[R][8];
-            for (int i = 0; i < R; i++)
-                ku_load(p.b, tern_add(brow[i], tern_add(k0, tern_mul(q, tern_int(W)))), W, b0[i]);
-            word_fma(&p, xs, q, b0, acc, NULL);
+            chunk_t(kb, &p, &ln, U, xs, tid, k0, kc, pre_q, pre, acc);
         }
     }
 
-    /* each output's sum over the lanes; output (i, r) is finished by lane i M + r */
+    /* each output's sum over the lanes; with KS = 1 output (i, r) is finished by lane i M + r,
+     * else its KS SIMD groups' sums meet in threadgroup memory and are added in order */
     for (int i = 0; i < R; i++)
         for (int r = 0; r < M; r++) {
             tern_v total = tern_simd_sum(acc[i][r]);
-            tern_v j = tern_add(j0, tern_int(i));
-            TERN_IF(kb, tern_land(tern_eq(lane, tern_int(i * M + r)), tern_lt(j, p.N))) {
-                finish(kb, &p, tern_int(r), j, total, NULL);
+            tern_v mine = tern_eq(lane, tern_int(i * M + r));
+            if (KS > 1) {
+                TERN_IF(kb, mine) { tern_store(red, tern_add(tern_mul(sg, tern_int(R * M)), tern_int(i * M + r)), total); }
+                continue;
             }
+            tern_v j = tern_add(j0, tern_int(i));
+            TERN_IF(kb, tern_land(mine, tern_lt(j, p.N))) { finish(kb, &p, tern_int(r), j, total, NULL); }
         }
+    if (KS == 1) return;
+    tern_barrier(kb);
+    TERN_IF(kb, tern_lt(tid, tern_int(RG * R * M))) {
+        tern_v g = tern_div(tid, tern_int(R * M)), o = tern_rem(tid, tern_int(R * M));
+        tern_v i = tern_div(o, tern_int(M)), r = tern_rem(o, tern_int(M));
+        tern_v j = tern_add(tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * R)), tern_mul(g, tern_int(R))), i);
+        TERN_IF(kb, tern_lt(j, p.N)) {
+            tern_v base = tern_add(tern_mul(tern_mul(g, tern_int(KS)), tern_int(R * M)), o);
+            tern_v total = tern_load(red, base);
+            for (int k = 1; k < KS; k++) total = tern_add(total, tern_load(red, tern_add(base, tern_int(k * R * M))));
+            finish(kb, &p, r, j, total, NULL);
+        }
+    }
 }

@@ -231,16 +231,18 @@ static inline int gk_ac_parts(int hs, int w) {
 
 /* GEMV, GEMV_T (gemv.c): products with m <= GK_GEMV_MAX_M rows of A (decoding). GEMV: a
  * group of n[7] threads (GK_GEMV_GROUP, 512 or 1024) per TC * W columns of C, grid
- * ceil(n / (TC W)). GEMV_T: groups of GK_GEMV_GROUP, GK_GEMV_ROWS outputs per SIMD group,
- * grid ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32)). A's rows are staged in threadgroup
+ * ceil(n / (TC W)). GEMV_T: groups of GK_GEMV_GROUP, GK_GEMV_ROWS outputs per n[5] = KS
+ * SIMD groups, grid ceil(n / (GK_GEMV_ROWS * GK_GEMV_GROUP / 32 / KS)). A's rows are staged in threadgroup
  * memory in k-chunks of at most GK_GEMV_X_BYTES. */
 #define GK_GEMV_MAX_M 8
 #define GK_GEMV_GROUP 256
 #define GK_GEMV_ROWS 4
 #define GK_GEMV_X_BYTES 32768
+#define GK_RMS_FEW_ROWS 8
 
 /* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C
- * under the same rule, 0 otherwise); the backward's partial is f32 [S, C], S the SIMD groups
+ * under the same rule, 0 otherwise); the forward of at most GK_RMS_FEW_ROWS rows (decoding)
+ * loads w with x and may split a row over n[3] SIMD groups, a group a row; the backward's partial is f32 [S, C], S the SIMD groups
  * of the grid, added into dw by PARTIAL_ADD (count S, stride C, offset 0).
  * ROPE (rope.c), SWIGLU, SWIGLU_BACKWARD (swiglu.c): one thread per W elements (pairs for
  * ROPE), groups of GK_EW_GROUP. */

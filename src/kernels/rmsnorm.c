@@ -8,22 +8,28 @@
  * Spec (both): n[0] = W, the vector width; n[1] = C when the row is register-resident
  * (C % (32 W) == 0 and C / 32 <= GK_LN_MAX_PER_LANE: loops unroll, x is read once), 0 for
  * the generic path (C a runtime value, x re-read per pass). Forward: t[0] out, t[1] x, t[2] w;
- * n[2] = 1 to store rrms. Backward: t[0] dx, t[1] dout, t[2] x, t[3] w.
+ * n[2] = 1 to store rrms; n[3] = S >= 1 for few rows (decoding), S SIMD groups a row (see
+ * the forward), 0 otherwise. Backward: t[0] dx, t[1] dout, t[2] x, t[3] w.
  *
  * SIMD reductions need the whole threadgroup, so a SIMD group past the last row computes
  * on the last row and stores nothing. */
 #include "kernels/kutil.h"
 
-/* Column of lane `lane`'s chunk k in the register layout (as gk_ln_row_col). */
-static tern_v rms_col(tern_v lane, int k, int W) {
-    return tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+/* Column of chunk k for lane `lane` of the L lanes that share a row (32, or 32 S when S SIMD
+ * groups do): (32 S k + lane) W, as gk_ln_row_col for L = 32. */
+static tern_v rms_col(tern_v lane, int k, int L, int W) {
+    return tern_mul(tern_add(tern_int(k * L), lane), tern_int(W));
 }
 
-/* Forward. Parameters: out, x, w, [rrms], rows, C, eps. */
+/* Forward. Parameters: out, x, w, [rrms], rows, C, eps. With n[3] = S >= 1 (few rows, the
+ * register path) w is loaded with x, its latency under x's rather than after the sums (a
+ * decoding step's one row is that latency and little else), and prefetched before the wait;
+ * with S > 1 a group of S SIMD groups takes one row, each lane holding C / (32 S) of its
+ * values, and the S sums meet in threadgroup memory. */
 void gk_trace_rmsnorm(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int W = s->n[0], Cc = s->n[1];
-    bool with_rrms = s->n[2] & 1;
+    int W = s->n[0], Cc = s->n[1], S = s->n[3] > 1 ? s->n[3] : 1;
+    bool with_rrms = s->n[2] & 1, few = s->n[3] >= 1 && Cc, split = few && S > 1;
     tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
     tern_v x = ku_buf(kb, "x", s->t[1], TERN_READ);
     tern_v w = ku_buf(kb, "w", s->t[2], TERN_READ);
@@ -32,27 +38,43 @@ void gk_trace_rmsnorm(tern_kb *kb, void *spec) {
     tern_v Cv = tern_param_scalar(kb, "C", TERN_T_I32);
     tern_v eps = tern_param_scalar(kb, "eps", TERN_T_F32);
 
-    tern_v lane = tern_simd_lane(kb);
-    tern_v row = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
+    tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v row = split ? tern_group_id(kb, 0) : tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), sg);
+    /* this lane among the row's L lanes, and whether it finishes the row (rrms) */
+    int L = split ? 32 * S : 32;
+    tern_v rl = split ? tern_add(tern_mul(sg, tern_int(32)), lane) : lane;
     tern_v valid = tern_lt(row, rows);
     tern_v rowc = tern_min(row, tern_sub(rows, tern_int(1)));
     tern_v C = Cc ? tern_i32(Cc) : Cv;
     tern_v base = tern_mul(rowc, C);
     tern_v Cf = tern_cast(C, TERN_T_F32);
+    int chunks = Cc ? Cc / L / W : 0, per = chunks * W;
+    /* few: w into L2 while the kernel that writes x finishes (CUDA launches this early) */
+    for (int k = 0; few && k < chunks; k++) tern_prefetch(w, rms_col(rl, k, L, W));
     tern_wait_previous(kb);
     tern_v r;
     if (Cc) {
-        int chunks = Cc / 32 / W, per = chunks * W;
-        tern_v xv[GK_LN_MAX_PER_LANE];
-        for (int k = 0; k < chunks; k++) ku_load(x, tern_add(base, rms_col(lane, k, W)), W, xv + k * W);
+        tern_v xv[GK_LN_MAX_PER_LANE], wv[GK_LN_MAX_PER_LANE];
+        for (int k = 0; k < chunks; k++) {
+            ku_load(x, tern_add(base, rms_col(rl, k, L, W)), W, xv + k * W);
+            if (few) ku_load(w, rms_col(rl, k, L, W), W, wv + k * W);
+        }
         tern_v ss = tern_f32(0.0f);
         for (int j = 0; j < per; j++) ss = j ? tern_fma(xv[j], xv[j], ss) : tern_mul(xv[0], xv[0]);
-        r = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(tern_div(tern_simd_sum(ss), Cf), eps)));
+        ss = tern_simd_sum(ss);
+        if (split) { /* the S SIMD groups' sums, added in order */
+            tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)S);
+            TERN_IF(kb, tern_eq(lane, tern_int(0))) { tern_store(red, sg, ss); }
+            tern_barrier(kb);
+            ss = tern_load(red, tern_int(0));
+            for (int p = 1; p < S; p++) ss = tern_add(ss, tern_load(red, tern_int(p)));
+        }
+        r = tern_div(tern_f32(1.0f), tern_sqrt(tern_add(tern_div(ss, Cf), eps)));
         TERN_IF(kb, valid) {
             for (int k = 0; k < chunks; k++) {
-                tern_v col = rms_col(lane, k, W), wv[8], o[8];
-                ku_load(w, col, W, wv);
-                for (int j = 0; j < W; j++) o[j] = tern_mul(tern_mul(xv[k * W + j], r), wv[j]);
+                tern_v col = rms_col(rl, k, L, W), o[8];
+                if (!few) ku_load(w, col, W, wv + k * W);
+                for (int j = 0; j < W; j++) o[j] = tern_mul(tern_mul(xv[k * W + j], r), wv[k * W + j]);
                 ku_store(out, tern_add(base, col), W, o);
             }
         }
@@ -71,7 +93,7 @@ void gk_trace_rmsnorm(tern_kb *kb, void *spec) {
         }
     }
     if (with_rrms) {
-        TERN_IF(kb, tern_land(valid, tern_eq(lane, tern_int(0)))) { tern_store(rrms, row, r); }
+        TERN_IF(kb, tern_land(valid, tern_eq(rl, tern_int(0)))) { tern_store(rrms, row, r); }
     }
 }
 
@@ -103,7 +125,7 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
     if (Cc) {
         int chunks = Cc / 32 / W, per = chunks * W;
         tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE];
-        for (int k = 0; k < chunks; k++) ku_load(w, rms_col(lane, k, W), W, wv + k * W);
+        for (int k = 0; k < chunks; k++) ku_load(w, rms_col(lane, k, 32, W), W, wv + k * W);
         for (int j = 0; j < per; j++) dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
             tern_v row = tern_add(sg, tern_mul(it, S));
@@ -113,7 +135,7 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
             tern_v r = tern_load(rrms, rowc);
             tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE], dn[GK_LN_MAX_PER_LANE];
             for (int k = 0; k < chunks; k++) {
-                tern_v at = tern_add(base, rms_col(lane, k, W));
+                tern_v at = tern_add(base, rms_col(lane, k, 32, W));
                 ku_load(dout, at, W, g + k * W);
                 ku_load(x, at, W, xh + k * W);
             }
@@ -128,7 +150,7 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
             tern_v m = tern_div(tern_simd_sum(s_norm), Cf);
             TERN_IF(kb, valid) {
                 for (int k = 0; k < chunks; k++) {
-                    tern_v at = tern_add(base, rms_col(lane, k, W)), o[8];
+                    tern_v at = tern_add(base, rms_col(lane, k, 32, W)), o[8];
                     ku_load(dx, at, W, o);
                     for (int j = 0; j < W; j++) {
                         int q = k * W + j;
@@ -138,7 +160,7 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
                 }
             }
         }
-        for (int k = 0; k < chunks; k++) ku_store_f32(partial, tern_add(pbase, rms_col(lane, k, W)), W, dw + k * W);
+        for (int k = 0; k < chunks; k++) ku_store_f32(partial, tern_add(pbase, rms_col(lane, k, 32, W)), W, dw + k * W);
     } else {
         TERN_FOR(kb, j, lane, C, tern_int(32)) { tern_store(partial, tern_add(pbase, j), tern_f32(0.0f)); }
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {

@@ -2,8 +2,8 @@
 # `tern train` on 2 ranks, end to end on the cpu handler with MPI: the same losses as one
 # process with the same global batch (under mpirun and with --procs), only rank 0 prints, a
 # checkpoint of 2 ranks resumes on 1, --zero1 trains and checkpoints as the run without it
-# (and resumes across rank counts), and a rank that dies or fails stops the job with an
-# error instead of a hang. usage: test_dist_cli.sh TERN_BINARY MPIEXEC (env from ctest)
+# (and resumes across rank counts; for the Llama family too), and a rank that dies or fails
+# stops the job with an error instead of a hang. usage: test_dist_cli.sh TERN_BINARY MPIEXEC (env from ctest)
 set -u
 tern=$1
 mpiexec=$2
@@ -84,6 +84,7 @@ lcommon=(--model "$fixture" --data "$fixture/data.bin" --seq 32 --lr 2e-3 --warm
     fail "Llama, one process: $(tail -1 "$work/llama-one.log")"
 timeout 120 "$mpiexec" -n 2 "$tern" train "${lcommon[@]}" --batch 2 --steps 2 --out "$work/llama-ck" > "$work/llama-two.log" 2>&1 ||
     fail "Llama, mpiexec -n 2: $(tail -3 "$work/llama-two.log")"
+cp -r "$work/llama-ck" "$work/llama-ck-step2" # the resume below continues in llama-ck
 grep '^step' "$work/llama-one.log" | head -2 > "$work/llama-one-head.log"
 grep '^step' "$work/llama-one.log" | tail -2 > "$work/llama-one-tail.log"
 if close "$work/llama-one-head.log" "$work/llama-two.log" 2e-4; then
@@ -98,6 +99,37 @@ if close "$work/llama-one-tail.log" "$work/llama-resumed.log" 2e-4; then
 else
     fail "Llama resumed losses:"; paste <(losses "$work/llama-one.log") <(losses "$work/llama-resumed.log")
 fi
+
+# ---- the Llama family with ZeRO-1: the same steps and checkpoint as without it (digit for
+# digit and byte for byte, as GPT-2's below: the sharded step is the same operations on
+# slices), in fp32 and in bf16 (the f32 master sharded too); resumed on the same ranks ----
+timeout 120 "$mpiexec" -n 2 "$tern" train "${lcommon[@]}" --batch 2 --steps 2 --zero1 --out "$work/llama-zck" \
+    > "$work/llama-zero.log" 2>&1 || fail "Llama, mpiexec -n 2 --zero1: $(tail -3 "$work/llama-zero.log")"
+[ -n "$(losses "$work/llama-zero.log")" ] && [ "$(losses "$work/llama-zero.log")" = "$(losses "$work/llama-two.log")" ] &&
+    grep -q '^ZeRO-1: optimizer state sharded over 2 ranks' "$work/llama-zero.log" &&
+    pass "Llama: --zero1 on 2 ranks prints the losses of 2 ranks without it, digit for digit" ||
+    fail "Llama --zero1 printed: $(head -6 "$work/llama-zero.log")"
+cmp -s "$work/llama-ck-step2/optimizer-2.safetensors" "$work/llama-zck/optimizer-2.safetensors" &&
+    cmp -s "$work/llama-ck-step2/model.safetensors" "$work/llama-zck/model.safetensors" &&
+    pass "Llama: a --zero1 checkpoint is the checkpoint of the same run without it, byte for byte" ||
+    fail "Llama: the --zero1 checkpoint differs from the one without it"
+timeout 120 "$mpiexec" -n 2 "$tern" train --resume "$work/llama-zck" --batch 2 --steps 4 --zero1 \
+    > "$work/llama-zresumed.log" 2>&1 || fail "Llama: resume with --zero1 on 2 ranks: $(tail -3 "$work/llama-zresumed.log")"
+if close "$work/llama-one-tail.log" "$work/llama-zresumed.log" 2e-4; then
+    pass "Llama: a --zero1 checkpoint resumed with --zero1 on the same 2 ranks continues as the uninterrupted run"
+else
+    fail "Llama resumed --zero1 losses:"; paste <(losses "$work/llama-one.log") <(losses "$work/llama-zresumed.log")
+fi
+# bf16 with --no-decay-1d: AdamW runs tensor by tensor, so tensors cut at the parts' ends too.
+for z in "" --zero1; do
+    timeout 120 "$mpiexec" -n 2 "$tern" train "${lcommon[@]}" --batch 2 --steps 2 --precision bf16 --no-decay-1d $z \
+        --out "$work/llama-bf16$z" > "$work/llama-bf16$z.log" 2>&1 || fail "Llama bf16 $z: $(tail -3 "$work/llama-bf16$z.log")"
+done
+[ -n "$(losses "$work/llama-bf16.log")" ] && [ "$(losses "$work/llama-bf16.log")" = "$(losses "$work/llama-bf16--zero1.log")" ] &&
+    cmp -s "$work/llama-bf16/model.safetensors" "$work/llama-bf16--zero1/model.safetensors" &&
+    cmp -s "$work/llama-bf16/optimizer-2.safetensors" "$work/llama-bf16--zero1/optimizer-2.safetensors" &&
+    pass "Llama bf16, 1-D tensors not decayed: --zero1 prints the same losses and writes the same checkpoint" ||
+    fail "Llama bf16 with --zero1 differs: $(tail -2 "$work/llama-bf16--zero1.log")"
 
 # ---- ZeRO-1: the same steps with the optimizer state sharded; whole checkpoints ----
 timeout 120 "$mpiexec" -n 2 "$tern" train "${common[@]}" --batch 2 --steps 6 --zero1 > "$work/zero.log" 2>&1 ||

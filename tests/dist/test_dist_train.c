@@ -2,7 +2,8 @@
  * under the MPI launcher): each rank trains GPT-2 "tiny" on its half of each global batch of
  * 4 rows, with the model's communicator attached; rank 0 then trains the same model alone on
  * the 4 rows. Per step, the losses and, at the end, every parameter must agree, and both
- * ranks must hold identical parameters. On the cpu handler, fp32 and bf16. */
+ * ranks must hold identical parameters. On the cpu handler, fp32 and bf16. Then ZeRO-1
+ * against the run without it, for GPT-2 and the Llama family. */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 #include "tern/dist.h"
 #include "tern/file.h"
 #include "tern/gpt2.h"
+#include "tern/llama.h"
 
 #define GLOBAL_B 4
 #define SEQ 16
@@ -325,6 +327,72 @@ static void check_zero1_errors(tern_dist *comm) {
     tern_gpt2_free(m);
 }
 
+/* The Llama family's ZeRO-1 is the same flat state's (models/common): "tiny" on 2 ranks with
+ * and without it, 1-d tensors not decayed (AdamW tensor by tensor, cut at the parts' ends):
+ * bitwise equal losses, embedding (read back through read_param, a gather in bf16) and
+ * checkpoints, and about half the optimizer state per rank. */
+static void compare_llama_zero1(tern_dist *comm, tern_precision precision) {
+    int rank = tern_dist_rank(comm), world = tern_dist_world(comm), rows = GLOBAL_B / world;
+    const char *what = precision == TERN_PRECISION_BF16 ? "Llama ZeRO-1, bf16" : "Llama ZeRO-1, fp32";
+    tern_llama_config cfg;
+    CHECK_OK(tern_llama_config_named("tiny", &cfg));
+    tern_llama *runs[2] = {NULL, NULL}; /* without, with ZeRO-1 */
+    float losses[2][STEPS];
+    float *embed[2] = {NULL, NULL};
+    size_t n_embed = (size_t)cfg.vocab_size * cfg.hidden;
+    char dir[64], sub[2][96], opt[2][128];
+    shared_dir(comm, dir, sizeof dir);
+    tern_gpt2_adamw h = {.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.95f, .eps = 1e-8f,
+                         .weight_decay = 0.1f, .clip = 1.0f, .decay_all = false};
+    for (int z = 0; z < 2; z++) {
+        CHECK_OK(tern_llama_init("cpu", &cfg, 7, precision, &runs[z]));
+        if (!runs[z]) goto done;
+        CHECK_OK(tern_llama_set_dist(runs[z], comm));
+        if (z) CHECK_OK(tern_llama_shard_optimizer(runs[z]));
+        int32_t x[GLOBAL_B * SEQ], y[GLOBAL_B * SEQ];
+        for (int s = 0; s < STEPS; s++) {
+            CHECK_OK(tern_llama_zero_grad(runs[z]));
+            losses[z][s] = 0;
+            for (int a = 0; a < ACCUM; a++) {
+                float loss = 0;
+                batch((size_t)(s * ACCUM + a), rank * rows, rows, cfg.vocab_size, x, y);
+                CHECK_OK(tern_llama_forward_backward(runs[z], x, y, rows, SEQ, 1.0f / ACCUM, &loss));
+                losses[z][s] += loss / ACCUM;
+            }
+            CHECK_OK(tern_llama_update(runs[z], &h, NULL));
+        }
+        embed[z] = malloc(n_embed * sizeof *embed[z]);
+        if (embed[z]) CHECK_OK(tern_llama_read_param(runs[z], "model.embed_tokens.weight", embed[z], n_embed));
+        snprintf(sub[z], sizeof sub[z], "%s/%s", dir, z ? "zero1" : "plain");
+        snprintf(opt[z], sizeof opt[z], "%s/optimizer.safetensors", sub[z]);
+        CHECK_OK(tern_llama_save(runs[z], sub[z])); /* every rank: rank 0 writes */
+        CHECK_OK(tern_llama_save_optimizer(runs[z], opt[z], NULL));
+    }
+    CHECK_ERR(tern_llama_shard_optimizer(runs[0]), "ZeRO-1: the optimizer state must be sharded before training starts");
+    size_t pb = tern_llama_optimizer_bytes(runs[0]), zb = tern_llama_optimizer_bytes(runs[1]);
+    CHECKF(zb * (size_t)world >= pb && zb <= pb / (size_t)world + 3 * 64 * sizeof(float),
+           "%s: %zu bytes of optimizer state per rank, %zu without ZeRO-1", what, zb, pb);
+    CHECKF(!memcmp(losses[0], losses[1], sizeof losses[0]), "%s: the losses differ", what);
+    CHECKF(embed[0] && embed[1] && !memcmp(embed[0], embed[1], n_embed * sizeof *embed[0]),
+           "%s: the embeddings differ", what);
+    barrier(comm);
+    if (rank == 0) {
+        char model[2][128];
+        for (int z = 0; z < 2; z++) snprintf(model[z], sizeof model[z], "%s/model.safetensors", sub[z]);
+        CHECKF(same_file(opt[0], opt[1]), "%s: the optimizer files differ", what);
+        CHECKF(same_file(model[0], model[1]), "%s: the model files differ", what);
+        for (int z = 0; z < 2; z++) remove_checkpoint(sub[z]);
+        rmdir(dir);
+        printf("%s: %d ranks with and without it: losses and embedding bitwise equal, checkpoints "
+               "identical; %zu bytes of optimizer state per rank instead of %zu\n", what, world, zb, pb);
+    }
+done:
+    for (int z = 0; z < 2; z++) {
+        free(embed[z]);
+        tern_llama_free(runs[z]);
+    }
+}
+
 int main(void) {
     tern_dist *comm = NULL;
     CHECK_OK(tern_dist_open(&comm));
@@ -342,6 +410,8 @@ int main(void) {
     compare_zero1(comm, TERN_PRECISION_FP32, false, 1e-5, 1e-5);
     compare_zero1(comm, TERN_PRECISION_BF16, false, 2e-3, 5e-3);
     check_zero1_errors(comm);
+    compare_llama_zero1(comm, TERN_PRECISION_FP32);
+    compare_llama_zero1(comm, TERN_PRECISION_BF16);
     int status = check_summary(tern_dist_rank(comm) ? "test_dist_train (rank 1)" : "test_dist_train (rank 0)");
     tern_dist_close(comm);
     return status;

@@ -100,6 +100,7 @@ static inline void gt_encode(void *dst, tern_dtype dt, float v) {
     case TERN_F16: h = tern_f32_to_f16(v); memcpy(dst, &h, 2); break;
     case TERN_I32: { int32_t i = (int32_t)v; memcpy(dst, &i, 4); break; }
     case TERN_U16: h = (uint16_t)v; memcpy(dst, &h, 2); break;
+    case TERN_Q8: break; /* the GPU core has no q8_0 */
     }
 }
 
@@ -111,6 +112,7 @@ static inline float gt_decode(const void *src, tern_dtype dt) {
     case TERN_F16: memcpy(&h, src, 2); return tern_f16_to_f32(h);
     case TERN_I32: { int32_t i; memcpy(&i, src, 4); return (float)i; }
     case TERN_U16: memcpy(&h, src, 2); return (float)h;
+    case TERN_Q8: break; /* the GPU core has no q8_0 */
     }
     return 0;
 }

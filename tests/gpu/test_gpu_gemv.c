@@ -131,7 +131,7 @@ static void test_combinations(void) {
 /* k longer than the staged chunk of A (m = 8 rows of f32 take 1024 columns per chunk); long
  * k with m = 1 and 2 (groups of 1024 and 512 threads for B [k, n]); GPT-2 124M's decode
  * shapes at one sequence and at eight (bf16, bias, beta 1 where the step writes the
- * residual). */
+ * residual); Llama-3.2-1B's long rows of B [n, k]. */
 static void test_shapes(void) {
     gv_case longer[4] = {
         {.m = 8, .n = 40, .k = 2100, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32, .tbias = TERN_F32,
@@ -154,6 +154,10 @@ static void test_shapes(void) {
         {.m = 1, .n = 2053, .k = C, .trans_b = true, .beta = 0},    /* logits against wte (a slice) */
         {.m = 8, .n = C, .k = 4 * C, .epilogue = 0, .beta = 1},     /* eight sequences */
         {.m = 8, .n = 1031, .k = C, .trans_b = true, .beta = 0},
+        /* Hugging Face Linear's B [n, k] with long rows, SIMD groups sharing them along k
+         * (gemv.c's k_splits: 8 for Llama-3.2-1B's down projection, 2 at k = 2048) */
+        {.m = 1, .n = 72, .k = 4 * 2048, .trans_b = true, .beta = 1},
+        {.m = 2, .n = 100, .k = 2048, .trans_b = true, .beta = 0},
     };
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
         gv_case t = gpt2[i];
@@ -197,7 +201,7 @@ static void test_rule(void) {
 
 /* The kernels compile for the H200 (sm_90) where NVRTC is built in: each m and both layouts,
  * with the dtype mixes, epilogues, vector widths (the 16-byte and the scalar paths) and
- * column splits spread over them. */
+ * column splits (B [k, n]) or k splits (B [n, k]) spread over them. */
 static void test_nvrtc(void) {
     int compiled = 0;
     for (int m = 1; m <= GK_GEMV_MAX_M; m++)
@@ -216,10 +220,10 @@ static void test_nvrtc(void) {
                 s.n[2] = epi > 0;
                 s.n[3] = (m + v) % 2;
                 s.n[4] = epi == 2;
-                s.n[5] = tb ? 0 : (v ? 1 << (m % 4) : 16);
+                s.n[5] = tb ? 1 << ((m + v) % 4) : (v ? 1 << (m % 4) : 16); /* GEMV_T: its k splits */
                 s.n[6] = 256 * (1 + m % 3);
                 s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
-                s.n[11] = !tb && v; /* B loaded before the wait */
+                s.n[11] = tb ? m % 2 : v; /* B loaded before the wait */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;

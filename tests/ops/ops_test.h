@@ -108,6 +108,7 @@ static inline void ot_encode(void *dst, tern_dtype dt, float v) {
     case TERN_F16: { uint16_t h = tern_f32_to_f16(v); memcpy(dst, &h, 2); break; }
     case TERN_I32: { int32_t i = (int32_t)v; memcpy(dst, &i, 4); break; }
     case TERN_U16: { uint16_t u = (uint16_t)v; memcpy(dst, &u, 2); break; }
+    case TERN_Q8: break; /* not an element dtype: test_cpu_q8 */
     }
 }
 
@@ -118,6 +119,7 @@ static inline float ot_decode(const void *src, tern_dtype dt) {
     case TERN_F16: { uint16_t h; memcpy(&h, src, 2); return tern_f16_to_f32(h); }
     case TERN_I32: { int32_t i; memcpy(&i, src, 4); return (float)i; }
     case TERN_U16: { uint16_t u; memcpy(&u, src, 2); return (float)u; }
+    case TERN_Q8: break; /* not an element dtype: test_cpu_q8 */
     }
     return 0;
 }

@@ -43,7 +43,7 @@ static float pick_float(void) {
 static void make_pool(ot_ctx *c) {
     static const size_t lens[] = {1, 4, 12, 36, 64, 96, 108, 144, 192, 300};
     for (int i = 0; i < POOL; i++) {
-        tern_dtype dt = (tern_dtype)(i % TERN_DTYPE_COUNT);
+        tern_dtype dt = (tern_dtype)(i % TERN_DTYPE_ELEMENT_COUNT); /* q8_0: test_cpu_q8 */
         size_t n = lens[ot_randint(0, 10)];
         float *init = malloc(n * sizeof(float));
         for (size_t j = 0; j < n; j++)

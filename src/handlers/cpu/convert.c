@@ -13,6 +13,7 @@ void cpu_to_f32(float *dst, const void *src, tern_dtype dtype, size_t n) {
         return;
     case TERN_BF16: cpu_kernels_convert()->bf16_to_f32(dst, src, n); return;
     case TERN_F16: cpu_kernels_convert()->f16_to_f32(dst, src, n); return;
+    case TERN_Q8: cpu_kernels_convert()->q8_to_f32(dst, src, n); return;
     default: return; /* not a float dtype: callers validated */
     }
 }
@@ -24,6 +25,7 @@ void cpu_from_f32(void *dst, tern_dtype dtype, const float *src, size_t n) {
         return;
     case TERN_BF16: cpu_kernels_convert()->f32_to_bf16(dst, src, n); return;
     case TERN_F16: cpu_kernels_convert()->f32_to_f16(dst, src, n); return;
+    case TERN_Q8: cpu_q8_quantize(dst, src, n); return;
     default: return;
     }
 }

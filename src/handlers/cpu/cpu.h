@@ -47,23 +47,28 @@ static inline void *cpu_carve(unsigned char **cursor, size_t bytes) {
     return p;
 }
 
-/* The address of element 0 of a view. */
+/* The address of element 0 of a view (of a q8_0 view: of its first block). */
 static inline void *cpu_ptr(tern_buf b) {
-    return (unsigned char *)b.mem + b.offset * tern_dtype_size(b.dtype);
+    return (unsigned char *)b.mem + tern_dtype_bytes(b.dtype, b.offset);
 }
 
-/* The address of element i of a view. */
+/* The address of element i of a view (q8_0: i at a block's start, the block's address). */
 static inline void *cpu_at(tern_buf b, size_t i) {
-    return (unsigned char *)b.mem + (b.offset + i) * tern_dtype_size(b.dtype);
+    return (unsigned char *)b.mem + tern_dtype_bytes(b.dtype, b.offset + i);
 }
 
 /* ---- conversions (convert.c), vectorised ---- */
 
-/* n floats of dtype `dtype` (f32, bf16 or f16) at src into f32 at dst. */
+/* n floats of dtype `dtype` (f32, bf16, f16, or q8_0 from a block's start with n a multiple
+ * of 32: dequantized) at src into f32 at dst. */
 void cpu_to_f32(float *dst, const void *src, tern_dtype dtype, size_t n);
 
-/* n f32 at src into dtype `dtype` (f32, bf16 or f16) at dst, rounding to nearest even. */
+/* n f32 at src into dtype `dtype` (f32, bf16 or f16) at dst, rounding to nearest even; or
+ * into q8_0 blocks (n a multiple of 32: quantized as effect.h says). */
 void cpu_from_f32(void *dst, tern_dtype dtype, const float *src, size_t n);
+
+/* q8_0 blocks (q8.c): n / 32 blocks at dst from n floats (n a multiple of 32). */
+void cpu_q8_quantize(void *dst, const float *src, size_t n);
 
 /* A view of a float row as f32: elements [start, start + n) of b. When b is f32 this is the
  * row itself (no copy); otherwise the row is converted into tmp, which is returned. */

@@ -36,12 +36,19 @@ typedef struct cpu_kernels {
      * B[kk, j0 + j] for r < m, j < w. */
     void (*small_nt)(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                      size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt);
+    /* small_t for a q8_0 B (effect.h: blocks of 32 weights and their f16 scale along k):
+     * b points at the block holding B[0, 0], rows ldb weights apart (ldb and k multiples of
+     * 32). The weights are dequantized in registers; f32 accumulation. */
+    void (*small_t_q8)(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
+                       size_t w, float *t, size_t ldt);
     /* Row conversions of n elements, rounding to nearest even (bf16 keeps subnormals and
      * quiets NaN as tern_f32_to_bf16 does). */
     void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);
     void (*f32_to_bf16)(uint16_t *dst, const float *src, size_t n);
     void (*f16_to_f32)(float *dst, const uint16_t *src, size_t n);
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
+    /* n weights (a multiple of 32) from q8_0 blocks at src: d * q, exactly. */
+    void (*q8_to_f32)(float *dst, const void *src, size_t n);
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use

@@ -16,6 +16,9 @@ typedef uint16_t vu16 __attribute__((vector_size(8)));
 #define VSET1(x) ((vf){0} + (x))
 #define VFMA(a, b, c) ((a) * (b) + (c))
 #define VADD(a, b) ((a) + (b))
+#define VMUL(a, b) ((a) * (b))
+#define VLOAD_I8(p) load_i8(p)
+#define SCALAR_F16(h) tern_f16_to_f32(h)
 #define VHSUM(v) hsum(v)
 #define VLOAD(p) load_f32(p)
 #define VSTORE(p, v) store_f32(p, v)
@@ -33,6 +36,14 @@ static inline vf load_f32(const float *p) {
 }
 
 static inline void store_f32(float *p, vf v) { memcpy(p, &v, sizeof v); }
+
+typedef int8_t vi8 __attribute__((vector_size(4)));
+
+static inline vf load_i8(const unsigned char *p) {
+    vi8 q;
+    memcpy(&q, p, sizeof q);
+    return __builtin_convertvector(q, vf);
+}
 
 static inline float hsum(vf v) {
     float s = 0;

@@ -6,6 +6,9 @@
  *   VZERO(), VSET1(x)      all lanes 0, all lanes x
  *   VFMA(a, b, c)          a * b + c lane by lane
  *   VADD(a, b), VHSUM(v)   lane-wise sum; the sum of v's lanes
+ *   VMUL(a, b)             lane-wise product
+ *   VLOAD_I8(p)            VN int8 (const unsigned char *p) as f32
+ *   SCALAR_F16(h)          one f16 (uint16_t) as f32
  *   VLOAD(p), VSTORE(p, v) VN floats, unaligned
  *   VLOAD_BF16(p)          VN bf16 (uint16_t *p) as f32
  *   VLOAD_F16(p)           VN f16 as f32
@@ -140,6 +143,63 @@ ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, s
     for (; kk < k1; kk++) kernel_nt_rows(R, 1, dt, a, k, b, ldb, kk, j0, w, t, ldt);
 }
 
+/* ---- q8_0 B stored [n, k]: blocks of 32 int8 and an f16 scale along k (effect.h) ---- */
+
+/* Columns j .. j + C of t (C = 1 or 2, each a row of B) for R rows of A: each block's 32
+ * weights are widened to f32 in registers and multiplied by the block's scale (exact: 8 bits
+ * times 11), then accumulated in f32 as for the float dtypes. */
+ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const float *a, size_t k,
+                                    const unsigned char *rows, size_t row_bytes, size_t j,
+                                    float *t, size_t ldt) {
+    enum { PER = TERN_Q8_BLOCK / VN }; /* vectors per block */
+    const size_t blocks = k / TERN_Q8_BLOCK;
+    vf acc[2][CPU_SMALL_M][2];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) acc[c][r][0] = VZERO(), acc[c][r][1] = VZERO();
+    for (size_t q = 0; q < blocks; q++) {
+        vf bv[2][PER];
+        for (int c = 0; c < C; c++) {
+            const unsigned char *blk = rows + (j + (size_t)c) * row_bytes + q * TERN_Q8_BLOCK_BYTES;
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            vf dv = VSET1(SCALAR_F16(dh));
+            for (int u = 0; u < PER; u++) bv[c][u] = VMUL(VLOAD_I8(blk + 2 + VN * u), dv);
+        }
+        for (int r = 0; r < R; r++)
+            for (int u = 0; u < PER; u++) {
+                vf av = VLOAD(a + (size_t)r * k + q * TERN_Q8_BLOCK + (size_t)(VN * u));
+                for (int c = 0; c < C; c++) acc[c][r][u & 1] = VFMA(av, bv[c][u], acc[c][r][u & 1]);
+            }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++)
+            t[(size_t)r * ldt + j + (size_t)c] = VHSUM(VADD(acc[c][r][0], acc[c][r][1]));
+}
+
+ALWAYS_INLINE void kernel_t_q8(const int R, const float *a, size_t k, const void *b, size_t ldb,
+                               size_t j0, size_t w, float *t, size_t ldt) {
+    const size_t row_bytes = ldb / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES;
+    const unsigned char *rows = (const unsigned char *)b + j0 * row_bytes;
+    size_t j = 0;
+    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, a, k, rows, row_bytes, j, t, ldt);
+    if (j < w) kernel_t_q8_cols(R, 1, a, k, rows, row_bytes, j, t, ldt);
+}
+
+static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
+                       size_t w, float *t, size_t ldt) {
+    switch (m) {
+    case 1: kernel_t_q8(1, a, k, b, ldb, j0, w, t, ldt); break;
+    case 2: kernel_t_q8(2, a, k, b, ldb, j0, w, t, ldt); break;
+    case 3: kernel_t_q8(3, a, k, b, ldb, j0, w, t, ldt); break;
+    case 4: kernel_t_q8(4, a, k, b, ldb, j0, w, t, ldt); break;
+    case 5: kernel_t_q8(5, a, k, b, ldb, j0, w, t, ldt); break;
+    case 6: kernel_t_q8(6, a, k, b, ldb, j0, w, t, ldt); break;
+    case 7: kernel_t_q8(7, a, k, b, ldb, j0, w, t, ldt); break;
+    case 8: kernel_t_q8(8, a, k, b, ldb, j0, w, t, ldt); break;
+    default: break;
+    }
+}
+
 /* Instantiates a kernel for each constant row count and B dtype. */
 #define SMALL_CASES(R, CALL)                                                                 \
     case R:                                                                                  \
@@ -201,12 +261,25 @@ static void f32_to_f16(uint16_t *dst, const float *src, size_t n) {
     for (; i < n; i++) dst[i] = tern_f32_to_f16(src[i]);
 }
 
+static void q8_to_f32(float *dst, const void *src, size_t n) {
+    const unsigned char *blk = src;
+    for (size_t b = 0; b < n / TERN_Q8_BLOCK; b++, blk += TERN_Q8_BLOCK_BYTES) {
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        vf dv = VSET1(SCALAR_F16(dh));
+        for (int u = 0; u < TERN_Q8_BLOCK / VN; u++)
+            VSTORE(dst + b * TERN_Q8_BLOCK + (size_t)(VN * u), VMUL(VLOAD_I8(blk + 2 + VN * u), dv));
+    }
+}
+
 const cpu_kernels TABLE = {
     .name = TABLE_NAME,
     .small_t = small_t,
     .small_nt = small_nt,
+    .small_t_q8 = small_t_q8,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
+    .q8_to_f32 = q8_to_f32,
 };

@@ -10,6 +10,7 @@
  *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
  *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
  *    its own f32 partial [m, n]; then the partials are summed per column chunk.
+ * A q8_0 B (always [n, k], effect.h) takes the first, dequantized in registers.
  * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue.
  * The kernels themselves are the device's table (kernels.h), this file only plans the work. */
 #include <omp.h>
@@ -68,7 +69,9 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
         for (size_t u = 0; u < units; u++) {
             size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
             if (e != packed) pack_a(mm, (int)e, a32), packed = e;
-            d->kern->small_t(dm->m, mm->b.dtype, a32, k, cpu_at(mm->b, e * dm->stride_b), dm->ldb, j0, wj, t, ldt);
+            const void *b = cpu_at(mm->b, e * dm->stride_b);
+            if (mm->b.dtype == TERN_Q8) d->kern->small_t_q8(dm->m, a32, k, b, dm->ldb, j0, wj, t, ldt);
+            else d->kern->small_t(dm->m, mm->b.dtype, a32, k, b, dm->ldb, j0, wj, t, ldt);
             cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
         }
     }

@@ -21,7 +21,7 @@ static cpu_header *header_of(void *mem) { return (cpu_header *)((unsigned char *
 #define COPY_CHUNK ((size_t)1 << 16)
 
 tern_error *cpu_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
-    size_t bytes = cpu_round64(len * tern_dtype_size(dtype));
+    size_t bytes = cpu_round64(tern_dtype_bytes(dtype, len));
     unsigned char *base = aligned_alloc(64, CPU_HEADER + bytes);
     if (!base)
         return tern_errorf("alloc: out of memory for %zu elements of %s", len, tern_dtype_name(dtype));
@@ -50,12 +50,12 @@ tern_error *cpu_free(tern_dev *d, tern_buf *buf) {
 }
 
 tern_error *cpu_upload(tern_dev *d, tern_buf dst, const void *src) {
-    if (dst.len) memcpy(cpu_ptr(dst), src, dst.len * tern_dtype_size(dst.dtype));
+    if (dst.len) memcpy(cpu_ptr(dst), src, tern_dtype_bytes(dst.dtype, dst.len));
     return NULL;
 }
 
 tern_error *cpu_download(tern_dev *d, void *dst, tern_buf src) {
-    if (src.len) memcpy(dst, cpu_ptr(src), src.len * tern_dtype_size(src.dtype));
+    if (src.len) memcpy(dst, cpu_ptr(src), tern_dtype_bytes(src.dtype, src.len));
     return NULL;
 }
 
@@ -67,6 +67,7 @@ static double load_double(const void *p, tern_dtype dtype) {
     case TERN_F16: return tern_f16_to_f32(*(const uint16_t *)p);
     case TERN_I32: return *(const int32_t *)p;
     case TERN_U16: return *(const uint16_t *)p;
+    case TERN_Q8: break; /* get and fill take no q8_0 (validated) */
     }
     return 0;
 }
@@ -84,14 +85,23 @@ static void store_double(void *p, tern_dtype dtype, double v) {
     case TERN_U16:
         *(uint16_t *)p = v != v ? 0 : v <= 0 ? 0 : v >= 65535.0 ? 65535 : (uint16_t)v;
         return;
+    case TERN_Q8: return;
     }
 }
 
-/* Converts n elements (src and dst do not overlap). */
+/* Converts n elements (src and dst do not overlap; q8_0: whole blocks, to or from a float
+ * dtype, validated). */
 static void convert_span(void *dst, tern_dtype dt, const void *src, tern_dtype st, size_t n) {
     size_t ds = tern_dtype_size(dt), ss = tern_dtype_size(st);
     if (dt == st) {
-        memcpy(dst, src, n * ds);
+        memcpy(dst, src, tern_dtype_bytes(dt, n));
+    } else if (dt == TERN_Q8 || st == TERN_Q8) { /* through f32, a block row at a time */
+        float tmp[512];
+        for (size_t i = 0; i < n; i += 512) {
+            size_t c = n - i < 512 ? n - i : 512;
+            cpu_to_f32(tmp, (const unsigned char *)src + tern_dtype_bytes(st, i), st, c);
+            cpu_from_f32((unsigned char *)dst + tern_dtype_bytes(dt, i), dt, tmp, c);
+        }
     } else if (st == TERN_F32 && tern_dtype_is_float(dt)) {
         cpu_from_f32(dst, dt, src, n);
     } else if (dt == TERN_F32 && tern_dtype_is_float(st)) {
@@ -111,13 +121,14 @@ static void convert_span(void *dst, tern_dtype dt, const void *src, tern_dtype s
 
 tern_error *cpu_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     size_t n = dst.len, chunks = (n + COPY_CHUNK - 1) / COPY_CHUNK;
-    size_t ds = tern_dtype_size(dst.dtype), ss = tern_dtype_size(src.dtype);
     unsigned char *dp = cpu_ptr(dst);
     const unsigned char *sp = cpu_ptr(src);
 #pragma omp parallel for num_threads(d->threads) schedule(static) if (chunks > 1)
     for (size_t c = 0; c < chunks; c++) {
         size_t i = c * COPY_CHUNK, len = n - i < COPY_CHUNK ? n - i : COPY_CHUNK;
-        convert_span(dp + i * ds, dst.dtype, sp + i * ss, src.dtype, len);
+        /* COPY_CHUNK is whole q8_0 blocks, so these byte offsets are exact for q8_0 too */
+        convert_span(dp + tern_dtype_bytes(dst.dtype, i), dst.dtype, sp + tern_dtype_bytes(src.dtype, i),
+                     src.dtype, len);
     }
     return NULL;
 }

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# A short call after merges: the cuda checks of the merged tree (the GPT-2 fixture fp32 and
+# bf16 with its AdamW steps, the Llama fixture, `tern train` on the Llama fixture stopped and
+# resumed), then batch-1 bf16 decoding at DECODE_CONFIG (llama-3.2-1b) against the
+# hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph), same call, with this
+# tree's DECODE_VARIANTS (cuda options, TERN_CUDA_TUNE values) after it.
+#   OUT=$OUT bash scripts/h200/merge_decode.sh          (carry .deb .fixtures)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+OUT=${OUT:-out}
+source scripts/h200/lib.sh
+note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
+start=$SECONDS
+{ cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
+  cmake --build $b -j "$(nproc)" --target tern_cli test_llama_model test_gpt2_fixture; } > "$logs/build.log" 2>&1 ||
+    { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
+note "ok   build ($((SECONDS - start)) s)"
+export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+TERN_TEST_HANDLER=cuda step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
+TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log \
+    $b/tests/gpt2/test_gpt2_fixture
+TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log \
+    $b/tests/llama/test_llama_model "" cuda both
+fx=.fixtures/fixtures/llama-tiny-a
+[ -d $fx ] || fx=../shared/fixtures/llama-tiny-a
+run=(--model $fx --data $fx/data.bin --batch 4 --seq 64 --lr 1e-3 --backend cuda --precision bf16)
+step "llama: train 4 steps on cuda" 60 llama-whole.log $b/tern train "${run[@]}" --steps 4
+step "llama: train --stop-after 2, then --resume" 60 llama-part.log sh -c \
+    "$b/tern train ${run[*]} --steps 4 --stop-after 2 --out /tmp/llama-ck && $b/tern train --resume /tmp/llama-ck"
+steps() { sed -n 's/^\(step [0-9]*\/4 | loss [0-9.]*\) .*/\1/p' "$1"; }
+if [ "$(steps "$logs/llama-whole.log")" = "$(steps "$logs/llama-part.log")" ] && [ -n "$(steps "$logs/llama-whole.log")" ]; then
+    note "llama resume on cuda: the stopped and resumed run's 4 losses equal the whole run's"
+else
+    note "FAIL llama resume on cuda: $(steps "$logs/llama-whole.log" | tr '\n' ';') vs $(steps "$logs/llama-part.log" | tr '\n' ';')"
+fi
+grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -20 >> "$summary" 2>/dev/null
+cfg=${DECODE_CONFIG:-llama-3.2-1b}
+gen=($b/tern bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2 --init "$cfg")
+step "tern generate $cfg" 90 gen-default.log "${gen[@]}"
+note "  tern: $(grep '^bench:' "$logs/gen-default.log" | tail -1)"
+step "peer decode $cfg (fast-graph)" 120 peer.log \
+    python3 bench/h200/llama_peers.py decode --config "$cfg" --impl fast-graph --batch 1 --prompt 16 --tokens 512
+note "  $(grep '^peer:' "$logs/peer.log" | tail -1 | cut -c1-200)"
+for v in ${DECODE_VARIANTS:-}; do
+    step "tern generate $cfg, $v" 90 "gen-${v//[=,]/-}.log" env "TERN_CUDA_TUNE=$v" "${gen[@]}"
+    note "  tern $v: $(grep '^bench:' "$logs/gen-${v//[=,]/-}.log" | tail -1)"
+done
