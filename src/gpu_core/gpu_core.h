@@ -70,6 +70,10 @@ typedef struct gpu_tune {
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
     bool argmax_parts; /* argmax_parts: greedy sampling of few rows shared among groups */
+    bool ln_fit_group; /* ln_fit_group: a layernorm/rmsnorm forward of fewer rows than GK_LN_ROWS
+                        * launched with just their SIMD groups (decoding's one row: 32 threads);
+                        * off, always GK_LN_ROWS SIMD groups: one local size, so one work-group
+                        * build where the runtime compiles one per local size (PoCL) */
 } gpu_tune;
 
 gpu_tune gpu_tune_defaults(void);

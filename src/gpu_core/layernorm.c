@@ -39,8 +39,9 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
     args[c++] = tern_arg_i32(C);
     args[c++] = tern_arg_f32(eps);
     /* a SIMD group per row, GK_LN_ROWS per group; fewer rows (decoding's one) get a group of
-     * just their SIMD groups rather than idle ones computing on a clamped row */
-    uint32_t simd_groups = rows < GK_LN_ROWS ? (uint32_t)rows : GK_LN_ROWS;
+     * just their SIMD groups rather than idle ones computing on a clamped row, unless the
+     * tuning keeps one local size (ln_fit_group off: opencl) */
+    uint32_t simd_groups = rows < GK_LN_ROWS && g->tune.ln_fit_group ? (uint32_t)rows : GK_LN_ROWS;
     return gpu_run(g, "layernorm", GK_LAYERNORM, &s, tern_dims1(gpu_groups((size_t)rows, GK_LN_ROWS)),
                    tern_dims1(32 * simd_groups), args, c);
 }

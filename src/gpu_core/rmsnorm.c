@@ -21,7 +21,11 @@ tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, te
     s.n[1] = rms_row_path(all, 3, C, &s.n[0]);
     s.n[2] = tern_present(rrms);
     uint32_t groups = gpu_groups((size_t)rows, GK_LN_ROWS), threads = 0;
-    if (s.n[1] && rows <= GK_RMS_FEW_ROWS) {
+    /* ln_fit_group off (opencl): none of the few-rows variants, one local size for every
+     * row count, so PoCL builds one work-group function (docs/PERFORMANCE.md) */
+    if (!g->tune.ln_fit_group) {
+        threads = 32 * GK_LN_ROWS;
+    } else if (s.n[1] && rows <= GK_RMS_FEW_ROWS) {
         /* few rows (decoding's): w loaded with x, and up to 8 SIMD groups a row while each
          * lane keeps whole chunks of the width (Llama-3.2-1B's 2048: 8 of 8 values a lane) */
         int S = 8;
@@ -31,7 +35,7 @@ tern_error *gpu_rmsnorm(tern_dev *d, tern_buf out, tern_buf rrms, tern_buf x, te
     }
     /* else a SIMD group a row; fewer rows than a group's get a group of just their SIMD
      * groups */
-    if (s.n[3] <= 1) threads = 32 * (uint32_t)(rows < GK_LN_ROWS ? rows : GK_LN_ROWS);
+    if (g->tune.ln_fit_group && s.n[3] <= 1) threads = 32 * (uint32_t)(rows < GK_LN_ROWS ? rows : GK_LN_ROWS);
     tern_arg args[7];
     size_t c = 0;
     args[c++] = tern_arg_buf(out);

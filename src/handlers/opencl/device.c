@@ -100,6 +100,10 @@ tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     *out = NULL;
     opencl_tune tune = {""};
     gpu_tune core_tune = gpu_tune_defaults();
+    /* PoCL builds a work-group function per local size (1-1.3 s each): the row norms keep
+     * one, their idle SIMD groups for fewer rows costing little on a CPU (docs/PERFORMANCE.md,
+     * make test's time) */
+    core_tune.ln_fit_group = false;
     const tern_option_set sets[] = {{tune_keys, 1, &tune}, {gpu_tune_keys, gpu_tune_key_count, &core_tune}};
     TERN_TRY(tern_options_apply("opencl", "TERN_OPENCL_TUNE", options, sets, 2));
     tern_dev *d = calloc(1, sizeof *d);
