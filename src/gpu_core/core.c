@@ -169,11 +169,12 @@ tern_error *gpu_core_init(gpu_core *g, tern_rt *rt, const gpu_hooks *hooks, cons
         return tern_errorf("gpu core: ce_group = %d is not a power of two from 64 to 1024", g->tune.ce_group);
     const char *name = tern_rt_name(rt);
     g->host = name && !strcmp(name, "host");
+    g->cuda = name && !strcmp(name, "cuda");
     /* a wide group per row for GPUs; 256 elsewhere (the interpreter, CPU OpenCL) */
-    g->sample_group = name && !strcmp(name, "cuda") ? 1024 : 256;
+    g->sample_group = g->cuda ? 1024 : 256;
     /* cross-entropy: on CUDA, groups of 1,024 keep fewer rows in flight, so that they stay
      * in L2 between the kernel's two passes (src/kernels/cross_entropy.c) */
-    g->ce_group = g->tune.ce_group ? g->tune.ce_group : name && !strcmp(name, "cuda") ? 1024 : GK_CE_GROUP;
+    g->ce_group = g->tune.ce_group ? g->tune.ce_group : g->cuda ? 1024 : GK_CE_GROUP;
     int32_t zero[GK_FAULT_LEN] = {0};
     tern_error *err = tern_rt_alloc(rt, TERN_T_I32, GK_FAULT_LEN, &g->fault);
     if (!err) err = tern_rt_upload(rt, g->fault, zero);

@@ -76,7 +76,7 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
 
 /* SIMD groups along k per row of B [n, k] (GK_GEMV_T's KS): doubled, up to 8, while the grid
  * has fewer than gemv_groups groups (512: about four a multiprocessor of an H200's 132) and
- * each lane still reads gemv_t_unroll's words (4, or 2 for m > 2) of each row in one step:
+ * each lane still reads its step's words (gemv_t_words) of each row in one step:
  * Llama-3.2-1B's 2048 x 8192 down projection is 512 groups of 4 rows instead of 64 groups
  * of 32, its attention projection 128 instead of 64. Long rows only, since the SIMD groups'
  * sums meet in threadgroup memory after a barrier. On the H200 (bench/h200/NOTES.md, runs
@@ -85,9 +85,19 @@ static size_t k_chunk(const tern_matmul_dims *d, size_t size) {
  * 0.901 against 0.917 with 4 (256); letting a lane keep 2 words of a row (q|k|v and the
  * attention projection at 4 splits) was slower, 0.965 against 0.913 (run 74). The gemv_ks
  * option (1, 2, 4 or 8) overrides the rule and gemv_groups sets its grid, for measurements. */
+/* The words of each row a GEMV_T lane loads at once: 4 on CUDA (16 loads of 16 bytes in
+ * flight a lane at GK_GEMV_ROWS = 4; runs 71-74), 2 for m > 2, whose m R accumulators and x
+ * words take registers too. On the host interpreter as on CUDA, so that the tests run CUDA's
+ * body; 2 on OpenCL, where the longer unrolled body costs the compiler more than it gains
+ * (PoCL, cold cache: test_llama_model on opencl 127 s with 4 a step, 100 with 2, 104 with
+ * the GEMV_T before the k splits). */
+static int gemv_t_words(const gpu_core *g, int m) {
+    return (g->cuda || g->host) && m <= 2 ? 4 : 2;
+}
+
 static int k_splits(const gpu_core *g, int m, size_t n, size_t words) {
     if (g->tune.gemv_ks) return g->tune.gemv_ks;
-    size_t u = m <= 2 ? 4 : 2, rows = (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32);
+    size_t u = (size_t)gemv_t_words(g, m), rows = (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32);
     int ks = 1;
     while (ks < 8 && gpu_groups(n, rows / (size_t)ks) < (size_t)g->tune.gemv_groups && words >= 64 * (size_t)ks * u)
         ks *= 2;
@@ -133,6 +143,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
         s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
         s.n[5] = k_splits(g, d->m, (size_t)d->n, cols / (size_t)s.n[1]);
+        s.n[8] = gemv_t_words(g, d->m);
         groups = gpu_groups((size_t)d->n, (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32) / (size_t)s.n[5]);
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;

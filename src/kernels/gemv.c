@@ -30,7 +30,7 @@
  * embedding): KS SIMD groups (n[5]: 1, 2, 4 or 8, dividing the group's) share GK_GEMV_ROWS
  * rows of B (outputs), each a dot product with x over k: lane l of SIMD group s of the KS
  * (vl = 32 s + l) reads 16-byte words vl, vl + 32 KS, ... of each row (512 contiguous bytes
- * per SIMD group, row and step), 4 words a row at a time (2 for m > 2), and keeps m partial
+ * per SIMD group, row and step), n[8] words a row at a time, and keeps m partial
  * sums per row; a SIMD sum, then (KS > 1) the KS groups' sums added in order in threadgroup
  * memory, gives each output. Long rows of few outputs (Llama-3.2-1B's down projection)
  * thereby spread over more groups, each lane with all its loads in flight at once.
@@ -39,9 +39,9 @@
  * GK_GEMV_MAX_M); n[1] = W, B's vector width (B's offset and row stride multiples of W, and
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
  * (GK_GEMV; a power of two <= 32), KS for GK_GEMV_T (0 means 1); n[6] = KC (a multiple of 256); n[7] = G
- * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] .. n[10] 0 (they held a layer norm
- * fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (GK_GEMV,
- * k in one chunk): no kernel that may still run writes B or the bias (the host knows which
+ * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] = GK_GEMV_T's
+ * words of a row a lane loads at once (0 means 2), 0 for GK_GEMV; n[9], n[10] 0 (with n[8],
+ * they once held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
@@ -271,9 +271,11 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
 /* ---- B [n, k] ---- */
 
 /* Words of a row this SIMD group's lanes read per step, all loaded before the products that
- * use them: 4 (16 loads of 16 bytes in flight a lane at GK_GEMV_ROWS = 4), 2 for m > 2, whose
- * m R accumulators and x words take registers too. */
-static int gemv_t_unroll(int M) { return M <= 2 ? 4 : 2; }
+ * use them: n[8] (1 .. 4; 0 means 2), chosen on the host (src/gpu_core/gemv.c). */
+static int gemv_t_unroll(const gk_spec *s) {
+    int u = s->n[8] ? s->n[8] : 2;
+    return u > 4 ? 4 : u;
+}
 
 /* Where lane vl (of the KS * 32 lanes along k) reads: words vl, vl + VL, ... of each of its
  * R rows (VL = KS * 32), 16 bytes each; brow[i] is where row i starts in B. */
@@ -341,7 +343,7 @@ static void chunk_t(tern_kb *kb, const gemv_params *p, const gemv_t_lanes *ln, i
 void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     gemv_params p = params(kb, s);
-    int M = p.M, W = p.W, NW = p.G / 32, U = gemv_t_unroll(M);
+    int M = p.M, W = p.W, NW = p.G / 32, U = gemv_t_unroll(s);
     int KS = s->n[5] ? s->n[5] : 1; /* SIMD groups along k sharing rows */
     int RG = NW / KS;               /* groups of R rows in a group */
     bool early = s->n[11] != 0;     /* k in one chunk, B written by nothing in flight */

@@ -224,6 +224,7 @@ static void test_nvrtc(void) {
                 s.n[6] = 256 * (1 + m % 3);
                 s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
                 s.n[11] = tb ? m % 2 : v; /* B loaded before the wait */
+                s.n[8] = tb ? (m <= 2 ? 4 : 2) : 0; /* GEMV_T's words a step, as on CUDA */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;
