@@ -40,3 +40,34 @@ check_errors() { # the two fault checks of issue 8: an out-of-bounds kernel, out
         note "ok   out of memory: exit $?: $(grep -c . "$logs/oom.log") lines, last: $(tail -1 "$logs/oom.log" | cut -c1-200)"
     fi
 }
+check_llama_resume() { # tern train on llama-tiny-a on cuda, bf16: 4 steps against 2, a stop and a --resume
+    local fx=.fixtures/fixtures/llama-tiny-a
+    [ -d $fx ] || fx=../shared/fixtures/llama-tiny-a
+    local run=(--model $fx --data $fx/data.bin --batch 4 --seq 64 --lr 1e-3 --backend cuda --precision bf16)
+    step "llama: train 4 steps on cuda" 60 llama-whole.log $b/tern train "${run[@]}" --steps 4
+    step "llama: train --stop-after 2, then --resume" 60 llama-part.log sh -c \
+        "$b/tern train ${run[*]} --steps 4 --stop-after 2 --out /tmp/llama-ck && $b/tern train --resume /tmp/llama-ck"
+    local whole part
+    whole=$(sed -n 's/^\(step [0-9]*\/4 | loss [0-9.]*\) .*/\1/p' "$logs/llama-whole.log")
+    part=$(sed -n 's/^\(step [0-9]*\/4 | loss [0-9.]*\) .*/\1/p' "$logs/llama-part.log")
+    if [ -n "$whole" ] && [ "$whole" = "$part" ]; then
+        note "llama resume on cuda: the stopped and resumed run's 4 losses equal the whole run's"
+    else
+        note "FAIL llama resume on cuda: $(echo "$whole" | tr '\n' ';') vs $(echo "$part" | tr '\n' ';')"
+    fi
+}
+ab_gpt2() { # rounds, B's tern: GPT-2 124M's training step and batch-1 decoding, this tree (A) and B alternated
+    local rounds=$1 old=$2 r side bin
+    local train=(bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
+    local gen=(bench generate --backend cuda --precision bf16 --tokens 512 --warmup 2)
+    for r in $(seq 1 "$rounds"); do
+        for side in A B; do
+            bin=$b/tern
+            [ $side = B ] && bin=$old
+            step "train $side, round $r" 90 "ab-train-$side-$r.log" env TERN_CACHE_DIR=/tmp/kc-$side "$bin" "${train[@]}"
+            note "  $side: $(grep '^bench:' "$logs/ab-train-$side-$r.log" | tail -1)"
+            step "generate $side, round $r" 60 "ab-gen-$side-$r.log" env TERN_CACHE_DIR=/tmp/kc-$side "$bin" "${gen[@]}"
+            note "  $side: $(grep '^bench:' "$logs/ab-gen-$side-$r.log" | tail -1)"
+        done
+    done
+}

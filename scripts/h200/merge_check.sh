@@ -37,15 +37,4 @@ rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
 { cmake -S $base -B $base/build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
   cmake --build $base/build-h200 -j "$(nproc)" --target tern_cli; } > "$logs/ab-build.log" 2>&1 ||
     { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
-train=(bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
-gen=(bench generate --backend cuda --precision bf16 --tokens 512 --warmup 2)
-for r in $(seq 1 "${AB_ROUNDS:-2}"); do
-    for side in A B; do
-        bin=$b/tern
-        [ $side = B ] && bin=$base/build-h200/tern
-        step "train $side, round $r" 90 "ab-train-$side-$r.log" env TERN_CACHE_DIR=/tmp/kc-$side "$bin" "${train[@]}"
-        note "  $side: $(grep '^bench:' "$logs/ab-train-$side-$r.log" | tail -1)"
-        step "generate $side, round $r" 60 "ab-gen-$side-$r.log" env TERN_CACHE_DIR=/tmp/kc-$side "$bin" "${gen[@]}"
-        note "  $side: $(grep '^bench:' "$logs/ab-gen-$side-$r.log" | tail -1)"
-    done
-done
+ab_gpt2 "${AB_ROUNDS:-2}" $base/build-h200/tern

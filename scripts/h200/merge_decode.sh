@@ -21,18 +21,7 @@ TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fi
     $b/tests/gpt2/test_gpt2_fixture
 TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log \
     $b/tests/llama/test_llama_model "" cuda both
-fx=.fixtures/fixtures/llama-tiny-a
-[ -d $fx ] || fx=../shared/fixtures/llama-tiny-a
-run=(--model $fx --data $fx/data.bin --batch 4 --seq 64 --lr 1e-3 --backend cuda --precision bf16)
-step "llama: train 4 steps on cuda" 60 llama-whole.log $b/tern train "${run[@]}" --steps 4
-step "llama: train --stop-after 2, then --resume" 60 llama-part.log sh -c \
-    "$b/tern train ${run[*]} --steps 4 --stop-after 2 --out /tmp/llama-ck && $b/tern train --resume /tmp/llama-ck"
-steps() { sed -n 's/^\(step [0-9]*\/4 | loss [0-9.]*\) .*/\1/p' "$1"; }
-if [ "$(steps "$logs/llama-whole.log")" = "$(steps "$logs/llama-part.log")" ] && [ -n "$(steps "$logs/llama-whole.log")" ]; then
-    note "llama resume on cuda: the stopped and resumed run's 4 losses equal the whole run's"
-else
-    note "FAIL llama resume on cuda: $(steps "$logs/llama-whole.log" | tr '\n' ';') vs $(steps "$logs/llama-part.log" | tr '\n' ';')"
-fi
+check_llama_resume
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -20 >> "$summary" 2>/dev/null
 cfg=${DECODE_CONFIG:-llama-3.2-1b}
 gen=($b/tern bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2 --init "$cfg")
