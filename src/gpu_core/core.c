@@ -126,6 +126,15 @@ tern_error *gpu_scratch(gpu_core *g, size_t len, tern_dbuf *out) {
     return NULL;
 }
 
+tern_error *gpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+    gpu_core *g = gpu_core_of(d);
+    size_t size = tern_dtype_size(dtype);
+    if (size == 0 || len > SIZE_MAX / 8) return tern_errorf("a temporary of %zu %s elements", len, tern_dtype_name(dtype));
+    TERN_TRY(grow_scratch(g, TERN_T_F32, (len * size + 3) / 4, &g->temp, &g->temp_len));
+    *out = (tern_buf){g->temp.mem, 0, len, dtype};
+    return NULL;
+}
+
 tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
     TERN_TRY(grow_scratch(g, TERN_T_I32, len, &g->scratch_i, &g->scratch_i_len));
     *out = g->scratch_i;
@@ -201,6 +210,7 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->zero_counter);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
+        tern_rt_free(g->rt, &g->temp);
         tern_rt_free(g->rt, &g->att_partial);
         tern_rt_free(g->rt, &g->argmax_v);
         tern_rt_free(g->rt, &g->argmax_i);

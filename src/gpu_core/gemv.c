@@ -4,7 +4,8 @@
  * The rule (gpu_gemv_applies): m <= GK_GEMV_MAX_M rows of A, a single product (batch 1),
  * A not transposed. Anything else in the contract is taken: any lda and ldc, B either way
  * round and any ldb (odd strides and offsets only narrow the vector width), alpha, beta,
- * bias, GELU and aux, any k (A's rows are staged in k-chunks). m = 8 covers decoding up to
+ * bias, GELU and aux, the SWIGLU prologue (applied as x is staged), any k (A's rows are
+ * staged in k-chunks). m = 8 covers decoding up to
  * eight sequences: there B is read once for all rows, as for one. */
 #include <stdlib.h>
 
@@ -138,6 +139,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
+    s.n[9] = mm->prologue == TERN_PROLOGUE_SWIGLU;
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;

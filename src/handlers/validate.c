@@ -383,6 +383,11 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
+/* The columns of A as stored when not transposed: k, or 2k for the SWIGLU prologue's [G | U]. */
+static size_t a_stored_k(const tern_matmul *mm) {
+    return mm->prologue == TERN_PROLOGUE_SWIGLU ? 2 * SZ(mm->k) : SZ(mm->k);
+}
+
 tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm, tern_matmul_dims *dims) {
     if (!mm) return tern_errorf("matmul: mm is NULL");
     TERN_TRY(tern_check_positive("matmul", "m", mm->m));
@@ -394,6 +399,10 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
         return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
+    if (mm->prologue != TERN_PROLOGUE_NONE && mm->prologue != TERN_PROLOGUE_SWIGLU)
+        return tern_errorf("matmul: unknown prologue %d", (int)mm->prologue);
+    if (mm->prologue == TERN_PROLOGUE_SWIGLU && (mm->trans_a || mm->batch > 1))
+        return tern_errorf("matmul: the SWIGLU prologue takes A not transposed and one batch");
     tern_matmul_dims d;
     d.m = mm->m;
     d.n = mm->n;
@@ -402,7 +411,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     d.trans_a = mm->trans_a;
     d.trans_b = mm->trans_b;
     d.a_rows = d.trans_a ? SZ(d.k) : SZ(d.m);
-    d.a_cols = d.trans_a ? SZ(d.m) : SZ(d.k);
+    d.a_cols = d.trans_a ? SZ(d.m) : a_stored_k(mm);
     d.b_rows = d.trans_b ? SZ(d.n) : SZ(d.k);
     d.b_cols = d.trans_b ? SZ(d.k) : SZ(d.n);
     TERN_TRY(matmul_operand("a", a, TERN_DT_FLOAT2, d.a_rows, d.a_cols, mm->lda, mm->stride_a,
@@ -460,7 +469,7 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *d) {
     d->trans_a = mm->trans_a;
     d->trans_b = mm->trans_b;
     d->a_rows = d->trans_a ? SZ(d->k) : SZ(d->m);
-    d->a_cols = d->trans_a ? SZ(d->m) : SZ(d->k);
+    d->a_cols = d->trans_a ? SZ(d->m) : a_stored_k(mm);
     d->b_rows = d->trans_b ? SZ(d->n) : SZ(d->k);
     d->b_cols = d->trans_b ? SZ(d->k) : SZ(d->n);
     resolve_operand(d->a_rows, d->a_cols, mm->lda, mm->stride_a, &d->lda, &d->stride_a);
@@ -509,8 +518,30 @@ static size_t c_run_at(const tern_matmul_dims *d, const c_runs *r, size_t i) {
     return (i / r->per_entry) * d->stride_c + (i % r->per_entry) * d->ldc;
 }
 
+/* The SWIGLU prologue as its own step: x [m, k] (dense, A's dtype, the handler's temporary)
+ * = swiglu of A's halves, then the product of x with the prologue NONE, composed further
+ * where it asks for more. */
+static tern_error *compose_prologue(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                    const tern_matmul *mm, const tern_matmul_dims *dims) {
+    size_t m = SZ(dims->m), k = SZ(dims->k), span = (m - 1) * dims->lda + k; /* one half's extent */
+    tern_buf x;
+    TERN_TRY(tern_error_wrap(s->temp(s->ctx, a.dtype, m * k, &x), "matmul's SWIGLU prologue"));
+    TERN_TRY(tern_error_wrap(s->swiglu(s->ctx, x, tern_view(a, 0, span), tern_view(a, k, span), dims->m, dims->k,
+                                       (int)dims->lda),
+                             "matmul's SWIGLU prologue"));
+    tern_matmul rest = *mm;
+    rest.prologue = TERN_PROLOGUE_NONE;
+    rest.lda = 0;
+    tern_matmul_dims rd = *dims;
+    rd.lda = k;
+    rd.a_cols = k;
+    rd.stride_a = m * k;
+    return tern_matmul_compose(s, c, x, b, &rest, &rd);
+}
+
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims) {
+    if (mm->prologue != TERN_PROLOGUE_NONE) return compose_prologue(s, c, a, b, mm, dims);
     c_runs r = matmul_c_runs(dims);
     /* only C's matrix elements take the addend: the gaps between rows (ldc > n) and between
      * entries belong to whoever owns them, and the product writes none of them either */

@@ -114,7 +114,8 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *dims);
 
 /* Whether mm's addend is present and not c's own view (what beta reads is not C). */
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
-/* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient. */
+/* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient (not
+ * the prologue, which the GPU core's GEMV kernels answer: each handler checks it itself). */
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
 /* mm less what composition does around it: no addend (beta reads C), no bias gradient, and
  * GELU_BACKWARD replaced by no epilogue and no aux. */
@@ -127,9 +128,14 @@ typedef struct tern_matmul_steps {
     tern_error *(*matmul)(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
     tern_error *(*gelu_backward)(void *ctx, tern_buf dx, tern_buf dout, tern_buf x);
     tern_error *(*sum_rows)(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta);
+    tern_error *(*swiglu)(void *ctx, tern_buf out, tern_buf gate, tern_buf up, int rows, int inter, int ld);
+    /* a buffer of len elements of dtype that no other operation uses, valid until the next
+     * temp (the SWIGLU prologue's [m, k]) */
+    tern_error *(*temp)(void *ctx, tern_dtype dtype, size_t len, tern_buf *out);
 } tern_matmul_steps;
 
-/* A validated product (dims as tern_validate_matmul filled it) by composition: the addend
+/* A validated product (dims as tern_validate_matmul filled it) by composition: a SWIGLU
+ * prologue first, as swiglu into the handler's temp and the product of that; then the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
  * C), s->matmul with tern_matmul_plain(mm), then sum_rows(bias_grad, B, k, n, beta) for a
  * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */
@@ -137,9 +143,9 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 
 /* A handler's steps for tern_matmul_compose in one line: given its own copy, matmul,
- * gelu_backward and sum_rows (each taking a CTX * first), defines the static adaptors and
- * `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
-#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS)                                        \
+ * gelu_backward, sum_rows, swiglu and temp (each taking a CTX * first), defines the static
+ * adaptors and `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
+#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, TEMP)                          \
     static tern_error *step_copy(void *ctx, tern_buf dst, tern_buf src) { return COPY((CTX *)ctx, dst, src); } \
     static tern_error *step_matmul(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {     \
         return MATMUL((CTX *)ctx, c, a, b, mm);                                                                \
@@ -150,8 +156,16 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
     static tern_error *step_sum_rows(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta) {   \
         return SUM_ROWS((CTX *)ctx, out, x, rows, cols, beta);                                                 \
     }                                                                                                         \
+    static tern_error *step_swiglu(void *ctx, tern_buf out, tern_buf gate, tern_buf up, int rows, int inter,  \
+                                   int ld) {                                                                  \
+        return SWIGLU((CTX *)ctx, out, gate, up, rows, inter, ld);                                             \
+    }                                                                                                         \
+    static tern_error *step_temp(void *ctx, tern_dtype dtype, size_t len, tern_buf *out) {                    \
+        return TEMP((CTX *)ctx, dtype, len, out);                                                              \
+    }                                                                                                         \
     static tern_matmul_steps matmul_steps(CTX *ctx) {                                                         \
-        tern_matmul_steps s = {ctx, step_copy, step_matmul, step_gelu_backward, step_sum_rows};               \
+        tern_matmul_steps s = {ctx,           step_copy,   step_matmul, step_gelu_backward,                   \
+                               step_sum_rows, step_swiglu, step_temp};                                        \
         return s;                                                                                             \
     }
 #endif

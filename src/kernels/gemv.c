@@ -40,8 +40,9 @@
  * n (GK_GEMV) or k (GK_GEMV_T) too); n[2] GELU; n[3] has bias; n[4] has aux; n[5] = TC
  * (GK_GEMV; a power of two <= 32), KS for GK_GEMV_T (0 means 1); n[6] = KC (a multiple of 256); n[7] = G
  * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] = GK_GEMV_T's
- * words of a row a lane loads at once (0 means 2), 0 for GK_GEMV; n[9], n[10] 0 (with n[8],
- * they once held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
+ * words of a row a lane loads at once (0 means 2), 0 for GK_GEMV; n[9] = 1: the SWIGLU
+ * prologue (A [m, 2k] = [G | U], x = silu(G) U as it is staged); n[10] 0 (with n[8] and
+ * n[9] it once held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
@@ -57,6 +58,7 @@ typedef struct gemv_params {
     tern_v c, a, b, bias, aux;
     tern_v N, K, lda, ldb, ldc, alpha, beta;
     bool gelu, has_bias, has_aux;
+    bool swiglu; /* A is [m, 2k] = [G | U], x = silu(G) U */
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
@@ -66,7 +68,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     gemv_params p;
     p.M = s->n[0], p.W = s->n[1], p.KC = s->n[6];
     p.G = s->n[7] ? s->n[7] : GK_GEMV_GROUP;
-    p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4];
+    p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.swiglu = s->n[9];
     p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
     p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
     p.a = ku_buf(kb, "a", s->t[1], TERN_READ);
@@ -83,13 +85,17 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
-/* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly).
- * Consecutive threads read consecutive elements of a row. */
+/* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly);
+ * with the SWIGLU prologue x[r, e] = silu(A[r, k0 + e]) A[r, K + k0 + e], rounded to A's
+ * dtype as the swiglu pass rounds its output. Consecutive threads read consecutive elements
+ * of a row. */
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
     for (int r = 0; r < p->M; r++) {
         tern_v arow = tern_add(tern_mul(tern_int(r), p->lda), k0);
         TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
-            tern_store(xs, tern_add(tern_int(r * p->KC), e), tern_load(p->a, tern_add(arow, e)));
+            tern_v at = tern_add(arow, e), x = tern_load(p->a, at);
+            if (p->swiglu) x = ku_swiglu(x, tern_load(p->a, tern_add(at, p->K)));
+            tern_store(xs, tern_add(tern_int(r * p->KC), e), x);
         }
     }
 }

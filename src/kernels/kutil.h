@@ -116,6 +116,14 @@ static inline tern_v ku_gelu(tern_v x) {
     return tern_div(x, tern_add(tern_f32(1.0f), e));
 }
 
+/* silu(g) u = g / (1 + exp(-g)) u, Llama's SwiGLU (swiglu.c, and gemv.c's prologue: one
+ * formula, so a fused product stages the very values the swiglu pass would write); exp
+ * overflowing to infinity gives 0, as it should. */
+static inline tern_v ku_sigmoid(tern_v g) {
+    return tern_div(tern_f32(1.0f), tern_add(tern_f32(1.0f), tern_exp(tern_neg(g))));
+}
+static inline tern_v ku_swiglu(tern_v g, tern_v u) { return tern_mul(tern_mul(g, ku_sigmoid(g)), u); }
+
 /* d gelu / dx (see src/handlers/cpu/fastmath.h for the derivation); 0 where exp overflows. */
 static inline tern_v ku_gelu_grad(tern_v x) {
     tern_v x2 = tern_mul(x, x);

@@ -15,11 +15,6 @@
  * elements of a row, groups of GK_EW_GROUP. */
 #include "kernels/kutil.h"
 
-/* 1 / (1 + exp(-g)); exp overflowing to infinity gives 0, as it should. */
-static tern_v sigmoid(tern_v g) {
-    return tern_div(tern_f32(1.0f), tern_add(tern_f32(1.0f), tern_exp(tern_neg(g))));
-}
-
 typedef struct swiglu_ctx {
     tern_v out, gate, up, dgate, dup, dout, I, ld;
     bool backward;
@@ -34,14 +29,14 @@ static void swiglu_body(void *p, tern_v i, int width) {
     ku_load(c->gate, src, width, g);
     ku_load(c->up, src, width, u);
     if (!c->backward) {
-        for (int j = 0; j < width; j++) a[j] = tern_mul(tern_mul(g[j], sigmoid(g[j])), u[j]);
+        for (int j = 0; j < width; j++) a[j] = ku_swiglu(g[j], u[j]);
         ku_store(c->out, i, width, a);
         return;
     }
     tern_v d[8];
     ku_load(c->dout, i, width, d);
     for (int j = 0; j < width; j++) {
-        tern_v s = sigmoid(g[j]);
+        tern_v s = ku_sigmoid(g[j]);
         tern_v silu = tern_mul(g[j], s);
         tern_v grad = tern_mul(s, tern_fma(g[j], tern_sub(tern_f32(1.0f), s), tern_f32(1.0f)));
         a[j] = tern_mul(tern_mul(d[j], u[j]), grad);

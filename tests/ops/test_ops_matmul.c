@@ -3,7 +3,8 @@
  * strides, alpha/beta, bias, the GELU epilogue with aux, views at offsets, the small-m
  * kernels (m <= 8) and the blocked sgemm path; a separate addend (beta reads it instead of
  * C) with all of those; the GELU_BACKWARD epilogue against the reference and against the
- * same handler's matmul then gelu_backward; then every validation error. */
+ * same handler's matmul then gelu_backward; the SWIGLU prologue against the reference and
+ * against the same handler's swiglu then matmul; then every validation error. */
 #include "ops_test.h"
 
 typedef struct mm_case {
@@ -384,6 +385,97 @@ static void test_gelu_backward(ot_ctx *c) {
     }
 }
 
+typedef struct sp_case {
+    int m, n, k, lda; /* lda: A's row stride, 0 for dense (2k) */
+    bool tb, bias, residual;
+    tern_dtype da, db, dc;
+} sp_case;
+
+/* C = [C +] swiglu(A) op(B) [+ bias] with the SWIGLU prologue (A [m, 2k] = [G | U]): against
+ * the double reference with x = silu(G) U rounded to A's dtype, and against this handler's
+ * own swiglu into a dense [m, k] then the plain product. */
+static void run_swiglu_prologue(ot_ctx *c, const sp_case *t, int id) {
+    int lda = t->lda ? t->lda : 2 * t->k, br = t->tb ? t->n : t->k, bc = t->tb ? t->k : t->n;
+    size_t na = (size_t)(t->m - 1) * lda + 2 * (size_t)t->k, nb = (size_t)br * bc, nc = (size_t)t->m * t->n;
+    size_t nx = (size_t)t->m * t->k;
+    float *a = ot_random(na, -4, 4), *b = ot_random(nb, -1, 1), *c0 = ot_random(nc, -1, 1);
+    float *bias = ot_random((size_t)t->n, -1, 1), *x = malloc(nx * sizeof(float));
+    ot_round(a, na, t->da), ot_round(b, nb, t->db), ot_round(c0, nc, t->dc), ot_round(bias, (size_t)t->n, t->dc);
+    for (int i = 0; i < t->m; i++)
+        for (int kk = 0; kk < t->k; kk++) {
+            double g = a[(size_t)i * lda + kk], u = a[(size_t)i * lda + t->k + kk];
+            x[(size_t)i * t->k + kk] = (float)(g / (1 + exp(-g)) * u);
+        }
+    ot_round(x, nx, t->da); /* staged in A's dtype, as swiglu's out */
+    float *want = malloc(nc * sizeof(float));
+    for (int i = 0; i < t->m; i++)
+        for (int j = 0; j < t->n; j++) {
+            double s = t->residual ? c0[(size_t)i * t->n + j] : 0;
+            for (int kk = 0; kk < t->k; kk++)
+                s += (double)x[(size_t)i * t->k + kk] * (t->tb ? b[(size_t)j * t->k + kk] : b[(size_t)kk * t->n + j]);
+            want[(size_t)i * t->n + j] = (float)(s + (t->bias ? bias[j] : 0));
+        }
+    if (!t->residual)
+        for (size_t i = 0; i < nc; i++) c0[i] = NAN; /* beta == 0: C is not read */
+    ot_buf ba = ot_make(c, t->da, na, (size_t)(id % 3), a), bb = ot_make(c, t->db, nb, 2, b);
+    ot_buf bcf = ot_make(c, t->dc, nc, 1, c0), bcs = ot_make(c, t->dc, nc, 0, c0);
+    ot_buf bbias = ot_make(c, t->dc, (size_t)t->n, 3, bias), bx = ot_make(c, t->da, nx, 1, NULL);
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->tb, .lda = t->lda, .alpha = 1,
+                      .beta = t->residual ? 1.0f : 0.0f, .bias = t->bias ? bbias.view : tern_none(),
+                      .prologue = TERN_PROLOGUE_SWIGLU};
+    CHECK_OK(c->ops->matmul(c->d, bcf.view, ba.view, bb.view, &mm));
+    /* the same handler's two steps: swiglu into x, the plain product of x */
+    size_t span = (size_t)(t->m - 1) * lda + (size_t)t->k;
+    CHECK_OK(c->ops->swiglu(c->d, bx.view, tern_view(ba.view, 0, span), tern_view(ba.view, (size_t)t->k, span), t->m,
+                            t->k, lda));
+    tern_matmul plain = mm;
+    plain.prologue = TERN_PROLOGUE_NONE;
+    plain.lda = 0;
+    CHECK_OK(c->ops->matmul(c->d, bcs.view, bx.view, bb.view, &plain));
+    float *steps = malloc(nc * sizeof(float));
+    ot_read(c, bcs, steps);
+    /* x rounded to bf16 where the reference's double silu and the handler's f32 one fall on
+     * either side of a rounding boundary differs by one bf16 step in a few terms: within the
+     * bf16 bound; f32: the product's 2e-5 over up to 700-term sums, here up to 1,100 terms of
+     * x up to ~4 in size: 5e-5 */
+    char what[160];
+    snprintf(what, sizeof what, "swiglu prologue case %d: m%d n%d k%d lda %d tb%d bias %d residual %d a %s b %s c %s",
+             id, t->m, t->n, t->k, lda, t->tb, t->bias, t->residual, tern_dtype_name(t->da), tern_dtype_name(t->db),
+             tern_dtype_name(t->dc));
+    double tol = ot_tol(t->da == TERN_BF16 ? TERN_BF16 : t->dc, 5e-5);
+    OT_EXPECT(c, bcf, want, tol, "%s (reference)", what);
+    OT_EXPECT(c, bcf, steps, ot_tol(t->dc, 5e-5), "%s (swiglu then matmul)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb) && ot_guard_ok(c, bbias), "%s: %s: inputs changed", c->handler,
+           what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bcf), ot_free(c, &bcs), ot_free(c, &bbias), ot_free(c, &bx);
+    free(a), free(b), free(c0), free(bias), free(x), free(want), free(steps);
+}
+
+/* Decoding's rows (m <= 8: the GPU core's GEMV kernels apply the prologue as they stage x,
+ * B either way round, k in one chunk or several) and more (every handler composes), each
+ * dtype of A, B and C, with and without the residual and the bias, A's rows dense or apart. */
+static void test_swiglu_prologue(ot_ctx *c) {
+    ot_seed(9);
+    static const int ms[] = {1, 2, 5, 8, 9, 33};
+    static const int ks[] = {64, 96, 1100};
+    int id = 5000;
+    for (int mi = 0; mi < 6; mi++)
+        for (int ki = 0; ki < 3; ki++) {
+            sp_case t = {.m = ms[mi], .k = ks[ki], .n = ot_randint(0, 2) ? 48 : 72, .tb = ot_randint(0, 4) != 0};
+            t.lda = ot_randint(0, 3) == 0 ? 2 * t.k + 8 : 0;
+            t.bias = ot_randint(0, 2), t.residual = ot_randint(0, 2);
+            t.da = ot_float2[(mi + ki) % 2];
+            t.db = t.da;
+            t.dc = ot_float2[ot_randint(0, 2)];
+            if (ki == 1 && mi < 2) t.db = TERN_F16; /* a converted B under the prologue */
+            run_swiglu_prologue(c, &t, id++);
+        }
+    /* Llama's decode shape class: x [1, C] += swiglu(gu [1, 2I]) @ W_down [C, I]^T, bf16 */
+    sp_case t = {.m = 1, .n = 64, .k = 2048, .tb = true, .residual = true, .da = TERN_BF16, .db = TERN_BF16,
+                 .dc = TERN_BF16};
+    run_swiglu_prologue(c, &t, id++);
+}
+
 typedef struct bg_case {
     int m, n, k;
     bool ta;
@@ -664,6 +756,15 @@ static void test_errors(ot_ctx *c) {
     test_errors_addend(c, cc, a, b, mm);
     test_errors_gelu_backward(c, cc, a, b, mm);
     test_errors_bias_grad(c, cc, a, b, mm);
+    /* the SWIGLU prologue: A [m, 2k] (a [3, 4] holds only k = 2), not transposed, one batch */
+    bad = mm;
+    bad.prologue = TERN_PROLOGUE_SWIGLU;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: a has 12 elements, its shape needs 24");
+    bad.trans_a = true;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the SWIGLU prologue takes A not transposed");
+    bad = mm;
+    bad.prologue = (tern_prologue)5;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: unknown prologue 5");
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -688,6 +789,7 @@ static void test_all(ot_ctx *c) {
     test_addend(c);
     test_gelu_backward(c);
     test_bias_grad(c);
+    test_swiglu_prologue(c);
     test_errors(c);
 }
 

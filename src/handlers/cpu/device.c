@@ -59,6 +59,7 @@ tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
 tern_error *TERN_OP(close)(tern_dev *d) {
     if (!d) return NULL;
     free(d->scratch);
+    free(d->temp);
     free(d);
     return NULL;
 }
@@ -73,19 +74,33 @@ tern_error *cpu_sync(tern_dev *d) {
     return NULL; /* every cpu operation has finished when it returns */
 }
 
-tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out) {
+/* *area (of *size bytes) grown to at least `bytes`, 64-byte aligned. */
+static tern_error *grow(unsigned char **area, size_t *size, size_t bytes) {
     if (bytes > SIZE_MAX / 4) return tern_errorf("scratch of %zu bytes is too large", bytes);
     bytes = cpu_round64(bytes ? bytes : 1);
-    if (bytes > d->scratch_size) {
+    if (bytes > *size) {
         /* grow geometrically so alternating sizes do not reallocate every call */
-        size_t want = d->scratch_size + d->scratch_size / 2;
+        size_t want = *size + *size / 2;
         if (want < bytes) want = bytes;
         void *p = aligned_alloc(64, cpu_round64(want));
         if (!p) return tern_errorf("out of memory for %zu bytes of scratch", want);
-        free(d->scratch);
-        d->scratch = p;
-        d->scratch_size = want;
+        free(*area);
+        *area = p;
+        *size = want;
     }
+    return NULL;
+}
+
+tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out) {
+    TERN_TRY(grow(&d->scratch, &d->scratch_size, bytes));
     *out = d->scratch;
+    return NULL;
+}
+
+tern_error *cpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+    size_t size = tern_dtype_size(dtype);
+    if (size == 0 || len > SIZE_MAX / 8) return tern_errorf("a temporary of %zu %s elements", len, tern_dtype_name(dtype));
+    TERN_TRY(grow(&d->temp, &d->temp_size, len * size));
+    *out = (tern_buf){d->temp, 0, len, dtype};
     return NULL;
 }

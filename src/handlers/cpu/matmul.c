@@ -195,15 +195,16 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows)
+TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows, cpu_swiglu, cpu_temp)
 
 tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
     cpu_mm mm;
     memset(&mm, 0, sizeof mm);
     tern_matmul_resolve(mmp, &mm.dims);
-    if (tern_matmul_composite(c, mmp)) {
+    if (tern_matmul_composite(c, mmp) || mmp->prologue != TERN_PROLOGUE_NONE) {
         /* sgemm's beta reads C itself, and the finish has no GELU gradient: compose (the
-         * copy and the gradient are each one more pass over C, cheap next to the product) */
+         * copy and the gradient are each one more pass over C, cheap next to the product;
+         * the SWIGLU prologue one pass over [m, 2k]) */
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mmp, &mm.dims);
     }
