@@ -127,18 +127,13 @@ typedef enum tern_epilogue {
      * the backward pass of a GELU whose pre-activation is aux (required, [m, n] dense, C's
      * dtype). No bias, beta == 0, no addend, one batch. */
     TERN_EPILOGUE_GELU_BACKWARD,
+    /* C [m, n/2] = silu(P[:, :n/2]) * P[:, n/2:], P = alpha op(A) op(B) + bias [n]: the
+     * SwiGLU of a fused gate|up product (gate rows of B first, then up), silu(g) = g / (1 +
+     * exp(-g)). aux, when present [m, n] (dense), receives P (the backward's input); P may
+     * be rounded to aux's dtype, or C's when aux is absent, before the activation (composed
+     * paths do). n even, ldc >= n/2 (0: n/2), beta == 0, no addend, one batch. */
+    TERN_EPILOGUE_SWIGLU,
 } tern_epilogue;
-
-/* What A is before the product. SWIGLU: op(A)[m, k] = silu(G) * U, where A is stored
- * [m, 2k] (lda >= 2k) holding G in its first k columns and U in the next k (a fused gate|up
- * product's output), each value rounded to A's dtype as swiglu's out would be: the product
- * equals swiglu(A) into a dense [m, k] of A's dtype, then matmul with the prologue NONE.
- * It lets decoding's down projection read the gate|up output itself, where a GEMV stages x
- * anyway, instead of a swiglu pass and its [m, k] buffer. A not transposed, one batch. */
-typedef enum tern_prologue {
-    TERN_PROLOGUE_NONE,
-    TERN_PROLOGUE_SWIGLU,
-} tern_prologue;
 
 typedef struct tern_matmul {
     int m, n, k;
@@ -152,7 +147,6 @@ typedef struct tern_matmul {
     tern_buf aux;    /* [m, n] (dense), or absent; written by GELU, read by GELU_BACKWARD */
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
     tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
-    tern_prologue prologue; /* NONE, or SWIGLU: A [m, 2k] = [G | U], op(A) = silu(G) U */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):

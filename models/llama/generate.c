@@ -22,7 +22,7 @@ static void layout_decode(tern_llama *m, model_pools *p, llama_decode *dc) {
     dc->h = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * qw);
     dc->att = MODEL_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
-    dc->gu = MODEL_FN(take)(p, POOL_ACT, rows * 2 * I);
+    dc->a = MODEL_FN(take)(p, POOL_ACT, rows * I);
     dc->logits = MODEL_FN(take)(p, POOL_ACT, (size_t)dc->B * m->Vp);
 }
 
@@ -74,7 +74,7 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     size_t r = (size_t)rows;
     tern_buf x = tern_view(dc->x, 0, r * C), h = tern_view(dc->h, 0, r * C);
     tern_buf qkv = tern_view(dc->qkv, 0, r * qw), att = tern_view(dc->att, 0, r * NH * hs);
-    tern_buf gu = tern_view(dc->gu, 0, r * 2 * I);
+    tern_buf a = tern_view(dc->a, 0, r * I);
     tern_buf pos = tern_view(dc->pos, 0, r), w = llama_weights(m);
 
     /* x [rows, C] = embed[tokens] */
@@ -91,10 +91,10 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
                                            NH * hs, C));
         /* x = x + swiglu(rmsnorm(x) Wgu^T) Wd^T */
         TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN2, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear)(d, gu, h, llama_fused_view(cfg, w, LLAMA_GATE, LLAMA_UP, l),
-                                  llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, 2 * I));
-        TERN_TRY(LLAMA_FN(swiglu_down)(d, x, x, gu, llama_w(m, LLAMA_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows, I,
-                                       C));
+        TERN_TRY(LLAMA_FN(linear_swiglu)(d, a, h, llama_fused_view(cfg, w, LLAMA_GATE, LLAMA_UP, l),
+                                         llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, I));
+        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, a, llama_w(m, LLAMA_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows,
+                                           I, C));
     }
     /* h [B, C] = rmsnorm of each sequence's last row (b T + T - 1): rows T C apart, packed */
     for (int b = 0; b < B; b++)

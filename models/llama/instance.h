@@ -19,11 +19,11 @@ tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, te
  * (res the matmul's addend; res may be y itself). */
 tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, tern_buf x, tern_buf w,
                                       tern_buf b, int rows, int in, int out);
-/* y[rows, out] = res + swiglu(gu) @ w[out, I]^T + b, gu [rows, 2I] the gate | up product:
- * the MLP's down projection reading the product itself (matmul's SWIGLU prologue), for
- * passes that keep no swiglu output for a backward. */
-tern_error *LLAMA_FN(swiglu_down)(tern_dev *d, tern_buf y, tern_buf res, tern_buf gu, tern_buf w, tern_buf b,
-                                  int rows, int I, int out);
+/* y[rows, I] = silu(g) u, [g | u] = x[rows, in] @ w[2I, in]^T + b: the MLP's gate | up product
+ * with its activation (matmul's SWIGLU epilogue), for passes that keep no gate | up output
+ * for a backward. */
+tern_error *LLAMA_FN(linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
+                                    int I);
 
 tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                               float loss_scale, bool backward, float *mean_loss);

@@ -1,5 +1,5 @@
 /* The products every pass uses: HF Linear (x W^T + b), a residual update, and the MLP's
- * down projection over swiglu of the gate | up product. */
+ * gate | up product with its SwiGLU. */
 #include "instance.h"
 
 tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows,
@@ -15,9 +15,9 @@ tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, ter
     return OP(matmul)(d, y, x, w, &mm);
 }
 
-tern_error *LLAMA_FN(swiglu_down)(tern_dev *d, tern_buf y, tern_buf res, tern_buf gu, tern_buf w, tern_buf b,
-                                  int rows, int I, int out) {
-    tern_matmul mm = {.m = rows, .n = out, .k = I, .trans_b = true, .alpha = 1, .beta = 1, .bias = b,
-                      .addend = res, .prologue = TERN_PROLOGUE_SWIGLU};
-    return OP(matmul)(d, y, gu, w, &mm);
+tern_error *LLAMA_FN(linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
+                                    int I) {
+    tern_matmul mm = {.m = rows, .n = 2 * I, .k = in, .trans_b = true, .alpha = 1, .beta = 0, .bias = b,
+                      .epilogue = TERN_EPILOGUE_SWIGLU};
+    return OP(matmul)(d, y, x, w, &mm);
 }

@@ -122,7 +122,7 @@ typedef struct llama_decode {
     tern_buf x, h;     /* [B T, C] */
     tern_buf qkv;      /* [B T, QW] */
     tern_buf att;      /* [B T, NH hs] */
-    tern_buf gu;       /* [B T, 2I] gate | up (swiglu_down reads it: no [B T, I] buffer) */
+    tern_buf a;        /* [B T, I] silu(gate) up (linear_swiglu: no [B T, 2I] gate | up buffer) */
     tern_buf logits;   /* [B, Vp] */
     tern_buf pool[3];
 } llama_decode;

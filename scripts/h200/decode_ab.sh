@@ -6,8 +6,10 @@
 # A and B alternated DECODE_ROUNDS times (2), with A's variants (DECODE_VARIANTS: cuda
 # options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1 gemv_early=0") after each A; then
 # Nsight Compute's kernel durations of A's Llama-3.2-1B decoding, per token (DECODE_NCU=0
-# skips it).
-#   mkdir -p .old && git archive OLD | gzip > .old/old.tar.gz
+# skips it). DECODE_CONFIGS picks the shapes (default "gpt2 smollm2-135m llama-3.2-1b");
+# DECODE_PEER=1 runs the hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph)
+# after each Llama shape's sides, so its ratio comes from the same round.
+#   mkdir -p .old && git archive OLD -- . ':!models/brown-mini' | gzip > .old/old.tar.gz
 #   OUT=$OUT bash scripts/h200/decode_ab.sh          (carry .deb .fixtures .old)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,21 +23,23 @@ rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
 old_build=$!
 start=$SECONDS
 { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $b -j 10 --target tern_cli test_gpu_gemv test_ops_llama test_llama_model test_gpt2_fixture; } > "$logs/build.log" 2>&1 ||
+  cmake --build $b -j 10 --target tern_cli test_gpu_gemv test_ops_matmul test_ops_llama test_llama_model \
+      test_gpt2_fixture; } > "$logs/build.log" 2>&1 ||
     { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
 note "ok   build ($((SECONDS - start)) s)"
 export TERN_CACHE_DIR=$PWD/$b/kernel-cache
 TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 240 gemv.log $b/tests/gpu/test_gpu_gemv
+TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 240 ops-matmul.log $b/tests/ops/test_ops_matmul
 TERN_TEST_HANDLER=cuda step "ops: test_ops_llama on cuda" 120 ops-llama.log $b/tests/ops/test_ops_llama
 TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log \
     $b/tests/llama/test_llama_model "" cuda both
-TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log \
-    $b/tests/gpt2/test_gpt2_fixture
+[ -d .fixtures/fixtures/gpt2-tiny-a ] && TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 \
+    step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -20 >> "$summary" 2>/dev/null
 wait $old_build || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
 gen=(bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2)
 for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
-    for cfg in gpt2 smollm2-135m llama-3.2-1b; do
+    for cfg in ${DECODE_CONFIGS:-gpt2 smollm2-135m llama-3.2-1b}; do
         init=(--init "$cfg")
         [ $cfg = gpt2 ] && init=()
         for side in A B ${DECODE_VARIANTS:-}; do
@@ -47,6 +51,11 @@ for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
                 "$bin" "${gen[@]}" "${init[@]}"
             note "  $cfg $side: $(grep '^bench:' "$logs/$log" | tail -1)"
         done
+        if [ "${DECODE_PEER:-0}" = 1 ] && [ $cfg != gpt2 ]; then
+            step "peer decode $cfg (fast-graph), round $r" 150 "peer-$cfg-$r.log" python3 bench/h200/llama_peers.py \
+                decode --config "$cfg" --impl fast-graph --batch 1 --prompt 16 --tokens 512
+            note "  $(grep '^peer:' "$logs/peer-$cfg-$r.log" | tail -1 | cut -c1-160)"
+        fi
     done
 done
 if [ "${DECODE_NCU:-1}" = 1 ] && command -v ncu > /dev/null; then

@@ -4,8 +4,8 @@
  * The rule (gpu_gemv_applies): m <= GK_GEMV_MAX_M rows of A, a single product (batch 1),
  * A not transposed. Anything else in the contract is taken: any lda and ldc, B either way
  * round and any ldb (odd strides and offsets only narrow the vector width), alpha, beta,
- * bias, GELU and aux, the SWIGLU prologue (applied as x is staged), any k (A's rows are
- * staged in k-chunks). m = 8 covers decoding up to
+ * bias, GELU and aux, the SWIGLU epilogue for B [n, k] (gpu_gemv_swiglu), any k (A's rows
+ * are staged in k-chunks). m = 8 covers decoding up to
  * eight sequences: there B is read once for all rows, as for one. */
 #include <stdlib.h>
 
@@ -14,6 +14,8 @@
 bool gpu_gemv_applies(const tern_matmul_dims *d) {
     return d->m >= 1 && d->m <= GK_GEMV_MAX_M && d->batch == 1 && !d->trans_a;
 }
+
+bool gpu_gemv_swiglu(const tern_matmul_dims *d) { return gpu_gemv_applies(d) && d->trans_b; }
 
 /* B's vector width: 16 bytes, narrowed until B's offset, its row stride and `row` (n for
  * B [k, n], whose threads read W columns; k for B [n, k], read in W-element words) are all
@@ -120,6 +122,8 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
     if (tern_matmul_composite(c, mm)) /* the kernels read beta's term from C and would write aux */
         return tern_errorf("matmul: the GEMV kernels take a plain product (compose the addend and GELU_BACKWARD first)");
+    if (mm->epilogue == TERN_EPILOGUE_SWIGLU && !d->trans_b)
+        return tern_errorf("matmul: the GEMV kernels take the SWIGLU epilogue for B [n, k] only");
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
     TERN_TRY(gpu_check_index("matmul", "a", a.len));
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
@@ -139,13 +143,15 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
-    s.n[9] = mm->prologue == TERN_PROLOGUE_SWIGLU;
+    s.n[9] = mm->epilogue == TERN_EPILOGUE_SWIGLU;
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
         s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
         s.n[5] = k_splits(g, d->m, (size_t)d->n, cols / (size_t)s.n[1]);
         s.n[8] = gemv_t_words(g, d->m);
+        /* a group's rows of B: GK_GEMV_ROWS a row group; under SWIGLU half of them gate rows
+         * and half their up rows, so a group finishes half as many outputs of n / 2 */
         groups = gpu_groups((size_t)d->n, (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32) / (size_t)s.n[5]);
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;

@@ -162,7 +162,7 @@ tern_error *gpu_scratch_buf(gpu_core *g, size_t len, tern_buf *out) TERN_MUST_US
 
 /* A buffer of len elements of dtype (a float or i32) in device memory of its own, apart from
  * the scratch that operations take, valid until the next gpu_temp: a composed product's
- * operand (matmul's SWIGLU prologue, tern_matmul_compose). Growing it reallocates. */
+ * operand (the product under matmul's SWIGLU epilogue, tern_matmul_compose). Growing it reallocates. */
 tern_error *gpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) TERN_MUST_USE;
 
 /* The parts of a product a GEMM library may lack, as one pass over C: x = src + bias;
@@ -177,6 +177,9 @@ tern_error *gpu_matmul_epilogue(gpu_core *g, tern_buf c, tern_buf src, size_t sr
  * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
  * the arguments of a validated product (d as tern_validate_matmul filled it). */
 bool gpu_gemv_applies(const tern_matmul_dims *d);
+/* Whether they also take the SWIGLU epilogue: GK_GEMV_T's (B [n, k]), whose groups hold each
+ * gate row beside its up row. */
+bool gpu_gemv_swiglu(const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
 

@@ -9,9 +9,9 @@ tern_error *gpu_matmul_dsl(tern_dev *dev, tern_buf c, tern_buf a, tern_buf b, co
     gpu_core *g = gpu_core_of(dev);
     tern_matmul_dims d;
     tern_matmul_resolve(mm, &d);
-    if (tern_matmul_composite(c, mm) || (mm->prologue != TERN_PROLOGUE_NONE && !gpu_gemv_applies(&d))) {
-        /* the kernels read beta's term from C and have no GELU gradient epilogue; the tiled
-         * kernel has no prologue (the GEMV kernels apply it as they stage x) */
+    if (tern_matmul_composite(c, mm) || (mm->epilogue == TERN_EPILOGUE_SWIGLU && !gpu_gemv_swiglu(&d))) {
+        /* the kernels read beta's term from C and have no GELU gradient epilogue; only the
+         * GEMV kernels for B [n, k] have the SwiGLU one */
         const tern_matmul_steps steps = matmul_steps(dev);
         return tern_matmul_compose(&steps, c, a, b, mm, &d);
     }

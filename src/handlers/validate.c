@@ -361,6 +361,17 @@ static tern_error *matmul_gelu_backward(tern_buf c, const tern_matmul *mm, const
     return NULL;
 }
 
+/* SWIGLU pairs column j of the product with column j + n/2 and writes C alone: nothing of
+ * beta's term, one [m, n] product. (C's n/2 columns and aux's [m, n] are checked above.) */
+static tern_error *matmul_swiglu(tern_buf c, const tern_matmul *mm, const tern_matmul_dims *d) {
+    const char *e = "matmul: the SWIGLU epilogue";
+    if (d->n % 2) return tern_errorf("%s needs an even n (gate and up halves), got %d", e, d->n);
+    if (mm->beta != 0) return tern_errorf("%s needs beta == 0, got %g", e, (double)mm->beta);
+    if (tern_matmul_separate_addend(c, mm)) return tern_errorf("%s takes no addend", e);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    return NULL;
+}
+
 /* bias_grad: the column sums of a plain, dense [k, n] B (what sum_rows adds up), with nothing
  * else around the product that would have to be ordered with them. */
 static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
@@ -383,9 +394,9 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
-/* The columns of A as stored when not transposed: k, or 2k for the SWIGLU prologue's [G | U]. */
-static size_t a_stored_k(const tern_matmul *mm) {
-    return mm->prologue == TERN_PROLOGUE_SWIGLU ? 2 * SZ(mm->k) : SZ(mm->k);
+/* The columns of C: n, or n/2 for the SWIGLU epilogue (the activation of n/2 gate|up pairs). */
+static size_t c_cols(const tern_matmul *mm) {
+    return mm->epilogue == TERN_EPILOGUE_SWIGLU ? SZ(mm->n) / 2 : SZ(mm->n);
 }
 
 tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm, tern_matmul_dims *dims) {
@@ -395,14 +406,10 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     TERN_TRY(tern_check_positive("matmul", "k", mm->k));
     if (mm->batch < 0) return tern_errorf("matmul: batch must not be negative, got %d", mm->batch);
     if (mm->epilogue != TERN_EPILOGUE_NONE && mm->epilogue != TERN_EPILOGUE_GELU &&
-        mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD)
+        mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD && mm->epilogue != TERN_EPILOGUE_SWIGLU)
         return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
-    if (mm->prologue != TERN_PROLOGUE_NONE && mm->prologue != TERN_PROLOGUE_SWIGLU)
-        return tern_errorf("matmul: unknown prologue %d", (int)mm->prologue);
-    if (mm->prologue == TERN_PROLOGUE_SWIGLU && (mm->trans_a || mm->batch > 1))
-        return tern_errorf("matmul: the SWIGLU prologue takes A not transposed and one batch");
     tern_matmul_dims d;
     d.m = mm->m;
     d.n = mm->n;
@@ -411,7 +418,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     d.trans_a = mm->trans_a;
     d.trans_b = mm->trans_b;
     d.a_rows = d.trans_a ? SZ(d.k) : SZ(d.m);
-    d.a_cols = d.trans_a ? SZ(d.m) : a_stored_k(mm);
+    d.a_cols = d.trans_a ? SZ(d.m) : SZ(d.k);
     d.b_rows = d.trans_b ? SZ(d.n) : SZ(d.k);
     d.b_cols = d.trans_b ? SZ(d.k) : SZ(d.n);
     TERN_TRY(matmul_operand("a", a, TERN_DT_FLOAT2, d.a_rows, d.a_cols, mm->lda, mm->stride_a,
@@ -424,9 +431,9 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
             return tern_errorf("matmul: a q8_0 b needs k, ldb and stride_b multiples of %d, got %d, %zu, %zu",
                                TERN_Q8_BLOCK, d.k, d.ldb, d.stride_b);
     }
-    TERN_TRY(matmul_operand("c", c, TERN_DT_FLOAT2, SZ(d.m), SZ(d.n), mm->ldc, mm->stride_c,
+    TERN_TRY(matmul_operand("c", c, TERN_DT_FLOAT2, SZ(d.m), c_cols(mm), mm->ldc, mm->stride_c,
                             d.batch, &d.ldc, &d.stride_c));
-    if (d.batch > 1 && d.stride_c < (SZ(d.m) - 1) * d.ldc + SZ(d.n))
+    if (d.batch > 1 && d.stride_c < (SZ(d.m) - 1) * d.ldc + c_cols(mm))
         return tern_errorf("matmul: stride_c = %zu makes the batch entries of c overlap",
                            d.stride_c);
     TERN_TRY(tern_check_optional("matmul", "bias", mm->bias, TERN_DT_FLOAT2, SZ(d.n), "n"));
@@ -439,13 +446,15 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "b", b));
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "bias", mm->bias));
     TERN_TRY(tern_check_disjoint("matmul", "c", c, "aux", mm->aux));
-    if (mm->epilogue == TERN_EPILOGUE_GELU) { /* aux is written; GELU_BACKWARD only reads it */
+    if (mm->epilogue == TERN_EPILOGUE_GELU || mm->epilogue == TERN_EPILOGUE_SWIGLU) {
+        /* aux is written; GELU_BACKWARD only reads it */
         TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "a", a));
         TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "b", b));
         TERN_TRY(tern_check_disjoint("matmul", "aux", mm->aux, "bias", mm->bias));
     }
     TERN_TRY(matmul_addend(c, mm));
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
+    if (mm->epilogue == TERN_EPILOGUE_SWIGLU) TERN_TRY(matmul_swiglu(c, mm, &d));
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
@@ -469,12 +478,12 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *d) {
     d->trans_a = mm->trans_a;
     d->trans_b = mm->trans_b;
     d->a_rows = d->trans_a ? SZ(d->k) : SZ(d->m);
-    d->a_cols = d->trans_a ? SZ(d->m) : a_stored_k(mm);
+    d->a_cols = d->trans_a ? SZ(d->m) : SZ(d->k);
     d->b_rows = d->trans_b ? SZ(d->n) : SZ(d->k);
     d->b_cols = d->trans_b ? SZ(d->k) : SZ(d->n);
     resolve_operand(d->a_rows, d->a_cols, mm->lda, mm->stride_a, &d->lda, &d->stride_a);
     resolve_operand(d->b_rows, d->b_cols, mm->ldb, mm->stride_b, &d->ldb, &d->stride_b);
-    resolve_operand(SZ(d->m), SZ(d->n), mm->ldc, mm->stride_c, &d->ldc, &d->stride_c);
+    resolve_operand(SZ(d->m), c_cols(mm), mm->ldc, mm->stride_c, &d->ldc, &d->stride_c);
 }
 
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm) {
@@ -518,30 +527,33 @@ static size_t c_run_at(const tern_matmul_dims *d, const c_runs *r, size_t i) {
     return (i / r->per_entry) * d->stride_c + (i % r->per_entry) * d->ldc;
 }
 
-/* The SWIGLU prologue as its own step: x [m, k] (dense, A's dtype, the handler's temporary)
- * = swiglu of A's halves, then the product of x with the prologue NONE, composed further
- * where it asks for more. */
-static tern_error *compose_prologue(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
-                                    const tern_matmul *mm, const tern_matmul_dims *dims) {
-    size_t m = SZ(dims->m), k = SZ(dims->k), span = (m - 1) * dims->lda + k; /* one half's extent */
-    tern_buf x;
-    TERN_TRY(tern_error_wrap(s->temp(s->ctx, a.dtype, m * k, &x), "matmul's SWIGLU prologue"));
-    TERN_TRY(tern_error_wrap(s->swiglu(s->ctx, x, tern_view(a, 0, span), tern_view(a, k, span), dims->m, dims->k,
-                                       (int)dims->lda),
-                             "matmul's SWIGLU prologue"));
-    tern_matmul rest = *mm;
-    rest.prologue = TERN_PROLOGUE_NONE;
-    rest.lda = 0;
-    tern_matmul_dims rd = *dims;
-    rd.lda = k;
-    rd.a_cols = k;
-    rd.stride_a = m * k;
-    return tern_matmul_compose(s, c, x, b, &rest, &rd);
+/* The SWIGLU epilogue as its own steps: P [m, n] (aux, or the handler's temporary in C's
+ * dtype) = the product with the bias, then swiglu of P's halves into C, row by row where C's
+ * rows have gaps (swiglu writes a dense out). The other compositions exclude it (validated). */
+static tern_error *compose_swiglu(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                  const tern_matmul *mm, const tern_matmul_dims *dims) {
+    size_t m = SZ(dims->m), n = SZ(dims->n), h = n / 2;
+    tern_buf p = mm->aux;
+    if (!tern_present(p))
+        TERN_TRY(tern_error_wrap(s->temp(s->ctx, c.dtype, m * n, &p), "matmul's SWIGLU epilogue"));
+    tern_matmul product = *mm;
+    product.epilogue = TERN_EPILOGUE_NONE;
+    product.aux = tern_none();
+    product.ldc = 0;
+    TERN_TRY(s->matmul(s->ctx, p, a, b, &product));
+    bool dense = dims->ldc == h;
+    for (size_t i = 0; i < (dense ? 1 : m); i++) {
+        size_t rows = dense ? m : 1, span = (rows - 1) * n + h;
+        TERN_TRY(tern_error_wrap(s->swiglu(s->ctx, tern_view(c, i * dims->ldc, rows * h), tern_view(p, i * n, span),
+                                           tern_view(p, i * n + h, span), (int)rows, (int)h, (int)n),
+                                 "matmul's SWIGLU epilogue"));
+    }
+    return NULL;
 }
 
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims) {
-    if (mm->prologue != TERN_PROLOGUE_NONE) return compose_prologue(s, c, a, b, mm, dims);
+    if (mm->epilogue == TERN_EPILOGUE_SWIGLU) return compose_swiglu(s, c, a, b, mm, dims);
     c_runs r = matmul_c_runs(dims);
     /* only C's matrix elements take the addend: the gaps between rows (ldc > n) and between
      * entries belong to whoever owns them, and the product writes none of them either */

@@ -115,7 +115,7 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *dims);
 /* Whether mm's addend is present and not c's own view (what beta reads is not C). */
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
 /* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient (not
- * the prologue, which the GPU core's GEMV kernels answer: each handler checks it itself). */
+ * the SWIGLU epilogue, which the GPU core's GEMV kernels answer: each handler checks it). */
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
 /* mm less what composition does around it: no addend (beta reads C), no bias gradient, and
  * GELU_BACKWARD replaced by no epilogue and no aux. */
@@ -130,12 +130,12 @@ typedef struct tern_matmul_steps {
     tern_error *(*sum_rows)(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta);
     tern_error *(*swiglu)(void *ctx, tern_buf out, tern_buf gate, tern_buf up, int rows, int inter, int ld);
     /* a buffer of len elements of dtype that no other operation uses, valid until the next
-     * temp (the SWIGLU prologue's [m, k]) */
+     * temp (the SWIGLU epilogue's product [m, n]) */
     tern_error *(*temp)(void *ctx, tern_dtype dtype, size_t len, tern_buf *out);
 } tern_matmul_steps;
 
-/* A validated product (dims as tern_validate_matmul filled it) by composition: a SWIGLU
- * prologue first, as swiglu into the handler's temp and the product of that; then the addend
+/* A validated product (dims as tern_validate_matmul filled it) by composition: the SWIGLU
+ * epilogue as the product into aux (or the handler's temp) then swiglu into C; the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
  * C), s->matmul with tern_matmul_plain(mm), then sum_rows(bias_grad, B, k, n, beta) for a
  * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */

@@ -41,8 +41,9 @@
  * (GK_GEMV; a power of two <= 32), KS for GK_GEMV_T (0 means 1); n[6] = KC (a multiple of 256); n[7] = G
  * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] = GK_GEMV_T's
  * words of a row a lane loads at once (0 means 2), 0 for GK_GEMV; n[9] = 1: the SWIGLU
- * prologue (A [m, 2k] = [G | U], x = silu(G) U as it is staged); n[10] 0 (with n[8] and
- * n[9] it once held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
+ * epilogue (GK_GEMV_T only: each row group's first R/2 rows are gate rows j, the rest their
+ * up rows n/2 + j, finished together into C [m, n/2]); n[10] 0 (with n[8] and n[9] it once
+ * held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
@@ -58,7 +59,7 @@ typedef struct gemv_params {
     tern_v c, a, b, bias, aux;
     tern_v N, K, lda, ldb, ldc, alpha, beta;
     bool gelu, has_bias, has_aux;
-    bool swiglu; /* A is [m, 2k] = [G | U], x = silu(G) U */
+    bool swiglu; /* SWIGLU (GK_GEMV_T): C [m, n/2] = silu(P[:, j]) P[:, n/2 + j] */
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
@@ -85,17 +86,13 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
-/* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly);
- * with the SWIGLU prologue x[r, e] = silu(A[r, k0 + e]) A[r, K + k0 + e], rounded to A's
- * dtype as the swiglu pass rounds its output. Consecutive threads read consecutive elements
- * of a row. */
+/* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly).
+ * Consecutive threads read consecutive elements of a row. */
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
     for (int r = 0; r < p->M; r++) {
         tern_v arow = tern_add(tern_mul(tern_int(r), p->lda), k0);
         TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
-            tern_v at = tern_add(arow, e), x = tern_load(p->a, at);
-            if (p->swiglu) x = ku_swiglu(x, tern_load(p->a, tern_add(at, p->K)));
-            tern_store(xs, tern_add(tern_int(r * p->KC), e), x);
+            tern_store(xs, tern_add(tern_int(r * p->KC), e), tern_load(p->a, tern_add(arow, e)));
         }
     }
 }
@@ -120,6 +117,24 @@ static void finish(tern_kb *kb, const gemv_params *p, tern_v r, tern_v j, tern_v
     if (p->has_aux) tern_store(p->aux, tern_add(tern_mul(r, p->N), j), x); /* aux is dense [m, n] */
     if (p->gelu) x = ku_gelu(x);
     tern_store(p->c, at, x);
+}
+
+/* The SWIGLU epilogue's output (r, j), j < n/2, from the sums of gate row j and up row
+ * n/2 + j: P = alpha acc + bias, aux [m, n] = P (both halves), C[r, j] = silu(P_g) P_u.
+ * beta is 0 (validated): C is not read. */
+static void finish_swiglu(const gemv_params *p, tern_v r, tern_v j, tern_v acc_g, tern_v acc_u) {
+    tern_v h = tern_div(p->N, tern_int(2));
+    tern_v pg = tern_mul(p->alpha, acc_g), pu = tern_mul(p->alpha, acc_u);
+    if (p->has_bias) {
+        pg = tern_add(pg, tern_load(p->bias, j));
+        pu = tern_add(pu, tern_load(p->bias, tern_add(h, j)));
+    }
+    if (p->has_aux) {
+        tern_v at = tern_add(tern_mul(r, p->N), j);
+        tern_store(p->aux, at, pg);
+        tern_store(p->aux, tern_add(at, h), pu);
+    }
+    tern_store(p->c, tern_add(tern_mul(r, p->ldc), j), ku_swiglu(pg, pu));
 }
 
 /* W consecutive elements from index i of a buffer of `size`-byte elements, in accesses of
@@ -361,9 +376,16 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
     tern_v ks = tern_rem(sg, tern_int(KS)), rg = tern_div(sg, tern_int(KS));
     gemv_t_lanes ln = {.vl = tern_add(tern_mul(ks, tern_int(32)), lane), .VL = KS * 32};
-    tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * R)), tern_mul(rg, tern_int(R)));
-    for (int i = 0; i < R; i++) /* past n, row n - 1 (dropped) */
-        ln.brow[i] = tern_mul(tern_min(tern_add(j0, tern_int(i)), tern_sub(p.N, tern_int(1))), p.ldb);
+    /* the row group's outputs: R rows j0 .. j0 + R - 1; under SWIGLU RO = R/2 outputs j0 ..
+     * of n/2, from gate rows j0 + i and up rows n/2 + j0 + i (row i + RO) */
+    int RO = p.swiglu ? R / 2 : R;
+    tern_v outs = p.swiglu ? tern_div(p.N, tern_int(2)) : p.N;
+    tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * RO)), tern_mul(rg, tern_int(RO)));
+    for (int i = 0; i < R; i++) { /* past the outputs, the last one's rows (dropped) */
+        tern_v row = tern_min(tern_add(j0, tern_int(i % RO)), tern_sub(outs, tern_int(1)));
+        if (i >= RO) row = tern_add(row, outs);
+        ln.brow[i] = tern_mul(row, p.ldb);
+    }
 
     /* the first U words of each row, clamped into the chunk: before the wait when early
      * (the one chunk is k0 = 0), the rest prefetched into L2 */
@@ -394,30 +416,45 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
         }
     }
 
-    /* each output's sum over the lanes; with KS = 1 output (i, r) is finished by lane i M + r,
-     * else its KS SIMD groups' sums meet in threadgroup memory and are added in order */
+    /* each row's sum over the lanes; with KS = 1 output (i, r) is finished by lane i M + r
+     * (under SWIGLU from rows i and i + RO), else the KS SIMD groups' sums meet in
+     * threadgroup memory and are added in order */
+    tern_v total[R][GK_GEMV_MAX_M];
     for (int i = 0; i < R; i++)
         for (int r = 0; r < M; r++) {
-            tern_v total = tern_simd_sum(acc[i][r]);
-            tern_v mine = tern_eq(lane, tern_int(i * M + r));
-            if (KS > 1) {
-                TERN_IF(kb, mine) { tern_store(red, tern_add(tern_mul(sg, tern_int(R * M)), tern_int(i * M + r)), total); }
-                continue;
+            total[i][r] = tern_simd_sum(acc[i][r]);
+            if (KS == 1) continue;
+            TERN_IF(kb, tern_eq(lane, tern_int(i * M + r))) {
+                tern_store(red, tern_add(tern_mul(sg, tern_int(R * M)), tern_int(i * M + r)), total[i][r]);
             }
+        }
+    for (int i = 0; i < RO && KS == 1; i++)
+        for (int r = 0; r < M; r++) {
             tern_v j = tern_add(j0, tern_int(i));
-            TERN_IF(kb, tern_land(mine, tern_lt(j, p.N))) { finish(kb, &p, tern_int(r), j, total, NULL); }
+            TERN_IF(kb, tern_land(tern_eq(lane, tern_int(i * M + r)), tern_lt(j, outs))) {
+                if (p.swiglu) finish_swiglu(&p, tern_int(r), j, total[i][r], total[i + RO][r]);
+                else finish(kb, &p, tern_int(r), j, total[i][r], NULL);
+            }
         }
     if (KS == 1) return;
     tern_barrier(kb);
-    TERN_IF(kb, tern_lt(tid, tern_int(RG * R * M))) {
-        tern_v g = tern_div(tid, tern_int(R * M)), o = tern_rem(tid, tern_int(R * M));
+    TERN_IF(kb, tern_lt(tid, tern_int(RG * RO * M))) {
+        tern_v g = tern_div(tid, tern_int(RO * M)), o = tern_rem(tid, tern_int(RO * M));
         tern_v i = tern_div(o, tern_int(M)), r = tern_rem(o, tern_int(M));
-        tern_v j = tern_add(tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * R)), tern_mul(g, tern_int(R))), i);
-        TERN_IF(kb, tern_lt(j, p.N)) {
+        tern_v j = tern_add(tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * RO)), tern_mul(g, tern_int(RO))), i);
+        TERN_IF(kb, tern_lt(j, outs)) {
+            /* [g KS + k, i, r] is row i's sum of SIMD group k of row group g (o = i M + r) */
             tern_v base = tern_add(tern_mul(tern_mul(g, tern_int(KS)), tern_int(R * M)), o);
-            tern_v total = tern_load(red, base);
-            for (int k = 1; k < KS; k++) total = tern_add(total, tern_load(red, tern_add(base, tern_int(k * R * M))));
-            finish(kb, &p, r, j, total, NULL);
+            tern_v sum = tern_load(red, base), sum_u = tern_int(0);
+            for (int k = 1; k < KS; k++) sum = tern_add(sum, tern_load(red, tern_add(base, tern_int(k * R * M))));
+            if (p.swiglu) {
+                tern_v up = tern_add(base, tern_int(RO * M)); /* row i + RO */
+                sum_u = tern_load(red, up);
+                for (int k = 1; k < KS; k++) sum_u = tern_add(sum_u, tern_load(red, tern_add(up, tern_int(k * R * M))));
+                finish_swiglu(&p, r, j, sum, sum_u);
+            } else {
+                finish(kb, &p, r, j, sum, NULL);
+            }
         }
     }
 }

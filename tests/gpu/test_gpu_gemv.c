@@ -3,7 +3,7 @@
  * GELU, GELU with aux), bias with beta 0 and beta != 0, alpha != 1, dtype mixes (f32, bf16,
  * f16 B), odd sizes (k and n not multiples of the vector width or of a group's columns),
  * row strides and odd offsets (the scalar paths), k longer than one staged chunk, the
- * SWIGLU prologue, and GPT-2's and Llama-3.2-1B's decode shapes. Then: the same call twice gives the same bits, C is not read when
+ * SWIGLU epilogue (B [n, k]), and GPT-2's and Llama-3.2-1B's decode shapes. Then: the same call twice gives the same bits, C is not read when
  * beta == 0 (it holds NaN), and every variant compiles with NVRTC for sm_90.
  *
  * Tolerances: f32 results 2e-5 norm-wise (sums of up to 3072 products in different orders:
@@ -23,24 +23,23 @@ typedef struct gv_case {
     float alpha, beta;
     int pad;    /* added to lda, ldb and ldc (0: dense) */
     size_t off; /* view offsets of A, B, C, bias (odd: the vector width drops) */
-    bool swiglu; /* the SWIGLU prologue: A [m, 2k] = [G | U] */
+    bool swiglu; /* the SWIGLU epilogue (C [m, n/2]; with epilogue 2, aux [m, n]) */
 } gv_case;
 
 /* Runs one product on both sides and compares C (and aux); returns C of the GPU side as
  * raw bytes when `bits` is not NULL (for the determinism check). */
 static void run_case(const gv_case *t, unsigned char **bits) {
     tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->trans_b, .alpha = t->alpha, .beta = t->beta,
-                      .epilogue = t->epilogue ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE,
-                      .prologue = t->swiglu ? TERN_PROLOGUE_SWIGLU : TERN_PROLOGUE_NONE};
+                      .epilogue = t->swiglu ? TERN_EPILOGUE_SWIGLU : t->epilogue ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
     size_t b_rows = t->trans_b ? (size_t)t->n : (size_t)t->k, b_cols = t->trans_b ? (size_t)t->k : (size_t)t->n;
-    size_t a_cols = (size_t)t->k * (t->swiglu ? 2 : 1);
+    size_t c_cols = t->swiglu ? (size_t)t->n / 2 : (size_t)t->n;
     if (t->pad) {
-        mm.lda = (int)a_cols + t->pad;
+        mm.lda = t->k + t->pad;
         mm.ldb = (int)b_cols + t->pad;
-        mm.ldc = t->n + t->pad;
+        mm.ldc = (int)c_cols + t->pad;
     }
-    size_t lda = mm.lda ? (size_t)mm.lda : a_cols, ldb = mm.ldb ? (size_t)mm.ldb : b_cols;
-    size_t ldc = mm.ldc ? (size_t)mm.ldc : (size_t)t->n;
+    size_t lda = mm.lda ? (size_t)mm.lda : (size_t)t->k, ldb = mm.ldb ? (size_t)mm.ldb : b_cols;
+    size_t ldc = mm.ldc ? (size_t)mm.ldc : c_cols;
     size_t a_len = (size_t)t->m * lda, b_len = b_rows * ldb, c_len = (size_t)t->m * ldc;
     float *a = gt_random(a_len, -1, 1), *b = gt_random(b_len, -1, 1), *c0 = gt_random(c_len, -2, 2);
     float *bias = gt_random((size_t)t->n, -1, 1);
@@ -147,17 +146,20 @@ static void test_shapes(void) {
          .epilogue = 2, .bias = true, .alpha = 0.5f, .beta = 0},
     };
     for (int i = 0; i < 4; i++) run_case(&longer[i], NULL);
-    /* the SWIGLU prologue (x = silu(G) U as it is staged; the cpu side composes swiglu and
-     * the product): both layouts, k in one chunk and in several, A's rows apart, odd offsets */
-    gv_case swiglu[3] = {
-        {.m = 1, .n = 37, .k = 3001, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
-         .tbias = TERN_F32, .bias = true, .alpha = 1, .beta = 0, .swiglu = true},
-        {.m = 3, .n = 40, .k = 520, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16, .tbias = TERN_BF16,
-         .bias = true, .alpha = 1, .beta = 1, .pad = 3, .off = 1, .swiglu = true},
-        {.m = 2, .n = 33, .k = 256, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_F32,
-         .tbias = TERN_F32, .alpha = 0.5f, .beta = 1, .swiglu = true},
+    /* the SWIGLU epilogue (B [n, k]: gate row j and up row n/2 + j finished together; the
+     * cpu side composes the product and swiglu): k in one chunk and in several, with aux
+     * and bias, a strided C at odd offsets, a half-filled last row group (n/2 = 37), m = 8 */
+    gv_case swiglu[4] = {
+        {.m = 1, .n = 74, .k = 3001, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .epilogue = 2, .bias = true, .alpha = 1, .swiglu = true},
+        {.m = 3, .n = 80, .k = 520, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16,
+         .tbias = TERN_BF16, .bias = true, .alpha = 1, .pad = 3, .off = 1, .swiglu = true},
+        {.m = 2, .n = 66, .k = 256, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .alpha = 0.5f, .swiglu = true},
+        {.m = 8, .n = 48, .k = 96, .trans_b = true, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32,
+         .tbias = TERN_F32, .epilogue = 2, .alpha = 1, .swiglu = true},
     };
-    for (int i = 0; i < 3; i++) run_case(&swiglu[i], NULL);
+    for (int i = 0; i < 4; i++) run_case(&swiglu[i], NULL);
     if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
     int C = 768;
     gv_case gpt2[] = {
@@ -172,8 +174,8 @@ static void test_shapes(void) {
          * (gemv.c's k_splits: 8 for Llama-3.2-1B's down projection, 2 at k = 2048) */
         {.m = 1, .n = 72, .k = 4 * 2048, .trans_b = true, .beta = 1},
         {.m = 2, .n = 100, .k = 2048, .trans_b = true, .beta = 0},
-        /* the same down projection reading the gate | up product (the SWIGLU prologue) */
-        {.m = 1, .n = 72, .k = 4 * 2048, .trans_b = true, .beta = 1, .swiglu = true},
+        /* Llama-3.2-1B's gate | up product with its SwiGLU (a slice of its 16,384 rows) */
+        {.m = 1, .n = 144, .k = 2048, .trans_b = true, .beta = 0, .swiglu = true},
     };
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
         gv_case t = gpt2[i];
@@ -241,7 +243,8 @@ static void test_nvrtc(void) {
                 s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
                 s.n[11] = tb ? m % 2 : v; /* B loaded before the wait */
                 s.n[8] = tb ? (m <= 2 ? 4 : 2) : 0; /* GEMV_T's words a step, as on CUDA */
-                s.n[9] = (m + v) % 4 == 1;           /* the SWIGLU prologue */
+                s.n[9] = tb && (m + v) % 2 == 1;     /* the SWIGLU epilogue (B [n, k] only) */
+                if (s.n[9]) s.n[2] = 0;              /* no GELU beside it */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;

@@ -3,8 +3,8 @@
  * strides, alpha/beta, bias, the GELU epilogue with aux, views at offsets, the small-m
  * kernels (m <= 8) and the blocked sgemm path; a separate addend (beta reads it instead of
  * C) with all of those; the GELU_BACKWARD epilogue against the reference and against the
- * same handler's matmul then gelu_backward; the SWIGLU prologue against the reference and
- * against the same handler's swiglu then matmul; then every validation error. */
+ * same handler's matmul then gelu_backward; the SWIGLU epilogue against the reference and
+ * against the same handler's matmul then swiglu; then every validation error. */
 #include "ops_test.h"
 
 typedef struct mm_case {
@@ -385,95 +385,102 @@ static void test_gelu_backward(ot_ctx *c) {
     }
 }
 
-typedef struct sp_case {
-    int m, n, k, lda; /* lda: A's row stride, 0 for dense (2k) */
-    bool tb, bias, residual;
-    tern_dtype da, db, dc;
-} sp_case;
+typedef struct sw_case {
+    int m, n, k, ldc; /* n: the product's columns (gate then up); C [m, n/2], ldc 0: dense */
+    bool ta, tb, bias, aux;
+    float alpha;
+    tern_dtype dab, dc, daux; /* A and B; C and bias; aux */
+} sw_case;
 
-/* C = [C +] swiglu(A) op(B) [+ bias] with the SWIGLU prologue (A [m, 2k] = [G | U]): against
- * the double reference with x = silu(G) U rounded to A's dtype, and against this handler's
- * own swiglu into a dense [m, k] then the plain product. */
-static void run_swiglu_prologue(ot_ctx *c, const sp_case *t, int id) {
-    int lda = t->lda ? t->lda : 2 * t->k, br = t->tb ? t->n : t->k, bc = t->tb ? t->k : t->n;
-    size_t na = (size_t)(t->m - 1) * lda + 2 * (size_t)t->k, nb = (size_t)br * bc, nc = (size_t)t->m * t->n;
-    size_t nx = (size_t)t->m * t->k;
-    float *a = ot_random(na, -4, 4), *b = ot_random(nb, -1, 1), *c0 = ot_random(nc, -1, 1);
-    float *bias = ot_random((size_t)t->n, -1, 1), *x = malloc(nx * sizeof(float));
-    ot_round(a, na, t->da), ot_round(b, nb, t->db), ot_round(c0, nc, t->dc), ot_round(bias, (size_t)t->n, t->dc);
-    for (int i = 0; i < t->m; i++)
-        for (int kk = 0; kk < t->k; kk++) {
-            double g = a[(size_t)i * lda + kk], u = a[(size_t)i * lda + t->k + kk];
-            x[(size_t)i * t->k + kk] = (float)(g / (1 + exp(-g)) * u);
-        }
-    ot_round(x, nx, t->da); /* staged in A's dtype, as swiglu's out */
-    float *want = malloc(nc * sizeof(float));
-    for (int i = 0; i < t->m; i++)
+/* C [m, n/2] = silu(P_gate) P_up, P = alpha op(A) op(B) + bias [n], with the SWIGLU epilogue:
+ * against the double reference, aux (P) too, and against this handler's own product into an
+ * f32 [m, n] then swiglu into a dense [m, n/2]. */
+static void run_swiglu(ot_ctx *c, const sw_case *t, int id) {
+    int ar = t->ta ? t->k : t->m, ac = t->ta ? t->m : t->k;
+    int br = t->tb ? t->n : t->k, bc = t->tb ? t->k : t->n, h = t->n / 2;
+    long sa, sb, sc;
+    int lda, ldb, ldc;
+    size_t na = extent(1, 0, ar, 0, ac, &sa, &lda), nb = extent(1, 0, br, 0, bc, &sb, &ldb);
+    size_t nc = extent(1, 0, t->m, t->ldc, h, &sc, &ldc), mn = (size_t)t->m * (size_t)t->n, mh = (size_t)t->m * h;
+    float *a = ot_random(na, -1, 1), *b = ot_random(nb, -1, 1), *bias = ot_random((size_t)t->n, -1, 1);
+    float *c0 = ot_random(nc, -1, 1);
+    ot_round(a, na, t->dab), ot_round(b, nb, t->dab), ot_round(bias, (size_t)t->n, t->dc), ot_round(c0, nc, t->dc);
+    float *want = malloc(nc * sizeof(float)), *want_aux = malloc(mn * sizeof(float));
+    memcpy(want, c0, nc * sizeof(float)); /* the gaps of a strided C stay */
+    for (int i = 0; i < t->m; i++) {
         for (int j = 0; j < t->n; j++) {
-            double s = t->residual ? c0[(size_t)i * t->n + j] : 0;
+            double s = 0;
             for (int kk = 0; kk < t->k; kk++)
-                s += (double)x[(size_t)i * t->k + kk] * (t->tb ? b[(size_t)j * t->k + kk] : b[(size_t)kk * t->n + j]);
-            want[(size_t)i * t->n + j] = (float)(s + (t->bias ? bias[j] : 0));
+                s += (double)(t->ta ? a[(long)kk * lda + i] : a[(long)i * lda + kk]) *
+                     (double)(t->tb ? b[(long)j * ldb + kk] : b[(long)kk * ldb + j]);
+            want_aux[(size_t)i * t->n + j] = (float)(t->alpha * s + (t->bias ? bias[j] : 0));
         }
-    if (!t->residual)
-        for (size_t i = 0; i < nc; i++) c0[i] = NAN; /* beta == 0: C is not read */
-    ot_buf ba = ot_make(c, t->da, na, (size_t)(id % 3), a), bb = ot_make(c, t->db, nb, 2, b);
-    ot_buf bcf = ot_make(c, t->dc, nc, 1, c0), bcs = ot_make(c, t->dc, nc, 0, c0);
-    ot_buf bbias = ot_make(c, t->dc, (size_t)t->n, 3, bias), bx = ot_make(c, t->da, nx, 1, NULL);
-    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->tb, .lda = t->lda, .alpha = 1,
-                      .beta = t->residual ? 1.0f : 0.0f, .bias = t->bias ? bbias.view : tern_none(),
-                      .prologue = TERN_PROLOGUE_SWIGLU};
+        for (int j = 0; j < h; j++) {
+            double g = want_aux[(size_t)i * t->n + j], u = want_aux[(size_t)i * t->n + h + j];
+            want[(long)i * ldc + j] = (float)(g / (1 + exp(-g)) * u);
+        }
+    }
+    poison_matrix(c0, 1, sc, t->m, ldc, h); /* beta == 0: C is not read */
+    ot_buf ba = ot_make(c, t->dab, na, (size_t)(id % 3), a), bb = ot_make(c, t->dab, nb, 2, b);
+    ot_buf bcf = ot_make(c, t->dc, nc, 1, c0), bcs = ot_make(c, t->dc, mh, 0, NULL);
+    ot_buf bbias = ot_make(c, t->dc, (size_t)t->n, 3, bias), baux = ot_make(c, t->daux, mn, 1, NULL);
+    ot_buf bp = ot_make(c, TERN_F32, mn, 0, NULL);
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_a = t->ta, .trans_b = t->tb, .ldc = t->ldc,
+                      .alpha = t->alpha, .bias = t->bias ? bbias.view : tern_none(), .epilogue = TERN_EPILOGUE_SWIGLU,
+                      .aux = t->aux ? baux.view : tern_none()};
     CHECK_OK(c->ops->matmul(c->d, bcf.view, ba.view, bb.view, &mm));
-    /* the same handler's two steps: swiglu into x, the plain product of x */
-    size_t span = (size_t)(t->m - 1) * lda + (size_t)t->k;
-    CHECK_OK(c->ops->swiglu(c->d, bx.view, tern_view(ba.view, 0, span), tern_view(ba.view, (size_t)t->k, span), t->m,
-                            t->k, lda));
+    /* the same handler's two steps: the product into an f32 P, swiglu of its halves */
     tern_matmul plain = mm;
-    plain.prologue = TERN_PROLOGUE_NONE;
-    plain.lda = 0;
-    CHECK_OK(c->ops->matmul(c->d, bcs.view, bx.view, bb.view, &plain));
-    float *steps = malloc(nc * sizeof(float));
-    ot_read(c, bcs, steps);
-    /* x rounded to bf16 where the reference's double silu and the handler's f32 one fall on
-     * either side of a rounding boundary differs by one bf16 step in a few terms: within the
-     * bf16 bound; f32: the product's 2e-5 over up to 700-term sums, here up to 1,100 terms of
-     * x up to ~4 in size: 5e-5 */
+    plain.epilogue = TERN_EPILOGUE_NONE;
+    plain.aux = tern_none();
+    plain.ldc = 0;
+    CHECK_OK(c->ops->matmul(c->d, bp.view, ba.view, bb.view, &plain));
+    size_t span = (size_t)(t->m - 1) * t->n + (size_t)h;
+    CHECK_OK(c->ops->swiglu(c->d, bcs.view, tern_view(bp.view, 0, span), tern_view(bp.view, (size_t)h, span), t->m, h,
+                            t->n));
+    float *steps = malloc(nc * sizeof(float)), *dense = malloc(mh * sizeof(float));
+    ot_read(c, bcs, dense);
+    memcpy(steps, want, nc * sizeof(float)); /* the gaps as the reference has them */
+    for (int i = 0; i < t->m; i++) memcpy(steps + (size_t)i * ldc, dense + (size_t)i * h, (size_t)h * sizeof(float));
+    /* f32: the product's 2e-5 (sums of up to 200 terms), silu's few ulp: 5e-5; P may be
+     * rounded to aux's dtype (or C's) before the activation: bf16 then, 2^-8 relative */
     char what[160];
-    snprintf(what, sizeof what, "swiglu prologue case %d: m%d n%d k%d lda %d tb%d bias %d residual %d a %s b %s c %s",
-             id, t->m, t->n, t->k, lda, t->tb, t->bias, t->residual, tern_dtype_name(t->da), tern_dtype_name(t->db),
-             tern_dtype_name(t->dc));
-    double tol = ot_tol(t->da == TERN_BF16 ? TERN_BF16 : t->dc, 5e-5);
-    OT_EXPECT(c, bcf, want, tol, "%s (reference)", what);
-    OT_EXPECT(c, bcf, steps, ot_tol(t->dc, 5e-5), "%s (swiglu then matmul)", what);
-    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb) && ot_guard_ok(c, bbias), "%s: %s: inputs changed", c->handler,
-           what);
-    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bcf), ot_free(c, &bcs), ot_free(c, &bbias), ot_free(c, &bx);
-    free(a), free(b), free(c0), free(bias), free(x), free(want), free(steps);
+    snprintf(what, sizeof what, "swiglu case %d: m%d n%d k%d ldc %d ta%d tb%d bias %d aux %s alpha %g ab %s c %s", id,
+             t->m, t->n, t->k, t->ldc, t->ta, t->tb, t->bias, t->aux ? tern_dtype_name(t->daux) : "-",
+             (double)t->alpha, tern_dtype_name(t->dab), tern_dtype_name(t->dc));
+    tern_dtype rounded = t->aux && t->daux == TERN_BF16 ? TERN_BF16 : t->dc;
+    OT_EXPECT(c, bcf, want, ot_tol(rounded, 5e-5), "%s (reference)", what);
+    OT_EXPECT(c, bcf, steps, ot_tol(rounded, 5e-5), "%s (matmul then swiglu)", what);
+    if (t->aux) OT_EXPECT(c, baux, want_aux, ot_tol(t->daux, 2e-5), "%s: aux", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb) && ot_guard_ok(c, bbias) && ot_guard_ok(c, bcf), "%s: %s: guards",
+           c->handler, what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bcf), ot_free(c, &bcs), ot_free(c, &bbias), ot_free(c, &baux);
+    ot_free(c, &bp);
+    free(a), free(b), free(bias), free(c0), free(want), free(want_aux), free(steps), free(dense);
 }
 
-/* Decoding's rows (m <= 8: the GPU core's GEMV kernels apply the prologue as they stage x,
- * B either way round, k in one chunk or several) and more (every handler composes), each
- * dtype of A, B and C, with and without the residual and the bias, A's rows dense or apart. */
-static void test_swiglu_prologue(ot_ctx *c) {
+/* Decoding's rows (m <= 8 with B [n, k]: the GPU core's GEMV kernels finish gate and up rows
+ * together) and more (every handler composes), both layouts, each dtype, aux and bias or
+ * not, C's rows dense or apart; Llama's decode class last. */
+static void test_swiglu(ot_ctx *c) {
     ot_seed(9);
     static const int ms[] = {1, 2, 5, 8, 9, 33};
-    static const int ks[] = {64, 96, 1100};
+    static const int ns[] = {16, 74, 128};
+    static const int ks[] = {17, 64, 200};
     int id = 5000;
-    for (int mi = 0; mi < 6; mi++)
-        for (int ki = 0; ki < 3; ki++) {
-            sp_case t = {.m = ms[mi], .k = ks[ki], .n = ot_randint(0, 2) ? 48 : 72, .tb = ot_randint(0, 4) != 0};
-            t.lda = ot_randint(0, 3) == 0 ? 2 * t.k + 8 : 0;
-            t.bias = ot_randint(0, 2), t.residual = ot_randint(0, 2);
-            t.da = ot_float2[(mi + ki) % 2];
-            t.db = t.da;
-            t.dc = ot_float2[ot_randint(0, 2)];
-            if (ki == 1 && mi < 2) t.db = TERN_F16; /* a converted B under the prologue */
-            run_swiglu_prologue(c, &t, id++);
+    for (int dc = 0; dc < 2; dc++)
+        for (int mi = 0; mi < 6; mi++) {
+            sw_case t = {.m = ms[mi], .n = ns[ot_randint(0, 3)], .k = ks[ot_randint(0, 3)], .alpha = 1};
+            t.tb = ot_randint(0, 4) != 0, t.ta = ot_randint(0, 4) == 0;
+            t.ldc = ot_randint(0, 4) == 0 ? t.n / 2 + ot_randint(1, 5) : 0;
+            t.bias = ot_randint(0, 2), t.aux = ot_randint(0, 2);
+            if (ot_randint(0, 3) == 0) t.alpha = -0.5f;
+            t.dab = ot_float2[ot_randint(0, 2)], t.dc = ot_float2[dc], t.daux = ot_float2[ot_randint(0, 2)];
+            run_swiglu(c, &t, id++);
         }
-    /* Llama's decode shape class: x [1, C] += swiglu(gu [1, 2I]) @ W_down [C, I]^T, bf16 */
-    sp_case t = {.m = 1, .n = 64, .k = 2048, .tb = true, .residual = true, .da = TERN_BF16, .db = TERN_BF16,
-                 .dc = TERN_BF16};
-    run_swiglu_prologue(c, &t, id++);
+    /* gate | up [1, 2I] = h [1, C] @ W_gu [2I, C]^T, bf16, as Llama's decoding */
+    sw_case t = {.m = 1, .n = 512, .k = 576, .tb = true, .alpha = 1, .dab = TERN_BF16, .dc = TERN_BF16};
+    run_swiglu(c, &t, id++);
 }
 
 typedef struct bg_case {
@@ -756,15 +763,16 @@ static void test_errors(ot_ctx *c) {
     test_errors_addend(c, cc, a, b, mm);
     test_errors_gelu_backward(c, cc, a, b, mm);
     test_errors_bias_grad(c, cc, a, b, mm);
-    /* the SWIGLU prologue: A [m, 2k] (a [3, 4] holds only k = 2), not transposed, one batch */
+    /* the SWIGLU epilogue: C [m, n/2] of an even n, nothing of beta's term */
     bad = mm;
-    bad.prologue = TERN_PROLOGUE_SWIGLU;
-    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: a has 12 elements, its shape needs 24");
-    bad.trans_a = true;
-    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the SWIGLU prologue takes A not transposed");
-    bad = mm;
-    bad.prologue = (tern_prologue)5;
-    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: unknown prologue 5");
+    bad.epilogue = TERN_EPILOGUE_SWIGLU;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: c has 9 elements, its shape needs 3");
+    CHECK_ERR(o->matmul(c->d, tern_view(cc.view, 0, 3), a.view, b.view, &bad),
+              "matmul: the SWIGLU epilogue needs an even n (gate and up halves), got 3");
+    bad.n = 2;
+    bad.beta = 1;
+    CHECK_ERR(o->matmul(c->d, tern_view(cc.view, 0, 3), a.view, tern_view(b.view, 0, 8), &bad),
+              "matmul: the SWIGLU epilogue needs beta == 0, got 1");
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -789,7 +797,7 @@ static void test_all(ot_ctx *c) {
     test_addend(c);
     test_gelu_backward(c);
     test_bias_grad(c);
-    test_swiglu_prologue(c);
+    test_swiglu(c);
     test_errors(c);
 }
 

@@ -40,7 +40,7 @@ TERN_OPS_SEAM(CPU_DECLARE_BODY_)
 tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out);
 
 /* A buffer of len elements of dtype in memory apart from the scratch (so the operations run
- * on it may take scratch), valid until the next cpu_temp: matmul's SWIGLU prologue. */
+ * on it may take scratch), valid until the next cpu_temp: matmul's SWIGLU epilogue. */
 tern_error *cpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out);
 
 /* Rounds up to a multiple of 64 bytes, the alignment of every carved piece. */

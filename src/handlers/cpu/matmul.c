@@ -201,10 +201,10 @@ tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const te
     cpu_mm mm;
     memset(&mm, 0, sizeof mm);
     tern_matmul_resolve(mmp, &mm.dims);
-    if (tern_matmul_composite(c, mmp) || mmp->prologue != TERN_PROLOGUE_NONE) {
-        /* sgemm's beta reads C itself, and the finish has no GELU gradient: compose (the
-         * copy and the gradient are each one more pass over C, cheap next to the product;
-         * the SWIGLU prologue one pass over [m, 2k]) */
+    if (tern_matmul_composite(c, mmp) || mmp->epilogue == TERN_EPILOGUE_SWIGLU) {
+        /* sgemm's beta reads C itself, and the finish has no GELU gradient or SwiGLU:
+         * compose (the copy, the gradient and the activation are each one more pass over C,
+         * cheap next to the product) */
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mmp, &mm.dims);
     }

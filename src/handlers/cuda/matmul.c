@@ -441,9 +441,9 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
 tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     tern_matmul_resolve(mm, &dims);
-    /* the SWIGLU prologue: the GEMV kernels apply it as they stage x; cuBLASLt has none, so
-     * a swiglu pass into the core's temp before its product */
-    if (mm->prologue != TERN_PROLOGUE_NONE && !gemv_wanted(d, &dims)) {
+    /* the SWIGLU epilogue: the GEMV kernels for B [n, k] apply it as they finish; cuBLASLt
+     * has none, so its product into aux (or the core's temp), then a swiglu pass */
+    if (mm->epilogue == TERN_EPILOGUE_SWIGLU && !(gemv_wanted(d, &dims) && dims.trans_b)) {
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mm, &dims);
     }

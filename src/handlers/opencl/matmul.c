@@ -75,9 +75,9 @@ TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_r
 static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dm;
     tern_matmul_resolve(mm, &dm);
-    if (tern_matmul_composite(c, mm) || mm->prologue != TERN_PROLOGUE_NONE) {
-        /* CLBlast's beta reads C itself, the epilogue pass has no GELU gradient, and the
-         * SWIGLU prologue is a swiglu pass before it */
+    if (tern_matmul_composite(c, mm) || mm->epilogue == TERN_EPILOGUE_SWIGLU) {
+        /* CLBlast's beta reads C itself, and the epilogue pass has no GELU gradient or
+         * SwiGLU (a swiglu pass after the product) */
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mm, &dm);
     }
