@@ -210,7 +210,10 @@ static tern_error *bench_generate(const bench_options *o) {
     double elem = o->precision == TERN_PRECISION_BF16 ? 2 : 4, q8_elem = 34.0 / 32.0;
     double weight_bytes = matmul_weights(&m) * elem;
     if (q8) { /* the layers' matrices in q8_0; the tied lm head [V, C] too with q8-all */
-        double head = (double)cli_model_vocab_size(&m) * tern_gpt2_get_config(m.gpt2)->n_embd;
+        int C = m.llama ? tern_llama_get_config(m.llama)->hidden : tern_gpt2_get_config(m.gpt2)->n_embd;
+        double head = (double)cli_model_vocab_size(&m) * C; /* (a Llama matrix with rows of
+                                                             * part blocks stays float: none
+                                                             * at the named shapes) */
         weight_bytes = (matmul_weights(&m) - head) * q8_elem + head * (q8_head ? q8_elem : elem);
     }
     /* a step makes one token of each sequence: "ms/token" at batch 1, "ms/step" above */

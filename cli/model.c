@@ -12,7 +12,7 @@ tern_error *cli_model_load(const char *backend, const char *dir, tern_precision 
 }
 
 tern_error *cli_model_quantize_q8(cli_model *m, bool lm_head) {
-    if (m->llama) return tern_errorf("--weights q8: the Llama family does not take q8_0 weights yet (GPT-2 does)");
+    if (m->llama) return tern_llama_quantize_q8(m->llama, lm_head);
     return tern_gpt2_quantize_q8(m->gpt2, lm_head);
 }
 

@@ -110,6 +110,15 @@ tern_error *tern_llama_generate(tern_llama *m, const int32_t *prompt, int B, int
                                 const tern_gpt2_sampling *sampling, bool stop_at_eos,
                                 tern_gpt2_on_token on_token, void *user);
 
+/* Decoding (tern_llama_generate, tern_llama_prefill_logits) with the layers' matrices in
+ * q8_0 (include/tern/effect.h), from the current compute weights: q|k|v, o, gate|up and down
+ * where their rows (the reduction) are whole blocks of 32, the rest staying as they are;
+ * with lm_head, the lm head (or the tied embedding as the head) too. Embeddings, norms and
+ * biases stay as they are; tern_llama_forward keeps the float weights. Afterwards training
+ * (forward_backward, update) is refused; the copy is taken once. Handlers without q8_0 (the
+ * GPU ones, today) give their error. */
+tern_error *tern_llama_quantize_q8(tern_llama *m, bool lm_head);
+
 /* Logits [B, V] of each prompt's last position through the cached path (tests). */
 tern_error *tern_llama_prefill_logits(tern_llama *m, const int32_t *prompt, int B, int T0,
                                       float *out);

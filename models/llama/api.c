@@ -217,9 +217,22 @@ tern_error *tern_llama_forward(tern_llama *m, const int32_t *x, const int32_t *y
     return m->impl->forward(m, x, y, B, T, 1.0f, false, mean_loss);
 }
 
+/* q8_0 weights are for decoding only: there is no gradient through them. */
+static tern_error *refuse_q8_training(const tern_llama *m) {
+    if (!m->q8.len) return NULL;
+    return tern_errorf("training with q8_0 weights is not supported (they are for decoding; load the model again "
+                       "without them)");
+}
+
+tern_error *tern_llama_quantize_q8(tern_llama *m, bool lm_head) {
+    if (!m) return tern_errorf("tern_llama_quantize_q8: no model");
+    return m->impl->quantize_q8(m, lm_head);
+}
+
 tern_error *tern_llama_forward_backward(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                                         float loss_scale, float *mean_loss) {
     if (!y) return tern_errorf("forward_backward needs targets");
+    TERN_TRY(refuse_q8_training(m));
     TERN_TRY(check_batch(m, x, y, B, T));
     /* With ranks, this rank's share of the global batch's mean: 1/world of its own mean. */
     float loss = 0;
@@ -247,6 +260,7 @@ size_t tern_llama_optimizer_bytes(const tern_llama *m) { return model_flat_optim
 tern_error *tern_llama_zero_grad(tern_llama *m) { return m->impl->zero_grad(m); }
 
 tern_error *tern_llama_update(tern_llama *m, const tern_gpt2_adamw *h, float *grad_norm) {
+    TERN_TRY(refuse_q8_training(m));
     if (!(h->lr >= 0) || !(h->beta1 >= 0 && h->beta1 < 1) || !(h->beta2 >= 0 && h->beta2 < 1) || !(h->eps > 0) ||
         !(h->weight_decay >= 0))
         return tern_errorf("AdamW hyper-parameters out of range (lr %g, betas %g %g, eps %g, weight decay %g)", h->lr,

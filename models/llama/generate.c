@@ -82,18 +82,18 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     for (int l = 0; l < cfg->n_layer; l++) {
         /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache */
         TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN1, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear)(d, qkv, h, llama_fused_view(cfg, w, LLAMA_Q, LLAMA_V, l),
+        TERN_TRY(LLAMA_FN(linear)(d, qkv, h, llama_decode_w(m, LLAMA_Q8_QKV, l),
                                   llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw));
         TERN_TRY(OP(rope)(d, qkv, qkv, pos, m->inv_freq, rows, NH + KV, hs, qw));
         TERN_TRY(OP(attention_cached)(d, att, dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs,
                                       dc->max_T));
-        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_w(m, LLAMA_O, l), llama_w(m, LLAMA_OB, l), rows,
+        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_decode_w(m, LLAMA_Q8_O, l), llama_w(m, LLAMA_OB, l), rows,
                                            NH * hs, C));
         /* x = x + swiglu(rmsnorm(x) Wgu^T) Wd^T */
         TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN2, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear_swiglu)(d, a, h, llama_fused_view(cfg, w, LLAMA_GATE, LLAMA_UP, l),
+        TERN_TRY(LLAMA_FN(linear_swiglu)(d, a, h, llama_decode_w(m, LLAMA_Q8_GU, l),
                                          llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, I));
-        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, a, llama_w(m, LLAMA_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows,
+        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, a, llama_decode_w(m, LLAMA_Q8_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows,
                                            I, C));
     }
     /* h [B, C] = rmsnorm of each sequence's last row (b T + T - 1): rows T C apart, packed */
@@ -103,8 +103,7 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
                              eps));
     /* logits [B, Vp] = h @ head^T */
     tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
-    TERN_TRY(OP(matmul)(d, dc->logits, tern_view(h, 0, (size_t)B * C), llama_w(m, llama_head_kind(cfg), 0),
-                        &logits_mm));
+    TERN_TRY(OP(matmul)(d, dc->logits, tern_view(h, 0, (size_t)B * C), llama_decode_head(m), &logits_mm));
     return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed,
                       tern_view(pos, 0, 1));
 }

@@ -144,6 +144,10 @@ struct tern_llama {
     tern_buf inv_freq; /* f32 [hs / 2] rotary inverse frequencies */
     llama_acts acts;
     llama_decode dec;
+    /* tern_llama_quantize_q8: decoding's matrices in q8_0 (llama_q8_offset's layout), the
+     * lm head too with q8_head; absent when decoding reads the compute weights */
+    tern_buf q8;
+    bool q8_head;
     uint64_t epoch;    /* changes whenever buffers a replayable section names move */
 };
 
@@ -158,9 +162,64 @@ static inline tern_buf llama_w(const tern_llama *m, llama_tensor k, int layer) {
     return llama_tensor_view(&m->cfg, llama_weights(m), k, layer);
 }
 
+/* The q8_0 copy's matrices a layer, each [out, in] as decoding's products read them. */
+typedef enum llama_q8_mat { LLAMA_Q8_QKV, LLAMA_Q8_O, LLAMA_Q8_GU, LLAMA_Q8_DOWN, LLAMA_Q8_MATS } llama_q8_mat;
+
+static inline void llama_q8_shape(const tern_llama_config *cfg, llama_q8_mat k, size_t *rows, size_t *cols) {
+    size_t C = (size_t)cfg->hidden, I = (size_t)cfg->intermediate, hs = (size_t)cfg->head_dim;
+    size_t q = (size_t)cfg->n_head * hs, qkv = q + 2 * (size_t)cfg->n_kv_head * hs;
+    static const int in_c[LLAMA_Q8_MATS] = {1, 0, 1, 0};
+    *rows = k == LLAMA_Q8_QKV ? qkv : k == LLAMA_Q8_GU ? 2 * I : C;
+    *cols = in_c[k] ? C : k == LLAMA_Q8_O ? q : I;
+}
+
+/* Whether matrix k is in the copy: its rows (the reduction) whole q8_0 blocks. The others
+ * (llama-tiny-a's down projection, 176 wide) stay in the compute dtype. */
+static inline bool llama_q8_takes(const tern_llama_config *cfg, llama_q8_mat k) {
+    size_t rows, cols;
+    llama_q8_shape(cfg, k, &rows, &cols);
+    return cols % TERN_Q8_BLOCK == 0;
+}
+
+/* Where matrix k of layer l starts in the copy (layers one after another, then the head). */
+static inline size_t llama_q8_offset(const tern_llama_config *cfg, llama_q8_mat k, int layer) {
+    size_t per_layer = 0, before = 0;
+    for (int i = 0; i < LLAMA_Q8_MATS; i++) {
+        size_t rows, cols;
+        llama_q8_shape(cfg, (llama_q8_mat)i, &rows, &cols);
+        if (!llama_q8_takes(cfg, (llama_q8_mat)i)) continue;
+        if (i < (int)k) before += rows * cols;
+        per_layer += rows * cols;
+    }
+    return (size_t)layer * per_layer + before;
+}
+
 /* The output layer: lm_head, or embed_tokens when tied. */
 static inline llama_tensor llama_head_kind(const tern_llama_config *cfg) {
     return cfg->tie_word_embeddings ? LLAMA_EMBED : LLAMA_HEAD;
+}
+
+/* A layer's matrix as decoding reads it: its q8_0 copy where there is one, else the compute
+ * weights (q|k|v and gate|up as their fused views). */
+static inline tern_buf llama_decode_w(const tern_llama *m, llama_q8_mat k, int layer) {
+    const tern_llama_config *cfg = &m->cfg;
+    if (m->q8.len && llama_q8_takes(cfg, k)) {
+        size_t rows, cols;
+        llama_q8_shape(cfg, k, &rows, &cols);
+        return tern_view(m->q8, llama_q8_offset(cfg, k, layer), rows * cols);
+    }
+    switch (k) {
+    case LLAMA_Q8_QKV: return llama_fused_view(cfg, llama_weights(m), LLAMA_Q, LLAMA_V, layer);
+    case LLAMA_Q8_O: return llama_w(m, LLAMA_O, layer);
+    case LLAMA_Q8_GU: return llama_fused_view(cfg, llama_weights(m), LLAMA_GATE, LLAMA_UP, layer);
+    default: return llama_w(m, LLAMA_DOWN, layer);
+    }
+}
+
+/* The lm head as decoding reads it ([Vp, C]): in q8_0 after the layers with q8_head. */
+static inline tern_buf llama_decode_head(const tern_llama *m) {
+    if (!m->q8_head) return llama_w(m, llama_head_kind(&m->cfg), 0);
+    return tern_view(m->q8, llama_q8_offset(&m->cfg, LLAMA_Q8_QKV, m->cfg.n_layer), (size_t)m->Vp * m->cfg.hidden);
 }
 
 /* The model compiled for one handler: tern_llama_<h>_impl. */
@@ -176,6 +235,8 @@ struct llama_impl {
     tern_error *(*generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
                             const tern_gpt2_sampling *s, bool stop_at_eos,
                             tern_gpt2_on_token on_token, void *user, float *prefill_logits);
+    /* Makes m->q8 from the compute weights (the lm head too when lm_head). */
+    tern_error *(*quantize_q8)(tern_llama *m, bool lm_head);
     void (*close)(tern_llama *m);
 };
 
