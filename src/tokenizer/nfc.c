@@ -147,6 +147,11 @@ tern_error *tern_nfc(const uint8_t *s, size_t n, uint8_t **out, size_t *out_len)
             }
         }
     }
+    if (m == 0) { /* not reached (a byte at or past 0xCC was seen), but said for the compiler */
+        free(cps);
+        free(bytes);
+        return NULL;
+    }
     /* canonical composition (UAX #15's sample algorithm) */
     size_t kept = 1, starter = 0;
     int last_class = ccc_of(cps[0]) ? 256 : 0;
