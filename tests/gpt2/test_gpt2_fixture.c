@@ -21,9 +21,9 @@
  * 5e-2 of the norm for gradients; greedy ids and AdamW are not checked in bf16 (near-ties
  * can flip and Adam amplifies gradient noise).
  *
- * TERN_TEST_PART picks half of the checks ("inference": both layouts' forward, the KV cache,
- * greedy; "training": gradients, accumulation, AdamW), so that a slow handler's run can be
- * two tests; unset, every check runs.
+ * TERN_TEST_PART picks a share of the checks ("forward": both layouts' forward; "decode":
+ * the KV cache and greedy; "inference": those two; "training": gradients, accumulation,
+ * AdamW), so that a slow handler's run can be several tests; unset, every check runs.
  */
 #include <cjson/cJSON.h>
 #include <stdint.h>
@@ -422,9 +422,10 @@ int main(void) {
     const char *const *handlers = tern_handler_names(&n_handlers);
     const char *only = getenv("TERN_TEST_HANDLER");
     const char *part = getenv("TERN_TEST_PART");
-    bool inference = !part || !*part || !strcmp(part, "inference");
-    bool training = !part || !*part || !strcmp(part, "training");
-    CHECKF(inference || training, "TERN_TEST_PART is '%s', not inference or training", part);
+    bool all = !part || !*part, inference = all || !strcmp(part, "inference");
+    bool forward = inference || !strcmp(part, "forward"), decode = inference || !strcmp(part, "decode");
+    bool training = all || !strcmp(part, "training");
+    CHECKF(forward || decode || training, "TERN_TEST_PART is '%s', not forward, decode, inference or training", part);
     for (size_t h = 0; h < n_handlers; h++) {
         if (only && strcmp(only, handlers[h])) continue;
         if (!handler_has_device(tern_handler_ops(handlers[h]))) continue;
@@ -436,18 +437,18 @@ int main(void) {
             tern_gpt2_free(hub);
             continue;
         }
-        if (inference) {
+        if (forward) {
             test_forward(m, "save_pretrained layout");
             test_forward(hub, "hub layout");
         }
         tern_gpt2_free(hub);
-        if (inference) test_kv_cache(m);
+        if (decode) test_kv_cache(m);
         if (training) {
             test_gradients(m);
             test_grad_accumulation(m);
             test_memory_settings(m);
         }
-        if (!bf16 && inference) test_greedy(m);
+        if (!bf16 && decode) test_greedy(m);
         if (!bf16 && training) test_adamw(m);
         tern_gpt2_free(m);
     }

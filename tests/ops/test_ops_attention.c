@@ -89,8 +89,20 @@ static float *to_float(const double *x, size_t n) {
 
 static const int shapes[][4] = {{1, 1, 4, 2}, {2, 5, 12, 3}, {1, 7, 3, 3}, {4, 64, 768, 12}, {2, 33, 64, 4}};
 #define N_SHAPES 5
+#define SHAPE_HS16 4 /* shapes[SHAPE_HS16]: T = 33, hs = 16 */
 
-static void test_attention(ot_ctx *c) {
+/* The share of the suite a process runs (TERN_TEST_PART; see test_all). */
+typedef struct part {
+    bool train, train_hs16, cached, cached_split;
+} part;
+
+/* Advances the random numbers past n draws (a case another part runs), so that each case
+ * gets the data it gets when the whole suite runs in one process. */
+static void skip_draws(size_t n) {
+    for (size_t i = 0; i < n; i++) (void)ot_next();
+}
+
+static void test_attention(ot_ctx *c, part p) {
     const tern_ops *o = c->ops;
     ot_seed(51);
     /* The representative set (ot_full; opencl in make test), since each dtype combination
@@ -99,7 +111,11 @@ static void test_attention(ot_ctx *c) {
      * alternating mix each (qkv and g bf16, out and dqkv f32; and the reverse), so each
      * buffer meets the other dtype in each kernel. GPT-2's size (hs = 64) is the slow
      * suite's (test_ops_attention_opencl_full): the same kernels with a larger head size
-     * compiled in, which PoCL takes a minute of CPU to compile each (measured). */
+     * compiled in, which PoCL takes a minute of CPU to compile each (measured). In make
+     * test the set is two OpenCL tests (test_all): T = 33 is test_ops_attention_opencl_train_hs16
+     * (all f32, all bf16, the second mix), the rest test_ops_attention_opencl (hs 4 with all
+     * f32, all bf16 and the first mix, T = 1, hs 1 and 2), so each test alone still runs
+     * every kernel (forward, delta, dk/dv, dq) with each buffer in each dtype. */
     static const int reduced[N_SHAPES][3] = {{0, -1, -1}, {0, 15, 5}, {15, -1, -1}, {-1, -1, -1}, {0, 15, 10}};
     bool full = ot_full(c);
     for (int s = 0; s < N_SHAPES; s++)
@@ -110,6 +126,10 @@ static void test_attention(ot_ctx *c) {
             tern_dtype d_qkv = ot_float2[combo & 1], d_out = ot_float2[(combo >> 1) & 1];
             tern_dtype d_g = ot_float2[(combo >> 2) & 1], d_dqkv = ot_float2[combo >> 3];
             size_t n3 = (size_t)B * T * 3 * C, n = (size_t)B * T * C, saved_len = 0;
+            if (!(s == SHAPE_HS16 ? p.train_hs16 : p.train)) { /* the other part's case */
+                skip_draws(n3 + n);
+                continue;
+            }
             CHECK_OK(o->attention_saved_len(c->d, B, T, NH, &saved_len));
             /* the handler's own record: only cpu's length (the probabilities) is known */
             CHECK(saved_len > 0 && (!ot_is_cpu(c) || saved_len == (size_t)B * NH * T * T));
@@ -209,14 +229,17 @@ static void test_finite_differences(ot_ctx *c) {
  * single positions, then a chunk of 3, and compare each call's out with the rows of full
  * causal attention. The last configuration has few rows and a cache long enough that the GPU
  * handlers split every step's positions across groups (prompt, single rows and the chunk). */
-static void test_cached(ot_ctx *c) {
+static void test_cached(ot_ctx *c, part p) {
     const tern_ops *o = c->ops;
     ot_seed(53);
     const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}, {1, 128, 2, 70}}; /* B, C, NH, total T */
+    enum { CFG_SPLIT = 3 }; /* cfg[CFG_SPLIT]: few rows, a long cache: split across groups */
     /* the representative set (opencl in make test): hs 4 and hs 1 all f32, all bf16, and
      * the cache in the other dtype than qkv and out both ways; hs 64 split across groups
      * (the last configuration) in f32; GPT-2's size (the first) is the slow suite's, as
-     * above */
+     * above. In make test the split configuration (its split and combine kernels: decoding
+     * one row, a prompt and a chunk) is test_ops_attention_opencl_cached_split, the rest
+     * test_ops_attention_opencl_cached (test_all). */
     bool whole = ot_full(c);
     for (int s = 0; s < 4; s++)
         for (int combo = 0; combo < 8; combo++) { /* every f32/bf16 combination */
@@ -226,6 +249,10 @@ static void test_cached(ot_ctx *c) {
             tern_dtype d_cache = ot_float2[combo & 1], d_qkv = ot_float2[(combo >> 1) & 1];
             tern_dtype d_out = ot_float2[combo >> 2];
             size_t n3 = (size_t)B * total * 3 * C, ncache = (size_t)B * NH * max_t * hs;
+            if (!(s == CFG_SPLIT ? p.cached_split : p.cached)) { /* the other part's case */
+                skip_draws(n3);
+                continue;
+            }
             float *qkv = ot_random(n3, -2, 2);
             ot_round(qkv, n3, d_qkv);
             double *full = malloc((size_t)B * total * C * sizeof(double));
@@ -328,21 +355,34 @@ static void test_errors(ot_ctx *c) {
     ot_free(c, &kc), ot_free(c, &vc), ot_free(c, &pok), ot_free(c, &pbad);
 }
 
-/* TERN_TEST_PART splits the suite in two for a slow handler (OpenCL: two tests, each with
- * its share of PoCL's compiles): "train" attention, its backward and the finite
- * differences; "cached" attention_cached and the errors. Unset: everything. */
+/* TERN_TEST_PART splits the suite for a slow handler (OpenCL: four tests, one process each,
+ * each with its share of PoCL's compiles: 12-19 s of CPU each with a cold cache, measured):
+ *   "train"        attention and its backward at all shapes but T = 33 (hs 16), and the
+ *                  finite differences (hs 8);
+ *   "train_hs16"   attention and its backward at T = 33, hs 16 (a larger head size compiled
+ *                  into each kernel, the costliest of the set to compile);
+ *   "cached"       attention_cached at all configurations but the split one, and the errors;
+ *   "cached_split" attention_cached with each row's positions split across groups (hs 64,
+ *                  the split and combine kernels).
+ * The parts are a partition: each case runs in exactly one of them, with the random data it
+ * has when the suite runs whole (a case left to another part skips its draws), so the four
+ * run the same checks as one process. Unset: everything. */
 static void test_all(ot_ctx *c) {
-    const char *part = getenv("TERN_TEST_PART");
-    bool all = !part || !*part, train = all || !strcmp(part, "train"), cached = all || !strcmp(part, "cached");
-    CHECKF(train || cached, "TERN_TEST_PART is '%s', not train or cached", part);
-    if (train) {
-        test_attention(c);
-        test_finite_differences(c);
+    const char *name = getenv("TERN_TEST_PART");
+    bool all = !name || !*name;
+    part p = {all, all, all, all};
+    if (!all) {
+        p.train = !strcmp(name, "train");
+        p.train_hs16 = !strcmp(name, "train_hs16");
+        p.cached = !strcmp(name, "cached");
+        p.cached_split = !strcmp(name, "cached_split");
     }
-    if (cached) {
-        test_cached(c);
-        test_errors(c);
-    }
+    CHECKF(p.train || p.train_hs16 || p.cached || p.cached_split,
+           "TERN_TEST_PART is '%s', not train, train_hs16, cached or cached_split", name);
+    if (p.train || p.train_hs16) test_attention(c, p);
+    if (p.train) test_finite_differences(c);
+    if (p.cached || p.cached_split) test_cached(c, p);
+    if (p.cached) test_errors(c);
 }
 
 int main(void) {
