@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "check.h"
+#include "fixture_refs.h"
 #include "handler_probe.h"
 #include "tern/file.h"
 #include "tern/gpt2.h"
@@ -330,18 +331,6 @@ static void test_adamw(tern_gpt2 *m) {
         worst = fmax(worst, check_after_adamw(m, name, hp.lr, &exempt));
     }
     printf("  AdamW: 3 steps, elements within %.2g (%d below gradient noise within 3 lr)\n", worst, exempt);
-}
-
-typedef struct collected {
-    int32_t ids[64];
-    int n;
-} collected;
-
-static tern_error *collect(void *user, const int32_t *tokens, int B) {
-    collected *c = user;
-    (void)B;
-    if (c->n < 64) c->ids[c->n++] = tokens[0];
-    return NULL;
 }
 
 static void test_greedy(tern_gpt2 *m) {

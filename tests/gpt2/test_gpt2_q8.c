@@ -23,52 +23,26 @@
 #include <string.h>
 
 #include "check.h"
+#include "fixture_refs.h"
 #include "tern/file.h"
 #include "tern/gpt2.h"
 #include "tern/safetensors.h"
 
-static tern_safetensors *expected;
-static cJSON *expected_json;
+static fixture_refs refs;
 
-typedef struct collected {
-    int32_t ids[64];
-    int n;
-} collected;
-
-static tern_error *collect(void *user, const int32_t *tokens, int B) {
-    collected *c = user;
-    (void)B;
-    if (c->n < 64) c->ids[c->n++] = tokens[0];
-    return NULL;
+static tern_error *prefill_one(void *m, const int32_t *prompt, int T0, float *out) {
+    return tern_gpt2_prefill_logits(m, prompt, 1, T0, out);
 }
 
-/* The largest |prefill logit - reference| over positions 60..63 of batch row 0. */
+/* The largest |cached-path logit - reference| over positions 60..63 of batch row 0. */
 static double logit_error(tern_gpt2 *m) {
-    int V = tern_gpt2_get_config(m)->vocab_size;
-    const tern_tensor_info *ti = tern_safetensors_find(expected, "inputs");
-    const tern_tensor_info *tl = tern_safetensors_find(expected, "logits_b0_last4");
-    CHECK(ti && tl && tl->count == 4 * (size_t)V);
-    if (!ti || !tl) return INFINITY;
-    int32_t *x = malloc(ti->count * sizeof *x);
-    float *want = malloc(tl->count * sizeof *want), *got = malloc((size_t)V * sizeof *got);
-    CHECK_OK(tern_tensor_convert(ti, TERN_I32, x));
-    CHECK_OK(tern_tensor_convert(tl, TERN_F32, want));
-    double worst = 0;
-    for (int p = 0; p < 4; p++) {
-        CHECK_OK(tern_gpt2_prefill_logits(m, x, 1, 61 + p, got)); /* last position 60 + p */
-        for (int v = 0; v < V; v++) {
-            double e = fabs((double)got[v] - want[(size_t)p * V + v]);
-            if (!(e <= worst)) worst = e;
-        }
-    }
-    free(x), free(want), free(got);
-    return worst;
+    return fixture_last4_error(&refs, tern_gpt2_get_config(m)->vocab_size, prefill_one, m);
 }
 
 /* Greedy continuations of the fixture's prompts: tokens equal to the reference's, and
  * whether every prompt's first 8 are. */
 static int greedy_matches(tern_gpt2 *m, int *total, bool *first8) {
-    cJSON *cases = cJSON_GetObjectItem(expected_json, "greedy"), *item;
+    cJSON *cases = cJSON_GetObjectItem(refs.json, "greedy"), *item;
     int same = 0;
     *total = 0;
     *first8 = true;
@@ -94,18 +68,8 @@ static int greedy_matches(tern_gpt2 *m, int *total, bool *first8) {
 }
 
 int main(void) {
-    const char *shared = getenv("TERN_SHARED_DIR");
-    char dir[1024], path[1200];
-    snprintf(dir, sizeof dir, "%s/fixtures/gpt2-tiny-a", shared ? shared : "../shared");
-    snprintf(path, sizeof path, "%s/expected.safetensors", dir);
-    CHECK_OK(tern_safetensors_open(path, &expected));
-    char *json = NULL;
-    size_t len;
-    snprintf(path, sizeof path, "%s/expected.json", dir);
-    CHECK_OK(tern_read_file(path, &json, &len));
-    expected_json = json ? cJSON_Parse(json) : NULL;
-    free(json);
-    if (!expected || !expected_json) return check_summary("gpt2 q8");
+    if (!fixture_refs_open(&refs, "gpt2-tiny-a")) return check_summary("gpt2 q8");
+    const char *dir = refs.dir;
 
     for (int lm = 1; lm >= 0; lm--) {
         tern_gpt2 *m = NULL;
@@ -130,7 +94,6 @@ int main(void) {
         CHECK_ERR(tern_gpt2_forward_backward(m, x, x, 1, 8, 1.0f, &loss), "training with q8_0 weights is not supported");
         tern_gpt2_free(m);
     }
-    cJSON_Delete(expected_json);
-    tern_safetensors_close(expected);
+    fixture_refs_close(&refs);
     return check_summary("gpt2 q8");
 }
