@@ -133,7 +133,20 @@ typedef enum tern_epilogue {
      * be rounded to aux's dtype, or C's when aux is absent, before the activation (composed
      * paths do). n even, ldc >= n/2 (0: n/2), beta == 0, no addend, one batch. */
     TERN_EPILOGUE_SWIGLU,
+    /* C [m, n] = P = alpha op(A) op(B) + bias [n] with rope's rotation (below) applied to the
+     * first rope.heads heads of rope.head_dim columns of each row: the rotary embedding of a
+     * fused q|k|v product (q and k heads first, v after them, untouched), row i at position
+     * rope.pos[i] (i32 [m]) with rope.inv_freq (f32 [head_dim / 2]). P may be rounded to C's
+     * dtype before the rotation (composed paths do). head_dim even and dividing n, heads *
+     * head_dim <= n, beta == 0, no addend, no aux, one batch. */
+    TERN_EPILOGUE_ROPE,
 } tern_epilogue;
+
+/* The ROPE epilogue's positions [m], frequencies [head_dim / 2] and rotated heads. */
+typedef struct tern_matmul_rope {
+    tern_buf pos, inv_freq;
+    int heads, head_dim;
+} tern_matmul_rope;
 
 typedef struct tern_matmul {
     int m, n, k;
@@ -147,6 +160,7 @@ typedef struct tern_matmul {
     tern_buf aux;    /* [m, n] (dense), or absent; written by GELU, read by GELU_BACKWARD */
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
     tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
+    tern_matmul_rope rope; /* the ROPE epilogue's; unused otherwise */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):

@@ -80,11 +80,12 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     /* x [rows, C] = embed[tokens] */
     TERN_TRY(OP(embed)(d, x, tokens, llama_w(m, LLAMA_EMBED, 0), tern_none(), tern_none(), B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache */
+        /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache (q and k rotated
+         * as the product finishes) */
         TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN1, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear)(d, qkv, h, llama_decode_w(m, LLAMA_Q8_QKV, l),
-                                  llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw));
-        TERN_TRY(OP(rope)(d, qkv, qkv, pos, m->inv_freq, rows, NH + KV, hs, qw));
+        TERN_TRY(LLAMA_FN(linear_rope)(d, qkv, h, llama_decode_w(m, LLAMA_Q8_QKV, l),
+                                       llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw, pos,
+                                       m->inv_freq, NH + KV, hs));
         TERN_TRY(OP(attention_cached)(d, att, dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs,
                                       dc->max_T));
         TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_decode_w(m, LLAMA_Q8_O, l), llama_w(m, LLAMA_OB, l), rows,

@@ -24,6 +24,10 @@ tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, ter
  * for a backward. */
 tern_error *LLAMA_FN(linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
                                     int I);
+/* y [rows, out] = x W^T + b with the first `heads` heads of head_dim columns of each row
+ * rotated at positions pos [rows] (matmul's ROPE epilogue: q and k of a fused q|k|v). */
+tern_error *LLAMA_FN(linear_rope)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
+                                  int out, tern_buf pos, tern_buf inv_freq, int heads, int head_dim);
 
 tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                               float loss_scale, bool backward, float *mean_loss);

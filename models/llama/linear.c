@@ -1,5 +1,5 @@
-/* The products every pass uses: HF Linear (x W^T + b), a residual update, and the MLP's
- * gate | up product with its SwiGLU. */
+/* The products every pass uses: HF Linear (x W^T + b), a residual update, the MLP's
+ * gate | up product with its SwiGLU, and generation's q | k | v product with its rotation. */
 #include "instance.h"
 
 tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows,
@@ -19,5 +19,12 @@ tern_error *LLAMA_FN(linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_bu
                                     int I) {
     tern_matmul mm = {.m = rows, .n = 2 * I, .k = in, .trans_b = true, .alpha = 1, .beta = 0, .bias = b,
                       .epilogue = TERN_EPILOGUE_SWIGLU};
+    return OP(matmul)(d, y, x, w, &mm);
+}
+
+tern_error *LLAMA_FN(linear_rope)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
+                                  int out, tern_buf pos, tern_buf inv_freq, int heads, int head_dim) {
+    tern_matmul mm = {.m = rows, .n = out, .k = in, .trans_b = true, .alpha = 1, .beta = 0, .bias = b,
+                      .epilogue = TERN_EPILOGUE_ROPE, .rope = {pos, inv_freq, heads, head_dim}};
     return OP(matmul)(d, y, x, w, &mm);
 }

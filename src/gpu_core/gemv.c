@@ -4,7 +4,7 @@
  * The rule (gpu_gemv_applies): m <= GK_GEMV_MAX_M rows of A, a single product (batch 1),
  * A not transposed. Anything else in the contract is taken: any lda and ldc, B either way
  * round and any ldb (odd strides and offsets only narrow the vector width), alpha, beta,
- * bias, GELU and aux, the SWIGLU epilogue for B [n, k] (gpu_gemv_swiglu), any k (A's rows
+ * bias, GELU and aux, the SWIGLU and ROPE epilogues for B [n, k] (gpu_gemv_paired), any k (A's rows
  * are staged in k-chunks). m = 8 covers decoding up to
  * eight sequences: there B is read once for all rows, as for one. */
 #include <stdlib.h>
@@ -15,7 +15,7 @@ bool gpu_gemv_applies(const tern_matmul_dims *d) {
     return d->m >= 1 && d->m <= GK_GEMV_MAX_M && d->batch == 1 && !d->trans_a;
 }
 
-bool gpu_gemv_swiglu(const tern_matmul_dims *d) { return gpu_gemv_applies(d) && d->trans_b; }
+bool gpu_gemv_paired(const tern_matmul_dims *d) { return gpu_gemv_applies(d) && d->trans_b; }
 
 /* B's vector width: 16 bytes, narrowed until B's offset, its row stride and `row` (n for
  * B [k, n], whose threads read W columns; k for B [n, k], read in W-element words) are all
@@ -122,8 +122,8 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
     if (tern_matmul_composite(c, mm)) /* the kernels read beta's term from C and would write aux */
         return tern_errorf("matmul: the GEMV kernels take a plain product (compose the addend and GELU_BACKWARD first)");
-    if (mm->epilogue == TERN_EPILOGUE_SWIGLU && !d->trans_b)
-        return tern_errorf("matmul: the GEMV kernels take the SWIGLU epilogue for B [n, k] only");
+    if (tern_matmul_paired(mm) && !d->trans_b)
+        return tern_errorf("matmul: the GEMV kernels take the SWIGLU and ROPE epilogues for B [n, k] only");
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
     TERN_TRY(gpu_check_index("matmul", "a", a.len));
     TERN_TRY(gpu_check_index("matmul", "b", b.len));
@@ -143,7 +143,8 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[3] = has_bias;
     s.n[4] = has_aux;
     s.n[6] = (int32_t)kc;
-    s.n[9] = mm->epilogue == TERN_EPILOGUE_SWIGLU;
+    s.n[9] = mm->epilogue == TERN_EPILOGUE_SWIGLU ? GK_GEMV_SWIGLU : mm->epilogue == TERN_EPILOGUE_ROPE ? GK_GEMV_ROPE : 0;
+    s.n[10] = mm->epilogue == TERN_EPILOGUE_ROPE ? mm->rope.head_dim : 0;
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
@@ -151,7 +152,8 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         s.n[5] = k_splits(g, d->m, (size_t)d->n, cols / (size_t)s.n[1]);
         s.n[8] = gemv_t_words(g, d->m);
         /* a group's rows of B: GK_GEMV_ROWS a row group; under SWIGLU half of them gate rows
-         * and half their up rows, so a group finishes half as many outputs of n / 2 */
+         * and half their up rows (under ROPE a head's columns j and j + hd/2), so a group
+         * finishes half as many pairs of n / 2 */
         groups = gpu_groups((size_t)d->n, (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32) / (size_t)s.n[5]);
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
@@ -162,8 +164,12 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    tern_arg args[12];
+    tern_arg args[16];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
+    if (mm->epilogue == TERN_EPILOGUE_ROPE) {
+        args[n++] = tern_arg_buf(mm->rope.pos);
+        args[n++] = tern_arg_buf(mm->rope.inv_freq);
+    }
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
     args[n++] = tern_arg_i32((int32_t)d->lda);
@@ -171,6 +177,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     args[n++] = tern_arg_i32((int32_t)d->ldc);
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
+    if (mm->epilogue == TERN_EPILOGUE_ROPE) args[n++] = tern_arg_i32(mm->rope.heads * mm->rope.head_dim / 2);
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
 }

@@ -177,9 +177,9 @@ tern_error *gpu_matmul_epilogue(gpu_core *g, tern_buf c, tern_buf src, size_t sr
  * is met. They stream B once at memory speed (decoding), in a fixed order. gpu_gemv takes
  * the arguments of a validated product (d as tern_validate_matmul filled it). */
 bool gpu_gemv_applies(const tern_matmul_dims *d);
-/* Whether they also take the SWIGLU epilogue: GK_GEMV_T's (B [n, k]), whose groups hold each
- * gate row beside its up row. */
-bool gpu_gemv_swiglu(const tern_matmul_dims *d);
+/* Whether they also take the paired epilogues (SWIGLU, ROPE): GK_GEMV_T's (B [n, k]), whose
+ * row groups hold each gate row beside its up row, or a head's column j beside j + hd/2. */
+bool gpu_gemv_paired(const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
 

@@ -6,10 +6,10 @@ static tern_error *rope(tern_dev *d, const char *op, bool backward, tern_buf out
     gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index(op, "x", x.len));
     TERN_TRY(gpu_check_index(op, "the pairs", (size_t)rows * (size_t)heads * (size_t)(head_dim / 2)));
-    /* W pairs a thread: dividing head_dim / 2 and the stride, with both views' offsets
-     * aligned to it; at most 4 */
-    tern_buf all[2] = {out, x};
-    int W = gpu_width(all, 2, (size_t)stride);
+    /* W pairs a thread: dividing head_dim / 2 and the stride, with the views' offsets (and
+     * the frequencies', read W at a time too) aligned to it; at most 4 */
+    tern_buf all[3] = {out, x, inv_freq};
+    int W = gpu_width(all, 3, (size_t)stride);
     if (W > 4) W = 4;
     while (W > 1 && (head_dim / 2) % W != 0) W /= 2;
     gk_spec s = {0};

@@ -372,6 +372,27 @@ static tern_error *matmul_swiglu(tern_buf c, const tern_matmul *mm, const tern_m
     return NULL;
 }
 
+/* ROPE rotates the first rope.heads heads of each row of C [m, n] in place (C is its own x,
+ * stride ldc), so rope's own checks apply, and nothing of beta's term or aux. */
+static tern_error *matmul_rope(tern_buf c, const tern_matmul *mm, const tern_matmul_dims *d) {
+    const char *e = "matmul: the ROPE epilogue";
+    const tern_matmul_rope *r = &mm->rope;
+    TERN_TRY(tern_check_positive("matmul", "rope.heads", r->heads));
+    if (r->head_dim < 2 || r->head_dim % 2 || d->n % r->head_dim)
+        return tern_errorf("%s needs an even head_dim dividing n (%d), got %d", e, d->n, r->head_dim);
+    if ((long long)r->heads * r->head_dim > d->n)
+        return tern_errorf("%s needs heads * head_dim <= n (%d), got %lld", e, d->n, (long long)r->heads * r->head_dim);
+    if (mm->beta != 0) return tern_errorf("%s needs beta == 0, got %g", e, (double)mm->beta);
+    if (tern_matmul_separate_addend(c, mm)) return tern_errorf("%s takes no addend", e);
+    if (tern_present(mm->aux)) return tern_errorf("%s takes no aux", e);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    TERN_TRY(tern_check_buf("matmul", "rope.pos", r->pos, TERN_DT_I32, SZ(d->m), "m"));
+    TERN_TRY(tern_check_buf("matmul", "rope.inv_freq", r->inv_freq, TERN_DT_F32, SZ(r->head_dim / 2),
+                            "head_dim / 2"));
+    TERN_TRY(tern_check_disjoint("matmul", "c", c, "rope.pos", r->pos));
+    return tern_check_disjoint("matmul", "c", c, "rope.inv_freq", r->inv_freq);
+}
+
 /* bias_grad: the column sums of a plain, dense [k, n] B (what sum_rows adds up), with nothing
  * else around the product that would have to be ordered with them. */
 static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
@@ -406,7 +427,8 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     TERN_TRY(tern_check_positive("matmul", "k", mm->k));
     if (mm->batch < 0) return tern_errorf("matmul: batch must not be negative, got %d", mm->batch);
     if (mm->epilogue != TERN_EPILOGUE_NONE && mm->epilogue != TERN_EPILOGUE_GELU &&
-        mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD && mm->epilogue != TERN_EPILOGUE_SWIGLU)
+        mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD && mm->epilogue != TERN_EPILOGUE_SWIGLU &&
+        mm->epilogue != TERN_EPILOGUE_ROPE)
         return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
@@ -455,6 +477,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     TERN_TRY(matmul_addend(c, mm));
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) TERN_TRY(matmul_swiglu(c, mm, &d));
+    if (mm->epilogue == TERN_EPILOGUE_ROPE) TERN_TRY(matmul_rope(c, mm, &d));
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
@@ -488,6 +511,10 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *d) {
 
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm) {
     return tern_present(mm->addend) && !tern_views_same(mm->addend, c);
+}
+
+bool tern_matmul_paired(const tern_matmul *mm) {
+    return mm->epilogue == TERN_EPILOGUE_SWIGLU || mm->epilogue == TERN_EPILOGUE_ROPE;
 }
 
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm) {
@@ -551,9 +578,24 @@ static tern_error *compose_swiglu(const tern_matmul_steps *s, tern_buf c, tern_b
     return NULL;
 }
 
+/* The ROPE epilogue as its own steps: the product with the bias into C, then rope over C's
+ * first heads of each row, in place (stride ldc). */
+static tern_error *compose_rope(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                const tern_matmul_dims *dims) {
+    const tern_matmul_rope *r = &mm->rope;
+    tern_matmul product = *mm;
+    product.epilogue = TERN_EPILOGUE_NONE;
+    TERN_TRY(s->matmul(s->ctx, c, a, b, &product));
+    tern_buf rows = tern_view(c, 0, (SZ(dims->m) - 1) * dims->ldc + SZ(dims->n));
+    return tern_error_wrap(s->rope(s->ctx, rows, rows, r->pos, r->inv_freq, dims->m, r->heads, r->head_dim,
+                                   (int)dims->ldc),
+                           "matmul's ROPE epilogue");
+}
+
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims) {
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) return compose_swiglu(s, c, a, b, mm, dims);
+    if (mm->epilogue == TERN_EPILOGUE_ROPE) return compose_rope(s, c, a, b, mm, dims);
     c_runs r = matmul_c_runs(dims);
     /* only C's matrix elements take the addend: the gaps between rows (ldc > n) and between
      * entries belong to whoever owns them, and the product writes none of them either */

@@ -114,8 +114,11 @@ void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *dims);
 
 /* Whether mm's addend is present and not c's own view (what beta reads is not C). */
 bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
+/* Whether mm's epilogue pairs two columns of the product (SWIGLU: gate and up; ROPE: the
+ * halves of a head), which only the GPU core's GEMV kernels for B [n, k] answer natively. */
+bool tern_matmul_paired(const tern_matmul *mm);
 /* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient (not
- * the SWIGLU epilogue, which the GPU core's GEMV kernels answer: each handler checks it). */
+ * the paired epilogues, which the GPU core's GEMV kernels answer: each handler checks them). */
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
 /* mm less what composition does around it: no addend (beta reads C), no bias gradient, and
  * GELU_BACKWARD replaced by no epilogue and no aux. */
@@ -129,13 +132,16 @@ typedef struct tern_matmul_steps {
     tern_error *(*gelu_backward)(void *ctx, tern_buf dx, tern_buf dout, tern_buf x);
     tern_error *(*sum_rows)(void *ctx, tern_buf out, tern_buf x, int rows, int cols, float beta);
     tern_error *(*swiglu)(void *ctx, tern_buf out, tern_buf gate, tern_buf up, int rows, int inter, int ld);
+    tern_error *(*rope)(void *ctx, tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq, int rows, int heads,
+                        int head_dim, int stride);
     /* a buffer of len elements of dtype that no other operation uses, valid until the next
      * temp (the SWIGLU epilogue's product [m, n]) */
     tern_error *(*temp)(void *ctx, tern_dtype dtype, size_t len, tern_buf *out);
 } tern_matmul_steps;
 
 /* A validated product (dims as tern_validate_matmul filled it) by composition: the SWIGLU
- * epilogue as the product into aux (or the handler's temp) then swiglu into C; the addend
+ * epilogue as the product into aux (or the handler's temp) then swiglu into C, the ROPE
+ * epilogue as the product into C then rope over it in place; the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
  * C), s->matmul with tern_matmul_plain(mm), then sum_rows(bias_grad, B, k, n, beta) for a
  * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */
@@ -143,9 +149,10 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 
 /* A handler's steps for tern_matmul_compose in one line: given its own copy, matmul,
- * gelu_backward, sum_rows, swiglu and temp (each taking a CTX * first), defines the static
- * adaptors and `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
-#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, TEMP)                          \
+ * gelu_backward, sum_rows, swiglu, rope and temp (each taking a CTX * first), defines the
+ * static adaptors and `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them
+ * with ctx. */
+#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, ROPE, TEMP)                    \
     static tern_error *step_copy(void *ctx, tern_buf dst, tern_buf src) { return COPY((CTX *)ctx, dst, src); } \
     static tern_error *step_matmul(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {     \
         return MATMUL((CTX *)ctx, c, a, b, mm);                                                                \
@@ -160,12 +167,16 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                    int ld) {                                                                  \
         return SWIGLU((CTX *)ctx, out, gate, up, rows, inter, ld);                                             \
     }                                                                                                         \
+    static tern_error *step_rope(void *ctx, tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq, int rows, \
+                                 int heads, int head_dim, int stride) {                                       \
+        return ROPE((CTX *)ctx, out, x, pos, inv_freq, rows, heads, head_dim, stride);                         \
+    }                                                                                                         \
     static tern_error *step_temp(void *ctx, tern_dtype dtype, size_t len, tern_buf *out) {                    \
         return TEMP((CTX *)ctx, dtype, len, out);                                                              \
     }                                                                                                         \
     static tern_matmul_steps matmul_steps(CTX *ctx) {                                                         \
         tern_matmul_steps s = {ctx,           step_copy,   step_matmul, step_gelu_backward,                   \
-                               step_sum_rows, step_swiglu, step_temp};                                        \
+                               step_sum_rows, step_swiglu, step_rope,   step_temp};                           \
         return s;                                                                                             \
     }
 #endif

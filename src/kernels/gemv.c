@@ -42,13 +42,17 @@
  * (GK_GEMV: 256, 512 or 1024; 0 means GK_GEMV_GROUP, GK_GEMV_T's size); n[8] = GK_GEMV_T's
  * words of a row a lane loads at once (0 means 2), 0 for GK_GEMV; n[9] = 1: the SWIGLU
  * epilogue (GK_GEMV_T only: each row group's first R/2 rows are gate rows j, the rest their
- * up rows n/2 + j, finished together into C [m, n/2]); n[10] 0 (with n[8] and n[9] it once
+ * up rows n/2 + j, finished together into C [m, n/2]); n[9] = 2: the ROPE epilogue
+ * (GK_GEMV_T only: pair p of head h = p / (hd/2) is columns h hd + j and h hd + j + hd/2,
+ * j = p mod hd/2, in a row group's first and second R/2 rows, rotated together as they are
+ * finished when h is one of the rotated heads), n[10] = hd (n[10] with n[8] and n[9] once
  * held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
  * GK_GEMV_T the same with its first words of each row.
- * Parameters: c, a, b, [bias], [aux], n, k, lda, ldb, ldc, alpha, beta.
+ * Parameters: c, a, b, [bias], [aux], [pos (i32 [m]), inv_freq (f32 [hd/2]): ROPE], n, k, lda,
+ * ldb, ldc, alpha, beta, [rope_pairs (the rotated heads' pairs, heads hd/2): ROPE].
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
  * GK_GEMV_GROUP / 32 / KS)) groups of GK_GEMV_GROUP. */
 #include "kernels/kutil.h"
@@ -59,7 +63,10 @@ typedef struct gemv_params {
     tern_v c, a, b, bias, aux;
     tern_v N, K, lda, ldb, ldc, alpha, beta;
     bool gelu, has_bias, has_aux;
-    bool swiglu; /* SWIGLU (GK_GEMV_T): C [m, n/2] = silu(P[:, j]) P[:, n/2 + j] */
+    int pair;             /* GK_GEMV_T's paired epilogues: 0 none, GK_GEMV_SWIGLU or GK_GEMV_ROPE */
+    int hd;               /* ROPE: the head size */
+    tern_v pos, inv_freq; /* ROPE: the rows' positions, the frequencies */
+    tern_v rope_pairs;    /* ROPE: pairs p below it are rotated */
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
@@ -69,13 +76,16 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     gemv_params p;
     p.M = s->n[0], p.W = s->n[1], p.KC = s->n[6];
     p.G = s->n[7] ? s->n[7] : GK_GEMV_GROUP;
-    p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.swiglu = s->n[9];
+    p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.pair = s->n[9], p.hd = s->n[10];
     p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
     p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
     p.a = ku_buf(kb, "a", s->t[1], TERN_READ);
     p.b = ku_buf(kb, "b", s->t[2], TERN_READ);
     p.bias = p.has_bias ? ku_buf(kb, "bias", s->t[3], TERN_READ) : tern_int(0);
     p.aux = p.has_aux ? ku_buf(kb, "aux", s->t[4], TERN_WRITE) : tern_int(0);
+    bool rope = p.pair == GK_GEMV_ROPE;
+    p.pos = rope ? tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ) : tern_int(0);
+    p.inv_freq = rope ? tern_param_buf(kb, "inv_freq", TERN_T_F32, TERN_READ) : tern_int(0);
     p.N = tern_param_scalar(kb, "n", TERN_T_I32);
     p.K = tern_param_scalar(kb, "k", TERN_T_I32);
     p.lda = tern_param_scalar(kb, "lda", TERN_T_I32);
@@ -83,6 +93,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.ldc = tern_param_scalar(kb, "ldc", TERN_T_I32);
     p.alpha = tern_param_scalar(kb, "alpha", TERN_T_F32);
     p.beta = tern_param_scalar(kb, "beta", TERN_T_F32);
+    p.rope_pairs = rope ? tern_param_scalar(kb, "rope_pairs", TERN_T_I32) : tern_int(0);
     return p;
 }
 
@@ -119,6 +130,18 @@ static void finish(tern_kb *kb, const gemv_params *p, tern_v r, tern_v j, tern_v
     tern_store(p->c, at, x);
 }
 
+/* The paired epilogues' two rows of B (columns of C) for pair q < n/2: SWIGLU gate row q and
+ * up row n/2 + q; ROPE columns h hd + j and h hd + j + hd/2 of head h = q / (hd/2). */
+static tern_v pair_first(const gemv_params *p, tern_v q) {
+    if (p->pair == GK_GEMV_SWIGLU) return q;
+    tern_v half = tern_int(p->hd / 2), h = tern_div(q, half);
+    return tern_add(tern_mul(h, tern_int(p->hd)), tern_sub(q, tern_mul(h, half)));
+}
+
+static tern_v pair_second(const gemv_params *p, tern_v q) {
+    return tern_add(pair_first(p, q), p->pair == GK_GEMV_SWIGLU ? tern_div(p->N, tern_int(2)) : tern_int(p->hd / 2));
+}
+
 /* The SWIGLU epilogue's output (r, j), j < n/2, from the sums of gate row j and up row
  * n/2 + j: P = alpha acc + bias, aux [m, n] = P (both halves), C[r, j] = silu(P_g) P_u.
  * beta is 0 (validated): C is not read. */
@@ -135,6 +158,35 @@ static void finish_swiglu(const gemv_params *p, tern_v r, tern_v j, tern_v acc_g
         tern_store(p->aux, tern_add(at, h), pu);
     }
     tern_store(p->c, tern_add(tern_mul(r, p->ldc), j), ku_swiglu(pg, pu));
+}
+
+/* The ROPE epilogue's pair q of row r: P = alpha acc + bias for its two columns, rotated by
+ * a = float(pos[r]) inv_freq[j] as the rope kernel turns them (src/kernels/rope.c) when q
+ * is one of the rotated heads' pairs, stored to C. beta is 0, aux absent (validated). */
+static void finish_rope(tern_kb *kb, const gemv_params *p, tern_v r, tern_v q, tern_v acc_1, tern_v acc_2) {
+    tern_v c1 = pair_first(p, q), c2 = tern_add(c1, tern_int(p->hd / 2));
+    tern_v p1 = tern_mul(p->alpha, acc_1), p2 = tern_mul(p->alpha, acc_2);
+    if (p->has_bias) {
+        p1 = tern_add(p1, tern_load(p->bias, c1));
+        p2 = tern_add(p2, tern_load(p->bias, c2));
+    }
+    tern_v o1 = tern_var(kb, "rot1", p1), o2 = tern_var(kb, "rot2", p2);
+    TERN_IF(kb, tern_lt(q, p->rope_pairs)) {
+        tern_v j = tern_rem(q, tern_int(p->hd / 2));
+        tern_v a = tern_mul(tern_cast(tern_load(p->pos, r), TERN_T_F32), tern_load(p->inv_freq, j));
+        tern_v c = tern_cos(a), sn = tern_sin(a);
+        tern_assign(o1, tern_sub(tern_mul(p1, c), tern_mul(p2, sn)));
+        tern_assign(o2, tern_add(tern_mul(p2, c), tern_mul(p1, sn)));
+    }
+    tern_v row = tern_mul(r, p->ldc);
+    tern_store(p->c, tern_add(row, c1), o1);
+    tern_store(p->c, tern_add(row, c2), o2);
+}
+
+/* A paired epilogue's output (r, q) from its two rows' sums. */
+static void finish_pair(tern_kb *kb, const gemv_params *p, tern_v r, tern_v q, tern_v acc_1, tern_v acc_2) {
+    if (p->pair == GK_GEMV_SWIGLU) finish_swiglu(p, r, q, acc_1, acc_2);
+    else finish_rope(kb, p, r, q, acc_1, acc_2);
 }
 
 /* W consecutive elements from index i of a buffer of `size`-byte elements, in accesses of
@@ -376,14 +428,14 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
     tern_v ks = tern_rem(sg, tern_int(KS)), rg = tern_div(sg, tern_int(KS));
     gemv_t_lanes ln = {.vl = tern_add(tern_mul(ks, tern_int(32)), lane), .VL = KS * 32};
-    /* the row group's outputs: R rows j0 .. j0 + R - 1; under SWIGLU RO = R/2 outputs j0 ..
-     * of n/2, from gate rows j0 + i and up rows n/2 + j0 + i (row i + RO) */
-    int RO = p.swiglu ? R / 2 : R;
-    tern_v outs = p.swiglu ? tern_div(p.N, tern_int(2)) : p.N;
+    /* the row group's outputs: R rows j0 .. j0 + R - 1; under a paired epilogue RO = R/2
+     * pairs j0 .. of n/2, from rows pair_first(j0 + i) and pair_second(j0 + i) (row i + RO) */
+    int RO = p.pair ? R / 2 : R;
+    tern_v outs = p.pair ? tern_div(p.N, tern_int(2)) : p.N;
     tern_v j0 = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(RG * RO)), tern_mul(rg, tern_int(RO)));
     for (int i = 0; i < R; i++) { /* past the outputs, the last one's rows (dropped) */
-        tern_v row = tern_min(tern_add(j0, tern_int(i % RO)), tern_sub(outs, tern_int(1)));
-        if (i >= RO) row = tern_add(row, outs);
+        tern_v q = tern_min(tern_add(j0, tern_int(i % RO)), tern_sub(outs, tern_int(1)));
+        tern_v row = !p.pair ? q : i < RO ? pair_first(&p, q) : pair_second(&p, q);
         ln.brow[i] = tern_mul(row, p.ldb);
     }
 
@@ -417,7 +469,7 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     }
 
     /* each row's sum over the lanes; with KS = 1 output (i, r) is finished by lane i M + r
-     * (under SWIGLU from rows i and i + RO), else the KS SIMD groups' sums meet in
+     * (paired: from rows i and i + RO), else the KS SIMD groups' sums meet in
      * threadgroup memory and are added in order */
     tern_v total[R][GK_GEMV_MAX_M];
     for (int i = 0; i < R; i++)
@@ -432,7 +484,7 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
         for (int r = 0; r < M; r++) {
             tern_v j = tern_add(j0, tern_int(i));
             TERN_IF(kb, tern_land(tern_eq(lane, tern_int(i * M + r)), tern_lt(j, outs))) {
-                if (p.swiglu) finish_swiglu(&p, tern_int(r), j, total[i][r], total[i + RO][r]);
+                if (p.pair) finish_pair(kb, &p, tern_int(r), j, total[i][r], total[i + RO][r]);
                 else finish(kb, &p, tern_int(r), j, total[i][r], NULL);
             }
         }
@@ -447,11 +499,11 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
             tern_v base = tern_add(tern_mul(tern_mul(g, tern_int(KS)), tern_int(R * M)), o);
             tern_v sum = tern_load(red, base), sum_u = tern_int(0);
             for (int k = 1; k < KS; k++) sum = tern_add(sum, tern_load(red, tern_add(base, tern_int(k * R * M))));
-            if (p.swiglu) {
+            if (p.pair) {
                 tern_v up = tern_add(base, tern_int(RO * M)); /* row i + RO */
                 sum_u = tern_load(red, up);
                 for (int k = 1; k < KS; k++) sum_u = tern_add(sum_u, tern_load(red, tern_add(up, tern_int(k * R * M))));
-                finish_swiglu(&p, r, j, sum, sum_u);
+                finish_pair(kb, &p, r, j, sum, sum_u);
             } else {
                 finish(kb, &p, r, j, sum, NULL);
             }

@@ -238,6 +238,7 @@ static inline int gk_ac_parts(int hs, int w) {
 #define GK_GEMV_GROUP 256
 #define GK_GEMV_ROWS 4
 #define GK_GEMV_X_BYTES 32768
+enum { GK_GEMV_SWIGLU = 1, GK_GEMV_ROPE = 2 }; /* GEMV_T's paired epilogues (n[9]) */
 #define GK_RMS_FEW_ROWS 8
 
 /* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C

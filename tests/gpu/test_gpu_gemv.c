@@ -3,7 +3,8 @@
  * GELU, GELU with aux), bias with beta 0 and beta != 0, alpha != 1, dtype mixes (f32, bf16,
  * f16 B), odd sizes (k and n not multiples of the vector width or of a group's columns),
  * row strides and odd offsets (the scalar paths), k longer than one staged chunk, the
- * SWIGLU epilogue (B [n, k]), and GPT-2's and Llama-3.2-1B's decode shapes. Then: the same call twice gives the same bits, C is not read when
+ * SWIGLU and ROPE epilogues (B [n, k]), and GPT-2's and Llama-3.2-1B's decode shapes. Then:
+ * the same call twice gives the same bits, C is not read when
  * beta == 0 (it holds NaN), and every variant compiles with NVRTC for sm_90.
  *
  * Tolerances: f32 results 2e-5 norm-wise (sums of up to 3072 products in different orders:
@@ -24,6 +25,7 @@ typedef struct gv_case {
     int pad;    /* added to lda, ldb and ldc (0: dense) */
     size_t off; /* view offsets of A, B, C, bias (odd: the vector width drops) */
     bool swiglu; /* the SWIGLU epilogue (C [m, n/2]; with epilogue 2, aux [m, n]) */
+    int rope_heads, head_dim; /* the ROPE epilogue when head_dim > 0 */
 } gv_case;
 
 /* Runs one product on both sides and compares C (and aux); returns C of the GPU side as
@@ -31,6 +33,7 @@ typedef struct gv_case {
 static void run_case(const gv_case *t, unsigned char **bits) {
     tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->trans_b, .alpha = t->alpha, .beta = t->beta,
                       .epilogue = t->swiglu ? TERN_EPILOGUE_SWIGLU : t->epilogue ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
+    if (t->head_dim) mm.epilogue = TERN_EPILOGUE_ROPE;
     size_t b_rows = t->trans_b ? (size_t)t->n : (size_t)t->k, b_cols = t->trans_b ? (size_t)t->k : (size_t)t->n;
     size_t c_cols = t->swiglu ? (size_t)t->n / 2 : (size_t)t->n;
     if (t->pad) {
@@ -48,6 +51,12 @@ static void run_case(const gv_case *t, unsigned char **bits) {
     gt_pair pc = gt_make(t->tc, c_len, t->off, t->beta != 0 ? c0 : NULL);
     gt_pair pbias = gt_make(t->tbias, (size_t)t->n, t->off * 5, bias);
     gt_pair paux = gt_make(t->tbias, (size_t)t->m * t->n, 0, NULL); /* aux [m, n] */
+    /* ROPE: positions far into a long context (large angles), Llama 3's frequencies */
+    int32_t pos[GK_GEMV_MAX_M];
+    float freq[64];
+    for (int i = 0; i < t->m; i++) pos[i] = 5 + 997 * i;
+    for (int j = 0; j < t->head_dim / 2; j++) freq[j] = powf(500000.0f, -2.0f * (float)j / (float)t->head_dim);
+    gt_pair ppos = gt_make_i32(pos, (size_t)t->m, t->off), pfreq = gt_make(TERN_F32, (size_t)(t->head_dim / 2 + 1), 0, freq);
     if (t->beta == 0 && t->pad) { /* C's padding columns stay NaN on both sides: compare the rest */
         float *z = calloc(c_len, sizeof *z);
         gt_free(&pc);
@@ -59,11 +68,14 @@ static void run_case(const gv_case *t, unsigned char **bits) {
         tern_matmul x = mm;
         if (t->bias) x.bias = V(pbias);
         if (t->epilogue == 2) x.aux = V(paux);
+        if (t->head_dim) x.rope = (tern_matmul_rope){V(ppos), tern_view(V(pfreq), 0, (size_t)t->head_dim / 2),
+                                                    t->rope_heads, t->head_dim};
         CHECK_OK(sd->ops->matmul(sd->d, V(pc), V(pa), V(pb), &x));
     }
     double tol = gt_tol(t->tc, 2e-5);
-    GT_EXPECT(pc, tol, "gemv m %d n %d k %d%s%s %s/%s/%s epi %d bias %d beta %g pad %d off %zu", t->m, t->n, t->k,
-              t->trans_b ? " Bt" : "", t->swiglu ? " swiglu" : "", tern_dtype_name(t->ta), tern_dtype_name(t->tb),
+    GT_EXPECT(pc, tol, "gemv m %d n %d k %d%s%s%s %s/%s/%s epi %d bias %d beta %g pad %d off %zu", t->m, t->n, t->k,
+              t->trans_b ? " Bt" : "", t->swiglu ? " swiglu" : "", t->head_dim ? " rope" : "", tern_dtype_name(t->ta),
+              tern_dtype_name(t->tb),
               tern_dtype_name(t->tc), t->epilogue, t->bias, (double)t->beta, t->pad, t->off);
     if (t->epilogue == 2) GT_EXPECT(paux, gt_tol(t->tbias, 2e-5), "gemv aux m %d n %d k %d", t->m, t->n, t->k);
     if (bits) {
@@ -71,7 +83,7 @@ static void run_case(const gv_case *t, unsigned char **bits) {
         *bits = malloc(bytes);
         CHECK_OK(gt_gpu.ops->download(gt_gpu.d, *bits, pc.view[1]));
     }
-    gt_free(&pa), gt_free(&pb), gt_free(&pc), gt_free(&pbias), gt_free(&paux);
+    gt_free(&pa), gt_free(&pb), gt_free(&pc), gt_free(&pbias), gt_free(&paux), gt_free(&ppos), gt_free(&pfreq);
     free(a), free(b), free(c0), free(bias);
 }
 
@@ -160,6 +172,21 @@ static void test_shapes(void) {
          .tbias = TERN_F32, .epilogue = 2, .alpha = 1, .swiglu = true},
     };
     for (int i = 0; i < 4; i++) run_case(&swiglu[i], NULL);
+    /* the ROPE epilogue (B [n, k]: a head's columns j and j + hd/2 finished together; the
+     * cpu side composes the product and rope): q and k heads rotated, the v heads after
+     * them not, k in one chunk and in several, bias, a strided C at odd offsets, alpha, a
+     * half-filled last row group, m = 8, head sizes 8 and 64 */
+    gv_case rope[4] = {
+        {.m = 1, .n = 6 * 8, .k = 3001, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .bias = true, .alpha = 1, .rope_heads = 4, .head_dim = 8},
+        {.m = 3, .n = 5 * 8, .k = 520, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16,
+         .tbias = TERN_BF16, .bias = true, .alpha = 1, .pad = 3, .off = 1, .rope_heads = 3, .head_dim = 8},
+        {.m = 2, .n = 7 * 8, .k = 256, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .alpha = 0.5f, .rope_heads = 7, .head_dim = 8},
+        {.m = 8, .n = 3 * 64, .k = 96, .trans_b = true, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32,
+         .tbias = TERN_F32, .bias = true, .alpha = 1, .rope_heads = 2, .head_dim = 64},
+    };
+    for (int i = 0; i < 4; i++) run_case(&rope[i], NULL);
     if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
     int C = 768;
     gv_case gpt2[] = {
@@ -176,6 +203,8 @@ static void test_shapes(void) {
         {.m = 2, .n = 100, .k = 2048, .trans_b = true, .beta = 0},
         /* Llama-3.2-1B's gate | up product with its SwiGLU (a slice of its 16,384 rows) */
         {.m = 1, .n = 144, .k = 2048, .trans_b = true, .beta = 0, .swiglu = true},
+        /* its q | k | v product with the rotation (q, k and v heads of 64: 32, 8 and 8) */
+        {.m = 1, .n = 48 * 64, .k = 2048, .trans_b = true, .beta = 0, .rope_heads = 40, .head_dim = 64},
     };
     for (size_t i = 0; i < sizeof gpt2 / sizeof gpt2[0]; i++) {
         gv_case t = gpt2[i];
@@ -243,8 +272,10 @@ static void test_nvrtc(void) {
                 s.n[7] = tb ? 0 : m == 1 ? 1024 : m == 2 ? 512 : 256; /* the group sizes gpu_gemv uses */
                 s.n[11] = tb ? m % 2 : v; /* B loaded before the wait */
                 s.n[8] = tb ? (m <= 2 ? 4 : 2) : 0; /* GEMV_T's words a step, as on CUDA */
-                s.n[9] = tb && (m + v) % 2 == 1;     /* the SWIGLU epilogue (B [n, k] only) */
-                if (s.n[9]) s.n[2] = 0;              /* no GELU beside it */
+                /* the SWIGLU and ROPE epilogues (B [n, k] only), without GELU beside them */
+                s.n[9] = tb && (m + v) % 2 == 1 ? (m % 4 < 2 ? GK_GEMV_SWIGLU : GK_GEMV_ROPE) : 0;
+                if (s.n[9]) s.n[2] = 0;
+                if (s.n[9] == GK_GEMV_ROPE) s.n[4] = 0, s.n[10] = 64; /* no aux */
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;

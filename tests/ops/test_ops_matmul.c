@@ -4,7 +4,8 @@
  * kernels (m <= 8) and the blocked sgemm path; a separate addend (beta reads it instead of
  * C) with all of those; the GELU_BACKWARD epilogue against the reference and against the
  * same handler's matmul then gelu_backward; the SWIGLU epilogue against the reference and
- * against the same handler's matmul then swiglu; then every validation error. */
+ * against the same handler's matmul then swiglu, the ROPE epilogue likewise against matmul
+ * then rope; then every validation error. */
 #include "ops_test.h"
 
 typedef struct mm_case {
@@ -483,6 +484,110 @@ static void test_swiglu(ot_ctx *c) {
     run_swiglu(c, &t, id++);
 }
 
+typedef struct rp_case {
+    int m, heads, hd, rot, k, ldc; /* n = heads hd columns, the first rot heads rotated; ldc 0: dense */
+    bool ta, tb, bias;
+    float alpha;
+    tern_dtype dab, dc; /* A and B; C and bias */
+} rp_case;
+
+/* C [m, n] = P = alpha op(A) op(B) + bias with its first rot heads of hd columns rotated at
+ * the rows' positions, with the ROPE epilogue: against the double reference and against
+ * this handler's own product into C then rope over it. */
+static void run_rope(ot_ctx *c, const rp_case *t, int id) {
+    int n = t->heads * t->hd, half = t->hd / 2;
+    int ar = t->ta ? t->k : t->m, ac = t->ta ? t->m : t->k, br = t->tb ? n : t->k, bc = t->tb ? t->k : n;
+    long sa, sb, sc;
+    int lda, ldb, ldc;
+    size_t na = extent(1, 0, ar, 0, ac, &sa, &lda), nb = extent(1, 0, br, 0, bc, &sb, &ldb);
+    size_t nc = extent(1, 0, t->m, t->ldc, n, &sc, &ldc);
+    float *a = ot_random(na, -1, 1), *b = ot_random(nb, -1, 1), *bias = ot_random((size_t)n, -1, 1);
+    float *c0 = ot_random(nc, -1, 1), *freq = malloc((size_t)half * sizeof(float));
+    int32_t *pos = malloc((size_t)t->m * sizeof(int32_t));
+    for (int i = 0; i < t->m; i++) pos[i] = 3 + 131 * i; /* angles well past 2 pi */
+    for (int j = 0; j < half; j++) freq[j] = powf(10000.0f, -2.0f * (float)j / (float)t->hd);
+    ot_round(a, na, t->dab), ot_round(b, nb, t->dab), ot_round(bias, (size_t)n, t->dc), ot_round(c0, nc, t->dc);
+    float *want = malloc(nc * sizeof(float));
+    double *p = malloc((size_t)n * sizeof(double));
+    memcpy(want, c0, nc * sizeof(float)); /* the gaps of a strided C stay */
+    for (int i = 0; i < t->m; i++) {
+        for (int j = 0; j < n; j++) {
+            double sum = 0;
+            for (int kk = 0; kk < t->k; kk++)
+                sum += (double)(t->ta ? a[(long)kk * lda + i] : a[(long)i * lda + kk]) *
+                       (double)(t->tb ? b[(long)j * ldb + kk] : b[(long)kk * ldb + j]);
+            p[j] = t->alpha * sum + (t->bias ? bias[j] : 0);
+            want[(long)i * ldc + j] = (float)p[j];
+        }
+        for (int h = 0; h < t->rot; h++)
+            for (int j = 0; j < half; j++) {
+                double ang = (double)((float)pos[i] * freq[j]); /* one f32 product, as rope's contract */
+                double x1 = p[h * t->hd + j], x2 = p[h * t->hd + half + j];
+                want[(long)i * ldc + h * t->hd + j] = (float)(x1 * cos(ang) - x2 * sin(ang));
+                want[(long)i * ldc + h * t->hd + half + j] = (float)(x2 * cos(ang) + x1 * sin(ang));
+            }
+    }
+    poison_matrix(c0, 1, sc, t->m, ldc, n); /* beta == 0: C is not read */
+    ot_buf ba = ot_make(c, t->dab, na, (size_t)(id % 3), a), bb = ot_make(c, t->dab, nb, 2, b);
+    ot_buf bcf = ot_make(c, t->dc, nc, 1, c0), bcs = ot_make(c, t->dc, nc, 0, c0);
+    ot_buf bbias = ot_make(c, t->dc, (size_t)n, 3, bias), bpos = ot_make_i32(c, pos, (size_t)t->m, 1);
+    ot_buf bfreq = ot_make(c, TERN_F32, (size_t)half, 2, freq);
+    tern_matmul mm = {.m = t->m, .n = n, .k = t->k, .trans_a = t->ta, .trans_b = t->tb, .ldc = t->ldc,
+                      .alpha = t->alpha, .bias = t->bias ? bbias.view : tern_none(), .epilogue = TERN_EPILOGUE_ROPE,
+                      .rope = {bpos.view, bfreq.view, t->rot, t->hd}};
+    CHECK_OK(c->ops->matmul(c->d, bcf.view, ba.view, bb.view, &mm));
+    /* the same handler's two steps: the product into C, rope over its first rot heads */
+    tern_matmul plain = mm;
+    plain.epilogue = TERN_EPILOGUE_NONE;
+    CHECK_OK(c->ops->matmul(c->d, bcs.view, ba.view, bb.view, &plain));
+    tern_buf rows = tern_view(bcs.view, 0, (size_t)(t->m - 1) * ldc + (size_t)n);
+    CHECK_OK(c->ops->rope(c->d, rows, rows, bpos.view, bfreq.view, t->m, t->rot, t->hd, ldc));
+    float *steps = malloc(nc * sizeof(float));
+    ot_read(c, bcs, steps);
+    for (int i = 0; i + 1 < t->m; i++) /* the gaps (before the last row): as the reference has them */
+        for (int j = n; j < ldc; j++) steps[(long)i * ldc + j] = want[(long)i * ldc + j];
+    /* f32: the product's 2e-5 (sums of up to 200 terms) and the rotation's few ulp of
+     * arguments up to ~1,000 rad: 5e-5; P may be rounded to C's dtype before the rotation */
+    char what[160];
+    snprintf(what, sizeof what, "rope case %d: m%d heads %d/%d hd %d k%d ldc %d ta%d tb%d bias %d alpha %g ab %s c %s",
+             id, t->m, t->rot, t->heads, t->hd, t->k, t->ldc, t->ta, t->tb, t->bias, (double)t->alpha,
+             tern_dtype_name(t->dab), tern_dtype_name(t->dc));
+    OT_EXPECT(c, bcf, want, ot_tol(t->dc, 5e-5), "%s (reference)", what);
+    OT_EXPECT(c, bcf, steps, ot_tol(t->dc, 5e-5), "%s (matmul then rope)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb) && ot_guard_ok(c, bbias) && ot_guard_ok(c, bcf) &&
+               ot_guard_ok(c, bpos) && ot_guard_ok(c, bfreq),
+           "%s: %s: guards", c->handler, what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bcf), ot_free(c, &bcs), ot_free(c, &bbias), ot_free(c, &bpos);
+    ot_free(c, &bfreq);
+    free(a), free(b), free(bias), free(c0), free(freq), free(pos), free(want), free(p), free(steps);
+}
+
+/* Decoding's rows (m <= 8 with B [n, k]: the GPU core's GEMV kernels rotate as they finish)
+ * and more (every handler composes), both layouts, each dtype, bias or not, C's rows dense
+ * or apart, all heads rotated or some; Llama's decode class last. */
+static void test_rope(ot_ctx *c) {
+    ot_seed(11);
+    static const int ms[] = {1, 2, 5, 8, 9, 33};
+    static const int hds[] = {2, 8, 16};
+    int id = 6000;
+    for (int dc = 0; dc < 2; dc++)
+        for (int mi = 0; mi < 6; mi++) {
+            rp_case t = {.m = ms[mi], .hd = hds[ot_randint(0, 3)], .heads = ot_randint(1, 6), .alpha = 1};
+            t.rot = ot_randint(1, t.heads + 1);
+            t.k = 17 + 40 * ot_randint(0, 5);
+            t.tb = ot_randint(0, 4) != 0, t.ta = ot_randint(0, 4) == 0;
+            t.ldc = ot_randint(0, 4) == 0 ? t.heads * t.hd + ot_randint(1, 5) : 0;
+            t.bias = ot_randint(0, 2);
+            if (ot_randint(0, 3) == 0) t.alpha = -0.5f;
+            t.dab = ot_float2[ot_randint(0, 2)], t.dc = ot_float2[dc];
+            run_rope(c, &t, id++);
+        }
+    /* q | k | v [1, (4 + 2 + 2) 64] = h [1, 576] @ W_qkv^T, bf16, as grouped-query decoding */
+    rp_case t = {.m = 1, .heads = 8, .hd = 64, .rot = 6, .k = 576, .tb = true, .alpha = 1, .dab = TERN_BF16,
+                 .dc = TERN_BF16};
+    run_rope(c, &t, id++);
+}
+
 typedef struct bg_case {
     int m, n, k;
     bool ta;
@@ -773,6 +878,38 @@ static void test_errors(ot_ctx *c) {
     bad.beta = 1;
     CHECK_ERR(o->matmul(c->d, tern_view(cc.view, 0, 3), a.view, tern_view(b.view, 0, 8), &bad),
               "matmul: the SWIGLU epilogue needs beta == 0, got 1");
+    /* the ROPE epilogue: even head_dim dividing n, heads within n, nothing of beta's term
+     * or aux, positions [m] and frequencies [head_dim / 2] */
+    bad = mm; /* m 3, n 3 */
+    bad.epilogue = TERN_EPILOGUE_ROPE;
+    int32_t pos3[3] = {0, 1, 2};
+    ot_buf pos = ot_make_i32(c, pos3, 3, 0), freq = ot_make(c, TERN_F32, 4, 0, x);
+    bad.rope = (tern_matmul_rope){pos.view, tern_view(freq.view, 0, 1), 1, 2};
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad),
+              "matmul: the ROPE epilogue needs an even head_dim dividing n (3), got 2");
+    bad.n = 2; /* B [k 3, n 2] */
+    bad.rope.heads = 2;
+    tern_buf c6 = tern_view(cc.view, 0, 6), b6 = tern_view(b.view, 0, 8); /* C [3, 2], B [4, 2] */
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: the ROPE epilogue needs heads * head_dim <= n (2), got 4");
+    bad.rope.heads = 0;
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: rope.heads must be positive, got 0");
+    bad.rope.heads = 1;
+    bad.beta = 1;
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: the ROPE epilogue needs beta == 0, got 1");
+    bad.beta = 0;
+    ot_buf aux = ot_make(c, TERN_F32, 6, 0, NULL);
+    bad.aux = aux.view;
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: the ROPE epilogue takes no aux");
+    bad.aux = tern_none();
+    ot_free(c, &aux);
+    bad.rope.pos = tern_view(pos.view, 0, 2);
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: rope.pos has 2 elements, m needs 3");
+    bad.rope.pos = pos.view;
+    bad.rope.inv_freq = tern_view(freq.view, 0, 2);
+    CHECK_ERR(o->matmul(c->d, c6, a.view, b6, &bad), "matmul: rope.inv_freq has 2 elements, head_dim / 2 needs 1");
+    bad.rope.inv_freq = tern_view(freq.view, 0, 1);
+    CHECK_OK(o->matmul(c->d, c6, a.view, b6, &bad)); /* the same call, valid */
+    ot_free(c, &pos), ot_free(c, &freq);
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -798,6 +935,7 @@ static void test_all(ot_ctx *c) {
     test_gelu_backward(c);
     test_bias_grad(c);
     test_swiglu(c);
+    test_rope(c);
     test_errors(c);
 }
 
