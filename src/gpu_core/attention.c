@@ -132,11 +132,18 @@ static int cached_splits(const gpu_core *g, size_t rows, int max_T, int hs, int 
     return s > 1 ? (int)s : 1;
 }
 
-/* The split partials' buffer, allocated once at its full size (GK_AC_SPLIT_ROWS rows of
- * hs + 2 floats) and never moved: a captured graph keeps its address. */
-static tern_error *split_partials(gpu_core *g) {
-    if (g->att_partial.mem) return NULL;
-    return tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial);
+/* The split partials' buffer (GK_AC_SPLIT_ROWS rows of hs + 2 floats) and the rows' split
+ * counters (zeroed here; each launch's last split of a row sets its counter back to zero),
+ * allocated once at their full sizes and never moved: a captured graph keeps their addresses. */
+static tern_error *split_buffers(gpu_core *g) {
+    if (g->att_partial.mem && g->att_count.mem) return NULL;
+    if (!g->att_partial.mem)
+        TERN_TRY(tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2), &g->att_partial));
+    static const int32_t zeros[GK_AC_SPLIT_ROWS];
+    TERN_TRY(tern_rt_alloc(g->rt, TERN_T_I32, GK_AC_SPLIT_ROWS, &g->att_count));
+    tern_error *err = tern_rt_upload(g->rt, g->att_count, zeros);
+    if (err) tern_rt_free(g->rt, &g->att_count);
+    return err;
 }
 
 tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
@@ -166,7 +173,7 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     tern_arg dst = tern_arg_buf(out);
     uint32_t threads = GK_AC_GROUP;
     if (splits > 1) {
-        TERN_TRY(tern_error_wrap(split_partials(g), "%s", op));
+        TERN_TRY(tern_error_wrap(split_buffers(g), "%s", op));
         dst = tern_arg_dev(g->att_partial);
         /* a group fitted to a split's positions, at most ceil(max_T / S) (from the shape
          * only: a graph replays it at every position), parts threads each, in whole SIMD
@@ -181,20 +188,12 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
         s.n[4] = parts;
         s.n[5] = T == 1; /* decoding: the one new position is each group's own row */
     }
+    /* split: the partials, then out and the counters (the row's last split merges) */
     tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),
                        gpu_fault_arg(g), tern_arg_i32(T), tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T),
-                       tern_arg_f32(head_scale(hs))};
+                       tern_arg_f32(head_scale(hs)), tern_arg_buf(out), tern_arg_dev(g->att_count)};
     /* split: grid (T S, NH, B) (rows <= GK_AC_SPLIT_ROWS / 2, so NH and B are small) */
     tern_dims grid = splits > 1 ? tern_dims3((uint32_t)(T * splits), (uint32_t)NH, (uint32_t)B)
                                 : tern_dims1((uint32_t)rows);
-    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, grid, tern_dims1(threads), args, 11));
-    if (splits == 1) return NULL;
-    gk_spec sc = {0};
-    sc.t[0] = gpu_t(out);
-    sc.n[0] = hs;
-    sc.n[1] = splits;
-    tern_arg cargs[] = {tern_arg_buf(out), tern_arg_dev(g->att_partial), tern_arg_buf(pos), tern_arg_i32(T),
-                        tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(max_T), tern_arg_i32((int32_t)rows)};
-    return gpu_run(g, op, GK_ATTENTION_COMBINE, &sc, tern_dims1(gpu_groups(rows * (size_t)hs, GK_EW_GROUP)),
-                   tern_dims1(GK_EW_GROUP), cargs, 8);
+    return gpu_run(g, op, GK_ATTENTION_CACHED, &s, grid, tern_dims1(threads), args, splits > 1 ? 13 : 11);
 }

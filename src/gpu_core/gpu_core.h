@@ -109,6 +109,8 @@ typedef struct gpu_core {
     tern_dbuf argmax_v, argmax_i; /* greedy sampling's parts (argmax.c): allocated once */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
+    tern_dbuf att_count;     /* i32 [GK_AC_SPLIT_ROWS], each row's splits done so far: zero
+                              * between launches (the last split resets it) */
     /* the allocations that kernels launched since the last barrier may still be writing
      * (inflight.c); unknown after work the core did not launch */
     void *inflight[GPU_INFLIGHT_MAX];

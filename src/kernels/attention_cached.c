@@ -12,9 +12,10 @@
  * Split (flash-decoding), for few rows (decoding one token: B NH groups, 12 for GPT-2, would
  * leave most of a GPU idle): S groups per row, group s attending over its S-th of the
  * positions 0 .. p0 + t; each writes its unnormalised output, running maximum and sum to
- * `partial` [rows, S, hs + 2] (f32) instead of out, and attention_cached_combine merges the
- * S parts of each row in split order (deterministic: no atomics). Only split 0 stores the
- * row's key and value (last: nothing waits for the stores). A split has at most 64 positions
+ * `partial` [rows, S, hs + 2] (f32), counts itself in on the row's counter (an atomic add
+ * after a device fence), and the split that counts last merges the S parts into out in
+ * split order (deterministic: no float atomics) and sets the counter back to zero. Only
+ * split 0 stores the row's key and value. A split has at most 64 positions
  * when decoding GPT-2 (max_T 1024, 16 splits), so its time is a chain of dependent steps, not
  * bandwidth; its kernel (trace_split) is built to keep that chain short: two round trips to
  * memory and one barrier when decoding.
@@ -28,7 +29,8 @@
  * no split); split: n[3] threads per group, n[4] threads per position (kernels.h), n[5] = 1
  * when T = 1 (decoding); n[6] = group.
  * Parameters: out (split: partial), k_cache, v_cache, qkv, pos, fault, T, C, NH, max_T,
- * scale. Grid: B NH T groups; split: (T S, NH, B). */
+ * scale; split: then out and count (i32 [rows], zero before the launch and after it).
+ * Grid: B NH T groups; split: (T S, NH, B). */
 #include <math.h>
 
 #include "kernels/kutil.h"
@@ -54,6 +56,7 @@ static tern_v dot_row(tern_v buf, tern_v at, tern_v qsh, int hs, int W) {
 /* The kernel's parameters, in launch order. */
 typedef struct cached_args {
     tern_v out, kc, vc, qkv, pos, fault, T, C, NH, max_T, scale;
+    tern_v final, count; /* split: the output and the rows' counters of splits done */
     int group; /* query heads per key/value head (1: GPT-2) */
     /* grouped (set by heads_of): from a query head's channels in a row to its key/value
      * head's key and value, and the cache's head b KV + h / group */
@@ -86,7 +89,7 @@ static tern_v value_shift(const cached_args *a) {
 
 static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     cached_args a;
-    a.out = split ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_WRITE) : ku_buf(kb, "out", s->t[0], TERN_WRITE);
+    a.out = split ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ_WRITE) : ku_buf(kb, "out", s->t[0], TERN_WRITE);
     a.kc = ku_buf(kb, "k_cache", s->t[1], TERN_READ_WRITE);
     a.vc = ku_buf(kb, "v_cache", s->t[2], TERN_READ_WRITE);
     a.qkv = ku_buf(kb, "qkv", s->t[3], TERN_READ);
@@ -98,6 +101,8 @@ static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     a.max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
     a.scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     a.group = s->n[6] > 1 ? s->n[6] : 1;
+    a.final = split ? ku_buf(kb, "out", s->t[0], TERN_WRITE) : tern_int(0);
+    a.count = split ? tern_param_buf(kb, "count", TERN_T_I32, TERN_READ_WRITE) : tern_int(0);
     return a;
 }
 
@@ -343,6 +348,31 @@ static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, 
     }
 }
 
+/* Step 5: out[out_row + d] for d < hs from the S parts of a row at `base` of partial
+ * ([S, hs + 2]: the hs sums, m, l), in split order (deterministic: no float atomics):
+ * M = max m_s, out = (sum o_s[d] 2^(m_s - M)) / (sum l_s 2^(m_s - M)) (the scores are in
+ * base-2 units). Split 0 always holds position 0, so M is finite. */
+static void merge_parts(tern_kb *kb, tern_v partial, tern_v base, tern_v out, tern_v out_row, tern_v tid, int hs,
+                        int S, int G) {
+    TERN_FOR(kb, d, tid, tern_int(hs), tern_int(G)) {
+        tern_v ms[GK_AC_MAX_SPLITS];
+        tern_v M = tern_f32(0.0f);
+        for (int p = 0; p < S; p++) {
+            ms[p] = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs)));
+            M = p ? tern_max(M, ms[p]) : ms[0];
+        }
+        tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
+        for (int p = 0; p < S; p++) {
+            tern_v w = tern_exp2(tern_sub(ms[p], M));
+            tern_v lp = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs + 1)));
+            tern_v op = tern_load(partial, tern_add(base, tern_add(d, tern_int(p * (hs + 2)))));
+            L = p ? tern_fma(lp, w, L) : tern_mul(lp, w);
+            O = p ? tern_fma(op, w, O) : tern_mul(op, w);
+        }
+        tern_store(out, tern_add(out_row, d), tern_div(O, L));
+    }
+}
+
 /* Split: group (row, part) of G threads attends over its part's positions in passes of P
  * (one pass when a split's share of max_T fits a group of GK_AC_SPLIT_GROUP: GPT-2 up to max_T
  * = 2048), with a short chain of dependent steps:
@@ -377,6 +407,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v ow = tern_shared(kb, "ow", TERN_T_F32, (size_t)(NW * hs)); /* [NW, hs] each SIMD group's sums */
     tern_v mw = tern_shared(kb, "mw", TERN_T_F32, (size_t)NW);        /* [NW] its maximum */
     tern_v lw = tern_shared(kb, "lw", TERN_T_F32, (size_t)NW);        /* [NW] its sum of weights */
+    tern_v last = tern_shared(kb, "last", TERN_T_I32, 1);             /* 1: this split merges the row */
     tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
 
     split_thread st;
@@ -505,6 +536,23 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
                 TERN_IF(kb, tern_lt(d, tern_int(hs))) { tern_store(a.vc, tern_add(to, d), vnew[it]); }
             }
         }
+        /* 5: the split that finishes its row last merges the row's S parts into out: each
+         * thread's partial stores, then its fence, then (after the barrier) the group counts
+         * itself in; the last one fences again and reads every part */
+        tern_fence_device(kb);
+        tern_barrier(kb);
+        tern_v row = tern_div(g, tern_int(S));
+        TERN_IF(kb, tern_eq(tid, tern_int(0))) {
+            tern_v done = tern_atomic_add(a.count, row, tern_int(1));
+            tern_store(last, tern_int(0), tern_select(tern_eq(done, tern_int(S - 1)), tern_int(1), tern_int(0)));
+        }
+        tern_barrier(kb);
+        TERN_IF(kb, tern_eq(tern_load(last, tern_int(0)), tern_int(1))) {
+            tern_fence_device(kb);
+            tern_v out_row = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), hoff);
+            merge_parts(kb, partial, tern_mul(row, tern_int(S * (hs + 2))), a.final, out_row, tid, hs, S, G);
+            TERN_IF(kb, tern_eq(tid, tern_int(0))) { tern_store(a.count, row, tern_int(0)); } /* for the next launch */
+        }
     }
 }
 
@@ -514,50 +562,4 @@ void gk_trace_attention_cached(tern_kb *kb, void *spec) {
         trace_split(kb, s);
     else
         trace_rows(kb, s);
-}
-
-/* The split attention's second step: out[b, t, h hs + d] from the S parts of each row, in
- * split order: M = max m_s, out = (sum o_s[d] 2^(m_s - M)) / (sum l_s 2^(m_s - M)) (the
- * scores are in base-2 units). Split 0 always holds position 0, so M is finite.
- *
- * Spec: t[0] out; n[0] = hs, n[1] = S. Parameters: out, partial, pos, T, C, NH, max_T, rows
- * (B NH T). One thread per output element, groups of GK_EW_GROUP; nothing is written when
- * the positions are out of range (the first kernel recorded the fault). */
-void gk_trace_attention_combine(tern_kb *kb, void *spec) {
-    const gk_spec *s = spec;
-    int hs = s->n[0], S = s->n[1];
-    tern_v out = ku_buf(kb, "out", s->t[0], TERN_WRITE);
-    tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ);
-    tern_v pos = tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ);
-    tern_v T = tern_param_scalar(kb, "T", TERN_T_I32);
-    tern_v C = tern_param_scalar(kb, "C", TERN_T_I32);
-    tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
-    tern_v max_T = tern_param_scalar(kb, "max_T", TERN_T_I32);
-    tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
-    tern_wait_previous(kb);
-    tern_v gid = tern_global_id(kb, 0);
-    tern_v row = tern_div(gid, tern_int(hs)), d = tern_rem(gid, tern_int(hs));
-    tern_v p0 = tern_load(pos, tern_int(0));
-    tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(max_T, T)));
-    TERN_IF(kb, tern_land(ok, tern_lt(row, rows))) {
-        tern_v base = tern_mul(row, tern_int(S * (hs + 2)));
-        tern_v ms[GK_AC_MAX_SPLITS];
-        tern_v M = tern_f32(0.0f);
-        for (int p = 0; p < S; p++) {
-            ms[p] = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs)));
-            M = p ? tern_max(M, ms[p]) : ms[0];
-        }
-        tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
-        for (int p = 0; p < S; p++) {
-            tern_v w = tern_exp2(tern_sub(ms[p], M));
-            tern_v lp = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs + 1)));
-            tern_v op = tern_load(partial, tern_add(base, tern_add(d, tern_int(p * (hs + 2)))));
-            L = p ? tern_fma(lp, w, L) : tern_mul(lp, w);
-            O = p ? tern_fma(op, w, O) : tern_mul(op, w);
-        }
-        tern_v t = tern_rem(row, T), bh = tern_div(row, T);
-        tern_v b = tern_div(bh, NH), h = tern_rem(bh, NH);
-        tern_v at = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), tern_add(tern_mul(h, tern_int(hs)), d));
-        tern_store(out, at, tern_div(O, L));
-    }
 }

@@ -27,7 +27,6 @@ static const struct {
     [GK_ATTENTION_DKDV] = {"attention_dkdv", gk_trace_attention_dkdv},
     [GK_ATTENTION_DQ] = {"attention_dq", gk_trace_attention_dq},
     [GK_ATTENTION_CACHED] = {"attention_cached", gk_trace_attention_cached},
-    [GK_ATTENTION_COMBINE] = {"attention_cached_combine", gk_trace_attention_combine},
     [GK_CROSS_ENTROPY] = {"cross_entropy", gk_trace_cross_entropy},
     [GK_SAMPLE] = {"sample", gk_trace_sample},
     [GK_ARGMAX_PARTIAL] = {"argmax_partial", gk_trace_argmax_partial},

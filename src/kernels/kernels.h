@@ -40,7 +40,6 @@ typedef enum gk_family {
     GK_ATTENTION_DKDV,     /* dk, dv: one thread per key row */
     GK_ATTENTION_DQ,       /* dq: one thread per query row */
     GK_ATTENTION_CACHED,   /* KV-cache store + attention of the new rows (or of a split) */
-    GK_ATTENTION_COMBINE,  /* attention_cached's splits merged into out */
     GK_CROSS_ENTROPY,
     GK_SAMPLE,
     GK_ARGMAX_PARTIAL,     /* greedy sampling over many groups a row: each part's argmax */
@@ -176,8 +175,8 @@ static inline int gk_att_split(int hs, int backward) {
 }
 
 /* ATTENTION_CACHED: one group of GK_AC_GROUP threads per (b, h, t), or per (b, h, t, split)
- * when its positions are split S ways (few rows: decoding); then ATTENTION_COMBINE merges the
- * splits, one thread per output element in groups of GK_EW_GROUP. The splits' partial results
+ * when its positions are split S ways (few rows: decoding); then the split that finishes a
+ * row last merges its S parts (attention_cached.c, step 5). The splits' partial results
  * take (hs + 2) floats each; the core keeps room for GK_AC_SPLIT_ROWS of them.
  *
  * A split's group (spec n[2] = S > 1; grid (T S, NH, B)) has n[3] threads (a multiple of 32,
@@ -270,7 +269,6 @@ void gk_trace_attention_delta(tern_kb *kb, void *spec);
 void gk_trace_attention_dkdv(tern_kb *kb, void *spec);
 void gk_trace_attention_dq(tern_kb *kb, void *spec);
 void gk_trace_attention_cached(tern_kb *kb, void *spec);
-void gk_trace_attention_combine(tern_kb *kb, void *spec);
 void gk_trace_cross_entropy(tern_kb *kb, void *spec);
 void gk_trace_argmax_partial(tern_kb *kb, void *spec);
 void gk_trace_argmax_merge(tern_kb *kb, void *spec);
