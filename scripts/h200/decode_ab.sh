@@ -8,7 +8,9 @@
 # Nsight Compute's kernel durations of A's Llama-3.2-1B decoding, per token (DECODE_NCU=0
 # skips it). DECODE_CONFIGS picks the shapes (default "gpt2 smollm2-135m llama-3.2-1b");
 # DECODE_PEER=1 runs the hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph)
-# after each Llama shape's sides, so its ratio comes from the same round.
+# after each Llama shape's sides, so its ratio comes from the same round. DECODE_CHECKS picks
+# the optional checks (default "gemv matmul": test_ops_matmul on cuda; "attention":
+# test_gpu_attention and test_gpu_gqa on cuda); the Llama and fixture checks always run.
 #   mkdir -p .old && git archive OLD -- . ':!models/brown-mini' | gzip > .old/old.tar.gz
 #   OUT=$OUT bash scripts/h200/decode_ab.sh          (carry .deb .fixtures .old)
 set -uo pipefail
@@ -24,12 +26,19 @@ old_build=$!
 start=$SECONDS
 { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
   cmake --build $b -j 10 --target tern_cli test_gpu_gemv test_ops_matmul test_ops_llama test_llama_model \
-      test_gpt2_fixture; } > "$logs/build.log" 2>&1 ||
+      test_gpt2_fixture test_gpu_attention test_gpu_gqa; } > "$logs/build.log" 2>&1 ||
     { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
 note "ok   build ($((SECONDS - start)) s)"
 export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+checks=" ${DECODE_CHECKS:-gemv matmul} "
 TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 240 gemv.log $b/tests/gpu/test_gpu_gemv
-TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 240 ops-matmul.log $b/tests/ops/test_ops_matmul
+[[ $checks == *" matmul "* ]] &&
+    TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 240 ops-matmul.log $b/tests/ops/test_ops_matmul
+if [[ $checks == *" attention "* ]]; then
+    TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_attention on cuda" 240 attention.log \
+        $b/tests/gpu/test_gpu_attention
+    TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gqa on cuda" 240 gqa.log $b/tests/gpu/test_gpu_gqa
+fi
 TERN_TEST_HANDLER=cuda step "ops: test_ops_llama on cuda" 120 ops-llama.log $b/tests/ops/test_ops_llama
 TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 300 llama-model.log \
     $b/tests/llama/test_llama_model "" cuda both
