@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""PyTorch peers of `tern bench` for the Llama family, on the same GPU in the same run
-(scripts/h200/llama_speed.sh alternates them with tern). Random initialisation from configs
-built here (no network): the shapes of tern_llama_config_named (src/core/llama_config.c).
-Each measurement prints one 'peer:' line.
+"""PyTorch peers of `tern bench` for the Llama family, and GPT-2 124M's batched decoding, on
+the same GPU in the same run (scripts/h200/llama_speed.sh and decode_batch.sh alternate them
+with tern). Random initialisation from configs built here (no network): the shapes of
+tern_llama_config_named (src/core/llama_config.c) and GPT-2 124M's. Each measurement prints
+one 'peer:' line. For GPT-2, decode and check only (fast, fast-graph, hf, hf-static).
 
   decode --config NAME --impl hf-static,fast-graph[,fast,hf] --batch B --prompt P --tokens N
       greedy, bf16 weights, B random prompts of P tokens (default B 1) decoded together by N
@@ -45,6 +46,8 @@ CONFIGS = {
     "qwen2.5-0.5b": (24, 896, 4864, 14, 2, 64, 151936, 32768, 1e-6, 1e6, False, "qwen2"),
     "llama-3.2-1b": (16, 2048, 8192, 32, 8, 64, 128256, 131072, 1e-5, 5e5, True, "llama"),
     "tiny":         (2, 64, 176, 4, 2, 16, 4096, 128, 1e-5, 1e4, False, "llama"),
+    # GPT-2 124M (learned positions, layer norm with bias, GELU MLP; theta unused)
+    "gpt2":         (12, 768, 3072, 12, 12, 64, 50257, 1024, 1e-5, None, False, "gpt2"),
 }
 LLAMA3_SCALING = {"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                   "original_max_position_embeddings": 8192}
@@ -58,6 +61,10 @@ def sync():
 def hf_config(name):
     import transformers
     L, C, I, H, KV, D, V, ctx, eps, theta, llama3, family = CONFIGS[name]
+    if family == "gpt2":
+        return transformers.GPT2Config(n_layer=L, n_embd=C, n_inner=I, n_head=H, n_positions=ctx, vocab_size=V,
+                                       layer_norm_epsilon=eps, activation_function="gelu_new",
+                                       bos_token_id=V - 1, eos_token_id=V - 1)
     kw = dict(vocab_size=V, hidden_size=C, intermediate_size=I, num_hidden_layers=L, num_attention_heads=H,
               num_key_value_heads=KV, max_position_embeddings=ctx, rms_norm_eps=eps, rope_theta=theta,
               tie_word_embeddings=True, bos_token_id=0, eos_token_id=1, hidden_act="silu")
@@ -185,6 +192,75 @@ class HandLlama(nn.Module):
             w.k.zero_(); w.v.zero_()
 
 
+class HandGPT2(nn.Module):
+    """GPT-2 from an HF GPT2LMHeadModel's weights (its Conv1D [in, out] weights transposed for
+    F.linear): decoding with a preallocated KV cache per layer [batch, H, max_len, D]."""
+
+    def __init__(s, hf, name, max_len, dtype, cache=True, batch=1):
+        super().__init__()
+        L, C, I, H, KV, D, V, ctx, eps, *_ = CONFIGS[name]
+        s.C, s.H, s.D, s.eps = C, H, D, eps
+        cp = lambda w: nn.Parameter(w.detach().to(dtype).clone())
+        t = hf.transformer
+        s.wte, s.wpe = cp(t.wte.weight), cp(t.wpe.weight[:max_len])      # [V, C] (tied head), [max_len, C]
+        s.lnf_w, s.lnf_b = cp(t.ln_f.weight), cp(t.ln_f.bias)
+        s.layers = nn.ModuleList()
+        for b in t.h:
+            ly = nn.Module()
+            ly.ln1_w, ly.ln1_b, ly.ln2_w, ly.ln2_b = (cp(x) for x in (b.ln_1.weight, b.ln_1.bias, b.ln_2.weight, b.ln_2.bias))
+            ly.wqkv, ly.bqkv = cp(b.attn.c_attn.weight.t()), cp(b.attn.c_attn.bias)     # [3C, C], [3C]
+            ly.wo, ly.bo = cp(b.attn.c_proj.weight.t()), cp(b.attn.c_proj.bias)         # [C, C]
+            ly.wfc, ly.bfc = cp(b.mlp.c_fc.weight.t()), cp(b.mlp.c_fc.bias)             # [4C, C]
+            ly.wp, ly.bp = cp(b.mlp.c_proj.weight.t()), cp(b.mlp.c_proj.bias)           # [C, 4C]
+            if cache:
+                ly.register_buffer("k", torch.zeros(batch, H, max_len, D, dtype=dtype))
+                ly.register_buffer("v", torch.zeros(batch, H, max_len, D, dtype=dtype))
+            s.layers.append(ly)
+        s.register_buffer("causal", torch.tril(torch.ones(max_len, max_len, dtype=torch.bool)))
+
+    def ln(s, x, w, b):
+        return F.layer_norm(x, (s.C,), w, b, s.eps)
+
+    def block(s, w, x, attend):
+        B, S, _ = x.shape
+        q, k, v = (t.view(B, S, s.H, s.D).transpose(1, 2) for t in
+                   F.linear(s.ln(x, w.ln1_w, w.ln1_b), w.wqkv, w.bqkv).split(s.C, dim=-1))   # [B, H, S, D]
+        y = attend(w, q, k, v)
+        x = x + F.linear(y.transpose(1, 2).reshape(B, S, s.C), w.wo, w.bo)
+        h = F.gelu(F.linear(s.ln(x, w.ln2_w, w.ln2_b), w.wfc, w.bfc), approximate="tanh")
+        return x + F.linear(h, w.wp, w.bp)
+
+    def forward(s, idx, pos):
+        """Decoding: idx [B, S] at positions pos [S]; writes the cache; the next greedy ids [B, 1]."""
+        mask = s.causal[pos][None, None]                                      # [1, 1, S, max_len]
+
+        def cached(w, q, k, v):
+            w.k.index_copy_(2, pos, k)
+            w.v.index_copy_(2, pos, v)
+            return F.scaled_dot_product_attention(q, w.k, w.v, attn_mask=mask)
+        x = s.wte[idx] + s.wpe[pos]                                           # [B, S, C]
+        for w in s.layers:
+            x = s.block(w, x, cached)
+        x = s.ln(x[:, -1:], s.lnf_w, s.lnf_b)
+        return torch.argmax(F.linear(x, s.wte), dim=-1)                      # [B, 1]
+
+    def logits(s, idx):
+        """idx [B, T] from position 0; logits [B, T, V]."""
+        x = s.wte[idx] + s.wpe[:idx.shape[1]]
+        for w in s.layers:
+            x = s.block(w, x, lambda w, q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True))
+        return F.linear(s.ln(x, s.lnf_w, s.lnf_b), s.wte)
+
+    def reset(s):
+        for w in s.layers:
+            w.k.zero_(); w.v.zero_()
+
+
+def hand_model(hf, name, max_len, dtype, cache=True, batch=1):
+    cls = HandGPT2 if CONFIGS[name][-1] == "gpt2" else HandLlama
+    return cls(hf, name, max_len, dtype, cache=cache, batch=batch)
+
+
 # ---------------------------------------------------------------- training
 def train(a):
     L, C, I, H, KV, D, V, *_ = CONFIGS[a.config]
@@ -265,7 +341,7 @@ def decode_hf(a, hf, prompt, static):
 def decode_hand(a, hf, prompt, graph):
     N, P = a.tokens, a.prompt
     B = prompt.shape[0]
-    fast = HandLlama(hf, a.config, P + N + 8, torch.bfloat16, batch=B).to(dev)
+    fast = hand_model(hf, a.config, P + N + 8, torch.bfloat16, batch=B).to(dev)
     ppos = torch.arange(P, device=dev)
     t_c = time.perf_counter()
     if graph:   # one compiled step captured in a CUDA graph that feeds its token and position back
@@ -349,7 +425,7 @@ def check(a):
     prompt = torch.randint(3, V, (1, P), device=dev, generator=torch.Generator(device=dev).manual_seed(5))
     with torch.no_grad():
         ref = hf.generate(prompt, max_new_tokens=n, min_new_tokens=n, do_sample=False, pad_token_id=0)[0, P:].tolist()
-        m = HandLlama(hf, a.config, P + n + 8, torch.float32).to(dev)
+        m = hand_model(hf, a.config, P + n + 8, torch.float32).to(dev)
         tok, ids = m(prompt, torch.arange(P, device=dev)), []
         for i in range(n):
             ids.append(int(tok))
@@ -381,6 +457,7 @@ if __name__ == "__main__":
     if a.impl is None: a.impl = "hf-static,fast-graph" if a.what == "decode" else "hf"
     if a.batch is None: a.batch = 1 if a.what == "decode" else 16
     if a.what == "train" and a.impl not in ("hf", "hand"): sys.exit("train: --impl hf or hand")
+    if a.what == "train" and a.config == "gpt2": sys.exit("train: GPT-2's peers are ../shared/bench/gpu_torch_peers.py's")
     if dev == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
