@@ -30,7 +30,9 @@ typedef struct cuda_tune {
     bool pdl;             /* pdl: programmatic dependent launch where the GPU has it (on) */
     bool gemm_tune;       /* gemm_tune: cuBLASLt's candidates timed on a shape's first use (on) */
     int gemm_candidates;  /* gemm_candidates: how many the heuristic is asked for (8) */
-    bool gemv;            /* gemv: products with <= 8 rows of A to the GEMV kernels (on) */
+    int gemv;             /* gemv: products with at most this many rows of A (m) to the GEMV
+                           * kernels, 0 .. GK_GEMV_MAX_M (2: cuBLASLt was faster from m = 4
+                           * at GPT-2's shapes, bench/h200/NOTES.md run 80; 0: none) */
     int flash_groups[3];  /* flash_groups: f/kv/q groups a multiprocessor's registers are
                            * budgeted for (4/2/4; 0: no hint; run 22) */
     bool flash_kv_halves; /* flash_kv_halves: dK dV walks each query tile in halves (on) */

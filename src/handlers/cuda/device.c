@@ -27,7 +27,7 @@ static tern_error *pick_device(const tern_cuda_api *cu, int index, CUdevice *out
 }
 
 static const cuda_tune tune_defaults = {
-    .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = true,
+    .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = 2,
     .flash_groups = {4, 2, 4}, .flash_kv_halves = true, .flash_pipelined = {1, 0, 1}, .flash_stages = 4,
     .flash_ds_saved = true,
 };
@@ -41,7 +41,7 @@ static const tern_option tune_keys[] = {
     KEY("pdl", TERN_OPTION_BOOL, pdl, 0, 1),
     KEY("gemm_tune", TERN_OPTION_BOOL, gemm_tune, 0, 1),
     KEY("gemm_candidates", TERN_OPTION_INT, gemm_candidates, 1, 64),
-    KEY("gemv", TERN_OPTION_BOOL, gemv, 0, 1),
+    KEY("gemv", TERN_OPTION_INT, gemv, 0, GK_GEMV_MAX_M),
     KEY("flash_groups", TERN_OPTION_INT3, flash_groups, 0, 32),
     KEY("flash_kv_halves", TERN_OPTION_BOOL, flash_kv_halves, 0, 1),
     KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),

@@ -317,7 +317,7 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
  * reads 1.2-4.7 MB, against 0.4-1.6 us at the H200's bandwidth. gemv=0 keeps every product
  * on cuBLASLt (for comparisons). */
 static bool gemv_wanted(const tern_dev *d, const tern_matmul_dims *dims) {
-    return d->tune.gemv && gpu_gemv_applies(dims);
+    return dims->m <= d->tune.gemv && gpu_gemv_applies(dims);
 }
 
 static tern_error *gemv(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
