@@ -23,11 +23,39 @@
  * better than many short ones). Every sum is in f32 with several independent accumulators,
  * so the loop is bound by memory, not by the latency of one chain of adds. */
 #include <string.h>
+#include <stdlib.h>
 
 #include "handlers/cpu/kernels.h"
 #include "tern/half.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
+
+/* TEMPORARY (measuring): software prefetch distances in bytes, PF_T for the [n, k] kernels,
+ * PF_NT for the [k, n] one (0: none). */
+static size_t pf_t = 8192, pf_nt = 0;
+static int pf_loc = 2;
+static void pf_init(void) {
+    static int once;
+    if (once) return;
+    once = 1;
+    if (getenv("PF_T")) pf_t = (size_t)atol(getenv("PF_T"));
+    if (getenv("PF_NT")) pf_nt = (size_t)atol(getenv("PF_NT"));
+    if (getenv("PF_LOC")) pf_loc = atoi(getenv("PF_LOC"));
+}
+#define PF_T(p)                                                                   \
+    do {                                                                          \
+        if (pf_t) {                                                               \
+            if (pf_loc == 3) __builtin_prefetch((const char *)(p) + pf_t, 0, 3);   \
+            else __builtin_prefetch((const char *)(p) + pf_t, 0, 2);               \
+        }                                                                         \
+    } while (0)
+#define PF_NT(p)                                                                  \
+    do {                                                                          \
+        if (pf_nt) {                                                              \
+            if (pf_loc == 3) __builtin_prefetch((const char *)(p) + pf_nt, 0, 3);  \
+            else __builtin_prefetch((const char *)(p) + pf_nt, 0, 2);              \
+        }                                                                         \
+    } while (0)
 
 /* One element of B (f32, bf16 or f16) as f32. */
 ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
@@ -63,6 +91,14 @@ ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const
             for (int u = 0; u < U; u++) {
                 b0[u] = loadv(b, row0 + kk + (size_t)(VN * u), dt);
                 b1[u] = loadv(b, row1 + kk + (size_t)(VN * u), dt);
+            }
+            {
+                const char *p0 = (const char *)b + (row0 + kk) * (dt == TERN_F32 ? 4 : 2);
+                const char *p1 = (const char *)b + (row1 + kk) * (dt == TERN_F32 ? 4 : 2);
+                for (size_t off = 0; off < step * (dt == TERN_F32 ? 4 : 2); off += 64) {
+                    PF_T(p0 + off);
+                    PF_T(p1 + off);
+                }
             }
             for (int r = 0; r < R; r++)
                 for (int u = 0; u < U; u++) {
@@ -121,6 +157,8 @@ ALWAYS_INLINE void kernel_nt_rows(const int R, const int G, const tern_dtype dt,
     for (size_t v = 0; v < wvec; v += VN) {
         vf bv[4];
         for (int g = 0; g < G; g++) bv[g] = loadv(b, (kk + (size_t)g) * ldb + j0 + v, dt);
+        if (dt == TERN_F32 || (v & (2 * VN - 1)) == 0 || VN * 2 >= 64)
+            for (int g = 0; g < G; g++) PF_NT((const char *)b + ((kk + (size_t)g) * ldb + j0 + v) * (dt == TERN_F32 ? 4 : 2));
         for (int r = 0; r < R; r++) {
             float *tr = t + (size_t)r * ldt + v;
             vf acc = VLOAD(tr);
@@ -163,6 +201,7 @@ ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const float *a, si
             uint16_t dh;
             memcpy(&dh, blk, 2);
             vf dv = VSET1(SCALAR_F16(dh));
+            PF_T(blk);
             for (int u = 0; u < PER; u++) bv[c][u] = VMUL(VLOAD_I8(blk + 2 + VN * u), dv);
         }
         for (int r = 0; r < R; r++)
@@ -187,6 +226,7 @@ ALWAYS_INLINE void kernel_t_q8(const int R, const float *a, size_t k, const void
 
 static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
                        size_t w, float *t, size_t ldt) {
+    pf_init();
     switch (m) {
     case 1: kernel_t_q8(1, a, k, b, ldb, j0, w, t, ldt); break;
     case 2: kernel_t_q8(2, a, k, b, ldb, j0, w, t, ldt); break;
@@ -196,6 +236,102 @@ static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ld
     case 6: kernel_t_q8(6, a, k, b, ldb, j0, w, t, ldt); break;
     case 7: kernel_t_q8(7, a, k, b, ldb, j0, w, t, ldt); break;
     case 8: kernel_t_q8(8, a, k, b, ldb, j0, w, t, ldt); break;
+    default: break;
+    }
+}
+
+/* ---- q8_0 B stored [n, k] with int8 activations (q8_quantize_a): llama.cpp's q8_0 x q8_0 ---- */
+
+/* A's rows quantized per block of 32 (kernels.h says what): plain C that each table's flags
+ * vectorise. ISO C mode does not contract x * id + 0.5 into an FMA, so every table writes
+ * the same bytes. */
+static void q8_quantize_a(int m, const float *a, size_t k, void *aq) {
+    const size_t blocks = (size_t)m * (k / TERN_Q8_BLOCK);
+    int8_t *q = aq;
+    float *d = (float *)((unsigned char *)aq + (size_t)m * k);
+    for (size_t b = 0; b < blocks; b++) {
+        const float *x = a + b * TERN_Q8_BLOCK;
+        int8_t *qb = q + b * TERN_Q8_BLOCK;
+        float amax = 0, zero = 0;
+        for (int i = 0; i < TERN_Q8_BLOCK; i++) {
+            float v = x[i] < 0 ? -x[i] : x[i];
+            amax = v > amax ? v : amax;
+            zero += x[i] * 0.0f; /* NaN when some x[i] is infinite or NaN */
+        }
+        if (zero != 0.0f) { /* not finite: NaN out, as the f32 product would */
+            memset(qb, 0, TERN_Q8_BLOCK);
+            d[b] = __builtin_nanf("");
+            continue;
+        }
+        float db = amax / 127.0f, id = db > 0 ? 1.0f / db : 0.0f;
+        d[b] = db;
+        for (int i = 0; i < TERN_Q8_BLOCK; i++) {
+            float v = x[i] * id;
+            v += v < 0 ? -0.5f : 0.5f; /* then truncated: to nearest, ties away from zero */
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            qb[i] = (int8_t)(int32_t)v;
+        }
+    }
+}
+
+/* Columns j .. j + C of t for R rows of A, from the quantized A (qa: int8 [R, k]; da: R rows
+ * of k / 32 scales): each block's 32 products summed exactly in int32 (Q8_FMA), converted to
+ * f32 and multiplied by d_b d_a once, accumulated in f32. The ISA supplies:
+ *   q8acc, Q8_ZERO(), Q8_HSUM(acc)   the f32 accumulator (lanes of partial sums)
+ *   q8w, Q8_W(p)                     32 weights at p, ready for Q8_FMA (e.g. |w| and w)
+ *   q8a, Q8_A(p)                     32 activations at p
+ *   Q8_FMA(acc, w, a, s)             acc + (sum of w[i] a[i]) s, the sum exact */
+ALWAYS_INLINE void kernel_t_q8a_cols(const int R, const int C, const int8_t *qa, const float *da,
+                                     size_t k, const unsigned char *rows, size_t row_bytes,
+                                     size_t j, float *t, size_t ldt) {
+    const size_t blocks = k / TERN_Q8_BLOCK;
+    q8acc acc[2][CPU_SMALL_M];
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) acc[c][r] = Q8_ZERO();
+    for (size_t q = 0; q < blocks; q++) {
+        q8w wv[2];
+        float dw[2];
+        for (int c = 0; c < C; c++) {
+            const unsigned char *blk = rows + (j + (size_t)c) * row_bytes + q * TERN_Q8_BLOCK_BYTES;
+            uint16_t dh;
+            memcpy(&dh, blk, 2);
+            dw[c] = SCALAR_F16(dh);
+            wv[c] = Q8_W(blk + 2);
+            PF_T(blk);
+        }
+        for (int r = 0; r < R; r++) {
+            q8a av = Q8_A(qa + (size_t)r * k + q * TERN_Q8_BLOCK);
+            float dr = da[(size_t)r * blocks + q];
+            for (int c = 0; c < C; c++) acc[c][r] = Q8_FMA(acc[c][r], wv[c], av, dw[c] * dr);
+        }
+    }
+    for (int c = 0; c < C; c++)
+        for (int r = 0; r < R; r++) t[(size_t)r * ldt + j + (size_t)c] = Q8_HSUM(acc[c][r]);
+}
+
+ALWAYS_INLINE void kernel_t_q8a(const int R, const void *aq, size_t k, const void *b, size_t ldb,
+                                size_t j0, size_t w, float *t, size_t ldt) {
+    const size_t row_bytes = ldb / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES;
+    const unsigned char *rows = (const unsigned char *)b + j0 * row_bytes;
+    const int8_t *qa = aq;
+    const float *da = (const float *)((const unsigned char *)aq + (size_t)R * k);
+    size_t j = 0;
+    for (; j + 2 <= w; j += 2) kernel_t_q8a_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
+    if (j < w) kernel_t_q8a_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
+}
+
+static void small_t_q8a(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
+                        size_t w, float *t, size_t ldt) {
+    pf_init();
+    switch (m) {
+    case 1: kernel_t_q8a(1, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 2: kernel_t_q8a(2, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 3: kernel_t_q8a(3, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 4: kernel_t_q8a(4, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 5: kernel_t_q8a(5, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 6: kernel_t_q8a(6, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 7: kernel_t_q8a(7, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 8: kernel_t_q8a(8, aq, k, b, ldb, j0, w, t, ldt); break;
     default: break;
     }
 }
@@ -222,6 +358,7 @@ static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ld
 
 static void small_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                     size_t j0, size_t w, float *t, size_t ldt) {
+    pf_init();
     /* accumulators: 2 columns x R rows x U must fit the register file with the loads */
 #define CALL_T(R, DT) kernel_t(R, R == 1 ? 4 : R == 2 ? 2 : 1, DT, a, k, b, ldb, j0, w, t, ldt)
     SMALL_SWITCH(CALL_T)
@@ -230,6 +367,7 @@ static void small_t(int m, tern_dtype dt, const float *a, size_t k, const void *
 
 static void small_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                      size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
+    pf_init();
 #define CALL_NT(R, DT) kernel_nt(R, DT, a, k, b, ldb, k0, k1, j0, w, t, ldt)
     SMALL_SWITCH(CALL_NT)
 #undef CALL_NT
@@ -277,6 +415,8 @@ const cpu_kernels TABLE = {
     .small_t = small_t,
     .small_nt = small_nt,
     .small_t_q8 = small_t_q8,
+    .small_t_q8a = small_t_q8a,
+    .q8_quantize_a = q8_quantize_a,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .f16_to_f32 = f16_to_f32,

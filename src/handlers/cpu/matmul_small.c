@@ -44,6 +44,17 @@ static void pack_a(const cpu_mm *mm, int e, float *dst) {
     }
 }
 
+#include <stdlib.h>
+/* TEMPORARY (measuring): TERN_Q8_F32ACT=1 takes the f32-activation q8_0 kernel. */
+static bool q8_f32_act(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("TERN_Q8_F32ACT");
+        v = e && *e == '1';
+    }
+    return v;
+}
+
 /* B stored [n, k]: units are blocks of rows of B (output columns), finished one by one. */
 static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     const tern_matmul_dims *dm = &mm->dims;
@@ -56,21 +67,28 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     size_t units = (size_t)dm->batch * blocks;
     size_t ldt = w;
     /* per thread: its own packed A (a few KB: repacking beats a barrier) and its tile */
+    bool q8 = mm->b.dtype == TERN_Q8 && !q8_f32_act();
     size_t a_bytes = cpu_round64(m * k * sizeof(float)), t_bytes = cpu_round64(m * ldt * sizeof(float));
+    size_t q_bytes = q8 ? cpu_round64(CPU_Q8A_BYTES(m, k)) : 0, per = a_bytes + t_bytes + q_bytes;
     unsigned char *scratch;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, (a_bytes + t_bytes) * threads, (void **)&scratch), "matmul"));
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, per * threads, (void **)&scratch), "matmul"));
     int nthreads = units < threads ? (int)units : (int)threads;
 #pragma omp parallel num_threads(nthreads)
     {
-        unsigned char *mine = scratch + (a_bytes + t_bytes) * (size_t)omp_get_thread_num();
+        unsigned char *mine = scratch + per * (size_t)omp_get_thread_num();
         float *a32 = (float *)mine, *t = (float *)(mine + a_bytes);
+        void *aq = mine + a_bytes + t_bytes;
         size_t packed = SIZE_MAX;
 #pragma omp for schedule(static)
         for (size_t u = 0; u < units; u++) {
             size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
-            if (e != packed) pack_a(mm, (int)e, a32), packed = e;
+            if (e != packed) {
+                pack_a(mm, (int)e, a32), packed = e;
+                if (q8) d->kern->q8_quantize_a(dm->m, a32, k, aq);
+            }
             const void *b = cpu_at(mm->b, e * dm->stride_b);
-            if (mm->b.dtype == TERN_Q8) d->kern->small_t_q8(dm->m, a32, k, b, dm->ldb, j0, wj, t, ldt);
+            if (q8) d->kern->small_t_q8a(dm->m, aq, k, b, dm->ldb, j0, wj, t, ldt);
+            else if (mm->b.dtype == TERN_Q8) d->kern->small_t_q8(dm->m, a32, k, b, dm->ldb, j0, wj, t, ldt);
             else d->kern->small_t(dm->m, mm->b.dtype, a32, k, b, dm->ldb, j0, wj, t, ldt);
             cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
         }
