@@ -39,16 +39,13 @@ typedef struct cpu_kernels {
      * B[kk, j0 + j] for r < m, j < w. */
     void (*small_nt)(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                      size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt);
-    /* small_t for a q8_0 B (effect.h: blocks of 32 weights and their f16 scale along k):
-     * b points at the block holding B[0, 0], rows ldb weights apart (ldb and k multiples of
-     * 32). The weights are dequantized in registers; f32 accumulation. */
-    void (*small_t_q8)(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
-                       size_t w, float *t, size_t ldt);
-    /* small_t_q8 on int8 activations (llama.cpp's q8_0 x q8_0 product): aq holds A's m rows
-     * [m, k] quantized by q8_quantize_a. Each block's 32 products are summed exactly in
+    /* small_t for a q8_0 B (effect.h: blocks of 32 weights and their f16 scale along k) and
+     * int8 activations, llama.cpp's q8_0 x q8_0 product: aq holds A's m rows [m, k]
+     * quantized by q8_quantize_a; b points at the block holding B[0, 0], rows ldb weights
+     * apart (ldb and k multiples of 32). Each block's 32 products are summed exactly in
      * int32, then multiplied by the two blocks' scales and accumulated in f32. */
-    void (*small_t_q8a)(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
-                        size_t w, float *t, size_t ldt);
+    void (*small_t_q8)(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
+                       size_t w, float *t, size_t ldt);
     /* A's rows (dense f32 [m, k], k a multiple of 32) quantized per block of 32 into aq
      * (CPU_Q8A_BYTES(m, k) bytes): d = max |x| / 127 (an f32), q = x / d rounded to nearest
      * (ties away from zero) in [-127, 127], so |x - d q| <= d / 2. The q first (row r at

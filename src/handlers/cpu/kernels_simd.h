@@ -23,39 +23,21 @@
  * better than many short ones). Every sum is in f32 with several independent accumulators,
  * so the loop is bound by memory, not by the latency of one chain of adds. */
 #include <string.h>
-#include <stdlib.h>
 
 #include "handlers/cpu/kernels.h"
 #include "tern/half.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* TEMPORARY (measuring): software prefetch distances in bytes, PF_T for the [n, k] kernels,
- * PF_NT for the [k, n] one (0: none). */
-static size_t pf_t = 8192, pf_nt = 0;
-static int pf_loc = 2;
-static void pf_init(void) {
-    static int once;
-    if (once) return;
-    once = 1;
-    if (getenv("PF_T")) pf_t = (size_t)atol(getenv("PF_T"));
-    if (getenv("PF_NT")) pf_nt = (size_t)atol(getenv("PF_NT"));
-    if (getenv("PF_LOC")) pf_loc = atoi(getenv("PF_LOC"));
-}
-#define PF_T(p)                                                                   \
-    do {                                                                          \
-        if (pf_t) {                                                               \
-            if (pf_loc == 3) __builtin_prefetch((const char *)(p) + pf_t, 0, 3);   \
-            else __builtin_prefetch((const char *)(p) + pf_t, 0, 2);               \
-        }                                                                         \
-    } while (0)
-#define PF_NT(p)                                                                  \
-    do {                                                                          \
-        if (pf_nt) {                                                              \
-            if (pf_loc == 3) __builtin_prefetch((const char *)(p) + pf_nt, 0, 3);  \
-            else __builtin_prefetch((const char *)(p) + pf_nt, 0, 2);              \
-        }                                                                         \
-    } while (0)
+/* Software prefetch of B, this many bytes ahead of the loads, into L2 (prefetcht1: L1 holds
+ * A and t). On a 2-core Zen 5 the hardware prefetchers alone left the q8_0 and bf16 lm heads
+ * ([n, k]) at a third of the memory's speed and the [k, n] products well below it; these
+ * distances were the best of 4-24 KB there (docs/PERFORMANCE.md). The [n, k] kernels read
+ * two rows side by side, each prefetched PF_T_BYTES ahead, which together cover the next
+ * bytes of the contiguous block of rows; the [k, n] kernel reads one row at a time. */
+#define PF_T_BYTES 8192
+#define PF_NT_BYTES 12288
+#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 2)
 
 /* One element of B (f32, bf16 or f16) as f32. */
 ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
@@ -92,13 +74,10 @@ ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const
                 b0[u] = loadv(b, row0 + kk + (size_t)(VN * u), dt);
                 b1[u] = loadv(b, row1 + kk + (size_t)(VN * u), dt);
             }
-            {
-                const char *p0 = (const char *)b + (row0 + kk) * (dt == TERN_F32 ? 4 : 2);
-                const char *p1 = (const char *)b + (row1 + kk) * (dt == TERN_F32 ? 4 : 2);
-                for (size_t off = 0; off < step * (dt == TERN_F32 ? 4 : 2); off += 64) {
-                    PF_T(p0 + off);
-                    PF_T(p1 + off);
-                }
+            { /* each 64 bytes of the step's two runs, PF_T_BYTES ahead */
+                const size_t es = dt == TERN_F32 ? 4 : 2;
+                const char *p0 = (const char *)b + (row0 + kk) * es, *p1 = (const char *)b + (row1 + kk) * es;
+                for (size_t off = 0; off < step * es; off += 64) PREFETCH(p0 + off, PF_T_BYTES), PREFETCH(p1 + off, PF_T_BYTES);
             }
             for (int r = 0; r < R; r++)
                 for (int u = 0; u < U; u++) {
@@ -157,8 +136,9 @@ ALWAYS_INLINE void kernel_nt_rows(const int R, const int G, const tern_dtype dt,
     for (size_t v = 0; v < wvec; v += VN) {
         vf bv[4];
         for (int g = 0; g < G; g++) bv[g] = loadv(b, (kk + (size_t)g) * ldb + j0 + v, dt);
-        if (dt == TERN_F32 || (v & (2 * VN - 1)) == 0 || VN * 2 >= 64)
-            for (int g = 0; g < G; g++) PF_NT((const char *)b + ((kk + (size_t)g) * ldb + j0 + v) * (dt == TERN_F32 ? 4 : 2));
+        const size_t es = dt == TERN_F32 ? 4 : 2;
+        if ((v * es) % 64 < VN * es) /* once per 64 bytes of each row */
+            for (int g = 0; g < G; g++) PREFETCH((const char *)b + ((kk + (size_t)g) * ldb + j0 + v) * es, PF_NT_BYTES);
         for (int r = 0; r < R; r++) {
             float *tr = t + (size_t)r * ldt + v;
             vf acc = VLOAD(tr);
@@ -177,70 +157,17 @@ ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, s
                              const void *b, size_t ldb, size_t k0, size_t k1, size_t j0,
                              size_t w, float *t, size_t ldt) {
     size_t kk = k0;
-    for (; kk + 4 <= k1; kk += 4) kernel_nt_rows(R, 4, dt, a, k, b, ldb, kk, j0, w, t, ldt);
+    /* One row of A (decoding batch 1): B's rows one at a time, so B is read as one
+     * sequential stream (with the prefetch above: the bf16 decode step's products 8.2-9.0 ->
+     * 5.5-5.6 ms on the Zen 5); t's extra loads and stores stay in L1. More rows: G = 4, each
+     * vector of t loaded and stored once per 4 rows of B (not measured against G = 1). */
+    if (R > 1)
+        for (; kk + 4 <= k1; kk += 4) kernel_nt_rows(R, 4, dt, a, k, b, ldb, kk, j0, w, t, ldt);
     for (; kk < k1; kk++) kernel_nt_rows(R, 1, dt, a, k, b, ldb, kk, j0, w, t, ldt);
 }
 
-/* ---- q8_0 B stored [n, k]: blocks of 32 int8 and an f16 scale along k (effect.h) ---- */
-
-/* Columns j .. j + C of t (C = 1 or 2, each a row of B) for R rows of A: each block's 32
- * weights are widened to f32 in registers and multiplied by the block's scale (exact: 8 bits
- * times 11), then accumulated in f32 as for the float dtypes. */
-ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const float *a, size_t k,
-                                    const unsigned char *rows, size_t row_bytes, size_t j,
-                                    float *t, size_t ldt) {
-    enum { PER = TERN_Q8_BLOCK / VN }; /* vectors per block */
-    const size_t blocks = k / TERN_Q8_BLOCK;
-    vf acc[2][CPU_SMALL_M][2];
-    for (int c = 0; c < C; c++)
-        for (int r = 0; r < R; r++) acc[c][r][0] = VZERO(), acc[c][r][1] = VZERO();
-    for (size_t q = 0; q < blocks; q++) {
-        vf bv[2][PER];
-        for (int c = 0; c < C; c++) {
-            const unsigned char *blk = rows + (j + (size_t)c) * row_bytes + q * TERN_Q8_BLOCK_BYTES;
-            uint16_t dh;
-            memcpy(&dh, blk, 2);
-            vf dv = VSET1(SCALAR_F16(dh));
-            PF_T(blk);
-            for (int u = 0; u < PER; u++) bv[c][u] = VMUL(VLOAD_I8(blk + 2 + VN * u), dv);
-        }
-        for (int r = 0; r < R; r++)
-            for (int u = 0; u < PER; u++) {
-                vf av = VLOAD(a + (size_t)r * k + q * TERN_Q8_BLOCK + (size_t)(VN * u));
-                for (int c = 0; c < C; c++) acc[c][r][u & 1] = VFMA(av, bv[c][u], acc[c][r][u & 1]);
-            }
-    }
-    for (int c = 0; c < C; c++)
-        for (int r = 0; r < R; r++)
-            t[(size_t)r * ldt + j + (size_t)c] = VHSUM(VADD(acc[c][r][0], acc[c][r][1]));
-}
-
-ALWAYS_INLINE void kernel_t_q8(const int R, const float *a, size_t k, const void *b, size_t ldb,
-                               size_t j0, size_t w, float *t, size_t ldt) {
-    const size_t row_bytes = ldb / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES;
-    const unsigned char *rows = (const unsigned char *)b + j0 * row_bytes;
-    size_t j = 0;
-    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, a, k, rows, row_bytes, j, t, ldt);
-    if (j < w) kernel_t_q8_cols(R, 1, a, k, rows, row_bytes, j, t, ldt);
-}
-
-static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
-                       size_t w, float *t, size_t ldt) {
-    pf_init();
-    switch (m) {
-    case 1: kernel_t_q8(1, a, k, b, ldb, j0, w, t, ldt); break;
-    case 2: kernel_t_q8(2, a, k, b, ldb, j0, w, t, ldt); break;
-    case 3: kernel_t_q8(3, a, k, b, ldb, j0, w, t, ldt); break;
-    case 4: kernel_t_q8(4, a, k, b, ldb, j0, w, t, ldt); break;
-    case 5: kernel_t_q8(5, a, k, b, ldb, j0, w, t, ldt); break;
-    case 6: kernel_t_q8(6, a, k, b, ldb, j0, w, t, ldt); break;
-    case 7: kernel_t_q8(7, a, k, b, ldb, j0, w, t, ldt); break;
-    case 8: kernel_t_q8(8, a, k, b, ldb, j0, w, t, ldt); break;
-    default: break;
-    }
-}
-
-/* ---- q8_0 B stored [n, k] with int8 activations (q8_quantize_a): llama.cpp's q8_0 x q8_0 ---- */
+/* ---- q8_0 B stored [n, k] (effect.h: blocks of 32 int8 and an f16 scale along k), with
+ * int8 activations (q8_quantize_a): llama.cpp's q8_0 x q8_0 product ---- */
 
 /* A's rows quantized per block of 32 (kernels.h says what): plain C that each table's flags
  * vectorise. ISO C mode does not contract x * id + 0.5 into an FMA, so every table writes
@@ -281,7 +208,7 @@ static void q8_quantize_a(int m, const float *a, size_t k, void *aq) {
  *   q8w, Q8_W(p)                     32 weights at p, ready for Q8_FMA (e.g. |w| and w)
  *   q8a, Q8_A(p)                     32 activations at p
  *   Q8_FMA(acc, w, a, s)             acc + (sum of w[i] a[i]) s, the sum exact */
-ALWAYS_INLINE void kernel_t_q8a_cols(const int R, const int C, const int8_t *qa, const float *da,
+ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const int8_t *qa, const float *da,
                                      size_t k, const unsigned char *rows, size_t row_bytes,
                                      size_t j, float *t, size_t ldt) {
     const size_t blocks = k / TERN_Q8_BLOCK;
@@ -297,7 +224,7 @@ ALWAYS_INLINE void kernel_t_q8a_cols(const int R, const int C, const int8_t *qa,
             memcpy(&dh, blk, 2);
             dw[c] = SCALAR_F16(dh);
             wv[c] = Q8_W(blk + 2);
-            PF_T(blk);
+            PREFETCH(blk, PF_T_BYTES);
         }
         for (int r = 0; r < R; r++) {
             q8a av = Q8_A(qa + (size_t)r * k + q * TERN_Q8_BLOCK);
@@ -309,29 +236,28 @@ ALWAYS_INLINE void kernel_t_q8a_cols(const int R, const int C, const int8_t *qa,
         for (int r = 0; r < R; r++) t[(size_t)r * ldt + j + (size_t)c] = Q8_HSUM(acc[c][r]);
 }
 
-ALWAYS_INLINE void kernel_t_q8a(const int R, const void *aq, size_t k, const void *b, size_t ldb,
+ALWAYS_INLINE void kernel_t_q8(const int R, const void *aq, size_t k, const void *b, size_t ldb,
                                 size_t j0, size_t w, float *t, size_t ldt) {
     const size_t row_bytes = ldb / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES;
     const unsigned char *rows = (const unsigned char *)b + j0 * row_bytes;
     const int8_t *qa = aq;
     const float *da = (const float *)((const unsigned char *)aq + (size_t)R * k);
     size_t j = 0;
-    for (; j + 2 <= w; j += 2) kernel_t_q8a_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
-    if (j < w) kernel_t_q8a_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
+    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
+    if (j < w) kernel_t_q8_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
 }
 
-static void small_t_q8a(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
+static void small_t_q8(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
                         size_t w, float *t, size_t ldt) {
-    pf_init();
     switch (m) {
-    case 1: kernel_t_q8a(1, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 2: kernel_t_q8a(2, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 3: kernel_t_q8a(3, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 4: kernel_t_q8a(4, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 5: kernel_t_q8a(5, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 6: kernel_t_q8a(6, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 7: kernel_t_q8a(7, aq, k, b, ldb, j0, w, t, ldt); break;
-    case 8: kernel_t_q8a(8, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 1: kernel_t_q8(1, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 2: kernel_t_q8(2, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 3: kernel_t_q8(3, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 4: kernel_t_q8(4, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 5: kernel_t_q8(5, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 6: kernel_t_q8(6, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 7: kernel_t_q8(7, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 8: kernel_t_q8(8, aq, k, b, ldb, j0, w, t, ldt); break;
     default: break;
     }
 }
@@ -358,7 +284,6 @@ static void small_t_q8a(int m, const void *aq, size_t k, const void *b, size_t l
 
 static void small_t(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                     size_t j0, size_t w, float *t, size_t ldt) {
-    pf_init();
     /* accumulators: 2 columns x R rows x U must fit the register file with the loads */
 #define CALL_T(R, DT) kernel_t(R, R == 1 ? 4 : R == 2 ? 2 : 1, DT, a, k, b, ldb, j0, w, t, ldt)
     SMALL_SWITCH(CALL_T)
@@ -367,7 +292,6 @@ static void small_t(int m, tern_dtype dt, const float *a, size_t k, const void *
 
 static void small_nt(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                      size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt) {
-    pf_init();
 #define CALL_NT(R, DT) kernel_nt(R, DT, a, k, b, ldb, k0, k1, j0, w, t, ldt)
     SMALL_SWITCH(CALL_NT)
 #undef CALL_NT
@@ -415,7 +339,6 @@ const cpu_kernels TABLE = {
     .small_t = small_t,
     .small_nt = small_nt,
     .small_t_q8 = small_t_q8,
-    .small_t_q8a = small_t_q8a,
     .q8_quantize_a = q8_quantize_a,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
