@@ -3,11 +3,11 @@
 #   - the machine's memory bandwidth (membw.c; decoding batch 1 reads every weight a token)
 #   - batch-1 decoding (ms a token) and prefill of 64 tokens: tern fp32 and bf16 against
 #     llama.cpp's llama-bench with the same model as GGUF f32, f16 and bf16; and tern's q8_0
-#     weights (fp32 activations; "q8": the layers' matrices, the tied lm head f32; "q8-all":
-#     the lm head too, as llama.cpp's file) against llama.cpp q8_0. llama-bench's native
-#     build dies (SIGILL) in its AMX q8_0 kernel on this VM, whose processor lists AMX: its
-#     q8_0 runs take --repack 0 (no AMX or repacked buffers; the plain q8_0 kernels, which
-#     are AVX-512 VNNI ones on a native build); the AVX2 build has no AMX and keeps repacking.
+#     weights ("q8": the layers' matrices, the tied lm head f32; "q8-all": the lm head too,
+#     as llama.cpp's file) against llama.cpp q8_0. llama-bench's native build dies (SIGILL)
+#     in its AMX q8_0 kernel on a VM whose processor lists AMX (the Xeon of
+#     docs/PERFORMANCE.md): there its q8_0 runs take --repack 0 (no AMX or repacked buffers;
+#     the plain q8_0 kernels); elsewhere, and in the AVX2 build, llama.cpp repacks as usual.
 #   - a training step, B=4 T=64 fp32 (tern only)
 # each for two instruction-set levels: "native" (tern's best kernels, llama.cpp built with
 # GGML_NATIVE) and "avx2" (tern with TERN_CPU_ISA=avx2, llama.cpp built for AVX2+FMA+F16C with
@@ -71,7 +71,8 @@ tern_generate() { # level precision[:weights]
 }
 llama_run() { # level type
     local json extra=()
-    [[ $1 == native && $2 == q8_0 ]] && extra=(--repack 0) # AMX's q8_0 kernel: SIGILL here
+    # AMX's q8_0 kernel: SIGILL on the Xeon VM that lists AMX; elsewhere llama.cpp repacks
+    [[ $1 == native && $2 == q8_0 ]] && grep -qw amx_int8 /proc/cpuinfo && extra=(--repack 0)
     if ! json=$("$peers/llama-$1/bin/llama-bench" -m "$peers/gpt2-$2.gguf" -t 2 -p 64 -n 64 -r 3 "${extra[@]}" -o json 2>/dev/null); then
         echo "  note: llama-bench ($1) failed on gpt2-$2.gguf"
         return 0

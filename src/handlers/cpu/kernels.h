@@ -25,6 +25,9 @@ typedef enum cpu_isa {
 /* Rows of A the small-batch kernels take at most (the decoding case). */
 #define CPU_SMALL_M 8
 
+/* Bytes of m rows of k activations quantized for the q8_0 products (q8_quantize_a). */
+#define CPU_Q8A_BYTES(m, k) ((size_t)(m) * (size_t)(k) / TERN_Q8_BLOCK * (TERN_Q8_BLOCK + sizeof(float)))
+
 typedef struct cpu_kernels {
     const char *name; /* "avx512", "avx2", "portable" */
     /* B stored [n, k] (rows ldb elements apart) in dtype dt (f32, bf16, f16); a is dense f32
@@ -36,11 +39,20 @@ typedef struct cpu_kernels {
      * B[kk, j0 + j] for r < m, j < w. */
     void (*small_nt)(int m, tern_dtype dt, const float *a, size_t k, const void *b, size_t ldb,
                      size_t k0, size_t k1, size_t j0, size_t w, float *t, size_t ldt);
-    /* small_t for a q8_0 B (effect.h: blocks of 32 weights and their f16 scale along k):
-     * b points at the block holding B[0, 0], rows ldb weights apart (ldb and k multiples of
-     * 32). The weights are dequantized in registers; f32 accumulation. */
-    void (*small_t_q8)(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
+    /* small_t for a q8_0 B (effect.h: blocks of 32 weights and their f16 scale along k) and
+     * int8 activations, llama.cpp's q8_0 x q8_0 product: aq holds A's m rows [m, k]
+     * quantized by q8_quantize_a; b points at the block holding B[0, 0], rows ldb weights
+     * apart (ldb and k multiples of 32). Each block's 32 products are summed exactly in
+     * int32, then multiplied by the two blocks' scales and accumulated in f32. */
+    void (*small_t_q8)(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
                        size_t w, float *t, size_t ldt);
+    /* A's rows (dense f32 [m, k], k a multiple of 32) quantized per block of 32 into aq
+     * (CPU_Q8A_BYTES(m, k) bytes): d = max |x| / 127 (an f32), q = x / d rounded to nearest
+     * (ties away from zero) in [-127, 127], so |x - d q| <= d / 2. The q first (row r at
+     * aq + r k), then the d (row r's at (float *)(aq + m k) + r k / 32). A block holding a
+     * non-finite value gets d = NaN, so the products it meets are NaN, as in f32. Every
+     * table computes the same bytes. */
+    void (*q8_quantize_a)(int m, const float *a, size_t k, void *aq);
     /* Row conversions of n elements, rounding to nearest even (bf16 keeps subnormals and
      * quiets NaN as tern_f32_to_bf16 does). */
     void (*bf16_to_f32)(float *dst, const uint16_t *src, size_t n);

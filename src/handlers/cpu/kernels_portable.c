@@ -89,4 +89,22 @@ static inline void store_f16(uint16_t *p, vf v) {
     for (int i = 0; i < VN; i++) p[i] = tern_f32_to_f16(v[i]);
 }
 
+/* int8 dot products for q8_0 (kernels_simd.h's Q8_*): a plain loop over the 32 products,
+ * summed in int32 (exact), which the compiler vectorises with the target's widening
+ * multiply-adds (pmaddwd on SSE2, smlal/sdot on arm64). */
+typedef float q8acc;
+typedef const int8_t *q8w;
+typedef const int8_t *q8a;
+#define Q8_ZERO() 0.0f
+#define Q8_HSUM(v) (v)
+#define Q8_W(p) ((const int8_t *)(p))
+#define Q8_A(p) ((const int8_t *)(p))
+#define Q8_FMA(acc, w, a, s) q8_fma(acc, w, a, s)
+
+static inline float q8_fma(float acc, const int8_t *w, const int8_t *a, float s) {
+    int32_t sum = 0;
+    for (int i = 0; i < 32; i++) sum += (int32_t)w[i] * (int32_t)a[i];
+    return acc + (float)sum * s;
+}
+
 #include "kernels_simd.h"

@@ -29,6 +29,16 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
+/* Software prefetch of B, this many bytes ahead of the loads, into L2 (prefetcht1: L1 holds
+ * A and t). On a 2-core Zen 5 the hardware prefetchers alone left the q8_0 and bf16 lm heads
+ * ([n, k]) at a third of the memory's speed and the [k, n] products well below it; these
+ * distances were the best of 4-24 KB there (docs/PERFORMANCE.md). The [n, k] kernels read
+ * two rows side by side, each prefetched PF_T_BYTES ahead, which together cover the next
+ * bytes of the contiguous block of rows; the [k, n] kernel reads one row at a time. */
+#define PF_T_BYTES 8192
+#define PF_NT_BYTES 12288
+#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 2)
+
 /* One element of B (f32, bf16 or f16) as f32. */
 ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
     if (dt == TERN_F32) return ((const float *)b)[i];
@@ -63,6 +73,11 @@ ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const
             for (int u = 0; u < U; u++) {
                 b0[u] = loadv(b, row0 + kk + (size_t)(VN * u), dt);
                 b1[u] = loadv(b, row1 + kk + (size_t)(VN * u), dt);
+            }
+            { /* each 64 bytes of the step's two runs, PF_T_BYTES ahead */
+                const size_t es = dt == TERN_F32 ? 4 : 2;
+                const char *p0 = (const char *)b + (row0 + kk) * es, *p1 = (const char *)b + (row1 + kk) * es;
+                for (size_t off = 0; off < step * es; off += 64) PREFETCH(p0 + off, PF_T_BYTES), PREFETCH(p1 + off, PF_T_BYTES);
             }
             for (int r = 0; r < R; r++)
                 for (int u = 0; u < U; u++) {
@@ -121,6 +136,9 @@ ALWAYS_INLINE void kernel_nt_rows(const int R, const int G, const tern_dtype dt,
     for (size_t v = 0; v < wvec; v += VN) {
         vf bv[4];
         for (int g = 0; g < G; g++) bv[g] = loadv(b, (kk + (size_t)g) * ldb + j0 + v, dt);
+        const size_t es = dt == TERN_F32 ? 4 : 2;
+        if ((v * es) % 64 < VN * es) /* once per 64 bytes of each row */
+            for (int g = 0; g < G; g++) PREFETCH((const char *)b + ((kk + (size_t)g) * ldb + j0 + v) * es, PF_NT_BYTES);
         for (int r = 0; r < R; r++) {
             float *tr = t + (size_t)r * ldt + v;
             vf acc = VLOAD(tr);
@@ -139,63 +157,107 @@ ALWAYS_INLINE void kernel_nt(const int R, const tern_dtype dt, const float *a, s
                              const void *b, size_t ldb, size_t k0, size_t k1, size_t j0,
                              size_t w, float *t, size_t ldt) {
     size_t kk = k0;
-    for (; kk + 4 <= k1; kk += 4) kernel_nt_rows(R, 4, dt, a, k, b, ldb, kk, j0, w, t, ldt);
+    /* One row of A (decoding batch 1): B's rows one at a time, so B is read as one
+     * sequential stream (with the prefetch above: the bf16 decode step's products 8.2-9.0 ->
+     * 5.5-5.6 ms on the Zen 5); t's extra loads and stores stay in L1. More rows: G = 4, each
+     * vector of t loaded and stored once per 4 rows of B (not measured against G = 1). */
+    if (R > 1)
+        for (; kk + 4 <= k1; kk += 4) kernel_nt_rows(R, 4, dt, a, k, b, ldb, kk, j0, w, t, ldt);
     for (; kk < k1; kk++) kernel_nt_rows(R, 1, dt, a, k, b, ldb, kk, j0, w, t, ldt);
 }
 
-/* ---- q8_0 B stored [n, k]: blocks of 32 int8 and an f16 scale along k (effect.h) ---- */
+/* ---- q8_0 B stored [n, k] (effect.h: blocks of 32 int8 and an f16 scale along k), with
+ * int8 activations (q8_quantize_a): llama.cpp's q8_0 x q8_0 product ---- */
 
-/* Columns j .. j + C of t (C = 1 or 2, each a row of B) for R rows of A: each block's 32
- * weights are widened to f32 in registers and multiplied by the block's scale (exact: 8 bits
- * times 11), then accumulated in f32 as for the float dtypes. */
-ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const float *a, size_t k,
-                                    const unsigned char *rows, size_t row_bytes, size_t j,
-                                    float *t, size_t ldt) {
-    enum { PER = TERN_Q8_BLOCK / VN }; /* vectors per block */
+/* A's rows quantized per block of 32 (kernels.h says what): plain C that each table's flags
+ * vectorise. ISO C mode does not contract x * id + 0.5 into an FMA, so every table writes
+ * the same bytes. */
+static void q8_quantize_a(int m, const float *a, size_t k, void *aq) {
+    const size_t blocks = (size_t)m * (k / TERN_Q8_BLOCK);
+    int8_t *q = aq;
+    float *d = (float *)((unsigned char *)aq + (size_t)m * k);
+    for (size_t b = 0; b < blocks; b++) {
+        const float *x = a + b * TERN_Q8_BLOCK;
+        int8_t *qb = q + b * TERN_Q8_BLOCK;
+        float amax = 0, zero = 0;
+        for (int i = 0; i < TERN_Q8_BLOCK; i++) {
+            float v = x[i] < 0 ? -x[i] : x[i];
+            amax = v > amax ? v : amax;
+            zero += x[i] * 0.0f; /* NaN when some x[i] is infinite or NaN */
+        }
+        if (zero != 0.0f) { /* not finite: NaN out, as the f32 product would */
+            memset(qb, 0, TERN_Q8_BLOCK);
+            d[b] = __builtin_nanf("");
+            continue;
+        }
+        float db = amax / 127.0f, id = db > 0 ? 1.0f / db : 0.0f;
+        d[b] = db;
+        for (int i = 0; i < TERN_Q8_BLOCK; i++) {
+            float v = x[i] * id;
+            v += v < 0 ? -0.5f : 0.5f; /* then truncated: to nearest, ties away from zero */
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            qb[i] = (int8_t)(int32_t)v;
+        }
+    }
+}
+
+/* Columns j .. j + C of t for R rows of A, from the quantized A (qa: int8 [R, k]; da: R rows
+ * of k / 32 scales): each block's 32 products summed exactly in int32 (Q8_FMA), converted to
+ * f32 and multiplied by d_b d_a once, accumulated in f32. The ISA supplies:
+ *   q8acc, Q8_ZERO(), Q8_HSUM(acc)   the f32 accumulator (lanes of partial sums)
+ *   q8w, Q8_W(p)                     32 weights at p, ready for Q8_FMA (e.g. |w| and w)
+ *   q8a, Q8_A(p)                     32 activations at p
+ *   Q8_FMA(acc, w, a, s)             acc + (sum of w[i] a[i]) s, the sum exact */
+ALWAYS_INLINE void kernel_t_q8_cols(const int R, const int C, const int8_t *qa, const float *da,
+                                     size_t k, const unsigned char *rows, size_t row_bytes,
+                                     size_t j, float *t, size_t ldt) {
     const size_t blocks = k / TERN_Q8_BLOCK;
-    vf acc[2][CPU_SMALL_M][2];
+    q8acc acc[2][CPU_SMALL_M];
     for (int c = 0; c < C; c++)
-        for (int r = 0; r < R; r++) acc[c][r][0] = VZERO(), acc[c][r][1] = VZERO();
+        for (int r = 0; r < R; r++) acc[c][r] = Q8_ZERO();
     for (size_t q = 0; q < blocks; q++) {
-        vf bv[2][PER];
+        q8w wv[2];
+        float dw[2];
         for (int c = 0; c < C; c++) {
             const unsigned char *blk = rows + (j + (size_t)c) * row_bytes + q * TERN_Q8_BLOCK_BYTES;
             uint16_t dh;
             memcpy(&dh, blk, 2);
-            vf dv = VSET1(SCALAR_F16(dh));
-            for (int u = 0; u < PER; u++) bv[c][u] = VMUL(VLOAD_I8(blk + 2 + VN * u), dv);
+            dw[c] = SCALAR_F16(dh);
+            wv[c] = Q8_W(blk + 2);
+            PREFETCH(blk, PF_T_BYTES);
         }
-        for (int r = 0; r < R; r++)
-            for (int u = 0; u < PER; u++) {
-                vf av = VLOAD(a + (size_t)r * k + q * TERN_Q8_BLOCK + (size_t)(VN * u));
-                for (int c = 0; c < C; c++) acc[c][r][u & 1] = VFMA(av, bv[c][u], acc[c][r][u & 1]);
-            }
+        for (int r = 0; r < R; r++) {
+            q8a av = Q8_A(qa + (size_t)r * k + q * TERN_Q8_BLOCK);
+            float dr = da[(size_t)r * blocks + q];
+            for (int c = 0; c < C; c++) acc[c][r] = Q8_FMA(acc[c][r], wv[c], av, dw[c] * dr);
+        }
     }
     for (int c = 0; c < C; c++)
-        for (int r = 0; r < R; r++)
-            t[(size_t)r * ldt + j + (size_t)c] = VHSUM(VADD(acc[c][r][0], acc[c][r][1]));
+        for (int r = 0; r < R; r++) t[(size_t)r * ldt + j + (size_t)c] = Q8_HSUM(acc[c][r]);
 }
 
-ALWAYS_INLINE void kernel_t_q8(const int R, const float *a, size_t k, const void *b, size_t ldb,
-                               size_t j0, size_t w, float *t, size_t ldt) {
+ALWAYS_INLINE void kernel_t_q8(const int R, const void *aq, size_t k, const void *b, size_t ldb,
+                                size_t j0, size_t w, float *t, size_t ldt) {
     const size_t row_bytes = ldb / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES;
     const unsigned char *rows = (const unsigned char *)b + j0 * row_bytes;
+    const int8_t *qa = aq;
+    const float *da = (const float *)((const unsigned char *)aq + (size_t)R * k);
     size_t j = 0;
-    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, a, k, rows, row_bytes, j, t, ldt);
-    if (j < w) kernel_t_q8_cols(R, 1, a, k, rows, row_bytes, j, t, ldt);
+    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
+    if (j < w) kernel_t_q8_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
 }
 
-static void small_t_q8(int m, const float *a, size_t k, const void *b, size_t ldb, size_t j0,
-                       size_t w, float *t, size_t ldt) {
+static void small_t_q8(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
+                        size_t w, float *t, size_t ldt) {
     switch (m) {
-    case 1: kernel_t_q8(1, a, k, b, ldb, j0, w, t, ldt); break;
-    case 2: kernel_t_q8(2, a, k, b, ldb, j0, w, t, ldt); break;
-    case 3: kernel_t_q8(3, a, k, b, ldb, j0, w, t, ldt); break;
-    case 4: kernel_t_q8(4, a, k, b, ldb, j0, w, t, ldt); break;
-    case 5: kernel_t_q8(5, a, k, b, ldb, j0, w, t, ldt); break;
-    case 6: kernel_t_q8(6, a, k, b, ldb, j0, w, t, ldt); break;
-    case 7: kernel_t_q8(7, a, k, b, ldb, j0, w, t, ldt); break;
-    case 8: kernel_t_q8(8, a, k, b, ldb, j0, w, t, ldt); break;
+    case 1: kernel_t_q8(1, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 2: kernel_t_q8(2, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 3: kernel_t_q8(3, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 4: kernel_t_q8(4, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 5: kernel_t_q8(5, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 6: kernel_t_q8(6, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 7: kernel_t_q8(7, aq, k, b, ldb, j0, w, t, ldt); break;
+    case 8: kernel_t_q8(8, aq, k, b, ldb, j0, w, t, ldt); break;
     default: break;
     }
 }
@@ -277,6 +339,7 @@ const cpu_kernels TABLE = {
     .small_t = small_t,
     .small_nt = small_nt,
     .small_t_q8 = small_t_q8,
+    .q8_quantize_a = q8_quantize_a,
     .bf16_to_f32 = bf16_to_f32,
     .f32_to_bf16 = f32_to_bf16,
     .f16_to_f32 = f16_to_f32,

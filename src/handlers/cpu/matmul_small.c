@@ -10,7 +10,11 @@
  *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
  *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
  *    its own f32 partial [m, n]; then the partials are summed per column chunk.
- * A q8_0 B (always [n, k], effect.h) takes the first, dequantized in registers.
+ * A q8_0 B (always [n, k], effect.h) takes the first on int8 activations: each thread
+ * quantizes A's rows per block of 32 once per product (q8_quantize_a; a few KB), then the
+ * kernel sums each block's 32 int8 products exactly and scales them once (llama.cpp's
+ * q8_0 x q8_0). Measured against dequantizing the weights to f32 in registers with f32
+ * activations (the kernel this replaced): docs/PERFORMANCE.md.
  * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue.
  * The kernels themselves are the device's table (kernels.h), this file only plans the work. */
 #include <omp.h>
@@ -56,21 +60,27 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     size_t units = (size_t)dm->batch * blocks;
     size_t ldt = w;
     /* per thread: its own packed A (a few KB: repacking beats a barrier) and its tile */
+    bool q8 = mm->b.dtype == TERN_Q8;
     size_t a_bytes = cpu_round64(m * k * sizeof(float)), t_bytes = cpu_round64(m * ldt * sizeof(float));
+    size_t q_bytes = q8 ? cpu_round64(CPU_Q8A_BYTES(m, k)) : 0, per = a_bytes + t_bytes + q_bytes;
     unsigned char *scratch;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, (a_bytes + t_bytes) * threads, (void **)&scratch), "matmul"));
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, per * threads, (void **)&scratch), "matmul"));
     int nthreads = units < threads ? (int)units : (int)threads;
 #pragma omp parallel num_threads(nthreads)
     {
-        unsigned char *mine = scratch + (a_bytes + t_bytes) * (size_t)omp_get_thread_num();
+        unsigned char *mine = scratch + per * (size_t)omp_get_thread_num();
         float *a32 = (float *)mine, *t = (float *)(mine + a_bytes);
+        void *aq = mine + a_bytes + t_bytes;
         size_t packed = SIZE_MAX;
 #pragma omp for schedule(static)
         for (size_t u = 0; u < units; u++) {
             size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
-            if (e != packed) pack_a(mm, (int)e, a32), packed = e;
+            if (e != packed) {
+                pack_a(mm, (int)e, a32), packed = e;
+                if (q8) d->kern->q8_quantize_a(dm->m, a32, k, aq);
+            }
             const void *b = cpu_at(mm->b, e * dm->stride_b);
-            if (mm->b.dtype == TERN_Q8) d->kern->small_t_q8(dm->m, a32, k, b, dm->ldb, j0, wj, t, ldt);
+            if (q8) d->kern->small_t_q8(dm->m, aq, k, b, dm->ldb, j0, wj, t, ldt);
             else d->kern->small_t(dm->m, mm->b.dtype, a32, k, b, dm->ldb, j0, wj, t, ldt);
             cpu_mm_finish(mm, (int)e, 0, dm->m, (int)j0, (int)(j0 + wj), t, ldt, true);
         }

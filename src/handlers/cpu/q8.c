@@ -5,8 +5,8 @@
  * by the stored d (not by the exact max / 127) keeps each weight within d / 2 of d q, the
  * bound the tests hold. A block of zeros has d = 0 and q = 0. Non-finite weights are not
  * representable: they quantize as if 0 (q8_0 is for trained weights, which are finite).
- * Runs once per weight at load; dequantizing is the kernel tables' (kernels_simd.h: in
- * registers for decoding, q8_to_f32 rows for sgemm). */
+ * Runs once per weight at load; the products are the kernel tables' (kernels_simd.h: int8
+ * dot products on activations quantized per block for decoding, q8_to_f32 rows for sgemm). */
 #include <math.h>
 #include <string.h>
 
