@@ -10,12 +10,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-start=$SECONDS
-{ cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $b -j 12 --target tern_cli; } > "$logs/build.log" 2>&1 ||
-    { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
-note "ok   build ($((SECONDS - start)) s)"
-export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+build_targets tern_cli
 step "peer check: the hand-written GPT-2 against transformers (fp32)" 180 peer-check.log \
     python3 bench/h200/llama_peers.py check --config gpt2
 note "  $(grep '^peer-check' "$logs/peer-check.log" | tail -1)"

@@ -11,10 +11,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version --format=csv,noheader)"
-{ cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $b -j 12 --target tern_cli; } > "$logs/build.log" 2>&1 ||
-    { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
-export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+build_targets tern_cli
 gen() { timeout 60 $b/tern bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 256 --warmup 2 "$@" \
     2>&1 | grep '^bench' | sed 's/.*median//'; }
 for r in $(seq 1 "${ROWS_ROUNDS:-2}"); do

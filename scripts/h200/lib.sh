@@ -32,6 +32,14 @@ build_tern() { # the Release build with the cuda handler, without OpenCL (no CLB
     note "ok   build ($((SECONDS - start)) s)"
     export TERN_CACHE_DIR=$PWD/$b/kernel-cache
 }
+build_targets() { # the same Release build, only the named targets (tern_cli, tests)
+    local start=$SECONDS
+    { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
+      cmake --build $b -j "$(nproc)" --target "$@"; } > "$logs/build.log" 2>&1 ||
+        { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
+    note "ok   build ($((SECONDS - start)) s)"
+    export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+}
 check_errors() { # the two fault checks of issue 8: an out-of-bounds kernel, out of memory
     TERN_GPU=cuda step "out-of-bounds DSL kernel returns an error" 60 fault.log $b/tests/kernel/test_kernel_fault
     if $b/tern bench train --backend cuda --batch 4096 --seq 1024 --steps 1 > "$logs/oom.log" 2>&1; then

@@ -10,12 +10,7 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader)"
-start=$SECONDS
-{ cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $b -j "$(nproc)" --target tern_cli test_llama_model test_gpt2_fixture; } > "$logs/build.log" 2>&1 ||
-    { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
-note "ok   build ($((SECONDS - start)) s)"
-export TERN_CACHE_DIR=$PWD/$b/kernel-cache
+build_targets tern_cli test_llama_model test_gpt2_fixture
 TERN_TEST_HANDLER=cuda step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log \
     $b/tests/gpt2/test_gpt2_fixture
