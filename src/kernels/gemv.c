@@ -161,7 +161,7 @@ static void finish_swiglu(const gemv_params *p, tern_v r, tern_v j, tern_v acc_g
 }
 
 /* The ROPE epilogue's pair q of row r: P = alpha acc + bias for its two columns, rotated by
- * a = float(pos[r]) inv_freq[j] as the rope kernel turns them (src/kernels/rope.c) when q
+ * a = float(pos[r]) inv_freq[j] as the rope kernel turns them (ku_rope_turn) when q
  * is one of the rotated heads' pairs, stored to C. beta is 0, aux absent (validated). */
 static void finish_rope(tern_kb *kb, const gemv_params *p, tern_v r, tern_v q, tern_v acc_1, tern_v acc_2) {
     tern_v c1 = pair_first(p, q), c2 = tern_add(c1, tern_int(p->hd / 2));
@@ -173,10 +173,10 @@ static void finish_rope(tern_kb *kb, const gemv_params *p, tern_v r, tern_v q, t
     tern_v o1 = tern_var(kb, "rot1", p1), o2 = tern_var(kb, "rot2", p2);
     TERN_IF(kb, tern_lt(q, p->rope_pairs)) {
         tern_v j = tern_rem(q, tern_int(p->hd / 2));
-        tern_v a = tern_mul(tern_cast(tern_load(p->pos, r), TERN_T_F32), tern_load(p->inv_freq, j));
-        tern_v c = tern_cos(a), sn = tern_sin(a);
-        tern_assign(o1, tern_sub(tern_mul(p1, c), tern_mul(p2, sn)));
-        tern_assign(o2, tern_add(tern_mul(p2, c), tern_mul(p1, sn)));
+        tern_v a = tern_mul(tern_cast(tern_load(p->pos, r), TERN_T_F32), tern_load(p->inv_freq, j)), t1, t2;
+        ku_rope_turn(p1, p2, a, false, &t1, &t2);
+        tern_assign(o1, t1);
+        tern_assign(o2, t2);
     }
     tern_v row = tern_mul(r, p->ldc);
     tern_store(p->c, tern_add(row, c1), o1);

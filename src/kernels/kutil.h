@@ -124,6 +124,16 @@ static inline tern_v ku_sigmoid(tern_v g) {
 }
 static inline tern_v ku_swiglu(tern_v g, tern_v u) { return tern_mul(tern_mul(g, ku_sigmoid(g)), u); }
 
+/* Rotary embedding's turn of the pair (x1, x2) = (x[j], x[j + hd/2]) by angle a (by -a for the
+ * backward): o1 = x1 cos a - x2 sin a, o2 = x2 cos a + x1 sin a. Shared by the rope kernel
+ * and the GEMV's ROPE epilogue, so both round alike. */
+static inline void ku_rope_turn(tern_v x1, tern_v x2, tern_v a, bool backward, tern_v *o1, tern_v *o2) {
+    tern_v c = tern_cos(a), sn = tern_sin(a);
+    if (backward) sn = tern_neg(sn);
+    *o1 = tern_sub(tern_mul(x1, c), tern_mul(x2, sn));
+    *o2 = tern_add(tern_mul(x2, c), tern_mul(x1, sn));
+}
+
 /* d gelu / dx (see src/handlers/cpu/fastmath.h for the derivation); 0 where exp overflows. */
 static inline tern_v ku_gelu_grad(tern_v x) {
     tern_v x2 = tern_mul(x, x);

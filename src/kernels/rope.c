@@ -38,11 +38,7 @@ void gk_trace_rope(tern_kb *kb, void *spec) {
         ku_load(x, hi, W, x2);
         ku_load(inv_freq, j, W, f);
         for (int k = 0; k < W; k++) {
-            tern_v a = tern_mul(at, f[k]);
-            tern_v c = tern_cos(a), sn = tern_sin(a);
-            if (backward) sn = tern_neg(sn);
-            o1[k] = tern_sub(tern_mul(x1[k], c), tern_mul(x2[k], sn));
-            o2[k] = tern_add(tern_mul(x2[k], c), tern_mul(x1[k], sn));
+            ku_rope_turn(x1[k], x2[k], tern_mul(at, f[k]), backward, &o1[k], &o2[k]);
         }
         ku_store(out, lo, W, o1);
         ku_store(out, hi, W, o2);
