@@ -148,6 +148,24 @@ typedef struct tern_matmul_rope {
     int heads, head_dim;
 } tern_matmul_rope;
 
+/* What A's rows are before the product. LAYERNORM: op(A) = layernorm's output for A's rows
+ * (mean and biased variance over each row's k values, (a - mean) / sqrt(var + eps) *
+ * norm.w + norm.b); RMSNORM: rmsnorm's (a / sqrt(mean(a^2) + eps) * norm.w). The normalised
+ * values may be rounded to A's dtype (composed paths do: layernorm or rmsnorm into a
+ * temporary, then the product). It lets a decoding step's norm happen where a GEMV stages A
+ * anyway, instead of a kernel of its own. A not transposed, one batch; norm.w [k], norm.b [k]
+ * or absent (LAYERNORM only; absent means 0), eps finite and >= 0. */
+typedef enum tern_prologue {
+    TERN_PROLOGUE_NONE,
+    TERN_PROLOGUE_LAYERNORM,
+    TERN_PROLOGUE_RMSNORM,
+} tern_prologue;
+
+typedef struct tern_matmul_norm {
+    tern_buf w, b;
+    float eps;
+} tern_matmul_norm;
+
 typedef struct tern_matmul {
     int m, n, k;
     bool trans_a, trans_b;
@@ -161,6 +179,8 @@ typedef struct tern_matmul {
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
     tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
     tern_matmul_rope rope; /* the ROPE epilogue's; unused otherwise */
+    tern_prologue prologue; /* NONE, or A's rows normalised first (LAYERNORM, RMSNORM) */
+    tern_matmul_norm norm;  /* the prologue's; unused otherwise */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):

@@ -18,7 +18,6 @@ static void layout_decode(tern_gpt2 *m, model_pools *p, gpt2_decode *dc) {
     dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
     dc->pos = MODEL_FN(take)(p, POOL_I32, 1);
     dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
-    dc->ln = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * 3 * C);
     dc->atty = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->fch = MODEL_FN(take)(p, POOL_ACT, rows * 4 * C);
@@ -60,30 +59,22 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     return NULL;
 }
 
-/* x[rows, C] = x + in[rows, k] @ w[k, C] + b, then ln = layernorm(x) with (ln_w, ln_b): a
- * residual update as one product (beta = 1 accumulates into x, the bias still added once:
- * no projection output of its own, no add kernel) followed by the layer norm that the next
- * product reads. */
-static tern_error *residual_norm(tern_dev *d, tern_buf ln, tern_buf x, tern_buf in, tern_buf w, tern_buf b,
-                                 tern_buf ln_w, tern_buf ln_b, float eps, int rows, int k, int C) {
-    tern_matmul mm = {.m = rows, .n = C, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f,
-                      .beta = 1.0f, .bias = b};
-    TERN_TRY(OP(matmul)(d, x, in, w, &mm));
-    return OP(layernorm)(d, ln, tern_none(), tern_none(), x, ln_w, ln_b, rows, C, eps);
+/* x[rows, C] = x + in[rows, k] @ w[k, C] + b: a residual update as one product (beta = 1
+ * accumulates into x, the bias still added once: no projection output of its own, no add
+ * kernel). w is [k, C], or [C, k] in q8_0 (gpt2_decode_w). */
+static tern_error *residual(tern_dev *d, tern_buf x, tern_buf in, tern_buf w, tern_buf b, int rows, int k, int C) {
+    tern_matmul mm = {.m = rows, .n = C, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f, .beta = 1.0f, .bias = b};
+    return OP(matmul)(d, x, in, w, &mm);
 }
 
-/* y[rows, out] = epilogue(ln @ w + b); w is [k, out], or [out, k] in q8_0 (gpt2_decode_w). */
-static tern_error *linear(tern_dev *d, tern_buf y, tern_buf ln, tern_buf w, tern_buf b, int rows, int k, int out,
-                          tern_epilogue epilogue) {
-    tern_matmul mm = {.m = rows, .n = out, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f,
-                      .beta = 0.0f, .bias = b, .epilogue = epilogue};
-    return OP(matmul)(d, y, ln, w, &mm);
-}
-
-/* The layer norm that comes before layer l: its ln_1, or ln_f after the last layer. */
-static tern_buf norm_before(const tern_gpt2 *m, int l, bool bias) {
-    if (l == m->cfg.n_layer) return gpt2_w(m, bias ? GPT2_LNFB : GPT2_LNFW, 0);
-    return gpt2_w(m, bias ? GPT2_LN1B : GPT2_LN1W, l);
+/* y[rows, out] = epilogue(layernorm(x; ln_w, ln_b) @ w + b): the layer norm as the product's
+ * prologue (where the product stages x anyway: no kernel and no buffer of its own). */
+static tern_error *norm_linear(tern_dev *d, tern_buf y, tern_buf x, tern_buf ln_w, tern_buf ln_b, float eps,
+                               tern_buf w, tern_buf b, int rows, int k, int out, tern_epilogue epilogue) {
+    tern_matmul mm = {.m = rows, .n = out, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f, .beta = 0.0f,
+                      .bias = b, .epilogue = epilogue, .prologue = TERN_PROLOGUE_LAYERNORM,
+                      .norm = {ln_w, ln_b, eps}};
+    return OP(matmul)(d, y, x, w, &mm);
 }
 
 /* Runs T new positions of each of B sequences through the model, from the tokens in
@@ -96,33 +87,31 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     int B = dc->B, rows = B * T, C = cfg->n_embd, NH = cfg->n_head;
     float eps = cfg->ln_eps;
     size_t n = (size_t)rows * C;
-    tern_buf x = tern_view(dc->x, 0, n), ln = tern_view(dc->ln, 0, n);
+    tern_buf x = tern_view(dc->x, 0, n);
     tern_buf qkv = tern_view(dc->qkv, 0, 3 * n), atty = tern_view(dc->atty, 0, n);
     tern_buf fch = tern_view(dc->fch, 0, 4 * n);
-    tern_buf none = tern_none();
 
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
-    /* ln = ln_1(x) of the first layer; every later layer norm comes with the residual product
-     * before it (residual_norm) */
-    TERN_TRY(OP(layernorm)(d, ln, none, none, x, norm_before(m, 0, false), norm_before(m, 0, true), rows, C, eps));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + proj(attention(ln_1(x))), then ln = ln_2(x) */
-        TERN_TRY(linear(d, qkv, ln, gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
-                        TERN_EPILOGUE_NONE));
+        /* x = x + proj(attention(ln_1(x))) */
+        TERN_TRY(norm_linear(d, qkv, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
+                             gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
+                             TERN_EPILOGUE_NONE));
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH,
                                       NH, C / NH, dc->max_T));
-        TERN_TRY(residual_norm(d, ln, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l),
-                               gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps, rows, C, C));
-        /* x = x + proj(gelu(fc(ln_2(x)))), then ln = the next layer's ln_1(x), or ln_f(x) */
-        TERN_TRY(linear(d, fch, ln, gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
-                        TERN_EPILOGUE_GELU));
-        TERN_TRY(residual_norm(d, ln, x, fch, gpt2_decode_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l),
-                               norm_before(m, l + 1, false), norm_before(m, l + 1, true), eps, rows, 4 * C, C));
+        TERN_TRY(residual(d, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l), rows, C, C));
+        /* x = x + proj(gelu(fc(ln_2(x)))) */
+        TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
+                             gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
+                             TERN_EPILOGUE_GELU));
+        TERN_TRY(residual(d, x, fch, gpt2_decode_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l), rows, 4 * C, C));
     }
-    /* logits [B, Vp] of each sequence's last row (row b*T + T-1): A's rows are T*C apart. */
-    tern_buf last_rows = tern_view(ln, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
-    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C,
-                             .alpha = 1, .beta = 0};
+    /* logits [B, Vp] = ln_f(x) @ wte^T of each sequence's last row (row b*T + T-1): A's rows
+     * are T*C apart. */
+    tern_buf last_rows = tern_view(x, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
+    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C, .alpha = 1, .beta = 0,
+                             .prologue = TERN_PROLOGUE_LAYERNORM,
+                             .norm = {gpt2_w(m, GPT2_LNFW, 0), gpt2_w(m, GPT2_LNFB, 0), eps}};
     TERN_TRY(OP(matmul)(d, dc->logits, last_rows, gpt2_decode_w(m, GPT2_WTE, 0), &logits_mm));
     return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k,
                       s->seed, dc->pos);

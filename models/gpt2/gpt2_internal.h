@@ -109,8 +109,7 @@ typedef struct gpt2_decode {
     tern_buf prompt;        /* [B*T] i32 */
     tern_buf token;         /* [B] i32: the last sampled token, the next step's input */
     tern_buf pos;           /* [1] i32: position of the first row being computed */
-    tern_buf x, ln, qkv, atty, fch; /* [B*T, C|C|3C|C|4C] */
-    tern_buf last;          /* [B, C] final layer norm of each sequence's last row */
+    tern_buf x, qkv, atty, fch; /* [B*T, C|3C|C|4C] */
     tern_buf logits;        /* [B, Vp] */
     uint64_t capture_key;
     tern_buf pool[3];

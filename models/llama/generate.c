@@ -19,7 +19,6 @@ static void layout_decode(tern_llama *m, model_pools *p, llama_decode *dc) {
     dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
     dc->pos = MODEL_FN(take)(p, POOL_I32, rows);
     dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
-    dc->h = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * qw);
     dc->att = MODEL_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
     dc->a = MODEL_FN(take)(p, POOL_ACT, rows * I);
@@ -72,7 +71,7 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     int NH = cfg->n_head, KV = cfg->n_kv_head, hs = cfg->head_dim, qw = (NH + 2 * KV) * hs;
     float eps = cfg->rms_eps;
     size_t r = (size_t)rows;
-    tern_buf x = tern_view(dc->x, 0, r * C), h = tern_view(dc->h, 0, r * C);
+    tern_buf x = tern_view(dc->x, 0, r * C);
     tern_buf qkv = tern_view(dc->qkv, 0, r * qw), att = tern_view(dc->att, 0, r * NH * hs);
     tern_buf a = tern_view(dc->a, 0, r * I);
     tern_buf pos = tern_view(dc->pos, 0, r), w = llama_weights(m);
@@ -80,31 +79,27 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     /* x [rows, C] = embed[tokens] */
     TERN_TRY(OP(embed)(d, x, tokens, llama_w(m, LLAMA_EMBED, 0), tern_none(), tern_none(), B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache (q and k rotated
-         * as the product finishes) */
-        TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN1, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear_rope)(d, qkv, h, llama_decode_w(m, LLAMA_Q8_QKV, l),
-                                       llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw, pos,
-                                       m->inv_freq, NH + KV, hs));
+        /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache (the norm as the
+         * product stages x, q and k rotated as it finishes) */
+        TERN_TRY(LLAMA_FN(norm_linear_rope)(d, qkv, x, llama_w(m, LLAMA_LN1, l), eps, llama_decode_w(m, LLAMA_Q8_QKV, l),
+                                            llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw, pos,
+                                            m->inv_freq, NH + KV, hs));
         TERN_TRY(OP(attention_cached)(d, att, dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs,
                                       dc->max_T));
         TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_decode_w(m, LLAMA_Q8_O, l), llama_w(m, LLAMA_OB, l), rows,
                                            NH * hs, C));
         /* x = x + swiglu(rmsnorm(x) Wgu^T) Wd^T */
-        TERN_TRY(OP(rmsnorm)(d, h, tern_none(), x, llama_w(m, LLAMA_LN2, l), rows, C, eps));
-        TERN_TRY(LLAMA_FN(linear_swiglu)(d, a, h, llama_decode_w(m, LLAMA_Q8_GU, l),
-                                         llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, I));
+        TERN_TRY(LLAMA_FN(norm_linear_swiglu)(d, a, x, llama_w(m, LLAMA_LN2, l), eps, llama_decode_w(m, LLAMA_Q8_GU, l),
+                                              llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, I));
         TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, a, llama_decode_w(m, LLAMA_Q8_DOWN, l), llama_w(m, LLAMA_DOWNB, l), rows,
                                            I, C));
     }
-    /* h [B, C] = rmsnorm of each sequence's last row (b T + T - 1): rows T C apart, packed */
-    for (int b = 0; b < B; b++)
-        TERN_TRY(OP(rmsnorm)(d, tern_view(h, (size_t)b * C, (size_t)C), tern_none(),
-                             tern_view(x, ((size_t)b * T + T - 1) * C, (size_t)C), llama_w(m, LLAMA_NORM, 0), 1, C,
-                             eps));
-    /* logits [B, Vp] = h @ head^T */
-    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .alpha = 1, .beta = 0};
-    TERN_TRY(OP(matmul)(d, dc->logits, tern_view(h, 0, (size_t)B * C), llama_decode_head(m), &logits_mm));
+    /* logits [B, Vp] = rmsnorm(x) @ head^T of each sequence's last row (b T + T - 1): A's rows
+     * are T C apart */
+    tern_buf last_rows = tern_view(x, (size_t)(T - 1) * C, (size_t)(B - 1) * T * C + C);
+    tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C, .alpha = 1, .beta = 0,
+                             .prologue = TERN_PROLOGUE_RMSNORM, .norm = {llama_w(m, LLAMA_NORM, 0), tern_none(), eps}};
+    TERN_TRY(OP(matmul)(d, dc->logits, last_rows, llama_decode_head(m), &logits_mm));
     return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed,
                       tern_view(pos, 0, 1));
 }

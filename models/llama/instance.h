@@ -19,15 +19,17 @@ tern_error *LLAMA_FN(linear)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, te
  * (res the matmul's addend; res may be y itself). */
 tern_error *LLAMA_FN(residual_linear)(tern_dev *d, tern_buf y, tern_buf res, tern_buf x, tern_buf w,
                                       tern_buf b, int rows, int in, int out);
-/* y[rows, I] = silu(g) u, [g | u] = x[rows, in] @ w[2I, in]^T + b: the MLP's gate | up product
- * with its activation (matmul's SWIGLU epilogue), for passes that keep no gate | up output
- * for a backward. */
-tern_error *LLAMA_FN(linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
-                                    int I);
-/* y [rows, out] = x W^T + b with the first `heads` heads of head_dim columns of each row
- * rotated at positions pos [rows] (matmul's ROPE epilogue: q and k of a fused q|k|v). */
-tern_error *LLAMA_FN(linear_rope)(tern_dev *d, tern_buf y, tern_buf x, tern_buf w, tern_buf b, int rows, int in,
-                                  int out, tern_buf pos, tern_buf inv_freq, int heads, int head_dim);
+/* y[rows, I] = silu(g) u, [g | u] = rmsnorm(x; nw, eps)[rows, in] @ w[2I, in]^T + b: the MLP's
+ * norm and gate | up product with its activation (matmul's RMSNORM prologue and SWIGLU
+ * epilogue), for passes that keep neither the norm's output nor gate | up for a backward. */
+tern_error *LLAMA_FN(norm_linear_swiglu)(tern_dev *d, tern_buf y, tern_buf x, tern_buf nw, float eps, tern_buf w,
+                                         tern_buf b, int rows, int in, int I);
+/* y [rows, out] = rmsnorm(x; nw, eps) W^T + b with the first `heads` heads of head_dim columns
+ * of each row rotated at positions pos [rows] (matmul's RMSNORM prologue and ROPE epilogue: q
+ * and k of a fused q|k|v). */
+tern_error *LLAMA_FN(norm_linear_rope)(tern_dev *d, tern_buf y, tern_buf x, tern_buf nw, float eps, tern_buf w,
+                                       tern_buf b, int rows, int in, int out, tern_buf pos, tern_buf inv_freq,
+                                       int heads, int head_dim);
 
 tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                               float loss_scale, bool backward, float *mean_loss);

@@ -119,10 +119,10 @@ typedef struct llama_decode {
     tern_buf prompt;   /* [B T] i32 */
     tern_buf token;    /* [B] i32: the last sampled tokens */
     tern_buf pos;      /* [B T] i32: each row's position; pos[0] is the first row's */
-    tern_buf x, h;     /* [B T, C] */
+    tern_buf x;        /* [B T, C] */
     tern_buf qkv;      /* [B T, QW] */
     tern_buf att;      /* [B T, NH hs] */
-    tern_buf a;        /* [B T, I] silu(gate) up (linear_swiglu: no [B T, 2I] gate | up buffer) */
+    tern_buf a;        /* [B T, I] silu(gate) up (norm_linear_swiglu: no [B T, 2I] gate | up buffer) */
     tern_buf logits;   /* [B, Vp] */
     tern_buf pool[3];
 } llama_decode;

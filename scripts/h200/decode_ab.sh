@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Batch-1 bf16 decoding of both families, this tree (A) against another commit's tree (B,
 # .old/old.tar.gz, as ab_tree.sh), in one call: the cuda checks of the decode kernels
-# (test_gpu_gemv, test_ops_llama, the Llama fixture, the GPT-2 fixture bf16), then `tern bench generate` at
+# (test_gpu_gemv, test_ops_llama, the Llama fixture, the GPT-2 fixture bf16 and fp32 inference), then `tern bench generate` at
 # GPT-2 124M, SmolLM2-135M and Llama-3.2-1B (random weights, prompt 16, 512 new tokens),
 # A and B alternated DECODE_ROUNDS times (2), with A's variants (DECODE_VARIANTS: cuda
 # options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1 gemv_early=0") after each A; then
@@ -44,6 +44,8 @@ TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 30
     $b/tests/llama/test_llama_model "" cuda both
 [ -d .fixtures/fixtures/gpt2-tiny-a ] && TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 \
     step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
+[ -d .fixtures/fixtures/gpt2-tiny-a ] && TERN_TEST_HANDLER=cuda TERN_TEST_PART=inference \
+    step "fixture, cuda fp32 inference (greedy ids)" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -20 >> "$summary" 2>/dev/null
 wait $old_build || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
 gen=(bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2)

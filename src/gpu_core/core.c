@@ -126,12 +126,13 @@ tern_error *gpu_scratch(gpu_core *g, size_t len, tern_dbuf *out) {
     return NULL;
 }
 
-tern_error *gpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+tern_error *gpu_temp(tern_dev *d, int slot, tern_dtype dtype, size_t len, tern_buf *out) {
     gpu_core *g = gpu_core_of(d);
     size_t size = tern_dtype_size(dtype);
     if (size == 0 || len > SIZE_MAX / 8) return tern_errorf("a temporary of %zu %s elements", len, tern_dtype_name(dtype));
-    TERN_TRY(grow_scratch(g, TERN_T_F32, (len * size + 3) / 4, &g->temp, &g->temp_len));
-    *out = (tern_buf){g->temp.mem, 0, len, dtype};
+    if (slot < 0 || slot > 1) return tern_errorf("no temporary slot %d", slot);
+    TERN_TRY(grow_scratch(g, TERN_T_F32, (len * size + 3) / 4, &g->temp[slot], &g->temp_len[slot]));
+    *out = (tern_buf){g->temp[slot].mem, 0, len, dtype};
     return NULL;
 }
 
@@ -210,7 +211,8 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->zero_counter);
         tern_rt_free(g->rt, &g->scratch);
         tern_rt_free(g->rt, &g->scratch_i);
-        tern_rt_free(g->rt, &g->temp);
+        tern_rt_free(g->rt, &g->temp[0]);
+        tern_rt_free(g->rt, &g->temp[1]);
         tern_rt_free(g->rt, &g->att_partial);
         tern_rt_free(g->rt, &g->att_count);
         tern_rt_free(g->rt, &g->argmax_v);

@@ -145,6 +145,11 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[6] = (int32_t)kc;
     s.n[9] = mm->epilogue == TERN_EPILOGUE_SWIGLU ? GK_GEMV_SWIGLU : mm->epilogue == TERN_EPILOGUE_ROPE ? GK_GEMV_ROPE : 0;
     s.n[10] = mm->epilogue == TERN_EPILOGUE_ROPE ? mm->rope.head_dim : 0;
+    s.n[12] = mm->prologue == TERN_PROLOGUE_LAYERNORM ? GK_GEMV_LAYERNORM
+              : mm->prologue == TERN_PROLOGUE_RMSNORM ? GK_GEMV_RMSNORM
+                                                      : 0;
+    if (s.n[12]) s.t[5] = gpu_t(mm->norm.w);
+    if (s.n[12] == GK_GEMV_LAYERNORM) s.t[6] = gpu_t(mm->norm.b);
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
@@ -164,12 +169,14 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    tern_arg args[16];
+    tern_arg args[20];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) {
         args[n++] = tern_arg_buf(mm->rope.pos);
         args[n++] = tern_arg_buf(mm->rope.inv_freq);
     }
+    if (s.n[12]) args[n++] = tern_arg_buf(mm->norm.w);
+    if (s.n[12] == GK_GEMV_LAYERNORM) args[n++] = tern_arg_buf(mm->norm.b);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
     args[n++] = tern_arg_i32((int32_t)d->lda);
@@ -178,6 +185,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) args[n++] = tern_arg_i32(mm->rope.heads * mm->rope.head_dim / 2);
+    if (s.n[12]) args[n++] = tern_arg_f32(mm->norm.eps);
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
 }

@@ -103,8 +103,8 @@ typedef struct gpu_core {
     size_t scratch_len;
     tern_dbuf scratch_i;     /* i32, grown on demand */
     size_t scratch_i_len;
-    tern_dbuf temp;          /* f32, grown on demand: gpu_temp's, apart from the scratch */
-    size_t temp_len;
+    tern_dbuf temp[2];       /* f32, grown on demand: gpu_temp's slots, apart from the scratch */
+    size_t temp_len[2];
     unsigned long scratch_epoch; /* counts the scratch reallocations (recorded graphs name it) */
     tern_dbuf argmax_v, argmax_i; /* greedy sampling's parts (argmax.c): allocated once */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
@@ -163,9 +163,10 @@ void gpu_inflight_unknown(gpu_core *g);
 tern_error *gpu_scratch_buf(gpu_core *g, size_t len, tern_buf *out) TERN_MUST_USE;
 
 /* A buffer of len elements of dtype (a float or i32) in device memory of its own, apart from
- * the scratch that operations take, valid until the next gpu_temp: a composed product's
- * operand (the product under matmul's SWIGLU epilogue, tern_matmul_compose). Growing it reallocates. */
-tern_error *gpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) TERN_MUST_USE;
+ * the scratch that operations take, valid until the next gpu_temp of the same slot
+ * (tern_temp_slot: the product under matmul's SWIGLU epilogue, the prologue's normalised A;
+ * tern_matmul_compose). Growing it reallocates. */
+tern_error *gpu_temp(tern_dev *d, int slot, tern_dtype dtype, size_t len, tern_buf *out) TERN_MUST_USE;
 
 /* The parts of a product a GEMM library may lack, as one pass over C: x = src + bias;
  * aux = x (GELU epilogue with aux); c = gelu(x) or x. src is the f32 product laid out like

@@ -3,15 +3,17 @@
 #include "gpu_core/gpu_internal.h"
 
 /* The steps of a composed product (tern_matmul_compose): the core's own operations. */
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, gpu_matmul_dsl, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, gpu_matmul_dsl, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
 
 tern_error *gpu_matmul_dsl(tern_dev *dev, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     gpu_core *g = gpu_core_of(dev);
     tern_matmul_dims d;
     tern_matmul_resolve(mm, &d);
-    if (tern_matmul_composite(c, mm) || (tern_matmul_paired(mm) && !gpu_gemv_paired(&d))) {
+    if (tern_matmul_composite(c, mm) || (tern_matmul_paired(mm) && !gpu_gemv_paired(&d)) ||
+        (mm->prologue != TERN_PROLOGUE_NONE && !gpu_gemv_applies(&d))) {
         /* the kernels read beta's term from C and have no GELU gradient epilogue; only the
-         * GEMV kernels for B [n, k] have the SwiGLU and rotary ones */
+         * GEMV kernels for B [n, k] have the SwiGLU and rotary ones, and only the GEMV kernels
+         * normalise A's rows (as they stage them) */
         const tern_matmul_steps steps = matmul_steps(dev);
         return tern_matmul_compose(&steps, c, a, b, mm, &d);
     }

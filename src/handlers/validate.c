@@ -393,6 +393,30 @@ static tern_error *matmul_rope(tern_buf c, const tern_matmul *mm, const tern_mat
     return tern_check_disjoint("matmul", "c", c, "rope.inv_freq", r->inv_freq);
 }
 
+/* The LAYERNORM and RMSNORM prologues normalise A's rows with norm.w (and norm.b) before
+ * the product: layernorm's and rmsnorm's own checks on them, A read only, the weights read
+ * only, so C and aux (written) must not touch them. */
+static tern_error *matmul_prologue(tern_buf c, const tern_matmul *mm, const tern_matmul_dims *d) {
+    const char *e = mm->prologue == TERN_PROLOGUE_LAYERNORM ? "matmul: the LAYERNORM prologue"
+                                                            : "matmul: the RMSNORM prologue";
+    const tern_matmul_norm *nm = &mm->norm;
+    if (d->trans_a) return tern_errorf("%s needs A not transposed", e);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    if (!(nm->eps >= 0) || !isfinite(nm->eps)) return tern_errorf("%s needs norm.eps finite and >= 0", e);
+    TERN_TRY(tern_check_buf("matmul", "norm.w", nm->w, TERN_DT_FLOAT2, SZ(d->k), "k"));
+    if (mm->prologue == TERN_PROLOGUE_LAYERNORM)
+        TERN_TRY(tern_check_buf("matmul", "norm.b", nm->b, TERN_DT_FLOAT2, SZ(d->k), "k"));
+    else if (tern_present(nm->b))
+        return tern_errorf("%s takes no norm.b", e);
+    const tern_buf outs[2] = {c, mm->aux};
+    const char *out_names[2] = {"c", "aux"};
+    for (int i = 0; i < 2; i++) {
+        TERN_TRY(tern_check_disjoint("matmul", out_names[i], outs[i], "norm.w", nm->w));
+        TERN_TRY(tern_check_disjoint("matmul", out_names[i], outs[i], "norm.b", nm->b));
+    }
+    return NULL;
+}
+
 /* bias_grad: the column sums of a plain, dense [k, n] B (what sum_rows adds up), with nothing
  * else around the product that would have to be ordered with them. */
 static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
@@ -432,6 +456,9 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
         return tern_errorf("matmul: unknown epilogue %d", (int)mm->epilogue);
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
+    if (mm->prologue != TERN_PROLOGUE_NONE && mm->prologue != TERN_PROLOGUE_LAYERNORM &&
+        mm->prologue != TERN_PROLOGUE_RMSNORM)
+        return tern_errorf("matmul: unknown prologue %d", (int)mm->prologue);
     tern_matmul_dims d;
     d.m = mm->m;
     d.n = mm->n;
@@ -478,6 +505,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) TERN_TRY(matmul_swiglu(c, mm, &d));
     if (mm->epilogue == TERN_EPILOGUE_ROPE) TERN_TRY(matmul_rope(c, mm, &d));
+    if (mm->prologue != TERN_PROLOGUE_NONE) TERN_TRY(matmul_prologue(c, mm, &d));
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
@@ -562,7 +590,7 @@ static tern_error *compose_swiglu(const tern_matmul_steps *s, tern_buf c, tern_b
     size_t m = SZ(dims->m), n = SZ(dims->n), h = n / 2;
     tern_buf p = mm->aux;
     if (!tern_present(p))
-        TERN_TRY(tern_error_wrap(s->temp(s->ctx, c.dtype, m * n, &p), "matmul's SWIGLU epilogue"));
+        TERN_TRY(tern_error_wrap(s->temp(s->ctx, TERN_TEMP_PRODUCT, c.dtype, m * n, &p), "matmul's SWIGLU epilogue"));
     tern_matmul product = *mm;
     product.epilogue = TERN_EPILOGUE_NONE;
     product.aux = tern_none();
@@ -592,8 +620,36 @@ static tern_error *compose_rope(const tern_matmul_steps *s, tern_buf c, tern_buf
                            "matmul's ROPE epilogue");
 }
 
+/* The LAYERNORM or RMSNORM prologue as its own step: x [m, k] (dense, A's dtype, the
+ * handler's operand temporary) = layernorm or rmsnorm of A's rows (one call, or one a row
+ * where A's rows have gaps), then the handler's matmul of x with everything else. */
+static tern_error *compose_prologue(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                    const tern_matmul *mm, const tern_matmul_dims *dims) {
+    const char *what = mm->prologue == TERN_PROLOGUE_LAYERNORM ? "matmul's LAYERNORM prologue"
+                                                               : "matmul's RMSNORM prologue";
+    size_t m = SZ(dims->m), k = SZ(dims->k);
+    const tern_matmul_norm *nm = &mm->norm;
+    tern_buf x;
+    TERN_TRY(tern_error_wrap(s->temp(s->ctx, TERN_TEMP_OPERAND, a.dtype, m * k, &x), "%s", what));
+    bool dense = dims->lda == k;
+    for (size_t i = 0; i < (dense ? 1 : m); i++) {
+        size_t rows = dense ? m : 1;
+        tern_buf in = tern_view(a, i * dims->lda, rows * k), out = tern_view(x, i * k, rows * k);
+        tern_error *err = mm->prologue == TERN_PROLOGUE_LAYERNORM
+                              ? s->layernorm(s->ctx, out, in, nm->w, nm->b, (int)rows, dims->k, nm->eps)
+                              : s->rmsnorm(s->ctx, out, in, nm->w, (int)rows, dims->k, nm->eps);
+        TERN_TRY(tern_error_wrap(err, "%s", what));
+    }
+    tern_matmul rest = *mm;
+    rest.prologue = TERN_PROLOGUE_NONE;
+    rest.norm = (tern_matmul_norm){0};
+    rest.lda = 0;
+    return s->matmul(s->ctx, c, x, b, &rest);
+}
+
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims) {
+    if (mm->prologue != TERN_PROLOGUE_NONE) return compose_prologue(s, c, a, b, mm, dims);
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) return compose_swiglu(s, c, a, b, mm, dims);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) return compose_rope(s, c, a, b, mm, dims);
     c_runs r = matmul_c_runs(dims);

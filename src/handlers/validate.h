@@ -124,6 +124,10 @@ bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
  * GELU_BACKWARD replaced by no epilogue and no aux. */
 tern_matmul tern_matmul_plain(const tern_matmul *mm);
 
+/* The temporaries of a composed product, apart so that one composition may hold both: the
+ * SWIGLU epilogue's product [m, n] and the prologue's normalised A [m, k]. */
+enum tern_temp_slot { TERN_TEMP_PRODUCT, TERN_TEMP_OPERAND, TERN_TEMP_SLOTS };
+
 /* A handler's operations for tern_matmul_compose; ctx is passed back to each (the device). */
 typedef struct tern_matmul_steps {
     void *ctx;
@@ -134,12 +138,16 @@ typedef struct tern_matmul_steps {
     tern_error *(*swiglu)(void *ctx, tern_buf out, tern_buf gate, tern_buf up, int rows, int inter, int ld);
     tern_error *(*rope)(void *ctx, tern_buf out, tern_buf x, tern_buf pos, tern_buf inv_freq, int rows, int heads,
                         int head_dim, int stride);
+    tern_error *(*layernorm)(void *ctx, tern_buf out, tern_buf x, tern_buf w, tern_buf b, int rows, int C, float eps);
+    tern_error *(*rmsnorm)(void *ctx, tern_buf out, tern_buf x, tern_buf w, int rows, int C, float eps);
     /* a buffer of len elements of dtype that no other operation uses, valid until the next
-     * temp (the SWIGLU epilogue's product [m, n]) */
-    tern_error *(*temp)(void *ctx, tern_dtype dtype, size_t len, tern_buf *out);
+     * temp of the same slot (tern_temp_slot) */
+    tern_error *(*temp)(void *ctx, int slot, tern_dtype dtype, size_t len, tern_buf *out);
 } tern_matmul_steps;
 
-/* A validated product (dims as tern_validate_matmul filled it) by composition: the SWIGLU
+/* A validated product (dims as tern_validate_matmul filled it) by composition: a LAYERNORM or
+ * RMSNORM prologue first, as layernorm or rmsnorm into the handler's operand temporary and
+ * the handler's matmul of that with the prologue NONE; the SWIGLU
  * epilogue as the product into aux (or the handler's temp) then swiglu into C, the ROPE
  * epilogue as the product into C then rope over it in place; the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
@@ -149,10 +157,10 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 
 /* A handler's steps for tern_matmul_compose in one line: given its own copy, matmul,
- * gelu_backward, sum_rows, swiglu, rope and temp (each taking a CTX * first), defines the
- * static adaptors and `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them
- * with ctx. */
-#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, ROPE, TEMP)                    \
+ * gelu_backward, sum_rows, swiglu, rope, layernorm, rmsnorm and temp (each taking a CTX *
+ * first; the norms with the op list's signatures), defines the static adaptors and `static
+ * tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
+#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, ROPE, LAYERNORM, RMSNORM, TEMP) \
     static tern_error *step_copy(void *ctx, tern_buf dst, tern_buf src) { return COPY((CTX *)ctx, dst, src); } \
     static tern_error *step_matmul(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {     \
         return MATMUL((CTX *)ctx, c, a, b, mm);                                                                \
@@ -171,12 +179,20 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                  int heads, int head_dim, int stride) {                                       \
         return ROPE((CTX *)ctx, out, x, pos, inv_freq, rows, heads, head_dim, stride);                         \
     }                                                                                                         \
-    static tern_error *step_temp(void *ctx, tern_dtype dtype, size_t len, tern_buf *out) {                    \
-        return TEMP((CTX *)ctx, dtype, len, out);                                                              \
+    static tern_error *step_layernorm(void *ctx, tern_buf out, tern_buf x, tern_buf w, tern_buf b, int rows,  \
+                                      int C, float eps) {                                                     \
+        return LAYERNORM((CTX *)ctx, out, tern_none(), tern_none(), x, w, b, rows, C, eps);                    \
+    }                                                                                                         \
+    static tern_error *step_rmsnorm(void *ctx, tern_buf out, tern_buf x, tern_buf w, int rows, int C,         \
+                                    float eps) {                                                              \
+        return RMSNORM((CTX *)ctx, out, tern_none(), x, w, rows, C, eps);                                      \
+    }                                                                                                         \
+    static tern_error *step_temp(void *ctx, int slot, tern_dtype dtype, size_t len, tern_buf *out) {          \
+        return TEMP((CTX *)ctx, slot, dtype, len, out);                                                        \
     }                                                                                                         \
     static tern_matmul_steps matmul_steps(CTX *ctx) {                                                         \
-        tern_matmul_steps s = {ctx,           step_copy,   step_matmul, step_gelu_backward,                   \
-                               step_sum_rows, step_swiglu, step_rope,   step_temp};                           \
+        tern_matmul_steps s = {ctx,       step_copy,      step_matmul,  step_gelu_backward, step_sum_rows,     \
+                               step_swiglu, step_rope, step_layernorm, step_rmsnorm,       step_temp};         \
         return s;                                                                                             \
     }
 #endif

@@ -61,7 +61,7 @@ typedef enum gk_family {
  * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
 typedef struct gk_spec {
     uint8_t t[8];
-    int32_t n[12];
+    int32_t n[13];
 } gk_spec;
 
 /* A family's name (a C identifier) and trace function (user = const gk_spec *). */
@@ -238,6 +238,7 @@ static inline int gk_ac_parts(int hs, int w) {
 #define GK_GEMV_ROWS 4
 #define GK_GEMV_X_BYTES 32768
 enum { GK_GEMV_SWIGLU = 1, GK_GEMV_ROPE = 2 }; /* GEMV_T's paired epilogues (n[9]) */
+enum { GK_GEMV_LAYERNORM = 1, GK_GEMV_RMSNORM = 2 }; /* the GEMVs' prologues (n[12]) */
 #define GK_RMS_FEW_ROWS 8
 
 /* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C

@@ -3,7 +3,8 @@
  * GELU, GELU with aux), bias with beta 0 and beta != 0, alpha != 1, dtype mixes (f32, bf16,
  * f16 B), odd sizes (k and n not multiples of the vector width or of a group's columns),
  * row strides and odd offsets (the scalar paths), k longer than one staged chunk, the
- * SWIGLU and ROPE epilogues (B [n, k]), and GPT-2's and Llama-3.2-1B's decode shapes. Then:
+ * SWIGLU and ROPE epilogues (B [n, k]), the LAYERNORM and RMSNORM prologues, and GPT-2's and
+ * Llama-3.2-1B's decode shapes. Then:
  * the same call twice gives the same bits, C is not read when
  * beta == 0 (it holds NaN), and every variant compiles with NVRTC for sm_90.
  *
@@ -26,6 +27,7 @@ typedef struct gv_case {
     size_t off; /* view offsets of A, B, C, bias (odd: the vector width drops) */
     bool swiglu; /* the SWIGLU epilogue (C [m, n/2]; with epilogue 2, aux [m, n]) */
     int rope_heads, head_dim; /* the ROPE epilogue when head_dim > 0 */
+    tern_prologue norm;       /* a LAYERNORM or RMSNORM prologue (weights in A's dtype) */
 } gv_case;
 
 /* Runs one product on both sides and compares C (and aux); returns C of the GPU side as
@@ -34,6 +36,7 @@ static void run_case(const gv_case *t, unsigned char **bits) {
     tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->trans_b, .alpha = t->alpha, .beta = t->beta,
                       .epilogue = t->swiglu ? TERN_EPILOGUE_SWIGLU : t->epilogue ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE};
     if (t->head_dim) mm.epilogue = TERN_EPILOGUE_ROPE;
+    mm.prologue = t->norm;
     size_t b_rows = t->trans_b ? (size_t)t->n : (size_t)t->k, b_cols = t->trans_b ? (size_t)t->k : (size_t)t->n;
     size_t c_cols = t->swiglu ? (size_t)t->n / 2 : (size_t)t->n;
     if (t->pad) {
@@ -57,6 +60,9 @@ static void run_case(const gv_case *t, unsigned char **bits) {
     for (int i = 0; i < t->m; i++) pos[i] = 5 + 997 * i;
     for (int j = 0; j < t->head_dim / 2; j++) freq[j] = powf(500000.0f, -2.0f * (float)j / (float)t->head_dim);
     gt_pair ppos = gt_make_i32(pos, (size_t)t->m, t->off), pfreq = gt_make(TERN_F32, (size_t)(t->head_dim / 2 + 1), 0, freq);
+    /* the prologue's weights, about 1, and shift */
+    float *nw = gt_random((size_t)t->k, 0.5f, 1.5f), *nb = gt_random((size_t)t->k, -0.5f, 0.5f);
+    gt_pair pnw = gt_make(t->ta, (size_t)t->k, t->off, nw), pnb = gt_make(t->ta, (size_t)t->k, t->off * 2, nb);
     if (t->beta == 0 && t->pad) { /* C's padding columns stay NaN on both sides: compare the rest */
         float *z = calloc(c_len, sizeof *z);
         gt_free(&pc);
@@ -70,11 +76,17 @@ static void run_case(const gv_case *t, unsigned char **bits) {
         if (t->epilogue == 2) x.aux = V(paux);
         if (t->head_dim) x.rope = (tern_matmul_rope){V(ppos), tern_view(V(pfreq), 0, (size_t)t->head_dim / 2),
                                                     t->rope_heads, t->head_dim};
+        if (t->norm)
+            x.norm = (tern_matmul_norm){V(pnw), t->norm == TERN_PROLOGUE_LAYERNORM ? V(pnb) : tern_none(), 1e-5f};
         CHECK_OK(sd->ops->matmul(sd->d, V(pc), V(pa), V(pb), &x));
     }
-    double tol = gt_tol(t->tc, 2e-5);
-    GT_EXPECT(pc, tol, "gemv m %d n %d k %d%s%s%s %s/%s/%s epi %d bias %d beta %g pad %d off %zu", t->m, t->n, t->k,
-              t->trans_b ? " Bt" : "", t->swiglu ? " swiglu" : "", t->head_dim ? " rope" : "", tern_dtype_name(t->ta),
+    /* with a prologue, the normalised A is rounded to A's dtype on both sides, from
+     * statistics summed in different orders: a bf16 A's values may round to neighbouring
+     * bf16 values here and there (2^-8 of a term each), so 2e-3 there; 5e-5 for f32 */
+    double tol = !t->norm ? gt_tol(t->tc, 2e-5) : gt_tol(t->tc, t->ta == TERN_BF16 ? 2e-3 : 5e-5);
+    GT_EXPECT(pc, tol, "gemv m %d n %d k %d%s%s%s%s %s/%s/%s epi %d bias %d beta %g pad %d off %zu", t->m, t->n, t->k,
+              t->trans_b ? " Bt" : "", t->swiglu ? " swiglu" : "", t->head_dim ? " rope" : "",
+              t->norm == TERN_PROLOGUE_LAYERNORM ? " layernorm" : t->norm ? " rmsnorm" : "", tern_dtype_name(t->ta),
               tern_dtype_name(t->tb),
               tern_dtype_name(t->tc), t->epilogue, t->bias, (double)t->beta, t->pad, t->off);
     if (t->epilogue == 2) GT_EXPECT(paux, gt_tol(t->tbias, 2e-5), "gemv aux m %d n %d k %d", t->m, t->n, t->k);
@@ -84,7 +96,8 @@ static void run_case(const gv_case *t, unsigned char **bits) {
         CHECK_OK(gt_gpu.ops->download(gt_gpu.d, *bits, pc.view[1]));
     }
     gt_free(&pa), gt_free(&pb), gt_free(&pc), gt_free(&pbias), gt_free(&paux), gt_free(&ppos), gt_free(&pfreq);
-    free(a), free(b), free(c0), free(bias);
+    gt_free(&pnw), gt_free(&pnb);
+    free(a), free(b), free(c0), free(bias), free(nw), free(nb);
 }
 
 /* The dtype mixes: the model's two precisions, then mixed operands. */
@@ -187,6 +200,25 @@ static void test_shapes(void) {
          .tbias = TERN_F32, .bias = true, .alpha = 1, .rope_heads = 2, .head_dim = 64},
     };
     for (int i = 0; i < 4; i++) run_case(&rope[i], NULL);
+    /* the LAYERNORM and RMSNORM prologues (each group computes the rows' statistics, then
+     * stages x through the norm): both layouts, k in one chunk and in several (the
+     * statistics over all of k first), m = 1, 2, 5 and 8, A's rows apart at odd offsets, a
+     * residual C (beta 1), GELU, and under the SWIGLU and ROPE epilogues */
+    gv_case norm[6] = {
+        {.m = 1, .n = 72, .k = 768, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16, .tbias = TERN_BF16,
+         .bias = true, .alpha = 1, .norm = TERN_PROLOGUE_LAYERNORM},
+        {.m = 8, .n = 40, .k = 2100, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32, .tbias = TERN_F32,
+         .epilogue = 1, .bias = true, .alpha = 1, .beta = 1, .norm = TERN_PROLOGUE_LAYERNORM},
+        {.m = 5, .n = 33, .k = 2100, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
+         .tbias = TERN_F32, .bias = true, .alpha = 1, .pad = 3, .off = 1, .norm = TERN_PROLOGUE_RMSNORM},
+        {.m = 2, .n = 100, .k = 520, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16,
+         .tbias = TERN_BF16, .alpha = 1, .norm = TERN_PROLOGUE_LAYERNORM},
+        {.m = 1, .n = 80, .k = 576, .trans_b = true, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16,
+         .tbias = TERN_BF16, .alpha = 1, .swiglu = true, .norm = TERN_PROLOGUE_RMSNORM},
+        {.m = 3, .n = 5 * 8, .k = 96, .trans_b = true, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32,
+         .tbias = TERN_F32, .bias = true, .alpha = 1, .rope_heads = 3, .head_dim = 8, .norm = TERN_PROLOGUE_RMSNORM},
+    };
+    for (int i = 0; i < 6; i++) run_case(&norm[i], NULL);
     if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
     int C = 768;
     gv_case gpt2[] = {
@@ -276,6 +308,9 @@ static void test_nvrtc(void) {
                 s.n[9] = tb && (m + v) % 2 == 1 ? (m % 4 < 2 ? GK_GEMV_SWIGLU : GK_GEMV_ROPE) : 0;
                 if (s.n[9]) s.n[2] = 0;
                 if (s.n[9] == GK_GEMV_ROPE) s.n[4] = 0, s.n[10] = 64; /* no aux */
+                /* the prologues, on every third variant */
+                s.n[12] = (m + tb + v) % 3 == 0 ? (m % 2 ? GK_GEMV_LAYERNORM : GK_GEMV_RMSNORM) : 0;
+                if (s.n[12]) s.t[5] = s.t[6] = s.t[1];
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;

@@ -8,6 +8,8 @@
  * then rope; then every validation error. */
 #include "ops_test.h"
 
+#define GK_TEST_MAX_M 40 /* the most rows a case here has */
+
 typedef struct mm_case {
     int m, n, k, batch;
     bool ta, tb;
@@ -588,6 +590,137 @@ static void test_rope(ot_ctx *c) {
     run_rope(c, &t, id++);
 }
 
+typedef struct nm_case {
+    int m, n, k, lda, ldc; /* lda, ldc 0: dense */
+    tern_prologue kind;
+    bool tb, bias, residual; /* residual: beta 1 reads C */
+    tern_epilogue epi;       /* NONE, GELU (against the reference); SWIGLU, ROPE (against the steps) */
+    tern_dtype dab, dc;      /* A, B and the norm's weights; C and bias */
+} nm_case;
+
+/* A's row i through the prologue, in double: layernorm's (a - mean) / sqrt(var + eps) w + b
+ * (biased variance) or rmsnorm's a / sqrt(mean(a^2) + eps) w. */
+static void norm_row_ref(const nm_case *t, const float *a, const float *w, const float *b, float eps, double *out) {
+    double sum = 0, ss = 0, mean = 0;
+    for (int j = 0; j < t->k; j++) sum += a[j];
+    if (t->kind == TERN_PROLOGUE_LAYERNORM) mean = sum / t->k;
+    for (int j = 0; j < t->k; j++) ss += (a[j] - mean) * (a[j] - mean);
+    double rs = 1.0 / sqrt(ss / t->k + eps);
+    for (int j = 0; j < t->k; j++)
+        out[j] = (a[j] - mean) * rs * w[j] + (t->kind == TERN_PROLOGUE_LAYERNORM ? b[j] : 0);
+}
+
+/* C = epilogue(op(norm(A)) op(B) + beta C + bias) with the LAYERNORM or RMSNORM prologue:
+ * against the double reference (epilogues NONE and GELU) and against this handler's own
+ * layernorm or rmsnorm into a dense [m, k], then matmul of that (every epilogue). */
+static void run_norm(ot_ctx *c, const nm_case *t, int id) {
+    int n = t->n, cn = t->epi == TERN_EPILOGUE_SWIGLU ? n / 2 : n, hd = 8;
+    int lda = t->lda ? t->lda : t->k, ldc = t->ldc ? t->ldc : cn, ldb = t->tb ? t->k : n;
+    size_t na = (size_t)(t->m - 1) * lda + t->k, nb = (size_t)n * t->k, nc = (size_t)(t->m - 1) * ldc + cn;
+    float *a = ot_random(na, -2, 3), *b = ot_random(nb, -1, 1), *bias = ot_random((size_t)n, -1, 1);
+    float *w = ot_random((size_t)t->k, 0.5, 1.5), *sh = ot_random((size_t)t->k, -0.5, 0.5);
+    float *c0 = ot_random(nc, -1, 1), eps = 1e-5f, freq[4];
+    int32_t pos[GK_TEST_MAX_M];
+    for (int i = 0; i < t->m; i++) pos[i] = 7 + 53 * i;
+    for (int j = 0; j < hd / 2; j++) freq[j] = powf(10000.0f, -2.0f * (float)j / (float)hd);
+    ot_round(a, na, t->dab), ot_round(b, nb, t->dab), ot_round(w, (size_t)t->k, t->dab);
+    ot_round(sh, (size_t)t->k, t->dab), ot_round(bias, (size_t)n, t->dc), ot_round(c0, nc, t->dc);
+    float *want = malloc(nc * sizeof(float));
+    double *xn = malloc((size_t)t->k * sizeof(double));
+    memcpy(want, c0, nc * sizeof(float)); /* the gaps of a strided C stay */
+    for (int i = 0; i < t->m; i++) {
+        norm_row_ref(t, a + (size_t)i * lda, w, sh, eps, xn);
+        for (int j = 0; j < n && (t->epi == TERN_EPILOGUE_NONE || t->epi == TERN_EPILOGUE_GELU); j++) {
+            double sum = 0;
+            for (int kk = 0; kk < t->k; kk++) sum += xn[kk] * (double)(t->tb ? b[(long)j * ldb + kk] : b[(long)kk * ldb + j]);
+            double v = sum + (t->residual ? c0[(long)i * ldc + j] : 0) + (t->bias ? bias[j] : 0);
+            want[(long)i * ldc + j] = (float)(t->epi == TERN_EPILOGUE_GELU ? gelu_ref(v) : v);
+        }
+    }
+    ot_buf ba = ot_make(c, t->dab, na, (size_t)(id % 3), a), bb = ot_make(c, t->dab, nb, 2, b);
+    ot_buf bcf = ot_make(c, t->dc, nc, 1, c0), bcs = ot_make(c, t->dc, nc, 0, c0);
+    ot_buf bbias = ot_make(c, t->dc, (size_t)n, 3, bias), bw = ot_make(c, t->dab, (size_t)t->k, 1, w);
+    ot_buf bsh = ot_make(c, t->dab, (size_t)t->k, 2, sh), bpos = ot_make_i32(c, pos, (size_t)t->m, 1);
+    ot_buf bfreq = ot_make(c, TERN_F32, (size_t)hd / 2, 2, freq);
+    ot_buf bx = ot_make(c, t->dab, (size_t)t->m * t->k, 0, NULL);
+    bool layer = t->kind == TERN_PROLOGUE_LAYERNORM;
+    tern_matmul mm = {.m = t->m, .n = n, .k = t->k, .trans_b = t->tb, .lda = t->lda, .ldc = t->ldc, .alpha = 1,
+                      .beta = t->residual ? 1.0f : 0.0f, .bias = t->bias ? bbias.view : tern_none(),
+                      .epilogue = t->epi, .prologue = t->kind,
+                      .norm = {bw.view, layer ? bsh.view : tern_none(), eps}};
+    if (t->epi == TERN_EPILOGUE_ROPE) mm.rope = (tern_matmul_rope){bpos.view, bfreq.view, n / hd / 2, hd};
+    CHECK_OK(c->ops->matmul(c->d, bcf.view, ba.view, bb.view, &mm));
+    /* the same handler's two steps: the norm into a dense x, the product of x */
+    for (int i = 0; i < t->m; i++) {
+        tern_buf row = tern_view(ba.view, (size_t)i * lda, (size_t)t->k), out = tern_view(bx.view, (size_t)i * t->k, (size_t)t->k);
+        if (layer) CHECK_OK(c->ops->layernorm(c->d, out, tern_none(), tern_none(), row, bw.view, bsh.view, 1, t->k, eps));
+        else CHECK_OK(c->ops->rmsnorm(c->d, out, tern_none(), row, bw.view, 1, t->k, eps));
+    }
+    tern_matmul plain = mm;
+    plain.prologue = TERN_PROLOGUE_NONE;
+    plain.norm = (tern_matmul_norm){0};
+    plain.lda = 0;
+    CHECK_OK(c->ops->matmul(c->d, bcs.view, bx.view, bb.view, &plain));
+    float *steps = malloc(nc * sizeof(float));
+    ot_read(c, bcs, steps);
+    char what[160];
+    snprintf(what, sizeof what, "norm case %d: %s m%d n%d k%d lda %d ldc %d tb%d bias %d residual %d epilogue %d ab %s c %s",
+             id, layer ? "layernorm" : "rmsnorm", t->m, n, t->k, t->lda, t->ldc, t->tb, t->bias, t->residual,
+             (int)t->epi, tern_dtype_name(t->dab), tern_dtype_name(t->dc));
+    /* f32: the product's 2e-5 and the norm's few ulp: 5e-5. A bf16: the normalised values may
+     * be rounded to bf16 (relative 2^-9 each, about 1.1e-3 norm-wise in the sums): 4e-3 */
+    double tol = ot_tol(t->dc, t->dab == TERN_BF16 ? 4e-3 : 5e-5);
+    if (t->epi == TERN_EPILOGUE_NONE || t->epi == TERN_EPILOGUE_GELU)
+        OT_EXPECT(c, bcf, want, tol, "%s (reference)", what);
+    OT_EXPECT(c, bcf, steps, tol, "%s (norm then matmul)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bw) && ot_guard_ok(c, bsh) && ot_guard_ok(c, bbias),
+           "%s: %s: guards", c->handler, what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bcf), ot_free(c, &bcs), ot_free(c, &bbias), ot_free(c, &bw);
+    ot_free(c, &bsh), ot_free(c, &bpos), ot_free(c, &bfreq), ot_free(c, &bx);
+    free(a), free(b), free(bias), free(w), free(sh), free(c0), free(want), free(xn), free(steps);
+}
+
+/* Decoding's rows (m <= 8: the GPU core's GEMV kernels normalise as they stage A) and more
+ * (every other path composes), both layouts and kinds, each dtype, A's rows apart, C's rows
+ * apart, a residual C; a k of several staging chunks (f32 A at m = 8: 1,100 > 1,024); then
+ * the norm under the SWIGLU and ROPE epilogues, and GPT-2's and Llama's decode classes. */
+static void test_norm(ot_ctx *c) {
+    ot_seed(13);
+    static const int ms[] = {1, 2, 3, 5, 8, 9, 33};
+    int id = 8000;
+    for (int dc = 0; dc < 2; dc++)
+        for (int mi = 0; mi < 7; mi++) {
+            nm_case t = {.m = ms[mi], .n = 8 + 24 * ot_randint(0, 4), .k = 17 + 40 * ot_randint(0, 6)};
+            t.kind = ot_randint(0, 2) ? TERN_PROLOGUE_LAYERNORM : TERN_PROLOGUE_RMSNORM;
+            t.tb = ot_randint(0, 2), t.bias = ot_randint(0, 2), t.residual = ot_randint(0, 3) == 0;
+            t.lda = ot_randint(0, 3) == 0 ? t.k + ot_randint(1, 9) : 0;
+            t.ldc = ot_randint(0, 4) == 0 ? t.n + ot_randint(1, 5) : 0;
+            t.epi = ot_randint(0, 3) == 0 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
+            t.dab = ot_float2[ot_randint(0, 2)], t.dc = ot_float2[dc];
+            run_norm(c, &t, id++);
+        }
+    nm_case chunks = {.m = 8, .n = 24, .k = 1100, .kind = TERN_PROLOGUE_LAYERNORM, .tb = true, .bias = true,
+                      .dab = TERN_F32, .dc = TERN_F32};
+    run_norm(c, &chunks, id++);
+    chunks.tb = false, chunks.kind = TERN_PROLOGUE_RMSNORM;
+    run_norm(c, &chunks, id++);
+    for (int m = 1; m <= 9; m += 8) {
+        nm_case sw = {.m = m, .n = 48, .k = 96, .kind = TERN_PROLOGUE_RMSNORM, .tb = true, .epi = TERN_EPILOGUE_SWIGLU,
+                      .dab = TERN_BF16, .dc = TERN_BF16};
+        run_norm(c, &sw, id++);
+        nm_case rp = {.m = m, .n = 64, .k = 72, .kind = TERN_PROLOGUE_RMSNORM, .tb = true, .bias = true,
+                      .epi = TERN_EPILOGUE_ROPE, .dab = TERN_F32, .dc = TERN_F32};
+        run_norm(c, &rp, id++);
+    }
+    /* GPT-2's ln_1 + q|k|v (B [k, n]) and Llama's rmsnorm + gate|up class (B [n, k]), bf16 */
+    nm_case gpt2 = {.m = 1, .n = 2304, .k = 768, .kind = TERN_PROLOGUE_LAYERNORM, .bias = true, .dab = TERN_BF16,
+                    .dc = TERN_BF16};
+    run_norm(c, &gpt2, id++);
+    nm_case llama = {.m = 1, .n = 1536, .k = 576, .kind = TERN_PROLOGUE_RMSNORM, .tb = true,
+                     .epi = TERN_EPILOGUE_SWIGLU, .dab = TERN_BF16, .dc = TERN_BF16};
+    run_norm(c, &llama, id++);
+}
+
 typedef struct bg_case {
     int m, n, k;
     bool ta;
@@ -910,6 +1043,41 @@ static void test_errors(ot_ctx *c) {
     bad.rope.inv_freq = tern_view(freq.view, 0, 1);
     CHECK_OK(o->matmul(c->d, c6, a.view, b6, &bad)); /* the same call, valid */
     ot_free(c, &pos), ot_free(c, &freq);
+    /* the LAYERNORM and RMSNORM prologues: A not transposed, one batch, weights [k], a finite
+     * eps >= 0, no shift for RMSNORM, nothing written over the weights */
+    bad = mm; /* m 3, n 3, k 4 */
+    ot_buf nw = ot_make(c, TERN_F32, 8, 0, x), nb = ot_make(c, TERN_F32, 4, 0, x);
+    bad.prologue = (tern_prologue)7;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: unknown prologue 7");
+    bad.prologue = TERN_PROLOGUE_LAYERNORM;
+    bad.norm = (tern_matmul_norm){tern_view(nw.view, 0, 4), nb.view, 1e-5f};
+    CHECK_OK(o->matmul(c->d, cc.view, a.view, b.view, &bad));
+    bad.trans_a = true;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the LAYERNORM prologue needs A not transposed");
+    bad.trans_a = false;
+    bad.norm.w = nw.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: norm.w has 8 elements, k needs 4");
+    bad.norm.w = tern_view(nw.view, 0, 4);
+    bad.norm.b = tern_none();
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: norm.b is absent");
+    bad.norm.b = nb.view;
+    bad.norm.eps = -1;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the LAYERNORM prologue needs norm.eps finite and >= 0");
+    bad.norm.eps = NAN;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the LAYERNORM prologue needs norm.eps finite and >= 0");
+    bad.norm.eps = 1e-5f;
+    bad.prologue = TERN_PROLOGUE_RMSNORM;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: the RMSNORM prologue takes no norm.b");
+    bad.norm.b = tern_none();
+    CHECK_OK(o->matmul(c->d, cc.view, a.view, b.view, &bad));
+    bad.norm.w = tern_view(cc.view, 0, 4); /* C is written over the weights */
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: c and norm.w overlap");
+    bad.norm.w = tern_view(nw.view, 0, 4);
+    bad.batch = 2;
+    bad.stride_a = 0, bad.stride_b = 0, bad.stride_c = 0;
+    ot_buf a24 = ot_make(c, TERN_F32, 24, 0, x), b24n = ot_make(c, TERN_F32, 24, 0, x), c18 = ot_make(c, TERN_F32, 18, 0, NULL);
+    CHECK_ERR(o->matmul(c->d, c18.view, a24.view, b24n.view, &bad), "matmul: the RMSNORM prologue takes one batch, got 2");
+    ot_free(c, &a24), ot_free(c, &b24n), ot_free(c, &c18), ot_free(c, &nw), ot_free(c, &nb);
     /* a failed call writes nothing */
     ot_buf fresh = ot_make(c, TERN_F32, 9, 2, NULL);
     CHECK_ERR(o->matmul(c->d, fresh.view, ai.view, b.view, &mm), "matmul");
@@ -936,6 +1104,7 @@ static void test_all(ot_ctx *c) {
     test_bias_grad(c);
     test_swiglu(c);
     test_rope(c);
+    test_norm(c);
     test_errors(c);
 }
 

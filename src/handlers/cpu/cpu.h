@@ -22,8 +22,8 @@ struct tern_dev {
     char name[192];          /* "AMD EPYC 9R14, 2 threads, avx2 kernels" */
     unsigned char *scratch; /* 64-byte aligned, grown on demand, never shrunk */
     size_t scratch_size;
-    unsigned char *temp; /* the same, for a composed matmul's operand (cpu_temp) */
-    size_t temp_size;
+    unsigned char *temp[2]; /* the same, for a composed matmul's temporaries (cpu_temp's slots) */
+    size_t temp_size[2];
 };
 
 /* Writes d->name from its model, thread count and kernels (device.c). */
@@ -40,8 +40,9 @@ TERN_OPS_SEAM(CPU_DECLARE_BODY_)
 tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out);
 
 /* A buffer of len elements of dtype in memory apart from the scratch (so the operations run
- * on it may take scratch), valid until the next cpu_temp: matmul's SWIGLU epilogue. */
-tern_error *cpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out);
+ * on it may take scratch), valid until the next cpu_temp of the same slot (tern_temp_slot:
+ * matmul's SWIGLU epilogue, its normalising prologue). */
+tern_error *cpu_temp(tern_dev *d, int slot, tern_dtype dtype, size_t len, tern_buf *out);
 
 /* Rounds up to a multiple of 64 bytes, the alignment of every carved piece. */
 static inline size_t cpu_round64(size_t bytes) { return (bytes + 63) & ~(size_t)63; }

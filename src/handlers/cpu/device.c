@@ -59,7 +59,8 @@ tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
 tern_error *TERN_OP(close)(tern_dev *d) {
     if (!d) return NULL;
     free(d->scratch);
-    free(d->temp);
+    free(d->temp[0]);
+    free(d->temp[1]);
     free(d);
     return NULL;
 }
@@ -97,10 +98,11 @@ tern_error *cpu_scratch(tern_dev *d, size_t bytes, void **out) {
     return NULL;
 }
 
-tern_error *cpu_temp(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
+tern_error *cpu_temp(tern_dev *d, int slot, tern_dtype dtype, size_t len, tern_buf *out) {
     size_t size = tern_dtype_size(dtype);
     if (size == 0 || len > SIZE_MAX / 8) return tern_errorf("a temporary of %zu %s elements", len, tern_dtype_name(dtype));
-    TERN_TRY(grow(&d->temp, &d->temp_size, len * size));
-    *out = (tern_buf){d->temp, 0, len, dtype};
+    if (slot < 0 || slot > 1) return tern_errorf("no temporary slot %d", slot);
+    TERN_TRY(grow(&d->temp[slot], &d->temp_size[slot], len * size));
+    *out = (tern_buf){d->temp[slot], 0, len, dtype};
     return NULL;
 }

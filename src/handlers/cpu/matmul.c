@@ -195,16 +195,16 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows, cpu_swiglu, cpu_rope, cpu_temp)
+TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows, cpu_swiglu, cpu_rope, cpu_layernorm, cpu_rmsnorm, cpu_temp)
 
 tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
     cpu_mm mm;
     memset(&mm, 0, sizeof mm);
     tern_matmul_resolve(mmp, &mm.dims);
-    if (tern_matmul_composite(c, mmp) || tern_matmul_paired(mmp)) {
+    if (tern_matmul_composite(c, mmp) || tern_matmul_paired(mmp) || mmp->prologue != TERN_PROLOGUE_NONE) {
         /* sgemm's beta reads C itself, and the finish has no GELU gradient, SwiGLU or
          * rotation: compose (the copy, the gradient, the activation and the rotation are each
-         * one more pass over C, cheap next to the product) */
+         * one more pass over C, cheap next to the product; a prologue's norm one pass over A) */
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mmp, &mm.dims);
     }

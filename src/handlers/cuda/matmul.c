@@ -346,7 +346,7 @@ static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, 
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to
@@ -441,6 +441,12 @@ static tern_error *lt_matmul(tern_dev *d, cuda_matmul_plan *p, tern_buf c, tern_
 tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dims;
     tern_matmul_resolve(mm, &dims);
+    /* the LAYERNORM and RMSNORM prologues: the GEMV kernels normalise A's rows as they stage
+     * them; before cuBLASLt, a layernorm or rmsnorm pass into the core's temp */
+    if (mm->prologue != TERN_PROLOGUE_NONE && !gemv_wanted(d, &dims)) {
+        const tern_matmul_steps steps = matmul_steps(d);
+        return tern_matmul_compose(&steps, c, a, b, mm, &dims);
+    }
     /* the SWIGLU and ROPE epilogues: the GEMV kernels for B [n, k] apply them as they finish;
      * cuBLASLt has neither, so its product (into aux or the core's temp), then a swiglu or
      * rope pass */

@@ -69,15 +69,16 @@ static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cur
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
 static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
 
 /* The GPU core's matmul hook: CLBlast, with the core's passes around it. */
 static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     tern_matmul_dims dm;
     tern_matmul_resolve(mm, &dm);
-    if (tern_matmul_composite(c, mm) || tern_matmul_paired(mm)) {
+    if (tern_matmul_composite(c, mm) || tern_matmul_paired(mm) || mm->prologue != TERN_PROLOGUE_NONE) {
         /* CLBlast's beta reads C itself, and the epilogue pass has no GELU gradient, SwiGLU
-         * or rotation (a swiglu or rope pass after the product) */
+         * or rotation (a swiglu or rope pass after the product), nor a norm before it (a
+         * layernorm or rmsnorm pass) */
         const tern_matmul_steps steps = matmul_steps(d);
         return tern_matmul_compose(&steps, c, a, b, mm, &dm);
     }
