@@ -115,6 +115,18 @@ static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
     return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
 }
 
+/* A prologue's flags (kernels.h): RESIDENT when k is one chunk and a thread's elements of
+ * A's m rows, ceil(kc / threads) a row, stay few (<= 16 registers in all); EARLY when its
+ * weights may load before the wait (as b_early). */
+static int32_t norm_flags(const gpu_core *g, const tern_matmul_dims *d, const tern_matmul *mm, size_t kc,
+                          uint32_t threads) {
+    size_t per = (kc + threads - 1) / threads;
+    int32_t flags = 0;
+    if ((size_t)d->k <= kc && per <= GK_GEMV_NORM_PER_THREAD && (size_t)d->m * per <= 16) flags |= GK_GEMV_NORM_RESIDENT;
+    if (b_early(g, mm->norm.w, mm->norm.b)) flags |= GK_GEMV_NORM_EARLY;
+    return flags;
+}
+
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) {
     if (!gpu_gemv_applies(d))
@@ -148,8 +160,9 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     s.n[12] = mm->prologue == TERN_PROLOGUE_LAYERNORM ? GK_GEMV_LAYERNORM
               : mm->prologue == TERN_PROLOGUE_RMSNORM ? GK_GEMV_RMSNORM
                                                       : 0;
-    if (s.n[12]) s.t[5] = gpu_t(mm->norm.w);
-    if (s.n[12] == GK_GEMV_LAYERNORM) s.t[6] = gpu_t(mm->norm.b);
+    int norm = s.n[12];
+    if (norm) s.t[5] = gpu_t(mm->norm.w);
+    if (norm == GK_GEMV_LAYERNORM) s.t[6] = gpu_t(mm->norm.b);
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
@@ -169,14 +182,15 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
+    if (norm) s.n[12] |= norm_flags(g, d, mm, (size_t)s.n[6], threads);
     tern_arg args[20];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) {
         args[n++] = tern_arg_buf(mm->rope.pos);
         args[n++] = tern_arg_buf(mm->rope.inv_freq);
     }
-    if (s.n[12]) args[n++] = tern_arg_buf(mm->norm.w);
-    if (s.n[12] == GK_GEMV_LAYERNORM) args[n++] = tern_arg_buf(mm->norm.b);
+    if (norm) args[n++] = tern_arg_buf(mm->norm.w);
+    if (norm == GK_GEMV_LAYERNORM) args[n++] = tern_arg_buf(mm->norm.b);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
     args[n++] = tern_arg_i32((int32_t)d->lda);
@@ -185,7 +199,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     args[n++] = tern_arg_f32(mm->alpha);
     args[n++] = tern_arg_f32(mm->beta);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) args[n++] = tern_arg_i32(mm->rope.heads * mm->rope.head_dim / 2);
-    if (s.n[12]) args[n++] = tern_arg_f32(mm->norm.eps);
+    if (norm) args[n++] = tern_arg_f32(mm->norm.eps);
     return gpu_run(g, "matmul", d->trans_b ? GK_GEMV_T : GK_GEMV, &s, tern_dims1(groups), tern_dims1(threads), args,
                    n);
 }

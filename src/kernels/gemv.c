@@ -74,6 +74,13 @@ typedef struct gemv_params {
     int norm;             /* the prologue: 0 none, GK_GEMV_LAYERNORM or GK_GEMV_RMSNORM */
     tern_v norm_w, norm_b, eps;
     tern_v mu[GK_GEMV_MAX_M], rs[GK_GEMV_MAX_M]; /* the prologue's statistics (norm_stats) */
+    /* a resident prologue (k in one chunk, few elements a thread): this thread's NE elements
+     * e_i = tid + i G of A's rows (nx, loaded once for the statistics and the staging), of
+     * the weights (nw, nb: before the wait when nothing in flight writes them), e_i < k */
+    bool resident, weights_early;
+    int NE;
+    tern_v nx[GK_GEMV_MAX_M][GK_GEMV_NORM_PER_THREAD], nw[GK_GEMV_NORM_PER_THREAD], nb[GK_GEMV_NORM_PER_THREAD];
+    tern_v nvalid[GK_GEMV_NORM_PER_THREAD];
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
@@ -93,7 +100,10 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     bool rope = p.pair == GK_GEMV_ROPE;
     p.pos = rope ? tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ) : tern_int(0);
     p.inv_freq = rope ? tern_param_buf(kb, "inv_freq", TERN_T_F32, TERN_READ) : tern_int(0);
-    p.norm = s->n[12];
+    p.norm = s->n[12] & GK_GEMV_NORM_KIND;
+    p.resident = (s->n[12] & GK_GEMV_NORM_RESIDENT) != 0;
+    p.weights_early = (s->n[12] & GK_GEMV_NORM_EARLY) != 0;
+    p.NE = (p.KC + p.G - 1) / p.G;
     p.norm_w = p.norm ? ku_buf(kb, "norm_w", s->t[5], TERN_READ) : tern_int(0);
     p.norm_b = p.norm == GK_GEMV_LAYERNORM ? ku_buf(kb, "norm_b", s->t[6], TERN_READ) : tern_int(0);
     p.N = tern_param_scalar(kb, "n", TERN_T_I32);
@@ -108,9 +118,23 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
-/* Before the wait: the prologue's weights into L2, a 64-byte line a thread at a time. */
-static void prefetch_norm(tern_kb *kb, const gemv_params *p, tern_v tid) {
+/* A resident prologue's weights for this thread's elements (nw, nb). */
+static void load_norm_weights(gemv_params *p, tern_v tid) {
+    for (int i = 0; i < p->NE; i++) {
+        tern_v e = tern_min(tern_add(tid, tern_int(i * p->G)), tern_sub(p->K, tern_int(1)));
+        p->nw[i] = tern_load(p->norm_w, e);
+        p->nb[i] = p->norm == GK_GEMV_LAYERNORM ? tern_load(p->norm_b, e) : tern_int(0);
+    }
+}
+
+/* Before the wait: the prologue's weights into L2, a 64-byte line a thread at a time, or,
+ * resident and early, into this thread's registers. */
+static void prefetch_norm(tern_kb *kb, gemv_params *p, tern_v tid) {
     if (!p->norm) return;
+    if (p->resident && p->weights_early) {
+        load_norm_weights(p, tid);
+        return;
+    }
     int line = 32; /* elements: 64 bytes of bf16, 128 of f32 */
     TERN_FOR(kb, e, tern_mul(tid, tern_int(line)), p->K, tern_int(p->G * line)) {
         tern_prefetch(p->norm_w, e);
@@ -128,15 +152,34 @@ static void prefetch_norm(tern_kb *kb, const gemv_params *p, tern_v tid) {
 static void norm_stats(tern_kb *kb, gemv_params *p, tern_v tid, tern_v nred) {
     int NW = p->G / 32, M = p->M, passes = p->norm == GK_GEMV_LAYERNORM ? 2 : 1;
     tern_v Kf = tern_cast(p->K, TERN_T_F32), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    if (p->resident) { /* this thread's elements once, with the weights when not loaded early */
+        if (!p->weights_early) load_norm_weights(p, tid);
+        for (int i = 0; i < p->NE; i++) {
+            tern_v e = tern_add(tid, tern_int(i * p->G));
+            p->nvalid[i] = tern_var(kb, "nvalid", tern_lt(e, p->K));
+            tern_v ec = tern_min(e, tern_sub(p->K, tern_int(1)));
+            for (int r = 0; r < M; r++)
+                p->nx[r][i] = tern_var(kb, "nx", tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), ec)));
+        }
+    }
     for (int pass = 0; pass < passes; pass++) {
         bool plain_sum = pass == 0 && passes == 2; /* the mean's pass */
         tern_v part[GK_GEMV_MAX_M];
         for (int r = 0; r < M; r++) part[r] = tern_var(kb, "npart", tern_f32(0.0f));
-        TERN_FOR(kb, e, tid, p->K, tern_int(p->G)) {
-            for (int r = 0; r < M; r++) {
-                tern_v x = tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), e));
-                tern_v d = pass == 1 ? tern_sub(x, p->mu[r]) : x;
-                tern_assign(part[r], plain_sum ? tern_add(part[r], x) : tern_fma(d, d, part[r]));
+        if (p->resident) {
+            for (int r = 0; r < M; r++)
+                for (int i = 0; i < p->NE; i++) {
+                    tern_v x = p->nx[r][i], d = pass == 1 ? tern_sub(x, p->mu[r]) : x;
+                    tern_v f = plain_sum ? tern_add(part[r], x) : tern_fma(d, d, part[r]);
+                    tern_assign(part[r], tern_select(p->nvalid[i], f, part[r]));
+                }
+        } else {
+            TERN_FOR(kb, e, tid, p->K, tern_int(p->G)) {
+                for (int r = 0; r < M; r++) {
+                    tern_v x = tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), e));
+                    tern_v d = pass == 1 ? tern_sub(x, p->mu[r]) : x;
+                    tern_assign(part[r], plain_sum ? tern_add(part[r], x) : tern_fma(d, d, part[r]));
+                }
             }
         }
         for (int r = 0; r < M; r++) {
@@ -170,6 +213,16 @@ static tern_v normalised(const gemv_params *p, int r, tern_v x, tern_v w, tern_v
  * through the prologue when there is one (rounded to A's dtype, as a composed norm's output).
  * Consecutive threads read consecutive elements of a row. */
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
+    if (p->resident) { /* the one chunk (k0 = 0) from this thread's registers */
+        for (int i = 0; i < p->NE; i++) {
+            tern_v e = tern_add(tid, tern_int(i * p->G));
+            TERN_IF(kb, p->nvalid[i]) {
+                for (int r = 0; r < p->M; r++)
+                    tern_store(xs, tern_add(tern_int(r * p->KC), e), normalised(p, r, p->nx[r][i], p->nw[i], p->nb[i]));
+            }
+        }
+        return;
+    }
     if (p->norm) {
         TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
             tern_v w = tern_load(p->norm_w, tern_add(k0, e));

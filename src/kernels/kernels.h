@@ -238,7 +238,17 @@ static inline int gk_ac_parts(int hs, int w) {
 #define GK_GEMV_ROWS 4
 #define GK_GEMV_X_BYTES 32768
 enum { GK_GEMV_SWIGLU = 1, GK_GEMV_ROPE = 2 }; /* GEMV_T's paired epilogues (n[9]) */
-enum { GK_GEMV_LAYERNORM = 1, GK_GEMV_RMSNORM = 2 }; /* the GEMVs' prologues (n[12]) */
+/* The GEMVs' prologues (n[12]): the kind, and flags: RESIDENT (k in one chunk, each
+ * thread's elements of A's rows and of the weights in registers, at most
+ * GK_GEMV_NORM_PER_THREAD a row), EARLY (its weights loaded before the wait). */
+enum {
+    GK_GEMV_LAYERNORM = 1,
+    GK_GEMV_RMSNORM = 2,
+    GK_GEMV_NORM_KIND = 3,
+    GK_GEMV_NORM_RESIDENT = 4,
+    GK_GEMV_NORM_EARLY = 8,
+};
+#define GK_GEMV_NORM_PER_THREAD 8
 #define GK_RMS_FEW_ROWS 8
 
 /* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C

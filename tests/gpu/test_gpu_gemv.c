@@ -311,6 +311,7 @@ static void test_nvrtc(void) {
                 /* the prologues, on every third variant */
                 s.n[12] = (m + tb + v) % 3 == 0 ? (m % 2 ? GK_GEMV_LAYERNORM : GK_GEMV_RMSNORM) : 0;
                 if (s.n[12]) s.t[5] = s.t[6] = s.t[1];
+                if (s.n[12] && v) s.n[12] |= GK_GEMV_NORM_RESIDENT | (m % 2 ? GK_GEMV_NORM_EARLY : 0);
                 tern_kernel *k = NULL;
                 CHECK_OK(tern_kernel_build("gemv_nvrtc", gk_family_trace(tb ? GK_GEMV_T : GK_GEMV), &s, &k));
                 if (!k) continue;
@@ -341,6 +342,23 @@ static void test_inflight(void) {
         CHECK_OK(gt_gpu.ops->matmul(gt_gpu.d, pc.view[1], pa.view[1], b.view[1], &mm));
         GT_EXPECT(pc, 2e-5, "gemv after %s", i ? "an upload" : "a kernel wrote B");
     }
+    /* a resident prologue whose weights a kernel just wrote (read after the wait), then
+     * uploaded ones (before it) */
+    float *nw = gt_random((size_t)k, 0.5f, 1.5f);
+    gt_pair pnw = gt_make(TERN_BF16, (size_t)k, 0, nw), pnw2 = gt_make(TERN_BF16, (size_t)k, 0, NULL);
+    CHECK_OK(gpu_copy(gt_gpu.d, pnw2.view[1], pnw.view[1]));
+    CHECK_OK(gt_cpu.ops->copy(gt_cpu.d, pnw2.view[0], pnw.view[0]));
+    for (int i = 0; i < 2; i++) {
+        gt_pair nwi = i ? pnw : pnw2;
+        mm.prologue = TERN_PROLOGUE_RMSNORM;
+        mm.norm = (tern_matmul_norm){nwi.view[0], tern_none(), 1e-5f};
+        CHECK_OK(gt_cpu.ops->matmul(gt_cpu.d, pc.view[0], pa.view[0], pw.view[0], &mm));
+        mm.norm.w = nwi.view[1];
+        CHECK_OK(gt_gpu.ops->matmul(gt_gpu.d, pc.view[1], pa.view[1], pw.view[1], &mm));
+        GT_EXPECT(pc, 2e-3, "gemv rmsnorm after %s", i ? "an upload" : "a kernel wrote its weights");
+    }
+    gt_free(&pnw), gt_free(&pnw2);
+    free(nw);
     gpu_inflight_unknown(g);
     CHECKF(!gpu_inflight_clear(g, pw.view[1]), "[%s] after outside work: not clear", gt_runtime);
     CHECK_OK(gpu_sync(gt_gpu.d));
