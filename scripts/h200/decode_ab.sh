@@ -7,8 +7,8 @@
 # options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1 gemv_early=0") after each A; then
 # Nsight Compute's kernel durations of A's Llama-3.2-1B decoding, per token (DECODE_NCU=0
 # skips it). DECODE_CONFIGS picks the shapes (default "gpt2 smollm2-135m llama-3.2-1b");
-# DECODE_PEER=1 runs the hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph)
-# after each Llama shape's sides, so its ratio comes from the same round. DECODE_CHECKS picks
+# DECODE_PEER=1 runs the hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph;
+# GPT-2's as decode_batch.sh's) after each shape's sides, so its ratio comes from the same round. DECODE_CHECKS picks
 # the optional checks (default "gemv matmul": test_ops_matmul on cuda; "attention":
 # test_gpu_attention and test_gpu_gqa on cuda); the Llama and fixture checks always run.
 #   mkdir -p .old && git archive OLD -- . ':!models/brown-mini' | gzip > .old/old.tar.gz
@@ -62,7 +62,7 @@ for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
                 "$bin" "${gen[@]}" "${init[@]}"
             note "  $cfg $side: $(grep '^bench:' "$logs/$log" | tail -1)"
         done
-        if [ "${DECODE_PEER:-0}" = 1 ] && [ $cfg != gpt2 ]; then
+        if [ "${DECODE_PEER:-0}" = 1 ]; then
             step "peer decode $cfg (fast-graph), round $r" 150 "peer-$cfg-$r.log" python3 bench/h200/llama_peers.py \
                 decode --config "$cfg" --impl fast-graph --batch 1 --prompt 16 --tokens 512
             note "  $(grep '^peer:' "$logs/peer-$cfg-$r.log" | tail -1 | cut -c1-160)"
