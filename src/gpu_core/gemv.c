@@ -26,17 +26,18 @@ static int b_width(tern_buf b, size_t ldb, size_t row) {
     return w;
 }
 
-/* Threads per group across the columns of B [k, n] (TC): 8, so that the threads of a row
- * read 128 contiguous bytes of a 16-byte-wide B, at least a 32-byte sector of each row
- * otherwise. Until the decode kernels overlapped (programmatic dependent launch), groups
- * stayed narrower while that left two per SM of an H200; with the overlap the widest tile
- * won on the H200: GPT-2 124M bf16 decoding at 2,627 tokens/s with TC = 8 against 2,467 with
- * that rule's TC = 2 for n = 768 (bench/h200/NOTES.md, run 18). The gemv_tc option (a power
- * of two up to 32) overrides it, for measurements. A group's columns stay at most 64 (TC W),
- * which bounds the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
+/* Threads per group across the columns of B [k, n] (TC): so that the threads of a row read
+ * 64 contiguous bytes of B (4 of a 16-byte-wide B: 32 bf16 columns a group). Until the
+ * decode kernels overlapped (programmatic dependent launch), groups stayed narrower while
+ * that left two per SM of an H200; with the overlap 8 (128 bytes) beat 2 (GPT-2 124M bf16
+ * decoding at 2,627 tokens/s against 2,467: bench/h200/NOTES.md, run 18); with the weights
+ * loaded before the wait and the norm prologue, 4 beat 8 (0.257-0.258 against 0.264-0.266 ms
+ * a token) and 2 (0.265-0.266), run 83. The gemv_tc option (a power of two up to 32)
+ * overrides it, for measurements. A group's columns stay at most 64 (TC W), which bounds
+ * the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
 static int columns_threads(const gpu_core *g, int w, size_t esize) {
-    int tc = (int)(32 / ((size_t)w * esize));
-    if (tc < 8) tc = 8;
+    int tc = (int)(64 / ((size_t)w * esize));
+    if (tc < 1) tc = 1;
     if (g->tune.gemv_tc) tc = g->tune.gemv_tc;
     while (tc > 1 && tc * w > 64) tc /= 2;
     return tc;
