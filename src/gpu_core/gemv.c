@@ -26,18 +26,19 @@ static int b_width(tern_buf b, size_t ldb, size_t row) {
     return w;
 }
 
-/* Threads per group across the columns of B [k, n] (TC): so that the threads of a row read
- * 64 contiguous bytes of B (4 of a 16-byte-wide B: 32 bf16 columns a group). Until the
- * decode kernels overlapped (programmatic dependent launch), groups stayed narrower while
- * that left two per SM of an H200; with the overlap 8 (128 bytes) beat 2 (GPT-2 124M bf16
- * decoding at 2,627 tokens/s against 2,467: bench/h200/NOTES.md, run 18); with the weights
- * loaded before the wait and the norm prologue, 4 beat 8 (0.257-0.258 against 0.264-0.266 ms
- * a token) and 2 (0.265-0.266), run 83. The gemv_tc option (a power of two up to 32)
- * overrides it, for measurements. A group's columns stay at most 64 (TC W), which bounds
- * the kernel's threadgroup memory for the SIMD groups' sums to 16 KiB. */
-static int columns_threads(const gpu_core *g, int w, size_t esize) {
-    int tc = (int)(64 / ((size_t)w * esize));
-    if (tc < 1) tc = 1;
+/* Threads per group across the columns of B [k, n] (TC): 32 columns of C a group (TC = 32 /
+ * W: 4 threads of a 16-byte-wide bf16 B, a row's 64 contiguous bytes; 8 of an f32 one, 128).
+ * Until the decode kernels overlapped (programmatic dependent launch), groups stayed
+ * narrower while that left two per SM of an H200; with the overlap TC 8 beat 2 (GPT-2 124M
+ * bf16 decoding at 2,627 tokens/s against 2,467: bench/h200/NOTES.md, run 18). With the
+ * weights loaded before the wait and the norm prologue, bf16 at TC 4 (32 columns) beat 8
+ * (64 columns) and 2: 0.257-0.258 ms a token against 0.264-0.266 and 0.265-0.266 (run 83),
+ * while f32 at TC 4 (16 columns) lost to 8 (32 columns): 0.310-0.311 against 0.303-0.308
+ * (run 84). The gemv_tc option (a power of two up to 32) overrides it, for measurements. A
+ * group's columns stay at most 64 (TC W), which bounds the kernel's threadgroup memory for
+ * the SIMD groups' sums to 16 KiB. */
+static int columns_threads(const gpu_core *g, int w) {
+    int tc = 32 / w;
     if (g->tune.gemv_tc) tc = g->tune.gemv_tc;
     while (tc > 1 && tc * w > 64) tc /= 2;
     return tc;
@@ -177,7 +178,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
         s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
-        s.n[5] = columns_threads(g, s.n[1], tern_dtype_size(b.dtype));
+        s.n[5] = columns_threads(g, s.n[1]);
         s.n[7] = group_threads(d->m, s.n[5], rows);
         if (s.n[11]) narrow_for_early(g, d->m, rows, &s.n[5], &s.n[7]);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
