@@ -47,9 +47,9 @@
  * j = p mod hd/2, in a row group's first and second R/2 rows, rotated together as they are
  * finished when h is one of the rotated heads), n[10] = hd (n[10] with n[8] and n[9] once
  * held a layer norm fused into the GEMV, deleted: bench/h200/NOTES.md). n[12]: the prologue,
- * GK_GEMV_LAYERNORM or GK_GEMV_RMSNORM (t[5] norm_w, t[6] norm_b): every group computes the
- * rows' statistics itself after the wait (norm_stats: a barrier a pass) and stages x through
- * the norm. n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
+ * GK_GEMV_LAYERNORM or GK_GEMV_RMSNORM with the flags RESIDENT and EARLY (t[5] norm_w, t[6]
+ * norm_b): every group computes the rows' statistics itself after the wait and stages x
+ * through the norm (gemv_norm.c). n[11] = 1 (k in one chunk): no kernel that may still run writes B or the bias (the host knows which
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
@@ -59,32 +59,10 @@
  * pairs, heads hd/2): ROPE], [eps: a prologue].
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
  * GK_GEMV_GROUP / 32 / KS)) groups of GK_GEMV_GROUP. */
-#include "kernels/kutil.h"
+#include "kernels/gemv.h"
 
 #define R GK_GEMV_ROWS
 
-typedef struct gemv_params {
-    tern_v c, a, b, bias, aux;
-    tern_v N, K, lda, ldb, ldc, alpha, beta;
-    bool gelu, has_bias, has_aux;
-    int pair;             /* GK_GEMV_T's paired epilogues: 0 none, GK_GEMV_SWIGLU or GK_GEMV_ROPE */
-    int hd;               /* ROPE: the head size */
-    tern_v pos, inv_freq; /* ROPE: the rows' positions, the frequencies */
-    tern_v rope_pairs;    /* ROPE: pairs p below it are rotated */
-    int norm;             /* the prologue: 0 none, GK_GEMV_LAYERNORM or GK_GEMV_RMSNORM */
-    tern_v norm_w, norm_b, eps;
-    tern_v mu[GK_GEMV_MAX_M], rs[GK_GEMV_MAX_M]; /* the prologue's statistics (norm_stats) */
-    /* a resident prologue (k in one chunk, few elements a thread): this thread's NE elements
-     * e_i = tid + i G of A's rows (nx, loaded once for the statistics and the staging), of
-     * the weights (nw, nb: before the wait when nothing in flight writes them), e_i < k */
-    bool resident, weights_early;
-    int NE;
-    tern_v nx[GK_GEMV_MAX_M][GK_GEMV_NORM_PER_THREAD], nw[GK_GEMV_NORM_PER_THREAD], nb[GK_GEMV_NORM_PER_THREAD];
-    tern_v nvalid[GK_GEMV_NORM_PER_THREAD];
-    int M, W, KC;
-    int G;      /* threads per group */
-    int a_size; /* bytes per element of A (and of x in threadgroup memory) */
-} gemv_params;
 
 static gemv_params params(tern_kb *kb, const gk_spec *s) {
     gemv_params p;
@@ -118,120 +96,12 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
-/* A resident prologue's weights for this thread's elements (nw, nb). */
-static void load_norm_weights(gemv_params *p, tern_v tid) {
-    for (int i = 0; i < p->NE; i++) {
-        tern_v e = tern_min(tern_add(tid, tern_int(i * p->G)), tern_sub(p->K, tern_int(1)));
-        p->nw[i] = tern_load(p->norm_w, e);
-        p->nb[i] = p->norm == GK_GEMV_LAYERNORM ? tern_load(p->norm_b, e) : tern_int(0);
-    }
-}
-
-/* Before the wait: the prologue's weights into L2, a 64-byte line a thread at a time, or,
- * resident and early, into this thread's registers. */
-static void prefetch_norm(tern_kb *kb, gemv_params *p, tern_v tid) {
-    if (!p->norm) return;
-    if (p->resident && p->weights_early) {
-        load_norm_weights(p, tid);
-        return;
-    }
-    int line = 32; /* elements: 64 bytes of bf16, 128 of f32 */
-    TERN_FOR(kb, e, tern_mul(tid, tern_int(line)), p->K, tern_int(p->G * line)) {
-        tern_prefetch(p->norm_w, e);
-        if (p->norm == GK_GEMV_LAYERNORM) tern_prefetch(p->norm_b, e);
-    }
-}
-
-/* The prologue's statistics of A's M rows over all of k, by the whole group (every thread
- * reaches it, after the wait): LAYERNORM's mean and 1 / sqrt(var + eps) in two passes (the
- * second over x - mean, as layernorm's kernel), RMSNORM's 1 / sqrt(mean(x^2) + eps) in one.
- * Each thread adds its elements tid, tid + G, ... in order (those stage_x reads again, from
- * L1), then a SIMD sum, then the SIMD groups' sums in group order from threadgroup memory
- * (nred [2, M, G/32]): deterministic, and the same in every group of the grid, so computing
- * them per group costs a barrier a pass and no kernel of its own. */
-static void norm_stats(tern_kb *kb, gemv_params *p, tern_v tid, tern_v nred) {
-    int NW = p->G / 32, M = p->M, passes = p->norm == GK_GEMV_LAYERNORM ? 2 : 1;
-    tern_v Kf = tern_cast(p->K, TERN_T_F32), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
-    if (p->resident) { /* this thread's elements once, with the weights when not loaded early */
-        if (!p->weights_early) load_norm_weights(p, tid);
-        for (int i = 0; i < p->NE; i++) {
-            tern_v e = tern_add(tid, tern_int(i * p->G));
-            p->nvalid[i] = tern_var(kb, "nvalid", tern_lt(e, p->K));
-            tern_v ec = tern_min(e, tern_sub(p->K, tern_int(1)));
-            for (int r = 0; r < M; r++)
-                p->nx[r][i] = tern_var(kb, "nx", tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), ec)));
-        }
-    }
-    for (int pass = 0; pass < passes; pass++) {
-        bool plain_sum = pass == 0 && passes == 2; /* the mean's pass */
-        tern_v part[GK_GEMV_MAX_M];
-        for (int r = 0; r < M; r++) part[r] = tern_var(kb, "npart", tern_f32(0.0f));
-        if (p->resident) {
-            for (int r = 0; r < M; r++)
-                for (int i = 0; i < p->NE; i++) {
-                    tern_v x = p->nx[r][i], d = pass == 1 ? tern_sub(x, p->mu[r]) : x;
-                    tern_v f = plain_sum ? tern_add(part[r], x) : tern_fma(d, d, part[r]);
-                    tern_assign(part[r], tern_select(p->nvalid[i], f, part[r]));
-                }
-        } else {
-            TERN_FOR(kb, e, tid, p->K, tern_int(p->G)) {
-                for (int r = 0; r < M; r++) {
-                    tern_v x = tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), e));
-                    tern_v d = pass == 1 ? tern_sub(x, p->mu[r]) : x;
-                    tern_assign(part[r], plain_sum ? tern_add(part[r], x) : tern_fma(d, d, part[r]));
-                }
-            }
-        }
-        for (int r = 0; r < M; r++) {
-            tern_v s = tern_simd_sum(part[r]);
-            TERN_IF(kb, tern_eq(lane, tern_int(0))) { tern_store(nred, tern_add(tern_int((pass * M + r) * NW), sg), s); }
-        }
-        tern_barrier(kb);
-        for (int r = 0; r < M; r++) {
-            int at = (pass * M + r) * NW;
-            tern_v total = tern_load(nred, tern_int(at));
-            for (int g = 1; g < NW; g++) total = tern_add(total, tern_load(nred, tern_int(at + g)));
-            tern_v mean = tern_div(total, Kf);
-            if (plain_sum) p->mu[r] = tern_var(kb, "mu", mean);
-            else p->rs[r] = tern_var(kb, "rs", tern_div(tern_f32(1.0f), tern_sqrt(tern_add(mean, p->eps))));
-        }
-    }
-}
-
-/* Threadgroup memory for norm_stats' sums (0 without a prologue). */
-static tern_v norm_scratch(tern_kb *kb, const gemv_params *p) {
-    return p->norm ? tern_shared(kb, "nred", TERN_T_F32, (size_t)2 * p->M * (p->G / 32)) : tern_int(0);
-}
-
-/* A[r, e] through the prologue: layernorm's (x - mu) rs w + b, rmsnorm's x rs w. */
-static tern_v normalised(const gemv_params *p, int r, tern_v x, tern_v w, tern_v b) {
-    if (p->norm == GK_GEMV_LAYERNORM) return tern_fma(tern_mul(tern_sub(x, p->mu[r]), p->rs[r]), w, b);
-    return tern_mul(tern_mul(x, p->rs[r]), w);
-}
-
 /* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly),
  * through the prologue when there is one (rounded to A's dtype, as a composed norm's output).
  * Consecutive threads read consecutive elements of a row. */
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
-    if (p->resident) { /* the one chunk (k0 = 0) from this thread's registers */
-        for (int i = 0; i < p->NE; i++) {
-            tern_v e = tern_add(tid, tern_int(i * p->G));
-            TERN_IF(kb, p->nvalid[i]) {
-                for (int r = 0; r < p->M; r++)
-                    tern_store(xs, tern_add(tern_int(r * p->KC), e), normalised(p, r, p->nx[r][i], p->nw[i], p->nb[i]));
-            }
-        }
-        return;
-    }
     if (p->norm) {
-        TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
-            tern_v w = tern_load(p->norm_w, tern_add(k0, e));
-            tern_v b = p->norm == GK_GEMV_LAYERNORM ? tern_load(p->norm_b, tern_add(k0, e)) : tern_int(0);
-            for (int r = 0; r < p->M; r++) {
-                tern_v x = tern_load(p->a, tern_add(tern_add(tern_mul(tern_int(r), p->lda), k0), e));
-                tern_store(xs, tern_add(tern_int(r * p->KC), e), normalised(p, r, x, w, b));
-            }
-        }
+        gemv_norm_stage(kb, p, xs, k0, kc, tid);
         return;
     }
     for (int r = 0; r < p->M; r++) {
@@ -376,7 +246,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     bool ahead_ok = M * CT <= G;
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC); /* x in A's dtype */
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
-    tern_v nred = norm_scratch(kb, &p);
+    tern_v nred = gemv_norm_scratch(kb, &p);
 
     tern_v tid = tern_local_id(kb, 0);
     tern_v cl = tern_rem(tid, tern_int(TC)), kl = tern_div(tid, tern_int(TC));
@@ -400,14 +270,14 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     tern_v j_out = tern_min(tern_add(col0, tern_rem(tid, tern_int(CT))), tern_sub(p.N, tern_int(1)));
     gemv_ahead ahead = {tern_int(0), tern_int(0)};
     if (ahead_ok && early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
-    prefetch_norm(kb, &p, tid);
+    gemv_norm_prefetch(kb, &p, tid);
     tern_wait_previous(kb);
     /* C (the residual, when beta != 0) and the bias now, their latency under the product's */
     if (ahead_ok) {
         ahead.c = tern_load(p.c, tern_add(tern_mul(r_out, p.ldc), j_out));
         if (!early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
     }
-    if (p.norm) norm_stats(kb, &p, tid, nred);
+    if (p.norm) gemv_norm_stats(kb, &p, tid, nred);
 
     tern_v acc[GK_GEMV_MAX_M][8];
     for (int r = 0; r < M; r++)
@@ -561,7 +431,7 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC);
     /* the SIMD groups' sums when KS > 1: [SIMD group, R, m] */
     tern_v red = KS > 1 ? tern_shared(kb, "red", TERN_T_F32, (size_t)NW * R * M) : tern_int(0);
-    tern_v nred = norm_scratch(kb, &p);
+    tern_v nred = gemv_norm_scratch(kb, &p);
 
     tern_v tid = tern_local_id(kb, 0), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
     tern_v ks = tern_rem(sg, tern_int(KS)), rg = tern_div(sg, tern_int(KS));
@@ -586,9 +456,9 @@ void gk_trace_gemv_t(tern_kb *kb, void *spec) {
         load_words(&p, &ln, tern_int(0), pre_q[u], pre[u]);
     }
     prefetch_bt(kb, &p, &ln, early ? tern_add(ln.vl, tern_int(U * ln.VL)) : ln.vl, j0);
-    prefetch_norm(kb, &p, tid);
+    gemv_norm_prefetch(kb, &p, tid);
     tern_wait_previous(kb);
-    if (p.norm) norm_stats(kb, &p, tid, nred);
+    if (p.norm) gemv_norm_stats(kb, &p, tid, nred);
 
     tern_v acc[R][GK_GEMV_MAX_M];
     for (int i = 0; i < R; i++)
