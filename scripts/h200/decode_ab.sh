@@ -26,12 +26,15 @@ old_build=$!
 start=$SECONDS
 { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
   cmake --build $b -j 10 --target tern_cli test_gpu_gemv test_ops_matmul test_ops_llama test_llama_model \
-      test_gpt2_fixture test_gpu_attention test_gpu_gqa; } > "$logs/build.log" 2>&1 ||
+      test_gpt2_fixture test_gpu_attention test_gpu_gqa test_gpu_rows; } > "$logs/build.log" 2>&1 ||
     { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
 note "ok   build ($((SECONDS - start)) s)"
 export TERN_CACHE_DIR=$PWD/$b/kernel-cache
 checks=" ${DECODE_CHECKS:-gemv matmul} "
-TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 240 gemv.log $b/tests/gpu/test_gpu_gemv
+[[ $checks == *" gemv "* ]] &&
+    TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 240 gemv.log $b/tests/gpu/test_gpu_gemv
+[[ $checks == *" rows "* ]] &&
+    TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_rows on cuda" 120 rows.log $b/tests/gpu/test_gpu_rows
 [[ $checks == *" matmul "* ]] &&
     TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 240 ops-matmul.log $b/tests/ops/test_ops_matmul
 if [[ $checks == *" attention "* ]]; then
