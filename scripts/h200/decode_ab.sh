@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Batch-1 bf16 decoding of both families, this tree (A) against another commit's tree (B,
 # .old/old.tar.gz, as ab_tree.sh), in one call: the cuda checks of the decode kernels
-# (test_gpu_gemv, test_ops_llama, the Llama fixture, the GPT-2 fixture bf16 and fp32 inference), then `tern bench generate` at
-# GPT-2 124M, SmolLM2-135M and Llama-3.2-1B (random weights, prompt 16, 512 new tokens),
-# A and B alternated DECODE_ROUNDS times (2), with A's variants (DECODE_VARIANTS: cuda
-# options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1 gemv_early=0") after each A; then
-# Nsight Compute's kernel durations of A's Llama-3.2-1B decoding, per token (DECODE_NCU=0
-# skips it). DECODE_CONFIGS picks the shapes (default "gpt2 smollm2-135m llama-3.2-1b");
-# DECODE_PEER=1 runs the hand-written CUDA-graph peer (bench/h200/llama_peers.py fast-graph;
-# GPT-2's as decode_batch.sh's) after each shape's sides, so its ratio comes from the same round. DECODE_CHECKS picks
-# the optional checks (default "gemv matmul": test_ops_matmul on cuda; "attention":
-# test_gpu_attention and test_gpu_gqa on cuda); the Llama and fixture checks always run.
+# (DECODE_CHECKS, test_ops_llama, the Llama fixture, the GPT-2 fixture bf16 and fp32
+# inference), then `tern bench generate` at GPT-2 124M, SmolLM2-135M and Llama-3.2-1B
+# (random weights, prompt 16, 512 new tokens), A and B alternated DECODE_ROUNDS times (2),
+# with A's variants (DECODE_VARIANTS: cuda options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1
+# gemv_early=0") after each A; then Nsight Compute's kernel durations of A's Llama-3.2-1B
+# decoding, per token (DECODE_NCU=0 skips it). DECODE_CONFIGS picks the shapes (default
+# "gpt2 smollm2-135m llama-3.2-1b"); DECODE_PEER=1 runs the hand-written CUDA-graph peer
+# (bench/h200/llama_peers.py fast-graph; GPT-2's as decode_batch.sh's) after each shape's
+# sides, so its ratio comes from the same round. DECODE_CHECKS picks the optional checks on
+# cuda (default "gemv matmul": test_gpu_gemv, test_ops_matmul; "attention":
+# test_gpu_attention and test_gpu_gqa; "rows": test_gpu_rows, sampling); the Llama and
+# fixture checks always run.
 #   mkdir -p .old && git archive OLD -- . ':!models/brown-mini' | gzip > .old/old.tar.gz
 #   OUT=$OUT bash scripts/h200/decode_ab.sh          (carry .deb .fixtures .old)
 set -uo pipefail
