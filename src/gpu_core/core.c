@@ -216,7 +216,6 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->att_partial);
         tern_rt_free(g->rt, &g->att_count);
         tern_rt_free(g->rt, &g->argmax_v);
-        tern_rt_free(g->rt, &g->argmax_count);
         tern_rt_free(g->rt, &g->argmax_i);
     }
     free(g->allocs);

@@ -107,7 +107,6 @@ typedef struct gpu_core {
     size_t temp_len[2];
     unsigned long scratch_epoch; /* counts the scratch reallocations (recorded graphs name it) */
     tern_dbuf argmax_v, argmax_i; /* greedy sampling's parts (argmax.c): allocated once */
-    tern_dbuf argmax_count;       /* i32 [GK_ARGMAX_ROWS], each row's parts done: zero between launches */
     tern_dbuf att_partial;   /* f32, attention_cached's split partials: allocated once, never
                               * moved (the decode step's graphs hold its address) */
     tern_dbuf att_count;     /* i32 [GK_AC_SPLIT_ROWS], each row's splits done so far: zero

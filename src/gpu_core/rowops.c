@@ -29,21 +29,13 @@ static bool argmax_parts(const gpu_core *g, int rows, int V) {
     return rows <= GK_ARGMAX_ROWS && V >= GK_ARGMAX_MIN_V;
 }
 
-/* The parts' maxima and indices, and the rows' counts of parts done (zeroed here; the last
- * group of a row sets its count back to zero), allocated once at GK_ARGMAX_ROWS rows and
- * never moved (a captured graph holds their addresses). */
+/* The parts' maxima and indices, allocated once at GK_ARGMAX_ROWS rows and never moved (a
+ * captured graph holds their addresses). */
 static tern_error *argmax_buffers(gpu_core *g) {
     if (!g->argmax_v.mem)
         TERN_TRY(tern_rt_alloc(g->rt, TERN_T_F32, (size_t)GK_ARGMAX_ROWS * GK_ARGMAX_PARTS, &g->argmax_v));
     if (!g->argmax_i.mem)
         TERN_TRY(tern_rt_alloc(g->rt, TERN_T_I32, (size_t)GK_ARGMAX_ROWS * GK_ARGMAX_PARTS * 2, &g->argmax_i));
-    if (!g->argmax_count.mem) {
-        static const int32_t zeros[GK_ARGMAX_ROWS];
-        TERN_TRY(tern_rt_alloc(g->rt, TERN_T_I32, GK_ARGMAX_ROWS, &g->argmax_count));
-        tern_error *err = tern_rt_upload(g->rt, g->argmax_count, zeros);
-        if (err) tern_rt_free(g->rt, &g->argmax_count);
-        return err;
-    }
     return NULL;
 }
 
@@ -53,11 +45,14 @@ static tern_error *greedy_parts(gpu_core *g, tern_buf out, tern_buf logits, int 
     gk_spec s = {0};
     s.t[0] = gpu_t(logits);
     s.n[0] = GK_ARGMAX_GROUP;
-    tern_arg pa[] = {tern_arg_buf(out),         tern_arg_dev(g->argmax_v), tern_arg_dev(g->argmax_i),
-                     tern_arg_dev(g->argmax_count), gpu_fault_arg(g),       tern_arg_buf(logits),
-                     tern_arg_i32(V),               tern_arg_i32(Vp),        tern_arg_i32(chunk)};
-    return gpu_run(g, "sample", GK_ARGMAX, &s, tern_dims2(GK_ARGMAX_PARTS, (uint32_t)rows), tern_dims1(GK_ARGMAX_GROUP),
-                   pa, 9);
+    tern_arg pa[] = {tern_arg_dev(g->argmax_v), tern_arg_dev(g->argmax_i), tern_arg_buf(logits), tern_arg_i32(V),
+                     tern_arg_i32(Vp), tern_arg_i32(chunk)};
+    TERN_TRY(gpu_run(g, "sample", GK_ARGMAX_PARTIAL, &s, tern_dims2(GK_ARGMAX_PARTS, (uint32_t)rows),
+                     tern_dims1(GK_ARGMAX_GROUP), pa, 6));
+    gk_spec m = {0};
+    tern_arg ma[] = {tern_arg_buf(out), tern_arg_dev(g->argmax_v), tern_arg_dev(g->argmax_i), gpu_fault_arg(g),
+                     tern_arg_i32(V), tern_arg_i32(GK_ARGMAX_PARTS)};
+    return gpu_run(g, "sample", GK_ARGMAX_MERGE, &m, tern_dims1((uint32_t)rows), tern_dims1(32), ma, 6);
 }
 
 tern_error *gpu_sample(tern_dev *d, tern_buf out, tern_buf logits, int rows, int V, int Vp,

@@ -42,7 +42,8 @@ typedef enum gk_family {
     GK_ATTENTION_CACHED,   /* KV-cache store + attention of the new rows (or of a split) */
     GK_CROSS_ENTROPY,
     GK_SAMPLE,
-    GK_ARGMAX,             /* greedy sampling over many groups a row: the parts', then the row's (last group) */
+    GK_ARGMAX_PARTIAL,     /* greedy sampling over many groups a row: each part's argmax */
+    GK_ARGMAX_MERGE,       /* ... and the row's, from its parts */
     GK_MATMUL,             /* tiled C = alpha op(A) op(B) + beta C + bias, GELU epilogue */
     GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
     GK_GEMV,               /* small-m C = alpha A B + beta C + bias, B [k, n] */
@@ -280,7 +281,8 @@ void gk_trace_attention_dkdv(tern_kb *kb, void *spec);
 void gk_trace_attention_dq(tern_kb *kb, void *spec);
 void gk_trace_attention_cached(tern_kb *kb, void *spec);
 void gk_trace_cross_entropy(tern_kb *kb, void *spec);
-void gk_trace_argmax(tern_kb *kb, void *spec);
+void gk_trace_argmax_partial(tern_kb *kb, void *spec);
+void gk_trace_argmax_merge(tern_kb *kb, void *spec);
 void gk_trace_sample(tern_kb *kb, void *spec);
 void gk_trace_matmul(tern_kb *kb, void *spec);
 void gk_trace_epilogue(tern_kb *kb, void *spec);
