@@ -131,6 +131,12 @@ int main(int argc, char **argv) {
     /* a 64-token prompt's products, fp32 */
     bench_matmul("matmul f32 64x768 @ 768x3072 +gelu", 64, 4 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, true, 10);
     bench_matmul("matmul f32 64x3072 @ 3072x768", 64, C, 4 * C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
+    /* the same at bf16 (A, B and C bf16: the bf16 model's prompt; the bf16 GEMM where the
+     * processor has AVX512_BF16, else sgemm on converted operands) */
+    bench_matmul("prefill bf16 64x768 @ 768x2304", 64, 3 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
+    bench_matmul("prefill bf16 64x768 @ 768x3072 +gelu", 64, 4 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, true, 20);
+    bench_matmul("prefill bf16 64x3072 @ 3072x768", 64, C, 4 * C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
+    bench_matmul("prefill bf16 64x768 @ (3072x768)^T", 64, 4 * C, C, false, true, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
 
     /* decoding, batch 1: B streamed once */
     bench_matmul("decode f32 1x768 @ 768x2304", 1, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 50);

@@ -128,4 +128,8 @@ void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, floa
 /* The small-m products (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
 
+/* The large-m products of a bf16 A and a bf16 B where d's kernels have gemm_bf16
+ * (matmul_bf16.c). */
+tern_error *cpu_matmul_bf16(tern_dev *d, const cpu_mm *mm);
+
 #endif
