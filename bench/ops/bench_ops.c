@@ -201,6 +201,45 @@ int main(int argc, char **argv) {
         o->free(dev, &head);
     }
 
+    /* a 64-token prompt's products through 12 layers of GPT-2 124M weights (bf16, 170 MB: B
+     * comes from memory, as in a real prefill, not from L3): A, B and C bf16, bias, GELU on
+     * the fc product, the residual products accumulating (beta 1) into an f32 stream */
+    for (int prec = 0; prec < 2; prec++) {
+        const char *name = prec ? "prefill step bf16, 64 rows, 12 layers" : "prefill step fp32, 64 rows, 12 layers";
+        if (filter && !strstr(name, filter)) continue;
+        tern_dtype wt = prec ? TERN_BF16 : TERN_F32;
+        const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
+        tern_buf w[12][4], bias[12][4];
+        tern_buf x = buf(wt, 64 * 4 * C, -1, 1), y = buf(wt, 64 * 4 * C, 0, 0), res = buf(TERN_F32, 64 * C, 0, 0);
+        double flops = 0;
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) {
+                w[l][i] = buf(wt, (size_t)shapes[i][0] * shapes[i][1], -0.1, 0.1);
+                bias[l][i] = buf(TERN_F32, (size_t)shapes[i][1], -0.1, 0.1);
+                flops += 2.0 * 64 * shapes[i][0] * shapes[i][1];
+            }
+        BENCH(name, 5, flops, "GFLOP/s", {
+            for (int l = 0; l < 12; l++)
+                for (int i = 0; i < 4; i++) {
+                    tern_matmul mm = {0};
+                    mm.m = 64;
+                    mm.k = shapes[i][0];
+                    mm.n = shapes[i][1];
+                    mm.alpha = 1;
+                    mm.beta = i % 2 ? 1.0f : 0.0f; /* proj and fc proj: the residual update */
+                    mm.bias = bias[l][i];
+                    mm.epilogue = i == 2 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
+                    tern_buf out = i % 2 ? res : tern_view(y, 0, (size_t)64 * mm.n);
+                    die_on(o->matmul(dev, out, tern_view(x, 0, (size_t)64 * mm.k), w[l][i], &mm), "matmul");
+                }
+        });
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) o->free(dev, &w[l][i]), o->free(dev, &bias[l][i]);
+        o->free(dev, &x);
+        o->free(dev, &y);
+        o->free(dev, &res);
+    }
+
     {
         tern_buf x = buf(TERN_F32, (size_t)BT * C, -1, 1), out = buf(TERN_F32, (size_t)BT * C, 0, 0);
         tern_buf w = buf(TERN_F32, C, 0.5, 1.5), b = buf(TERN_F32, C, -1, 1);

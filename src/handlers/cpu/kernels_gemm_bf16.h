@@ -84,6 +84,10 @@ static void gb_pack_b(uint16_t *bp, const uint16_t *b, size_t ldb, bool trans_b,
         for (size_t p = 0; p < kp; p++) {
             const uint16_t *r0 = b + (k0 + 2 * p) * ldb + j0;
             bool second = 2 * p + 1 < kc;
+            /* the next panel's part of both rows (B comes from memory in a prompt: it is
+             * on its way while this panel is multiplied; a prefetch never faults) */
+            for (size_t r = 0; r < 2; r++)
+                for (size_t c = GB_NR; c < 2 * GB_NR; c += 32) __builtin_prefetch(r0 + r * ldb + c, 0, 3);
             for (size_t v = 0; v < GB_NV; v++) {
                 size_t c = 16 * v, have = nr > c ? gb_min(16, nr - c) : 0;
                 __mmask32 mask = (__mmask32)((1u << have) - 1);
