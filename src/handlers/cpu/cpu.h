@@ -128,8 +128,9 @@ void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, floa
 /* The small-m products (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
 
-/* The large-m products of a bf16 A and a bf16 B where d's kernels have gemm_bf16
- * (matmul_bf16.c). */
-tern_error *cpu_matmul_bf16(tern_dev *d, const cpu_mm *mm);
+/* The large-m products on d's own GEMM kernels (matmul_gemm.c): whether they take A and B of
+ * these dtypes, and the product. */
+bool cpu_matmul_gemm_takes(const tern_dev *d, tern_dtype a, tern_dtype b);
+tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm);
 
 #endif

@@ -34,10 +34,23 @@ typedef enum cpu_isa {
 #define CPU_GEMM_BF16_NR 48
 #define CPU_GEMM_BF16_KC 384
 /* Bytes of packing scratch gemm_bf16 needs for m rows: one block of A (m rounded up to MR,
- * KC deep) and one panel of B (KC x NR), 64-byte aligned pieces. */
+ * KC deep) and one panel of B (KC x NR), 64-byte aligned. */
+#define CPU_GEMM_BF16_ROUND_(x, r) (((size_t)(x) + (r) - 1) / (r) * (r))
 #define CPU_GEMM_BF16_SCRATCH(m)                                                              \
-    ((((size_t)(m) + CPU_GEMM_BF16_MR - 1) / CPU_GEMM_BF16_MR * CPU_GEMM_BF16_MR *            \
-          CPU_GEMM_BF16_KC * 2 + 63) / 64 * 64 + (size_t)CPU_GEMM_BF16_KC * CPU_GEMM_BF16_NR * 2)
+    (CPU_GEMM_BF16_ROUND_(CPU_GEMM_BF16_ROUND_(m, CPU_GEMM_BF16_MR) * CPU_GEMM_BF16_KC * 2, 64) + \
+     (size_t)CPU_GEMM_BF16_KC * CPU_GEMM_BF16_NR * 2)
+
+/* The f32 GEMM's blocking (gemm_f32), as the bf16 one's. */
+#define CPU_GEMM_F32_MR 8
+#define CPU_GEMM_F32_NR 48
+#ifndef CPU_GEMM_F32_KC
+#define CPU_GEMM_F32_KC 256
+#endif
+/* Bytes of packing scratch gemm_f32 needs for m rows: one block of A (m rounded up to MR,
+ * KC deep) and one panel of B (KC x NR), 64-byte aligned. */
+#define CPU_GEMM_F32_SCRATCH(m)                                                               \
+    (CPU_GEMM_BF16_ROUND_(CPU_GEMM_BF16_ROUND_(m, CPU_GEMM_F32_MR) * CPU_GEMM_F32_KC * 4, 64) +  \
+     (size_t)CPU_GEMM_F32_KC * CPU_GEMM_F32_NR * 4)
 
 #define CPU_Q8A_BYTES(m, k) ((size_t)(m) * (size_t)(k) / TERN_Q8_BLOCK * (TERN_Q8_BLOCK + sizeof(float)))
 
@@ -83,6 +96,10 @@ typedef struct cpu_kernels {
      * scratch: CPU_GEMM_BF16_SCRATCH(m) bytes, 64-byte aligned. */
     void (*gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t *a, size_t lda, bool trans_a,
                       const uint16_t *b, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
+    /* The same for f32 A and B (FMA sums in f32, in an order of their own; NULL in the tables
+     * without it): scratch CPU_GEMM_F32_SCRATCH(m) bytes, 64-byte aligned. */
+    void (*gemm_f32)(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const float *b,
+                     size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use

@@ -6,7 +6,9 @@
 #define TABLE cpu_kernels_avx512bf16
 #define TABLE_NAME "avx512bf16"
 #define TABLE_GEMM_BF16 gemm_bf16
+#define TABLE_GEMM_F32 gemm_f32
 
 #include "kernels_gemm_bf16.h"
+#include "kernels_gemm_f32.h"
 #include "kernels_q8_256.h"
 #include "kernels_simd.h"
