@@ -266,6 +266,28 @@ int main(int argc, char **argv) {
               die_on(o->attention(dev, att, saved, qkv, 4, 64, 12, 12, C / 12), "attention"));
         BENCH("attention_backward B4 T64 NH12", 50, 2 * att_flops, "GFLOP/s",
               die_on(o->attention_backward(dev, dqkv, x, qkv, att, saved, 4, 64, 12, 12, C / 12), "attention_backward"));
+        /* over a KV cache, as generation: a 64-token prompt, then one token at position 64;
+         * qkv, out and the caches [1, 12, 1024, 64] in f32 (fp32) or bf16 (bf16) */
+        for (int prec = 0; prec < 2; prec++) {
+            tern_dtype dt = prec ? TERN_BF16 : TERN_F32;
+            tern_buf cq = buf(dt, (size_t)64 * 3 * C, -1, 1), co = buf(dt, (size_t)64 * C, 0, 0);
+            tern_buf kc = buf(dt, (size_t)12 * 1024 * 64, 0, 0), vc = buf(dt, (size_t)12 * 1024 * 64, 0, 0);
+            tern_buf p0, p64;
+            int32_t zero = 0, at64 = 64;
+            die_on(o->alloc(dev, TERN_I32, 1, &p0), "alloc");
+            die_on(o->alloc(dev, TERN_I32, 1, &p64), "alloc");
+            die_on(o->upload(dev, p0, &zero), "upload");
+            die_on(o->upload(dev, p64, &at64), "upload");
+            double prompt_flops = 12.0 * 64 * 65 / 2 * 64 * 4, token_flops = 12.0 * 65 * 64 * 4;
+            BENCH(prec ? "attention_cached prompt 64, bf16" : "attention_cached prompt 64, fp32", 50, prompt_flops,
+                  "GFLOP/s", die_on(o->attention_cached(dev, co, kc, vc, cq, p0, 1, 64, 12, 12, 64, 1024), "att"));
+            BENCH(prec ? "attention_cached token at 64, bf16" : "attention_cached token at 64, fp32", 200, token_flops,
+                  "GFLOP/s",
+                  die_on(o->attention_cached(dev, tern_view(co, 0, C), kc, vc, tern_view(cq, 0, 3 * C), p64, 1, 1,
+                                             12, 12, 64, 1024), "att"));
+            o->free(dev, &cq); o->free(dev, &co); o->free(dev, &kc); o->free(dev, &vc);
+            o->free(dev, &p0); o->free(dev, &p64);
+        }
         o->free(dev, &x); o->free(dev, &out); o->free(dev, &w); o->free(dev, &b); o->free(dev, &mean);
         o->free(dev, &rstd); o->free(dev, &dx); o->free(dev, &dw); o->free(dev, &db); o->free(dev, &h);
         o->free(dev, &hg); o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &saved); o->free(dev, &dqkv);
