@@ -1,5 +1,5 @@
 /* The cpu handler's own GEMM kernels (kernels.h): gemm_bf16 (AVX512_BF16's vdpbf16ps) and
- * gemm_f32 (AVX-512 FMA), called directly from each kernel table that has them, against a
+ * gemm_f32 (AVX-512 FMA; B f32 or q8_0), called directly from each kernel table that has them, against a
  * double-precision reference computed from the same inputs; a table this processor does not
  * run is skipped with a note.
  *
@@ -76,7 +76,7 @@ static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, siz
     size_t kc = bf16 ? CPU_GEMM_BF16_KC : CPU_GEMM_F32_KC;
     void *scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (bf16) kt->gemm_bf16(m, n, k, a, lda, ta, b, ldb, tb, t, ldt, scratch);
-    else kt->gemm_f32(m, n, k, a, lda, ta, b, ldb, tb, t, ldt, scratch);
+    else kt->gemm_f32(m, n, k, a, lda, ta, b, TERN_F32, ldb, tb, t, ldt, scratch);
 
     const char *kind = bf16 ? "gemm_bf16" : "gemm_f32";
     size_t adds = k + (k + kc - 1) / kc;
@@ -105,6 +105,44 @@ static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, siz
            kt->name, kind, m, n, k);
     cases_run++;
     free(a), free(b), free(a0), free(b0), free(t), free(scratch);
+}
+
+/* gemm_f32 with a q8_0 B [n, k] (rows ldb = k + pad weights apart, k and pad multiples of
+ * 32) and an f32 A [m, k]: against the reference on the dequantized weights d q (exact in
+ * f32), the same bound. */
+static void check_q8(const cpu_kernels *kt, size_t m, size_t n, size_t k, size_t pad) {
+    size_t lda = k + 1, ldb = k + pad, blocks = n * ldb / TERN_Q8_BLOCK, ldt = n, nt = m * ldt;
+    float *a = random_values(m * lda, false), *t = malloc((nt ? nt : 1) * sizeof *t);
+    unsigned char *b = malloc(blocks * TERN_Q8_BLOCK_BYTES + 1);
+    float *w = malloc((blocks ? blocks : 1) * TERN_Q8_BLOCK * sizeof *w); /* the weights' values */
+    for (size_t q = 0; q < blocks; q++) {
+        uint16_t dh = tern_f32_to_f16(uniform(0.001f, 0.02f));
+        memcpy(b + q * TERN_Q8_BLOCK_BYTES, &dh, 2);
+        for (int i = 0; i < TERN_Q8_BLOCK; i++) {
+            int8_t v = (int8_t)((int)(next_u64() % 255) - 127);
+            b[q * TERN_Q8_BLOCK_BYTES + 2 + i] = (unsigned char)v;
+            w[q * TERN_Q8_BLOCK + i] = tern_f16_to_f32(dh) * (float)v;
+        }
+    }
+    size_t bytes = CPU_GEMM_F32_SCRATCH(m);
+    void *scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
+    kt->gemm_f32(m, n, k, a, lda, false, b, TERN_Q8, ldb, true, t, ldt, scratch);
+    size_t adds = k + (k + CPU_GEMM_F32_KC - 1) / CPU_GEMM_F32_KC;
+    int bad = 0;
+    for (size_t i = 0; i < m; i++)
+        for (size_t j = 0; j < n; j++) {
+            double s = 0, s_abs = 0;
+            for (size_t kk = 0; kk < k; kk++) {
+                double p = (double)a[i * lda + kk] * w[j * ldb + kk];
+                s += p;
+                s_abs += fabs(p);
+            }
+            bad += !(fabs((double)t[i * ldt + j] - s) <= 1.01 * (double)adds * 0x1p-24 * s_abs);
+        }
+    CHECKF(bad == 0, "%s gemm_f32 q8_0 m%zu n%zu k%zu pad%zu: %d of %zu outside the bound", kt->name, m, n, k, pad,
+           bad, m * n);
+    cases_run++;
+    free(a), free(t), free(b), free(w), free(scratch);
 }
 
 /* Every edge class of one kernel: m, n, k on both sides of its tile and k block. */
@@ -144,7 +182,12 @@ int main(void) {
                kt->gemm_f32 ? "present" : "missing");
         int before = cases_run;
         if (kt->gemm_bf16) check_kernel(kt, true);
-        if (kt->gemm_f32) check_kernel(kt, false);
+        if (kt->gemm_f32) {
+            check_kernel(kt, false);
+            check_q8(kt, 9, 49, 32, 0);
+            check_q8(kt, 17, 97, 544, 32); /* k past two blocks of 256 */
+            check_q8(kt, 64, 50, 768, 0);
+        }
         printf("%s: %d cases checked\n", kt->name, cases_run - before);
     }
     return check_summary("test_cpu_gemm");

@@ -96,10 +96,12 @@ typedef struct cpu_kernels {
      * scratch: CPU_GEMM_BF16_SCRATCH(m) bytes, 64-byte aligned. */
     void (*gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t *a, size_t lda, bool trans_a,
                       const uint16_t *b, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
-    /* The same for f32 A and B (FMA sums in f32, in an order of their own; NULL in the tables
-     * without it): scratch CPU_GEMM_F32_SCRATCH(m) bytes, 64-byte aligned. */
-    void (*gemm_f32)(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const float *b,
-                     size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
+    /* The same for an f32 A and an f32 or q8_0 B (bdt; q8_0 only trans_b, with k, ldb and B's
+     * start multiples of 32, dequantized exactly as it is packed): FMA sums in f32, in an
+     * order of their own; NULL in the tables without it. scratch: CPU_GEMM_F32_SCRATCH(m)
+     * bytes, 64-byte aligned. */
+    void (*gemm_f32)(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const void *b,
+                     tern_dtype bdt, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use

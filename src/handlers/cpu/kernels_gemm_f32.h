@@ -1,7 +1,7 @@
 /* gemm_f32 (kernels.h) on AVX-512: the large-m f32 product, blocked as gemm_bf16
  * (kernels_gemm_bf16.h) with one f32 per word: k in blocks of KC; per block A's rows packed
  * into row panels of MR rows ([kc][MR], each element broadcast to the lanes from memory) and
- * B's columns into panels of NR columns ([kc][NR]); the MR x NR tile (8 x 3 vectors, 24 of the
+ * B's columns into panels of NR columns ([kc][NR]; a q8_0 B dequantized there, exactly); the MR x NR tile (8 x 3 vectors, 24 of the
  * 32 registers) takes one FMA per vector per k. Each panel's rows are prefetched while the
  * panel before is packed: in a prompt B comes from memory. Included by the AVX-512 tables'
  * files. */
@@ -43,13 +43,27 @@ static void gf_pack_a(float *ap, const float *a, size_t lda, bool trans_a, size_
     }
 }
 
+/* kc weights of a q8_0 row from the block at blk (kc a multiple of 32): d * q, exactly. */
+static void gf_q8_line(float *line, const unsigned char *blk, size_t kc) {
+    for (size_t c = 0; c < kc; c += TERN_Q8_BLOCK, blk += TERN_Q8_BLOCK_BYTES) {
+        uint16_t dh;
+        memcpy(&dh, blk, 2);
+        __m512 d = _mm512_set1_ps(_cvtsh_ss(dh));
+        for (int h = 0; h < 2; h++) {
+            __m128i q = _mm_loadu_si128((const __m128i *)(blk + 2 + 16 * h));
+            _mm512_storeu_ps(line + c + 16 * h, _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), d));
+        }
+    }
+}
+
 /* Columns [j0, j0 + nr) (nr <= NR) and k [k0, k0 + kc) of B into one panel [kc][NR], columns
- * past nr zero. */
-static void gf_pack_b(float *bp, const float *b, size_t ldb, bool trans_b, size_t j0, size_t nr, size_t k0,
-                      size_t kc) {
+ * past nr zero. B is f32, or q8_0 (always [n, k], k0 and kc multiples of 32: dequantized). */
+static void gf_pack_b(float *bp, const void *b, tern_dtype bdt, size_t ldb, bool trans_b, size_t j0, size_t nr,
+                      size_t k0, size_t kc) {
     if (!trans_b) {
+        const float *bf = b;
         for (size_t p = 0; p < kc; p++) {
-            const float *row = b + (k0 + p) * ldb + j0;
+            const float *row = bf + (k0 + p) * ldb + j0;
             /* the next panel's part of this row (a prefetch never faults) */
             for (size_t c = GF_NR; c < 2 * GF_NR; c += 16) __builtin_prefetch(row + c, 0, 3);
             for (size_t v = 0; v < GF_NV; v++) {
@@ -61,12 +75,18 @@ static void gf_pack_b(float *bp, const float *b, size_t ldb, bool trans_b, size_
         return;
     }
     /* B [n, k]: the panel is the transpose of nr rows of B */
+    float line[GF_KC];
     for (size_t j = 0; j < GF_NR; j++) {
         if (j >= nr) {
             for (size_t p = 0; p < kc; p++) bp[p * GF_NR + j] = 0;
             continue;
         }
-        const float *col = b + (j0 + j) * ldb + k0;
+        size_t at = (j0 + j) * ldb + k0; /* element index of B(k0, j0 + j) */
+        const float *col = (const float *)b + at;
+        if (bdt == TERN_Q8) {
+            gf_q8_line(line, (const unsigned char *)b + at / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES, kc);
+            col = line;
+        }
         for (size_t p = 0; p < kc; p++) bp[p * GF_NR + j] = col[p];
     }
 }
@@ -104,8 +124,8 @@ static inline __attribute__((always_inline)) void gf_tile(size_t kc, const float
         }
 }
 
-static void gemm_f32(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const float *b,
-                     size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch) {
+static void gemm_f32(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const void *b,
+                     tern_dtype bdt, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch) {
     size_t m_pad = (m + GF_MR - 1) / GF_MR * GF_MR;
     float *ap = scratch;
     float *bp = (float *)((unsigned char *)scratch + (m_pad * GF_KC * 4 + 63) / 64 * 64);
@@ -118,7 +138,7 @@ static void gemm_f32(size_t m, size_t n, size_t k, const float *a, size_t lda, b
         gf_pack_a(ap, a, lda, trans_a, m, k0, kc);
         for (size_t j0 = 0; j0 < n; j0 += GF_NR) {
             size_t nr = gf_min(GF_NR, n - j0);
-            gf_pack_b(bp, b, ldb, trans_b, j0, nr, k0, kc);
+            gf_pack_b(bp, b, bdt, ldb, trans_b, j0, nr, k0, kc);
             for (size_t i0 = 0; i0 < m; i0 += GF_MR)
                 gf_tile(kc, ap + (i0 / GF_MR) * kc * GF_MR, bp, t + i0 * ldt + j0, ldt, k0 > 0,
                         gf_min(GF_MR, m - i0), nr);

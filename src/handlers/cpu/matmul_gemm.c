@@ -6,7 +6,8 @@
  *    f32 sums differs from the sgemm path. An f32 A is not rounded to bf16 to come here: that
  *    would change its results (2^-9 relative an element), which tests/ops/test_ops_matmul.c's
  *    bounds for f32 A do not allow.
- *  - gemm_f32 for f32 A and B (AVX-512).
+ *  - gemm_f32 for an f32 A and an f32 or q8_0 B (AVX-512; q8_0 dequantized as it is packed,
+ *    where the sgemm path dequantized each unit's B into a tile first).
  *
  * The output is cut into rectangles (batch entry x rows x columns), one per unit of work,
  * spread over the OpenMP threads; each unit's sums go into an f32 tile (C itself when C is
@@ -26,7 +27,7 @@ static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
 bool cpu_matmul_gemm_takes(const tern_dev *d, tern_dtype a, tern_dtype b) {
     if (a == TERN_BF16 && b == TERN_BF16) return d->kern->gemm_bf16 != NULL;
-    if (a == TERN_F32 && b == TERN_F32) return d->kern->gemm_f32 != NULL;
+    if (a == TERN_F32 && (b == TERN_F32 || b == TERN_Q8)) return d->kern->gemm_f32 != NULL;
     return false;
 }
 
@@ -78,8 +79,8 @@ tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
                 d->kern->gemm_bf16(i1 - i0, j1 - j0, k, a, dm->lda, dm->trans_a, b, dm->ldb, dm->trans_b, t,
                                    ldt, pack);
             else
-                d->kern->gemm_f32(i1 - i0, j1 - j0, k, a, dm->lda, dm->trans_a, b, dm->ldb, dm->trans_b, t,
-                                  ldt, pack);
+                d->kern->gemm_f32(i1 - i0, j1 - j0, k, a, dm->lda, dm->trans_a, b, mm->b.dtype, dm->ldb,
+                                  dm->trans_b, t, ldt, pack);
             cpu_mm_finish(mm, (int)e, (int)i0, (int)i1, (int)j0, (int)j1, t, ldt, true);
         }
     }
