@@ -103,6 +103,14 @@ void cpu_set_element(tern_buf a, size_t i, double v);
 /* ---- fast f32 math (fastmath.h) ---- */
 #include "fastmath.h"
 
+/* ---- attention over a KV cache, a block of a prompt's queries at a time (attention_block.c,
+ * where kern has gemm_f32): q [qb, hs] f32, the queries at positions first .. first + qb - 1,
+ * query r seeing keys 0 .. first + r; keys, values [first + qb, hs] f32; o [qb, hs] gets
+ * softmax(scale q keys^T, causal) values. s: [qb, first + qb] floats of scratch; pack:
+ * CPU_GEMM_F32_SCRATCH(qb) bytes. */
+void cpu_attention_block(const cpu_kernels *kern, const float *q, size_t qb, size_t first, const float *keys,
+                         const float *values, size_t hs, float scale, float *s, float *o, void *pack);
+
 /* ---- matmul pieces shared by matmul.c and matmul_small.c ---- */
 
 /* Everything a matmul needs once validated. */
