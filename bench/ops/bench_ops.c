@@ -204,8 +204,13 @@ int main(int argc, char **argv) {
     /* a 64-token prompt's products through 12 layers of GPT-2 124M weights (bf16, 170 MB: B
      * comes from memory, as in a real prefill, not from L3): A, B and C bf16, bias, GELU on
      * the fc product, the residual products accumulating (beta 1) into an f32 stream */
-    for (int prec = 0; prec < 2; prec++) {
-        const char *name = prec ? "prefill step bf16, 64 rows, 12 layers" : "prefill step fp32, 64 rows, 12 layers";
+    for (int v = 0; v < 4; v++) { /* fp32, bf16; B [k, n] (Conv1D), then [n, k] (Llama's nn.Linear) */
+        const char *names[] = {"prefill step fp32, 64 rows, 12 layers", "prefill step bf16, 64 rows, 12 layers",
+                               "prefill step fp32 [n,k], 64 rows, 12 layers",
+                               "prefill step bf16 [n,k], 64 rows, 12 layers"};
+        const char *name = names[v];
+        int prec = v % 2;
+        bool nk = v >= 2;
         if (filter && !strstr(name, filter)) continue;
         tern_dtype wt = prec ? TERN_BF16 : TERN_F32;
         const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
@@ -225,6 +230,7 @@ int main(int argc, char **argv) {
                     mm.m = 64;
                     mm.k = shapes[i][0];
                     mm.n = shapes[i][1];
+                    mm.trans_b = nk;
                     mm.alpha = 1;
                     mm.beta = i % 2 ? 1.0f : 0.0f; /* proj and fc proj: the residual update */
                     mm.bias = bias[l][i];

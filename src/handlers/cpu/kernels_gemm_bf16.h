@@ -102,6 +102,8 @@ static void gb_pack_b(uint16_t *bp, const uint16_t *b, size_t ldb, bool trans_b,
     uint32_t *w = (uint32_t *)bp;
     for (size_t j = 0; j < nr; j++) {
         const uint16_t *col = b + (j0 + j) * ldb + k0;
+        /* the same k of the next panel's row j: B comes from memory (a prefetch never faults) */
+        for (size_t c = 0; c < kc; c += 32) __builtin_prefetch(col + GB_NR * ldb + c, 0, 3);
         size_t p = 0;
         for (; p < kc / 2; p++) {
             uint32_t x;

@@ -82,6 +82,11 @@ static void gf_pack_b(float *bp, const void *b, tern_dtype bdt, size_t ldb, bool
             continue;
         }
         size_t at = (j0 + j) * ldb + k0; /* element index of B(k0, j0 + j) */
+        /* the same k of the next panel's row j: B comes from memory (a prefetch never faults) */
+        const char *next = bdt == TERN_Q8 ? (const char *)b + (at + GF_NR * ldb) / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES
+                                          : (const char *)((const float *)b + at + GF_NR * ldb);
+        size_t row_bytes = bdt == TERN_Q8 ? kc / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES : kc * 4;
+        for (size_t c = 0; c < row_bytes; c += 64) __builtin_prefetch(next + c, 0, 3);
         const float *col = (const float *)b + at;
         if (bdt == TERN_Q8) {
             gf_q8_line(line, (const unsigned char *)b + at / TERN_Q8_BLOCK * TERN_Q8_BLOCK_BYTES, kc);
