@@ -1,8 +1,10 @@
 /* The cpu handler's instruction-set-specific kernels: one table per instruction set, each
- * compiled in its own file with its own flags (kernels_avx512.c, kernels_avx2.c,
- * kernels_portable.c), from one body (kernels_simd.h). The best table the processor runs is
- * chosen once, when the first device opens (isa.c), so one binary is fast on AVX-512 and on
- * AVX2-only machines and correct everywhere else.
+ * compiled in its own file with its own flags (kernels_avx512bf16.c, kernels_avx512.c,
+ * kernels_avx2.c, kernels_portable.c), from one body (kernels_simd.h); the AVX-512 tables add
+ * the large-m GEMM kernels (kernels_gemm_f32.h, and kernels_gemm_bf16.h where the processor
+ * has AVX512_BF16). The best table the processor runs is chosen once, when the first device
+ * opens (isa.c), so one binary is fast on AVX-512 and on AVX2-only machines and correct
+ * everywhere else.
  *
  * This header does not need TERN_HANDLER, so white-box tests include it to run every table
  * the machine supports against a double-precision reference. */
