@@ -131,6 +131,12 @@ int main(int argc, char **argv) {
     /* a 64-token prompt's products, fp32 */
     bench_matmul("matmul f32 64x768 @ 768x3072 +gelu", 64, 4 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, true, 10);
     bench_matmul("matmul f32 64x3072 @ 3072x768", 64, C, 4 * C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
+    /* the same at bf16 (A, B and C bf16: the bf16 model's prompt; the bf16 GEMM where the
+     * processor has AVX512_BF16, else sgemm on converted operands) */
+    bench_matmul("prefill bf16 64x768 @ 768x2304", 64, 3 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
+    bench_matmul("prefill bf16 64x768 @ 768x3072 +gelu", 64, 4 * C, C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, true, 20);
+    bench_matmul("prefill bf16 64x3072 @ 3072x768", 64, C, 4 * C, false, false, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
+    bench_matmul("prefill bf16 64x768 @ (3072x768)^T", 64, 4 * C, C, false, true, TERN_BF16, TERN_BF16, TERN_BF16, true, false, 20);
 
     /* decoding, batch 1: B streamed once */
     bench_matmul("decode f32 1x768 @ 768x2304", 1, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 50);
@@ -195,6 +201,51 @@ int main(int argc, char **argv) {
         o->free(dev, &head);
     }
 
+    /* a 64-token prompt's products through 12 layers of GPT-2 124M weights (bf16, 170 MB: B
+     * comes from memory, as in a real prefill, not from L3): A, B and C bf16, bias, GELU on
+     * the fc product, the residual products accumulating (beta 1) into an f32 stream */
+    for (int v = 0; v < 4; v++) { /* fp32, bf16; B [k, n] (Conv1D), then [n, k] (Llama's nn.Linear) */
+        const char *names[] = {"prefill step fp32, 64 rows, 12 layers", "prefill step bf16, 64 rows, 12 layers",
+                               "prefill step fp32 [n,k], 64 rows, 12 layers",
+                               "prefill step bf16 [n,k], 64 rows, 12 layers"};
+        const char *name = names[v];
+        int prec = v % 2;
+        bool nk = v >= 2;
+        if (filter && !strstr(name, filter)) continue;
+        tern_dtype wt = prec ? TERN_BF16 : TERN_F32;
+        const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
+        tern_buf w[12][4], bias[12][4];
+        tern_buf x = buf(wt, 64 * 4 * C, -1, 1), y = buf(wt, 64 * 4 * C, 0, 0), res = buf(TERN_F32, 64 * C, 0, 0);
+        double flops = 0;
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) {
+                w[l][i] = buf(wt, (size_t)shapes[i][0] * shapes[i][1], -0.1, 0.1);
+                bias[l][i] = buf(TERN_F32, (size_t)shapes[i][1], -0.1, 0.1);
+                flops += 2.0 * 64 * shapes[i][0] * shapes[i][1];
+            }
+        BENCH(name, 5, flops, "GFLOP/s", {
+            for (int l = 0; l < 12; l++)
+                for (int i = 0; i < 4; i++) {
+                    tern_matmul mm = {0};
+                    mm.m = 64;
+                    mm.k = shapes[i][0];
+                    mm.n = shapes[i][1];
+                    mm.trans_b = nk;
+                    mm.alpha = 1;
+                    mm.beta = i % 2 ? 1.0f : 0.0f; /* proj and fc proj: the residual update */
+                    mm.bias = bias[l][i];
+                    mm.epilogue = i == 2 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
+                    tern_buf out = i % 2 ? res : tern_view(y, 0, (size_t)64 * mm.n);
+                    die_on(o->matmul(dev, out, tern_view(x, 0, (size_t)64 * mm.k), w[l][i], &mm), "matmul");
+                }
+        });
+        for (int l = 0; l < 12; l++)
+            for (int i = 0; i < 4; i++) o->free(dev, &w[l][i]), o->free(dev, &bias[l][i]);
+        o->free(dev, &x);
+        o->free(dev, &y);
+        o->free(dev, &res);
+    }
+
     {
         tern_buf x = buf(TERN_F32, (size_t)BT * C, -1, 1), out = buf(TERN_F32, (size_t)BT * C, 0, 0);
         tern_buf w = buf(TERN_F32, C, 0.5, 1.5), b = buf(TERN_F32, C, -1, 1);
@@ -221,6 +272,28 @@ int main(int argc, char **argv) {
               die_on(o->attention(dev, att, saved, qkv, 4, 64, 12, 12, C / 12), "attention"));
         BENCH("attention_backward B4 T64 NH12", 50, 2 * att_flops, "GFLOP/s",
               die_on(o->attention_backward(dev, dqkv, x, qkv, att, saved, 4, 64, 12, 12, C / 12), "attention_backward"));
+        /* over a KV cache, as generation: a 64-token prompt, then one token at position 64;
+         * qkv, out and the caches [1, 12, 1024, 64] in f32 (fp32) or bf16 (bf16) */
+        for (int prec = 0; prec < 2; prec++) {
+            tern_dtype dt = prec ? TERN_BF16 : TERN_F32;
+            tern_buf cq = buf(dt, (size_t)64 * 3 * C, -1, 1), co = buf(dt, (size_t)64 * C, 0, 0);
+            tern_buf kc = buf(dt, (size_t)12 * 1024 * 64, 0, 0), vc = buf(dt, (size_t)12 * 1024 * 64, 0, 0);
+            tern_buf p0, p64;
+            int32_t zero = 0, at64 = 64;
+            die_on(o->alloc(dev, TERN_I32, 1, &p0), "alloc");
+            die_on(o->alloc(dev, TERN_I32, 1, &p64), "alloc");
+            die_on(o->upload(dev, p0, &zero), "upload");
+            die_on(o->upload(dev, p64, &at64), "upload");
+            double prompt_flops = 12.0 * 64 * 65 / 2 * 64 * 4, token_flops = 12.0 * 65 * 64 * 4;
+            BENCH(prec ? "attention_cached prompt 64, bf16" : "attention_cached prompt 64, fp32", 50, prompt_flops,
+                  "GFLOP/s", die_on(o->attention_cached(dev, co, kc, vc, cq, p0, 1, 64, 12, 12, 64, 1024), "att"));
+            BENCH(prec ? "attention_cached token at 64, bf16" : "attention_cached token at 64, fp32", 200, token_flops,
+                  "GFLOP/s",
+                  die_on(o->attention_cached(dev, tern_view(co, 0, C), kc, vc, tern_view(cq, 0, 3 * C), p64, 1, 1,
+                                             12, 12, 64, 1024), "att"));
+            o->free(dev, &cq); o->free(dev, &co); o->free(dev, &kc); o->free(dev, &vc);
+            o->free(dev, &p0); o->free(dev, &p64);
+        }
         o->free(dev, &x); o->free(dev, &out); o->free(dev, &w); o->free(dev, &b); o->free(dev, &mean);
         o->free(dev, &rstd); o->free(dev, &dx); o->free(dev, &dw); o->free(dev, &db); o->free(dev, &h);
         o->free(dev, &hg); o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &saved); o->free(dev, &dqkv);

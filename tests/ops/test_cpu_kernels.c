@@ -185,7 +185,7 @@ static void check_conversions(const cpu_kernels *kt) {
 }
 
 int main(void) {
-    static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
+    static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512", "avx512bf16"};
     /* (n, k): odd, below one vector, between widths, and GPT-2's attention projection */
     static const size_t sizes[][2] = {{1, 1}, {3, 7}, {2, 17}, {17, 33}, {33, 100},
                                       {40, 129}, {5, 260}, {70, 768}};

@@ -232,7 +232,9 @@ static void test_finite_differences(ot_ctx *c) {
 static void test_cached(ot_ctx *c, part p) {
     const tern_ops *o = c->ops;
     ot_seed(53);
-    const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}, {1, 128, 2, 70}}; /* B, C, NH, total T */
+    /* B, C, NH, total T; the last: a long prompt (three blocks of the cpu handler's query
+     * blocks of 64) and a second prompt of 20 at p0 > 0 */
+    const int cfg[][4] = {{1, 768, 12, 20}, {2, 12, 3, 11}, {3, 4, 4, 9}, {1, 128, 2, 70}, {1, 128, 2, 150}};
     enum { CFG_SPLIT = 3 }; /* cfg[CFG_SPLIT]: few rows, a long cache: split across groups */
     /* the representative set (opencl in make test): hs 4 and hs 1 all f32, all bf16, and
      * the cache in the other dtype than qkv and out both ways; hs 64 split across groups
@@ -241,10 +243,12 @@ static void test_cached(ot_ctx *c, part p) {
      * one row, a prompt and a chunk) is test_ops_attention_opencl_cached_split, the rest
      * test_ops_attention_opencl_cached (test_all). */
     bool whole = ot_full(c);
-    for (int s = 0; s < 4; s++)
+    for (int s = 0; s < 5; s++)
         for (int combo = 0; combo < 8; combo++) { /* every f32/bf16 combination */
             int B = cfg[s][0], C = cfg[s][1], NH = cfg[s][2], total = cfg[s][3], hs = C / NH;
-            if (!whole && (s == 0 || (s == 3 && combo != 0) || (s < 3 && combo != 0 && combo != 7 && combo != 1 && combo != 6))) continue;
+            if (!whole && (s == 0 || (s == 3 && combo != 0) || (s == 4 && combo != 0 && combo != 1) ||
+                           (s < 3 && combo != 0 && combo != 7 && combo != 1 && combo != 6)))
+                continue;
             int max_t = total + 2;
             tern_dtype d_cache = ot_float2[combo & 1], d_qkv = ot_float2[(combo >> 1) & 1];
             tern_dtype d_out = ot_float2[combo >> 2];
@@ -258,9 +262,11 @@ static void test_cached(ot_ctx *c, part p) {
             double *full = malloc((size_t)B * total * C * sizeof(double));
             attn_ref(qkv, B, total, C, NH, full);
             ot_buf kc = ot_make(c, d_cache, ncache, 1, NULL), vc = ot_make(c, d_cache, ncache, 2, NULL);
-            int T0 = total - 6, p0 = 0;
+            bool long_prompt = total >= 100;
+            int T0 = total - (long_prompt ? 26 : 6), p0 = 0;
             int steps[8], nsteps = 0;
             steps[nsteps++] = T0;
+            if (long_prompt) steps[nsteps++] = 20;
             steps[nsteps++] = 1;
             steps[nsteps++] = 1;
             steps[nsteps++] = 3;

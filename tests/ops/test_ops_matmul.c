@@ -246,6 +246,28 @@ static void test_combinations(ot_ctx *c) {
             tall.dc = TERN_F32;
             run_case(c, &tall, id++);
         }
+    /* bf16 A and B past a k block of the bf16 GEMM (384) with an odd k, both layouts of each,
+     * batched with strides, beta, bias and GELU: the large-m bf16 path end to end */
+    for (int dc = 0; dc < 2; dc++)
+        for (int tab = 0; tab < 4; tab++) {
+            mm_case t = {0};
+            t.m = 37;
+            t.n = 101;
+            t.k = 801;
+            t.batch = 2;
+            t.ta = tab & 1;
+            t.tb = tab & 2;
+            t.lda = (t.ta ? t.m : t.k) + 3;
+            t.sb = (long)(t.tb ? t.n : t.k) * (t.tb ? t.k : t.n) + 5;
+            t.alpha = 0.5f;
+            t.beta = 0.75f;
+            t.bias = true;
+            t.gelu = tab == 1;
+            t.aux = tab == 1;
+            t.da = t.db = TERN_BF16;
+            t.dc = t.dbias = t.daux = ot_float2[dc];
+            run_case(c, &t, id++);
+        }
 }
 
 /* The random cases again with an addend: a separate one (beta from {1, 0.75, -0.5}, and 0,

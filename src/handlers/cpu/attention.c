@@ -17,6 +17,11 @@
 
 #include "cpu.h"
 
+/* attention_cached: queries taken QUERY_BLOCK at a time through the GEMM kernel when a call
+ * has at least QUERY_BLOCK_MIN of them (a prompt; decoding's one query keeps the loop). */
+#define QUERY_BLOCK 64
+#define QUERY_BLOCK_MIN 16
+
 tern_error *cpu_attention_saved_len(tern_dev *d, int B, int T, int NH, size_t *out) {
     (void)d;
     size_t bh = (size_t)B * (size_t)NH, tt;
@@ -170,11 +175,22 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     size_t width = (nh + 2 * kv) * h_n, mt = (size_t)max_T, units = (size_t)B * kv;
     size_t len = (size_t)p0 + t_n; /* positions attended */
     size_t hs_bytes = cpu_round64(h_n * sizeof(float));
-    size_t per_thread = cpu_round64(len * sizeof(float)) + 4 * hs_bytes; /* scores; q, out, k, v rows */
+    bool k32 = k_cache.dtype == TERN_F32, v32 = v_cache.dtype == TERN_F32;
+    /* a cache in another dtype is read as f32 copies of the unit's len keys and values, made
+     * once per unit ([len, hs] each: one conversion of a contiguous run, where converting
+     * each key for each query made T len / 2 calls of hs elements in a prompt) */
+    size_t kv_bytes = cpu_round64(len * h_n * sizeof(float));
+    size_t per_thread = cpu_round64(len * sizeof(float)) + 4 * hs_bytes + (k32 ? 0 : kv_bytes) +
+                        (v32 ? 0 : kv_bytes); /* scores; q, out, k, v rows; k, v as f32 */
+    /* a prompt's queries in blocks of QUERY_BLOCK through the GEMM kernel where there is one
+     * (attention_block.c): q and out blocks [QB, hs], scores [QB, len], the kernel's packing */
+    bool blocks = d->kern->gemm_f32 && t_n >= QUERY_BLOCK_MIN;
+    size_t qb_bytes = cpu_round64(QUERY_BLOCK * h_n * sizeof(float));
+    size_t s_bytes = cpu_round64(QUERY_BLOCK * len * sizeof(float));
+    if (blocks) per_thread += 2 * qb_bytes + s_bytes + cpu_round64(CPU_GEMM_F32_SCRATCH(QUERY_BLOCK));
     unsigned char *s;
     TERN_TRY(tern_error_wrap(cpu_scratch(d, per_thread * (size_t)d->threads, (void **)&s), "attention_cached"));
     float scale = 1.0f / sqrtf((float)hs);
-    bool k32 = k_cache.dtype == TERN_F32, v32 = v_cache.dtype == TERN_F32;
 #pragma omp parallel num_threads(d->threads) if (units * group * len * h_n > 32768)
     {
         unsigned char *mine = s + per_thread * (size_t)omp_get_thread_num();
@@ -183,6 +199,12 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
         float *o = (float *)((unsigned char *)q + hs_bytes);
         float *kr = (float *)((unsigned char *)o + hs_bytes);
         float *vr = (float *)((unsigned char *)kr + hs_bytes);
+        float *k_f32 = (float *)((unsigned char *)vr + hs_bytes);        /* [len, hs] */
+        float *v_f32 = (float *)((unsigned char *)k_f32 + (k32 ? 0 : kv_bytes)); /* [len, hs] */
+        unsigned char *blk = (unsigned char *)v_f32 + (v32 ? 0 : kv_bytes);
+        float *q_blk = (float *)blk, *o_blk = (float *)(blk + qb_bytes); /* [QB, hs] each */
+        float *s_blk = (float *)(blk + 2 * qb_bytes);                   /* [QB, len] */
+        void *pack = blk + 2 * qb_bytes + s_bytes;
 #pragma omp for schedule(static)
         for (size_t u = 0; u < units; u++) {
             size_t b = u / kv, g = u % kv, cache0 = u * mt * h_n; /* [b, g, 0, 0] */
@@ -193,15 +215,28 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
                 cpu_to_f32(vr, cpu_at(qkv, row + (nh + kv + g) * h_n), qkv.dtype, h_n);
                 cpu_from_f32(cpu_at(v_cache, at), v_cache.dtype, vr, h_n);
             }
-            for (size_t h = g * group; h < (g + 1) * group; h++)
-                for (size_t t = 0; t < t_n; t++) {
+            /* keys and values [len, hs] of this unit as f32 */
+            const float *keys = k32 ? (const float *)cpu_ptr(k_cache) + cache0 : k_f32;
+            const float *values = v32 ? (const float *)cpu_ptr(v_cache) + cache0 : v_f32;
+            if (!k32) cpu_to_f32(k_f32, cpu_at(k_cache, cache0), k_cache.dtype, len * h_n);
+            if (!v32) cpu_to_f32(v_f32, cpu_at(v_cache, cache0), v_cache.dtype, len * h_n);
+            for (size_t h = g * group; h < (g + 1) * group; h++) {
+                for (size_t t0 = 0; blocks && t0 < t_n; t0 += QUERY_BLOCK) {
+                    size_t qb = t_n - t0 < QUERY_BLOCK ? t_n - t0 : QUERY_BLOCK;
+                    for (size_t r = 0; r < qb; r++)
+                        cpu_to_f32(q_blk + r * h_n, cpu_at(qkv, (b * t_n + t0 + r) * width + h * h_n), qkv.dtype, h_n);
+                    cpu_attention_block(d->kern, q_blk, qb, (size_t)p0 + t0, keys, values, h_n, scale, s_blk, o_blk,
+                                        pack);
+                    for (size_t r = 0; r < qb; r++)
+                        cpu_from_f32(cpu_at(out, (b * t_n + t0 + r) * nh * h_n + h * h_n), out.dtype, o_blk + r * h_n,
+                                     h_n);
+                }
+                for (size_t t = 0; !blocks && t < t_n; t++) {
                     size_t n = (size_t)p0 + t + 1;
                     cpu_to_f32(q, cpu_at(qkv, (b * t_n + t) * width + h * h_n), qkv.dtype, h_n);
                     float mx = -INFINITY;
                     for (size_t j = 0; j < n; j++) {
-                        const float *kj = k32 ? (const float *)cpu_ptr(k_cache) + cache0 + j * h_n
-                                              : (cpu_to_f32(kr, cpu_at(k_cache, cache0 + j * h_n), k_cache.dtype, h_n), kr);
-                        score[j] = cpu_dot(q, kj, h_n) * scale;
+                        score[j] = cpu_dot(q, keys + j * h_n, h_n) * scale;
                         mx = score[j] > mx ? score[j] : mx;
                     }
                     float sum = 0;
@@ -213,14 +248,14 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
                     float inv = 1.0f / sum;
                     memset(o, 0, h_n * sizeof(float));
                     for (size_t j = 0; j < n; j++) {
-                        const float *vj = v32 ? (const float *)cpu_ptr(v_cache) + cache0 + j * h_n
-                                              : (cpu_to_f32(vr, cpu_at(v_cache, cache0 + j * h_n), v_cache.dtype, h_n), vr);
+                        const float *vj = values + j * h_n;
                         float pw = score[j] * inv;
 #pragma omp simd
                         for (size_t i = 0; i < h_n; i++) o[i] = fmaf(pw, vj[i], o[i]);
                     }
                     cpu_from_f32(cpu_at(out, (b * t_n + t) * nh * h_n + h * h_n), out.dtype, o, h_n);
                 }
+            }
         }
     }
     return NULL;

@@ -104,6 +104,14 @@ void cpu_set_element(tern_buf a, size_t i, double v);
 /* ---- fast f32 math (fastmath.h) ---- */
 #include "fastmath.h"
 
+/* ---- attention over a KV cache, a block of a prompt's queries at a time (attention_block.c,
+ * where kern has gemm_f32): q [qb, hs] f32, the queries at positions first .. first + qb - 1,
+ * query r seeing keys 0 .. first + r; keys, values [first + qb, hs] f32; o [qb, hs] gets
+ * softmax(scale q keys^T, causal) values. s: [qb, first + qb] floats of scratch; pack:
+ * CPU_GEMM_F32_SCRATCH(qb) bytes. */
+void cpu_attention_block(const cpu_kernels *kern, const float *q, size_t qb, size_t first, const float *keys,
+                         const float *values, size_t hs, float scale, float *s, float *o, void *pack);
+
 /* ---- matmul pieces shared by matmul.c and matmul_small.c ---- */
 
 /* Everything a matmul needs once validated. */
@@ -128,5 +136,10 @@ void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, floa
 
 /* The small-m products (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
+
+/* The large-m products on d's own GEMM kernels (matmul_gemm.c): whether they take A and B of
+ * these dtypes, and the product. */
+bool cpu_matmul_gemm_takes(const tern_dev *d, tern_dtype a, tern_dtype b);
+tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm);
 
 #endif

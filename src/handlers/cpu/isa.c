@@ -11,7 +11,7 @@
 
 #include "cpu.h"
 
-static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512"};
+static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512", "avx512bf16"};
 
 #ifdef TERN_CPU_X86_KERNELS
 #include <cpuid.h>
@@ -20,11 +20,11 @@ static const char *const isa_names[CPU_ISA_COUNT] = {"portable", "avx2", "avx512
  * "f16c"), and the register state the operating system saves (XGETBV): a processor with AVX
  * whose kernel does not save the YMM/ZMM registers must not run those tables. */
 typedef struct {
-    bool avx2, avx512;
+    bool avx2, avx512, avx512bf16;
 } x86_features;
 
 static x86_features x86_read_features(void) {
-    x86_features f = {false, false};
+    x86_features f = {false, false, false};
     unsigned a, b, c, d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28),
@@ -37,10 +37,14 @@ static x86_features x86_read_features(void) {
     bool zmm_saved = ymm_saved && (xcr0_lo & 0xE0u) == 0xE0u; /* opmask, ZMM0-15 hi, ZMM16-31 */
     if (__get_cpuid_max(0, NULL) < 7) return f;
     __cpuid_count(7, 0, a, b, c, d);
+    /* a: leaf 7's last subleaf */
     bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512bw = b & (1u << 30),
          avx512vl = b & (1u << 31);
     f.avx2 = ymm_saved && avx2 && fma && f16c;
     f.avx512 = f.avx2 && zmm_saved && avx512f && avx512bw && avx512vl;
+    if (a < 1) return f; /* leaf 7's last subleaf: no subleaf 1 */
+    __cpuid_count(7, 1, a, b, c, d);
+    f.avx512bf16 = f.avx512 && (a & (1u << 5)); /* CPUID.(7,1):EAX[5]: AVX512_BF16 */
     return f;
 }
 #endif
@@ -53,6 +57,7 @@ static bool isa_runs(cpu_isa isa) {
     x86_features f = x86_read_features();
     if (isa == CPU_ISA_AVX2) return f.avx2;
     if (isa == CPU_ISA_AVX512) return f.avx512;
+    if (isa == CPU_ISA_AVX512BF16) return f.avx512bf16;
 #endif
     return false;
 }
@@ -60,6 +65,7 @@ static bool isa_runs(cpu_isa isa) {
 static const cpu_kernels *isa_table(cpu_isa isa) {
     switch (isa) {
 #ifdef TERN_CPU_X86_KERNELS
+    case CPU_ISA_AVX512BF16: return &cpu_kernels_avx512bf16;
     case CPU_ISA_AVX512: return &cpu_kernels_avx512;
     case CPU_ISA_AVX2: return &cpu_kernels_avx2;
 #endif
@@ -87,7 +93,7 @@ static void choose_process_table(void) {
             if (!strcmp(want, isa_names[i])) isa = i;
         if (isa < 0) {
             snprintf(process_why, sizeof process_why,
-                     "TERN_CPU_ISA='%.40s' is not one of avx512, avx2, portable", want);
+                     "TERN_CPU_ISA='%.40s' is not one of avx512bf16, avx512, avx2, portable", want);
             return;
         }
         if (!(process_table = cpu_kernels_for((cpu_isa)isa))) {

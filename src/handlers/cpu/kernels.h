@@ -1,14 +1,17 @@
 /* The cpu handler's instruction-set-specific kernels: one table per instruction set, each
- * compiled in its own file with its own flags (kernels_avx512.c, kernels_avx2.c,
- * kernels_portable.c), from one body (kernels_simd.h). The best table the processor runs is
- * chosen once, when the first device opens (isa.c), so one binary is fast on AVX-512 and on
- * AVX2-only machines and correct everywhere else.
+ * compiled in its own file with its own flags (kernels_avx512bf16.c, kernels_avx512.c,
+ * kernels_avx2.c, kernels_portable.c), from one body (kernels_simd.h); the AVX-512 tables add
+ * the large-m GEMM kernels (kernels_gemm_f32.h, and kernels_gemm_bf16.h where the processor
+ * has AVX512_BF16). The best table the processor runs is chosen once, when the first device
+ * opens (isa.c), so one binary is fast on AVX-512 and on AVX2-only machines and correct
+ * everywhere else.
  *
  * This header does not need TERN_HANDLER, so white-box tests include it to run every table
  * the machine supports against a double-precision reference. */
 #ifndef TERN_HANDLERS_CPU_KERNELS_H
 #define TERN_HANDLERS_CPU_KERNELS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -19,6 +22,7 @@ typedef enum cpu_isa {
     CPU_ISA_PORTABLE, /* plain C with GNU vector types: the compiler's baseline (SSE2, NEON) */
     CPU_ISA_AVX2,     /* AVX2 + FMA + F16C */
     CPU_ISA_AVX512,   /* AVX-512 F + BW + VL */
+    CPU_ISA_AVX512BF16, /* the same and AVX512_BF16 (vdpbf16ps): adds gemm_bf16 */
     CPU_ISA_COUNT
 } cpu_isa;
 
@@ -26,10 +30,34 @@ typedef enum cpu_isa {
 #define CPU_SMALL_M 8
 
 /* Bytes of m rows of k activations quantized for the q8_0 products (q8_quantize_a). */
+/* The bf16 GEMM's blocking (gemm_bf16): tiles of MR rows x NR columns in registers, k in
+ * blocks of KC (even). */
+#define CPU_GEMM_BF16_MR 8
+#define CPU_GEMM_BF16_NR 48
+#define CPU_GEMM_BF16_KC 384
+/* Bytes of packing scratch gemm_bf16 needs for m rows: one block of A (m rounded up to MR,
+ * KC deep) and one panel of B (KC x NR), 64-byte aligned. */
+#define CPU_GEMM_BF16_ROUND_(x, r) (((size_t)(x) + (r) - 1) / (r) * (r))
+#define CPU_GEMM_BF16_SCRATCH(m)                                                              \
+    (CPU_GEMM_BF16_ROUND_(CPU_GEMM_BF16_ROUND_(m, CPU_GEMM_BF16_MR) * CPU_GEMM_BF16_KC * 2, 64) + \
+     (size_t)CPU_GEMM_BF16_KC * CPU_GEMM_BF16_NR * 2)
+
+/* The f32 GEMM's blocking (gemm_f32), as the bf16 one's. */
+#define CPU_GEMM_F32_MR 8
+#define CPU_GEMM_F32_NR 48
+#ifndef CPU_GEMM_F32_KC
+#define CPU_GEMM_F32_KC 256
+#endif
+/* Bytes of packing scratch gemm_f32 needs for m rows: one block of A (m rounded up to MR,
+ * KC deep) and one panel of B (KC x NR), 64-byte aligned. */
+#define CPU_GEMM_F32_SCRATCH(m)                                                               \
+    (CPU_GEMM_BF16_ROUND_(CPU_GEMM_BF16_ROUND_(m, CPU_GEMM_F32_MR) * CPU_GEMM_F32_KC * 4, 64) +  \
+     (size_t)CPU_GEMM_F32_KC * CPU_GEMM_F32_NR * 4)
+
 #define CPU_Q8A_BYTES(m, k) ((size_t)(m) * (size_t)(k) / TERN_Q8_BLOCK * (TERN_Q8_BLOCK + sizeof(float)))
 
 typedef struct cpu_kernels {
-    const char *name; /* "avx512", "avx2", "portable" */
+    const char *name; /* "avx512bf16", "avx512", "avx2", "portable" */
     /* B stored [n, k] (rows ldb elements apart) in dtype dt (f32, bf16, f16); a is dense f32
      * [m, k], m <= CPU_SMALL_M: t[r * ldt + j] = sum_kk a[r * k + kk] * B[j0 + j, kk] for
      * r < m, j < w. Accumulates in f32. */
@@ -61,18 +89,33 @@ typedef struct cpu_kernels {
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
     /* n weights (a multiple of 32) from q8_0 blocks at src: d * q, exactly. */
     void (*q8_to_f32)(float *dst, const void *src, size_t n);
+    /* The bf16 x bf16 product of the large-m path (m > CPU_SMALL_M), NULL in the tables
+     * without bf16 dot products: t[i * ldt + j] = sum over kk < k of A(i, kk) B(kk, j) for
+     * i < m, j < n, where A(i, kk) is a[i * lda + kk] (a[kk * lda + i] when trans_a) and
+     * B(kk, j) is b[kk * ldb + j] (b[j * ldb + kk] when trans_b), all bf16. Each product of
+     * two bf16 is exact in f32; the sums are f32, in an order of their own; bf16 subnormal
+     * inputs count as zero and subnormal sums are flushed (vdpbf16ps's DAZ and FTZ).
+     * scratch: CPU_GEMM_BF16_SCRATCH(m) bytes, 64-byte aligned. */
+    void (*gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t *a, size_t lda, bool trans_a,
+                      const uint16_t *b, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
+    /* The same for an f32 A and an f32 or q8_0 B (bdt; q8_0 only trans_b, with k, ldb and B's
+     * start multiples of 32, dequantized exactly as it is packed): FMA sums in f32, in an
+     * order of their own; NULL in the tables without it. scratch: CPU_GEMM_F32_SCRATCH(m)
+     * bytes, 64-byte aligned. */
+    void (*gemm_f32)(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const void *b,
+                     tern_dtype bdt, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use
  * cpu_kernels_for, which checks that the processor runs them. */
-extern const cpu_kernels cpu_kernels_avx512, cpu_kernels_avx2, cpu_kernels_portable;
+extern const cpu_kernels cpu_kernels_avx512bf16, cpu_kernels_avx512, cpu_kernels_avx2, cpu_kernels_portable;
 
 /* The table for an instruction set, or NULL when it is not built in (not an x86 build) or
  * this processor does not run it. */
 const cpu_kernels *cpu_kernels_for(cpu_isa isa);
 
 /* The instruction set the process uses: the best this processor runs, or the one named by
- * TERN_CPU_ISA ("avx512", "avx2", "portable"; read once, for measuring a lesser machine's
+ * TERN_CPU_ISA ("avx512bf16", "avx512", "avx2", "portable"; read once, for measuring a lesser machine's
  * path). The first call decides; an unknown or unsupported name is an error (NULL result
  * and *why set to a message), and later calls give the same answer. */
 const cpu_kernels *cpu_kernels_process(const char **why);

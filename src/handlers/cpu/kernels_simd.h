@@ -17,6 +17,8 @@
  *   VSTORE_F16(p, v)       VN f32 into f16, rounding to nearest even
  *   TABLE, TABLE_NAME      the cpu_kernels table to define (kernels.h declares it), and
  *                          its name string
+ *   TABLE_GEMM_BF16        (optional) the table's gemm_bf16, defined before this file
+ *   TABLE_GEMM_F32         (optional) the table's gemm_f32, likewise
  *
  * The weights B are streamed once, in their own dtype, converted to f32 in registers; rows
  * are read start to end in long runs (hardware prefetchers follow a few long streams far
@@ -345,4 +347,10 @@ const cpu_kernels TABLE = {
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
     .q8_to_f32 = q8_to_f32,
+#ifdef TABLE_GEMM_BF16
+    .gemm_bf16 = TABLE_GEMM_BF16,
+#endif
+#ifdef TABLE_GEMM_F32
+    .gemm_f32 = TABLE_GEMM_F32,
+#endif
 };

@@ -1,6 +1,8 @@
 /* matmul on cpu.
  *
  * - m <= CPU_SMALL_M (decoding): matmul_small.c streams B once with vector kernels.
+ * - A and B both bf16 (on AVX512_BF16) or both f32 (on AVX-512): tern's own GEMM kernels,
+ *   matmul_gemm.c.
  * - otherwise: OpenBLAS sgemm. The output is cut into rectangles (batch entry x rows x
  *   columns), one per unit of work, spread over our OpenMP threads, each calling sgemm
  *   single-threaded (OpenBLAS's own thread pool is set to 1 in open: two spinning pools on
@@ -217,6 +219,7 @@ tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const te
     mm.a_in = a;
     mm.b = b;
     if (mm.dims.m <= CPU_SMALL_M) return cpu_matmul_small(d, &mm);
+    if (cpu_matmul_gemm_takes(d, a.dtype, b.dtype)) return cpu_matmul_gemm(d, &mm);
     if (a.dtype == TERN_F32) {
         mm.a32 = (const float *)cpu_ptr(a);
         mm.a32_ld = mm.dims.lda;
