@@ -24,18 +24,8 @@
 #include "handlers/cpu/kernels.h"
 #include "tern/half.h"
 
-static uint64_t rng = 2026;
-
-static uint64_t next_u64(void) {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)((double)(next_u64() >> 11) * (1.0 / 9007199254740992.0));
-}
+#define SPLITMIX_SEED 2026
+#include "splitmix.h"
 
 static size_t pick(const size_t *xs, size_t count) { return xs[next_u64() % count]; }
 

@@ -20,18 +20,8 @@
 #include "handlers/cpu/kernels.h"
 #include "tern/half.h"
 
-static uint64_t rng = 12345;
-
-static uint64_t next_u64(void) {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)((double)(next_u64() >> 11) * (1.0 / 9007199254740992.0));
-}
+#define SPLITMIX_SEED 12345
+#include "splitmix.h"
 
 static const tern_dtype dtypes[] = {TERN_F32, TERN_BF16, TERN_F16};
 static const char *const dtype_names[] = {"f32", "bf16", "f16"};

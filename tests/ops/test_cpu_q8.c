@@ -33,18 +33,8 @@
 #include "tern/handlers.h"
 #include "tern/half.h"
 
-static uint64_t rng = 777;
-
-static uint64_t next_u64(void) {
-    uint64_t z = (rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float uniform(float lo, float hi) {
-    return lo + (hi - lo) * (float)((double)(next_u64() >> 11) * (1.0 / 9007199254740992.0));
-}
+#define SPLITMIX_SEED 777
+#include "splitmix.h"
 
 #define GUARD 1234.5f
 #define QB TERN_Q8_BLOCK
