@@ -3,7 +3,7 @@
 # .old/old.tar.gz, as ab_tree.sh), in one call: the cuda checks of the decode kernels
 # (DECODE_CHECKS, test_ops_llama, the Llama fixture, the GPT-2 fixture bf16 and fp32
 # inference), then `tern bench generate` at GPT-2 124M, SmolLM2-135M and Llama-3.2-1B
-# (random weights, prompt 16, 512 new tokens), A and B alternated DECODE_ROUNDS times (2),
+# (random weights, prompt 16, DECODE_TOKENS new tokens (512)), A and B alternated DECODE_ROUNDS times (2),
 # with A's variants (DECODE_VARIANTS: cuda options, TERN_CUDA_TUNE values, e.g. "gemv_ks=1
 # gemv_early=0") after each A; then Nsight Compute's kernel durations of A's Llama-3.2-1B
 # decoding, per token (DECODE_NCU=0 skips it). DECODE_CONFIGS picks the shapes (default
@@ -53,7 +53,7 @@ TERN_TEST_HANDLER=cuda step "llama: llama-tiny-a on cuda (both head layouts)" 30
     step "fixture, cuda fp32 inference (greedy ids)" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/*.log | head -20 >> "$summary" 2>/dev/null
 wait $old_build || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
-gen=(bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2)
+gen=(bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens "${DECODE_TOKENS:-512}" --warmup 2)
 for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
     for cfg in ${DECODE_CONFIGS:-gpt2 smollm2-135m llama-3.2-1b}; do
         init=(--init "$cfg")
@@ -66,6 +66,9 @@ for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
             step "generate $cfg $side, round $r" 90 "$log" env TERN_CACHE_DIR=/tmp/kc-${side:0:1} "${env[@]}" \
                 "$bin" "${gen[@]}" "${init[@]}"
             note "  $cfg $side: $(grep '^bench:' "$logs/$log" | tail -1)"
+            # graph_timing=1: each replay's time on the GPU (stderr), against the wall time above
+            grep -q '^graph replay:' "$logs/$log" && note "  $cfg $side: graph on the GPU, median $(grep '^graph replay:' \
+                "$logs/$log" | awk '{print $3}' | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') ms of $(grep -c '^graph replay:' "$logs/$log") replays"
         done
         if [ "${DECODE_PEER:-0}" = 1 ]; then
             step "peer decode $cfg (fast-graph), round $r" 150 "peer-$cfg-$r.log" python3 bench/h200/llama_peers.py \

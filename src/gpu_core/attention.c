@@ -114,19 +114,23 @@ tern_error *gpu_attention_backward_dsl(tern_dev *d, tern_buf dqkv, tern_buf dout
 
 /* How many ways attention_cached splits each row's positions: one group per row fills a GPU
  * when there are many rows (prefill); decoding one token has B NH rows (12 for GPT-2 124M),
- * so there each row's positions are split into up to GK_AC_MAX_SPLITS parts, each a group
- * (12 x 16 = 192 groups): while the split partials fit the core's GK_AC_SPLIT_ROWS, and no
- * more parts than max_T has runs of GK_AC_SPLIT_MIN positions. The choice depends only on
- * the shape, never on the position, so a captured graph replays it at every position. Head
+ * so there each row's positions are split into up to GK_AC_MAX_SPLITS parts, each a group:
+ * while the split partials fit the core's GK_AC_SPLIT_ROWS, and no more parts than max_T has
+ * runs of ac_split_min positions (GK_AC_SPLIT_MIN, 256: GPT-2 124M at max_T 1024 gets 4
+ * parts, 48 groups; 32 positions, 16 parts, was slower: bench/h200/NOTES.md run 85). The
+ * choice depends only on the shape, never on the position, so a captured graph replays it
+ * at every position (the kernel shares the row's current length among the parts). Head
  * sizes whose split kernel would hold more than GK_AC_PART_MAX values of a row per thread
  * (hs / gk_ac_parts, for hs with few factors of two) are not split.
- * The ac_splits option lowers the most parts to n (1: no split), for measurements. */
+ * The ac_splits option lowers the most parts to n (1: no split), for measurements; tests
+ * lower ac_split_min to split short caches too. */
 static int cached_splits(const gpu_core *g, size_t rows, int max_T, int hs, int W) {
     size_t s = GK_AC_MAX_SPLITS;
     int want = g->tune.ac_splits;
     if (want >= 1 && (size_t)want < s) s = (size_t)want;
     if (s > GK_AC_SPLIT_ROWS / rows) s = GK_AC_SPLIT_ROWS / rows;
-    size_t by_len = ((size_t)max_T + GK_AC_SPLIT_MIN - 1) / GK_AC_SPLIT_MIN;
+    size_t min = (size_t)g->tune.ac_split_min;
+    size_t by_len = ((size_t)max_T + min - 1) / min;
     if (s > by_len) s = by_len;
     if (hs / gk_ac_parts(hs, W) > GK_AC_PART_MAX) s = 1;
     return s > 1 ? (int)s : 1;

@@ -66,6 +66,7 @@ typedef struct gpu_tune {
     int gemv_ks;       /* gemv_ks: GEMV_T's SIMD groups along k (1, 2, 4, 8); 0 the rule */
     int gemv_groups;   /* gemv_groups: the grid below which GEMV_T's rule splits k (512) */
     int ac_splits;     /* ac_splits: most parts of attention_cached's split rows; 0 the rule */
+    int ac_split_min;  /* ac_split_min: positions of max_T a split takes at least (GK_AC_SPLIT_MIN) */
     int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */

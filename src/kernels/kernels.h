@@ -191,7 +191,7 @@ static inline int gk_att_split(int hs, int backward) {
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256
-#define GK_AC_SPLIT_MIN 32 /* positions per split at max_T, at least */
+#define GK_AC_SPLIT_MIN 256 /* positions per split at max_T, at least (the ac_split_min default) */
 #define GK_AC_SPLIT_GROUP 256
 #define GK_AC_PART 32      /* head dimensions per thread of a split's scores, when the lanes allow */
 #define GK_AC_PART_MAX 64

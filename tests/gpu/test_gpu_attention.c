@@ -59,21 +59,23 @@ static void test_attention(void) {
 }
 
 /* Few rows (every single-row step here, and the first shape's prefill) split their positions
- * across groups (S = 2 to 16 for these max_T) and merge the parts; the third shape's prefill
- * (1120 rows) is not split and runs past one group's 512 positions. Steps of `chunk` rows
- * between the single ones (T > 1 at p0 > 0) split too, with some splits reading both the
- * cache and the new rows. Head sizes 8, 16, 32, 64, 128 and 256; the last shape runs with at
- * most 2 splits (TERN_GPU_AC_SPLITS), so a split's group (8 threads per position, at most
- * GK_AC_SPLIT_GROUP) takes up to 5 passes; early positions leave late splits empty. */
+ * across groups and merge the parts: with a split's least share of max_T lowered to 32
+ * positions (the ac_split_min tune; the default is 256) S = 2 to 16 for these max_T. The
+ * third shape's prefill (1120 rows) is not split and runs past one group's 512 positions.
+ * Steps of `chunk` rows between the single ones (T > 1 at p0 > 0) split too, with some
+ * splits reading both the cache and the new rows. Head sizes 8, 16, 32, 64, 128 and 256;
+ * the last shape runs with at most 2 splits (ac_splits), so a split's group (8 threads per
+ * position, at most GK_AC_SPLIT_GROUP) takes up to 5 passes; early positions leave late
+ * splits empty. */
 static void test_attention_cached(void) {
     int shapes[6][7] = {{2, 16, 2, 40, 7, 3, 0},   {1, 64, 1, 300, 260, 0, 0}, {1, 32, 2, 600, 560, 0, 0},
                         {1, 64, 2, 150, 20, 4, 0}, {1, 256, 2, 200, 5, 3, 0},  {1, 256, 1, 300, 200, 3, 2}};
     /* B, C, NH, max_T, T0, chunk, most splits (0: the core's choice) */
+    gpu_tune saved = gt_gpu.d->core.tune;
+    gt_gpu.d->core.tune.ac_split_min = 32;
     for (int s = 0; s < 6; s++) {
         int B = shapes[s][0], C = shapes[s][1], NH = shapes[s][2], maxT = shapes[s][3], chunk = shapes[s][5];
-        char most[16];
-        snprintf(most, sizeof most, "%d", shapes[s][6]);
-        if (shapes[s][6]) CHECK(setenv("TERN_GPU_AC_SPLITS", most, 1) == 0);
+        gt_gpu.d->core.tune.ac_splits = shapes[s][6];
         size_t cache = (size_t)B * maxT * C;
         for (int i = 0; i < 2; i++) {
             if (!gt_full() && i != s % 2) continue;
@@ -111,8 +113,8 @@ static void test_attention_cached(void) {
             CHECK_ERR(gt_gpu.ops->sync(gt_gpu.d), "are out of range of the cache");
             gt_free(&pq), gt_free(&po), gt_free(&kc), gt_free(&vc), gt_free(&pp);
         }
-        if (shapes[s][6]) CHECK(unsetenv("TERN_GPU_AC_SPLITS") == 0);
     }
+    gt_gpu.d->core.tune = saved;
 }
 
 static void all(void) {

@@ -82,8 +82,9 @@ static void test_cached(shape s, tern_dtype dt, int splits) {
     char what[112];
     snprintf(what, sizeof what, "B %d T %d NH %d KV %d hs %d %s splits %d", s.B, s.T, s.NH, s.KV, s.hs,
              tern_dtype_name(dt), splits);
-    int saved_splits = gt_gpu.d->core.tune.ac_splits;
+    gpu_tune saved = gt_gpu.d->core.tune;
     gt_gpu.d->core.tune.ac_splits = splits;
+    gt_gpu.d->core.tune.ac_split_min = 32; /* short caches split too (the default is 256) */
     int max_T = s.T + 2, first = s.T < 3 ? s.T : 3;
     size_t nc = (size_t)s.B * s.KV * max_T * s.hs;
     gt_pair kc = gt_make(dt, nc, 0, NULL), vc = gt_make(dt, nc, 0, NULL);
@@ -122,7 +123,7 @@ static void test_cached(shape s, tern_dtype dt, int splits) {
                     wrong += v[at] != row[(size_t)(s.NH + s.KV + g) * s.hs + i];
                 }
     CHECKF(wrong == 0, "[%s] gqa attention_cached %s: %d cache entries differ from qkv", gt_runtime, what, wrong);
-    gt_gpu.d->core.tune.ac_splits = saved_splits;
+    gt_gpu.d->core.tune = saved;
     gt_free(&kc), gt_free(&vc);
     free(qkv), free(ref_out), free(got), free(k), free(v);
 }
