@@ -207,6 +207,13 @@ typedef struct tern_adamw {
  *   free            releases a whole allocation (offset 0) and makes *buf absent; absent: no-op.
  *   upload          dst.len elements from host memory, already in dst's dtype.
  *   download        src.len elements to host memory, in src's dtype. Synchronising.
+ *   download_async  as download, without waiting: dst holds src as the operations queued
+ *                   before it leave it once download_wait returns. dst must stay valid and
+ *                   unread until then; one may be pending at a time.
+ *   download_wait   waits for the pending download_async only, not for operations queued
+ *                   after it (decoding queues the next step, then reads the last token).
+ *                   Not synchronising: a fault of a kernel surfaces at the next download,
+ *                   get or sync. No pending download: nothing to do.
  *   copy            dst.len == src.len; converts between dtypes (floats round to nearest even,
  *                   floats to integers truncate). The two must not overlap. To q8_0 from a
  *                   float dtype it quantizes (per block d = max |x| / 127 rounded to f16,
@@ -326,6 +333,8 @@ typedef struct tern_adamw {
     X(free, (tern_dev * d, tern_buf *buf), (d, buf))                                       \
     X(upload, (tern_dev * d, tern_buf dst, const void *src), (d, dst, src))                \
     X(download, (tern_dev * d, void *dst, tern_buf src), (d, dst, src))                    \
+    X(download_async, (tern_dev * d, void *dst, tern_buf src), (d, dst, src))              \
+    X(download_wait, (tern_dev * d), (d))                                                  \
     X(copy, (tern_dev * d, tern_buf dst, tern_buf src), (d, dst, src))                     \
     X(fill, (tern_dev * d, tern_buf dst, double value), (d, dst, value))                   \
     /* generic */                                                                          \

@@ -613,10 +613,23 @@ typedef struct tern_dbuf {
 
 tern_error *tern_rt_alloc(tern_rt *rt, tern_type type, size_t len, tern_dbuf *out) TERN_MUST_USE;
 void tern_rt_free(tern_rt *rt, tern_dbuf *buf); /* a whole allocation; absent: no-op */
+/* upload copies src after the work queued before it and before any queued after; on cuda
+ * it returns without waiting for that work, once the driver has staged src (ordinary,
+ * pageable memory: src may be reused at once; a page-locked src is read later, so it must
+ * stay as it is until the next synchronising call). download waits for the work queued
+ * before it. */
 tern_error *tern_rt_upload(tern_rt *rt, tern_dbuf dst, const void *src) TERN_MUST_USE;
 tern_error *tern_rt_download(tern_rt *rt, void *dst, tern_dbuf src) TERN_MUST_USE;
 /* Waits for queued launches; reports an asynchronous fault as an error. */
 tern_error *tern_rt_sync(tern_rt *rt) TERN_MUST_USE;
+/* A download that does not wait: src as the work queued before this call leaves it, in dst
+ * once tern_rt_download_wait returns, which waits for that copy only (not for work queued
+ * after it: a host can queue the next work before it reads the result of the last). dst
+ * stays the caller's and must not be read or freed until then; one download may be pending
+ * at a time (another is an error). Where a runtime cannot copy in the background (host,
+ * opencl), the copy is made at once. */
+tern_error *tern_rt_download_async(tern_rt *rt, void *dst, tern_dbuf src) TERN_MUST_USE;
+tern_error *tern_rt_download_wait(tern_rt *rt) TERN_MUST_USE;
 
 /* Launch arguments, one per kernel parameter, in order. */
 typedef enum tern_arg_kind {

@@ -171,22 +171,30 @@ tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0
         if (err) goto done;
     }
 
-    /* One-token steps: the token sampled last is fed back at the next position. */
+    /* One-token steps: the token sampled last is fed back at the next position. The step
+     * that makes token i + 1 is queued before the host waits for token i, so the device
+     * never waits for the host between steps (when on_token stops, that step was made for
+     * nothing, which is harmless). */
     uint64_t key = step_key(m, s);
     for (int i = 0; i < n_new; i++) {
-        if ((err = OP(download)(d, tokens, dc->token))) goto done;
-        if (on_token && (err = on_token(user, tokens, B))) goto done;
-        if (i + 1 == n_new) break;
-        if ((err = set_pos(m, T0 + i))) goto done;
-        bool replay = false;
-        if ((err = OP(capture_begin)(d, key, &replay))) goto done;
-        if (!replay && (err = run_positions(m, dc->token, 1, s))) {
-            tern_error_free(OP(capture_end)(d, key));
-            goto done;
+        if ((err = OP(download_async)(d, tokens, dc->token))) goto done;
+        if (i + 1 < n_new) {
+            if ((err = set_pos(m, T0 + i))) goto done;
+            bool replay = false;
+            if ((err = OP(capture_begin)(d, key, &replay))) goto done;
+            if (!replay && (err = run_positions(m, dc->token, 1, s))) {
+                tern_error_free(OP(capture_end)(d, key));
+                goto done;
+            }
+            if ((err = OP(capture_end)(d, key))) goto done;
         }
-        if ((err = OP(capture_end)(d, key))) goto done;
+        if ((err = OP(download_wait)(d))) goto done;
+        if (on_token && (err = on_token(user, tokens, B))) goto done;
     }
 done:
+    tern_error_free(OP(download_wait)(d)); /* tokens is not freed under a pending copy */
+    /* a fault of the steps' kernels surfaces here */
+    if (!err) err = OP(sync)(d);
     free(tokens);
     return err;
 }

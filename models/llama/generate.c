@@ -163,27 +163,36 @@ tern_error *LLAMA_FN(generate)(tern_llama *m, const int32_t *prompt, int B, int 
         goto done;
     if (prefill_logits && (err = read_prefill_logits(m, prefill_logits))) goto done;
 
-    /* One-token steps: the tokens sampled last are fed back at the next position. */
+    /* One-token steps: the tokens sampled last are fed back at the next position. The step
+     * that makes tokens i + 1 is queued before the host waits for tokens i, so the device
+     * never waits for the host between steps (when on_token stops or every sequence has
+     * ended, that step was made for nothing, which is harmless). */
     uint64_t key = step_key(m, s);
     for (int i = 0; i < n_new; i++) {
-        if ((err = OP(download)(d, tokens, dc->token))) goto done;
+        if ((err = OP(download_async)(d, tokens, dc->token))) goto done;
+        if (i + 1 < n_new) {
+            if ((err = set_pos(m, pos, 1, T0 + i))) goto done;
+            bool replay = false;
+            if ((err = OP(capture_begin)(d, key, &replay))) goto done;
+            if (!replay && (err = run_positions(m, dc->token, 1, s))) {
+                tern_error_free(OP(capture_end)(d, key));
+                goto done;
+            }
+            if ((err = OP(capture_end)(d, key))) goto done;
+        }
+        if ((err = OP(download_wait)(d))) goto done;
         if (on_token && (err = on_token(user, tokens, B))) goto done;
         int still = 0;
         for (int b = 0; b < B; b++) {
             ended[b] = ended[b] || is_eos(&m->cfg, tokens[b]);
             still += !ended[b];
         }
-        if (i + 1 == n_new || (stop_at_eos && !still)) break;
-        if ((err = set_pos(m, pos, 1, T0 + i))) goto done;
-        bool replay = false;
-        if ((err = OP(capture_begin)(d, key, &replay))) goto done;
-        if (!replay && (err = run_positions(m, dc->token, 1, s))) {
-            tern_error_free(OP(capture_end)(d, key));
-            goto done;
-        }
-        if ((err = OP(capture_end)(d, key))) goto done;
+        if (stop_at_eos && !still) break;
     }
 done:
+    tern_error_free(OP(download_wait)(d)); /* tokens is not freed under a pending copy */
+    /* a fault of the steps' kernels surfaces here */
+    if (!err) err = OP(sync)(d);
     free(tokens);
     free(pos);
     free(ended);

@@ -18,6 +18,10 @@ typedef struct rt_ops {
     tern_error *(*upload)(tern_rt *rt, void *mem, size_t offset, const void *src, size_t bytes);
     tern_error *(*download)(tern_rt *rt, void *dst, void *mem, size_t offset, size_t bytes);
     tern_error *(*sync)(tern_rt *rt);
+    /* A download queued after the work before it, into dst once download_wait returns
+     * (runtime.c allows one pending at a time); both NULL: runtime.c downloads at once. */
+    tern_error *(*download_async)(tern_rt *rt, void *dst, void *mem, size_t offset, size_t bytes);
+    tern_error *(*download_wait)(tern_rt *rt);
     tern_error *(*prepare)(tern_rt *rt, const tern_kernel *k);
     /* args are checked, one per parameter, DEVICE or SCALAR only */
     tern_error *(*launch)(tern_rt *rt, const tern_kernel *k, tern_dims grid, tern_dims group,
@@ -40,6 +44,7 @@ struct tern_rt {
     pthread_mutex_t lock; /* guards wrappers */
     rt_wrapper *wrappers;
     int nwrappers, cap_wrappers;
+    bool download_pending; /* a tern_rt_download_async not yet waited for */
 };
 
 /* A new tern_rt around impl (runtime.c); NULL when out of memory. */

@@ -48,6 +48,13 @@ typedef struct cu_rt {
     cu_entry *entries;
     int nentries, cap;
     char last_kernel[64];
+    /* cu_download_async: page-locked staging (grown, never shrunk), the event after the
+     * copy into it, and where download_wait puts the bytes */
+    void *staging;
+    size_t staging_size;
+    CUevent staged;
+    void *pending_dst;
+    size_t pending_bytes;
 } cu_rt;
 
 #define CHECK(c, call, what) tern_cuda_check((c)->cu, (c)->cu->call, what)
@@ -64,6 +71,8 @@ static void cu_close(tern_rt *rt) {
     if (!c) return;
     if (c->cu && c->ctx && !enter(c)) {
         for (int i = 0; i < c->nentries; i++) c->cu->cuModuleUnload(c->entries[i].module);
+        if (c->staged) c->cu->cuEventDestroy(c->staged);
+        if (c->staging) c->cu->cuMemFreeHost(c->staging);
         if (c->owned && c->stream) c->cu->cuStreamDestroy(c->stream);
         leave(c);
     }
@@ -102,9 +111,12 @@ static tern_error *async_error(cu_rt *c, tern_error *err) {
 static tern_error *cu_upload(tern_rt *rt, void *mem, size_t offset, const void *src, size_t bytes) {
     cu_rt *c = rt->impl;
     TERN_TRY(enter(c));
-    tern_error *err = CHECK(c, cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)mem + offset, src, bytes, c->stream),
-                            "cuda runtime: upload");
-    if (!err) err = async_error(c, CHECK(c, cuStreamSynchronize(c->stream), "cuda runtime: upload"));
+    /* No wait: from pageable memory the driver stages src before this returns, and the
+     * stream runs the copy after the work queued before it and before any queued after, so
+     * the host can go on queueing (decoding's position before the next step). An earlier
+     * fault surfaces here or at the next synchronising call. */
+    tern_error *err = async_error(
+        c, CHECK(c, cuMemcpyHtoDAsync((CUdeviceptr)(uintptr_t)mem + offset, src, bytes, c->stream), "cuda runtime: upload"));
     leave(c);
     return err;
 }
@@ -116,6 +128,39 @@ static tern_error *cu_download(tern_rt *rt, void *dst, void *mem, size_t offset,
                             "cuda runtime: download");
     if (!err) err = async_error(c, CHECK(c, cuStreamSynchronize(c->stream), "cuda runtime: download"));
     leave(c);
+    return err;
+}
+
+/* Into page-locked staging (a copy to pageable memory would wait for the stream), an event
+ * after it; cu_download_wait waits for that event only and copies the bytes out. */
+static tern_error *cu_download_async(tern_rt *rt, void *dst, void *mem, size_t offset, size_t bytes) {
+    cu_rt *c = rt->impl;
+    TERN_TRY(enter(c));
+    tern_error *err = NULL;
+    if (!c->staged) err = CHECK(c, cuEventCreate(&c->staged, CU_EVENT_DISABLE_TIMING), "cuda runtime: cuEventCreate");
+    if (!err && c->staging_size < bytes) {
+        if (c->staging) c->cu->cuMemFreeHost(c->staging);
+        c->staging = NULL, c->staging_size = 0;
+        err = CHECK(c, cuMemAllocHost(&c->staging, bytes), "cuda runtime: cuMemAllocHost");
+        if (!err) c->staging_size = bytes;
+    }
+    if (!err)
+        err = CHECK(c, cuMemcpyDtoHAsync(c->staging, (CUdeviceptr)(uintptr_t)mem + offset, bytes, c->stream),
+                    "cuda runtime: download_async");
+    if (!err) err = CHECK(c, cuEventRecord(c->staged, c->stream), "cuda runtime: cuEventRecord");
+    leave(c);
+    if (err) return async_error(c, err);
+    c->pending_dst = dst, c->pending_bytes = bytes;
+    return NULL;
+}
+
+static tern_error *cu_download_wait(tern_rt *rt) {
+    cu_rt *c = rt->impl;
+    TERN_TRY(enter(c));
+    tern_error *err = async_error(c, CHECK(c, cuEventSynchronize(c->staged), "cuda runtime: download_wait"));
+    leave(c);
+    if (!err) memcpy(c->pending_dst, c->staging, c->pending_bytes);
+    c->pending_dst = NULL, c->pending_bytes = 0;
     return err;
 }
 
@@ -325,6 +370,8 @@ static const rt_ops cu_ops = {
     .upload = cu_upload,
     .download = cu_download,
     .sync = cu_sync,
+    .download_async = cu_download_async,
+    .download_wait = cu_download_wait,
     .prepare = cu_prepare,
     .launch = cu_launch,
     .set_stream = cu_set_stream,

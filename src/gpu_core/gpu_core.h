@@ -91,6 +91,7 @@ typedef struct gpu_core {
     const char *name;        /* device_name's answer (the handler's, or the runtime's) */
     gpu_tune tune;
     bool host;               /* the "host" interpreter runtime */
+    bool download_pending;   /* a download_async not yet waited for */
     bool cuda;               /* the "cuda" runtime */
     int sample_group;        /* threads per sample group */
     int ce_group;            /* threads per cross-entropy group */

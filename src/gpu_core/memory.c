@@ -5,6 +5,7 @@
 #include <stdlib.h>
 
 #include "gpu_core/gpu_internal.h"
+#include "handlers/validate.h"
 #include "tern/half.h"
 #include "tern/safetensors.h"
 
@@ -118,6 +119,25 @@ tern_error *gpu_download(tern_dev *d, void *dst, tern_buf src) {
         gpu_inflight_barrier(g);
     }
     return gpu_check_faults(g);
+}
+
+/* The runtime's background copy (cuda; the others copy at once). The in-flight set is left
+ * as it is: work queued after the copy may still run when download_wait returns. No fault
+ * check here, which would wait for everything queued: faults surface at the next download,
+ * get or sync. */
+tern_error *gpu_download_async(tern_dev *d, void *dst, tern_buf src) {
+    gpu_core *g = gpu_core_of(d);
+    TERN_TRY(gpu_refuse_q8("download_async", "src", src));
+    if (g->download_pending) return tern_errorf(TERN_DOWNLOAD_PENDING);
+    if (src.len) TERN_TRY(tern_error_wrap(tern_rt_download_async(g->rt, dst, dview(src)), "download_async"));
+    g->download_pending = true;
+    return NULL;
+}
+
+tern_error *gpu_download_wait(tern_dev *d) {
+    gpu_core *g = gpu_core_of(d);
+    g->download_pending = false;
+    return tern_error_wrap(tern_rt_download_wait(g->rt), "download_wait");
 }
 
 tern_error *gpu_copy(tern_dev *d, tern_buf dst, tern_buf src) {

@@ -182,6 +182,12 @@ tern_error *tern_validate_download(tern_dev *d, void *dst, tern_buf src) {
     return check_transfer("download", "src", src, dst);
 }
 
+tern_error *tern_validate_download_async(tern_dev *d, void *dst, tern_buf src) {
+    return check_transfer("download_async", "src", src, dst);
+}
+
+tern_error *tern_validate_download_wait(tern_dev *d) { return NULL; }
+
 tern_error *tern_validate_copy(tern_dev *d, tern_buf dst, tern_buf src) {
     if (!tern_dtype_valid(dst.dtype)) return tern_errorf("copy: dst has an invalid dtype (%d)", (int)dst.dtype);
     if (!tern_dtype_valid(src.dtype)) return tern_errorf("copy: src has an invalid dtype (%d)", (int)src.dtype);

@@ -80,6 +80,9 @@ tern_error *tern_validate_indices(const char *op, const char *what, const int32_
 /* ---- one function per operation, with the op's parameters (the device first, which they
  * do not look at): declared from the op list, so their signatures are the ops' ---- */
 
+/* The error of a second download_async before download_wait, the same on every handler. */
+#define TERN_DOWNLOAD_PENDING "download_async: a download is already pending (download_wait first)"
+
 #define TERN_VALIDATE_DECLARE_(name, params, args) tern_error *tern_validate_##name params;
 TERN_OPS_SEAM(TERN_VALIDATE_DECLARE_)
 #undef TERN_VALIDATE_DECLARE_

@@ -1,5 +1,5 @@
 /* Device, memory and generic operations: open/close/device_name/sync, alloc/free,
- * upload/download, copy between every pair of dtypes, fill, get, length, from_list, load
+ * upload/download, download_async/download_wait, copy between every pair of dtypes, fill, get, length, from_list, load
  * (from a safetensors file this test writes, and from the fixture), capture sections; each
  * with its validation errors. */
 #include <stdlib.h>
@@ -77,6 +77,35 @@ static void test_transfer(ot_ctx *c) {
         free(src);
         free(back);
     }
+}
+
+/* download_async copies src as the work queued before it leaves it, not as later work
+ * changes it (the fill after it must not show), into dst by download_wait; one at a time. */
+static void test_download_async(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    enum { N = 300 };
+    float src[N], got[N], later[N];
+    for (int i = 0; i < N; i++) src[i] = (float)i - 17.25f;
+    ot_buf b = ot_make(c, TERN_F32, N, 3, NULL);
+    CHECK_OK(o->upload(c->d, b.view, src));
+    memset(got, 0, sizeof got);
+    CHECK_OK(o->download_async(c->d, got, b.view));
+    CHECK_ERR(o->download_async(c->d, later, b.view), "a download is already pending");
+    CHECK_OK(o->fill(c->d, b.view, 7.0));
+    CHECK_OK(o->download_wait(c->d));
+    CHECKF(!memcmp(got, src, sizeof src), "%s: download_async did not copy what the work before it left", c->handler);
+    CHECK_OK(o->download(c->d, later, b.view));
+    int sevens = 0;
+    for (int i = 0; i < N; i++) sevens += later[i] == 7.0f;
+    CHECKF(sevens == N, "%s: the fill queued after download_async: %d of %d elements", c->handler, sevens, N);
+    CHECK_OK(o->download_wait(c->d)); /* nothing pending: nothing to do */
+    CHECK_ERR(o->download_async(c->d, NULL, b.view), "download_async: the host pointer is NULL");
+    CHECK_ERR(o->download_async(c->d, got, tern_view(b.view, 290, 20)), "download_async: src is an invalid view");
+    CHECK_OK(o->download_async(c->d, got, tern_none())); /* nothing to copy, still pending */
+    CHECK_ERR(o->download_async(c->d, got, b.view), "a download is already pending");
+    CHECK_OK(o->download_wait(c->d));
+    CHECKF(ot_guard_ok(c, b), "%s: the fill wrote outside its view", c->handler);
+    ot_free(c, &b);
 }
 
 /* Values every dtype can hold exactly, plus ones that need rounding or saturation. */
@@ -357,6 +386,7 @@ static void test_all(ot_ctx *c) {
     test_device(c);
     test_alloc_free(c);
     test_transfer(c);
+    test_download_async(c);
     test_copy(c);
     test_fill_get(c);
     test_from_list(c);

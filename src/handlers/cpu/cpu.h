@@ -24,6 +24,7 @@ struct tern_dev {
     size_t scratch_size;
     unsigned char *temp[2]; /* the same, for a composed matmul's temporaries (cpu_temp's slots) */
     size_t temp_size[2];
+    bool download_pending;   /* a download_async (made at once) not yet waited for */
 };
 
 /* Writes d->name from its model, thread count and kernels (device.c). */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "handlers/validate.h"
 
 #define CPU_BUF_MAGIC 0x7465726e62756621ull /* "ternbuf!" */
 #define CPU_HEADER 64                       /* keeps the data 64-byte aligned */
@@ -56,6 +57,19 @@ tern_error *cpu_upload(tern_dev *d, tern_buf dst, const void *src) {
 
 tern_error *cpu_download(tern_dev *d, void *dst, tern_buf src) {
     if (src.len) memcpy(dst, cpu_ptr(src), tern_dtype_bytes(src.dtype, src.len));
+    return NULL;
+}
+
+/* Every cpu operation is done when it returns: the copy is made at once. */
+tern_error *cpu_download_async(tern_dev *d, void *dst, tern_buf src) {
+    if (d->download_pending) return tern_errorf(TERN_DOWNLOAD_PENDING);
+    TERN_TRY(cpu_download(d, dst, src));
+    d->download_pending = true;
+    return NULL;
+}
+
+tern_error *cpu_download_wait(tern_dev *d) {
+    d->download_pending = false;
     return NULL;
 }
 
