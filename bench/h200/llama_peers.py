@@ -5,7 +5,7 @@ with tern). Random initialisation from configs built here (no network): the shap
 tern_llama_config_named (src/core/llama_config.c) and GPT-2 124M's. Each measurement prints
 one 'peer:' line. For GPT-2, decode and check only (fast, fast-graph, hf, hf-static).
 
-  decode --config NAME --impl hf-static,fast-graph[,fast,hf] --batch B --prompt P --tokens N
+  decode --config NAME --impl hf-static,fast-graph[,fast-pipe,fast,hf] --batch B --prompt P --tokens N
       greedy, bf16 weights, B random prompts of P tokens (default B 1) decoded together by N
       new tokens (tern's `bench generate --batch B --prompt-tokens P --tokens N`).
       hf:         transformers' generate() with its dynamic cache (eager);
@@ -18,6 +18,9 @@ one 'peer:' line. For GPT-2, decode and check only (fast, fast-graph, hf, hf-sta
       fast-graph: the same step compiled with fullgraph=True and captured by hand into one
                   CUDA graph that feeds its token and position back on the GPU: one replay a
                   token, no Python between kernels.
+      fast-pipe:  fast-graph with the host a step behind, as tern's generate: the next
+                  replay is queued before the last token is read (a non-blocking copy into
+                  page-locked memory and an event), so the GPU never waits for the host.
       Reported: the median time per decoding step (a new token of each sequence) with each
       step's tokens read back to the host (what tern's bench measures: its clock stamps each
       step on the host), tokens/s (B per step), and end-to-end tokens/s (prefill included).
@@ -344,6 +347,7 @@ def decode_hand(a, hf, prompt, graph):
     fast = hand_model(hf, a.config, P + N + 8, torch.bfloat16, batch=B).to(dev)
     ppos = torch.arange(P, device=dev)
     t_c = time.perf_counter()
+    pipe = graph == "pipe"
     if graph:   # one compiled step captured in a CUDA graph that feeds its token and position back
         stepc = torch.compile(fast, fullgraph=True)
         tok_b = torch.zeros(B, 1, dtype=torch.long, device=dev)
@@ -360,6 +364,8 @@ def decode_hand(a, hf, prompt, graph):
         torch.cuda.current_stream().wait_stream(side)
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g): one()
+        host = [torch.empty(B, 1, dtype=torch.long).pin_memory() for _ in range(2)]
+        evs = [torch.cuda.Event(), torch.cuda.Event()]
     else:
         step = torch.compile(fast, mode="reduce-overhead", fullgraph=True)
 
@@ -370,7 +376,20 @@ def decode_hand(a, hf, prompt, graph):
         tok = fast(prompt, ppos)
         ids = [tok.tolist()[0][0]]
         stamps.append(time.perf_counter())
-        if graph:
+        if pipe:   # token k copied after replay k; read after replay k + 1 is queued
+            tok_b.copy_(tok); pos_b.fill_(P)
+            pending = None
+            for k in range(1, N):
+                g.replay()
+                host[k % 2].copy_(tok_b, non_blocking=True); evs[k % 2].record()
+                if pending is not None:
+                    evs[pending % 2].synchronize()
+                    ids.append(int(host[pending % 2][0, 0])); stamps.append(time.perf_counter())
+                pending = k
+            if pending is not None:
+                evs[pending % 2].synchronize()
+                ids.append(int(host[pending % 2][0, 0])); stamps.append(time.perf_counter())
+        elif graph:
             tok_b.copy_(tok); pos_b.fill_(P)
             for _ in range(1, N):
                 g.replay()
@@ -394,6 +413,7 @@ def decode_hand(a, hf, prompt, graph):
     same = next((i for i, (p, q) in enumerate(zip(rs[0][2], ref)) if p != q), len(ref))
     name = ("hand-written static KV + compile(fullgraph), one hand-captured CUDA graph a token" if graph else
             "hand-written static KV + compile(reduce-overhead, fullgraph)")
+    if pipe: name += ", the host a step behind"
     extra = f"; first {same}/16 greedy ids equal HF generate's (bf16: near-ties on a random model)"
     return name, statistics.median(r[1] for r in rs), statistics.median(r[0] for r in rs), warm, \
         ", ".join(f"{r[1] * 1e3:.3f}" for r in rs), extra
@@ -404,12 +424,13 @@ def decode(a):
     V = CONFIGS[a.config][6]
     prompt = torch.randint(3, V, (a.batch, a.prompt), device=dev, generator=torch.Generator(device=dev).manual_seed(11))
     for impl in a.impl.split(","):
-        if impl not in ("hf", "hf-static", "fast", "fast-graph"): sys.exit(f"decode: unknown --impl {impl}")
+        if impl not in ("hf", "hf-static", "fast", "fast-graph", "fast-pipe"): sys.exit(f"decode: unknown --impl {impl}")
         with torch.no_grad():
             if impl.startswith("hf"):
                 name, t_tok, t_e2e, warm, detail, extra = decode_hf(a, hf, prompt, impl == "hf-static")
             else:
-                name, t_tok, t_e2e, warm, detail, extra = decode_hand(a, hf, prompt, impl == "fast-graph")
+                graph = {"fast": False, "fast-graph": True, "fast-pipe": "pipe"}[impl]
+                name, t_tok, t_e2e, warm, detail, extra = decode_hand(a, hf, prompt, graph)
         unit = "token" if a.batch == 1 else "step"
         print(f"peer: decode {name} {a.config} bf16 batch={a.batch} prompt={a.prompt} tokens={a.tokens}: "
               f"median {t_tok * 1e3:.3f} ms/{unit} ({a.batch / t_tok:.0f} tokens/s, each step read back to the host); "
@@ -445,7 +466,7 @@ if __name__ == "__main__":
     p = argparse.ArgumentParser()
     p.add_argument("what", choices=["train", "decode", "check"])
     p.add_argument("--config", default="smollm2-135m", choices=list(CONFIGS))
-    p.add_argument("--impl", default=None, help="decode: hf,hf-static,fast,fast-graph (comma list); train: hf|hand")
+    p.add_argument("--impl", default=None, help="decode: hf,hf-static,fast,fast-graph,fast-pipe (comma list); train: hf|hand")
     p.add_argument("--eager", action="store_true", help="train: no torch.compile")
     p.add_argument("--batch", type=int, default=None, help="train: 16; decode: 1")
     p.add_argument("--seq", type=int, default=1024)
