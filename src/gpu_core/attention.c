@@ -181,8 +181,8 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
         dst = tern_arg_dev(g->att_partial);
         /* a group fitted to a split's positions, at most ceil(max_T / S) (from the shape
          * only: a graph replays it at every position), parts threads each, in whole SIMD
-         * groups; fewer SIMD groups, less to merge. GPT-2 124M decoding: 64 positions, 2
-         * parts (hs 64), 128 threads, one pass. */
+         * groups; fewer SIMD groups, less to merge. GPT-2 124M decoding: 256 positions, 2
+         * parts (hs 64), 256 threads (the most), 128 positions a pass. */
         int parts = gk_ac_parts(hs, s.n[1]);
         size_t share = ((size_t)max_T + (size_t)splits - 1) / (size_t)splits;
         size_t group = (share * (size_t)parts + 31) / 32 * 32;

@@ -15,10 +15,10 @@
  * `partial` [rows, S, hs + 2] (f32), counts itself in on the row's counter (an atomic add
  * after a device fence), and the split that counts last merges the S parts into out in
  * split order (deterministic: no float atomics) and sets the counter back to zero. Only
- * split 0 stores the row's key and value. A split has at most 64 positions
- * when decoding GPT-2 (max_T 1024, 16 splits), so its time is a chain of dependent steps, not
- * bandwidth; its kernel (trace_split) is built to keep that chain short: two round trips to
- * memory and one barrier when decoding.
+ * split 0 stores the row's key and value. A split has at most 256 positions
+ * when decoding GPT-2 (max_T 1024, 4 splits; 128 a pass), so its time is a chain of dependent
+ * steps, not bandwidth; its kernel (trace_split) is built to keep that chain short: two round
+ * trips to memory and one barrier a pass when decoding.
  *
  * Grouped key/value heads (spec n[6] = group = NH / KV > 1): qkv rows of (NH + 2 KV) hs
  * (attention.c's layout), caches [B, KV, max_T, hs]; query head h reads key/value head
