@@ -13,7 +13,7 @@ MODEL ?= models/brown-mini
 PRECISION ?=
 TEMPERATURE ?=
 
-.PHONY: all setup configure build quiet-build test test-slow test-all gpt2 llama llama-model clean asan install fuzz
+.PHONY: all setup configure build quiet-build test test-slow test-all test-arm64 gpt2 llama llama-model clean asan install fuzz
 
 all: build
 
@@ -46,6 +46,11 @@ test-slow: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -L slow
 
 test-all: test test-slow
+
+# The cpu handler's kernel tables cross-built for arm64 and run under qemu-user (installs
+# gcc-aarch64-linux-gnu and qemu-user when missing; scripts/test-arm64 says what it checks).
+test-arm64:
+	@bash scripts/test-arm64 build-arm64
 
 # The build as a step of running a model: its output goes to $(BUILD)/build.log, not to the
 # terminal, so the first line `make gpt2` prints is tern's own (the backend line). One line on
