@@ -107,7 +107,10 @@ tern_error *gpu_upload(tern_dev *d, tern_buf dst, const void *src) {
     TERN_TRY(gpu_refuse_q8("upload", "dst", dst));
     if (!dst.len) return NULL;
     TERN_TRY(tern_error_wrap(tern_rt_upload(g->rt, dview(dst), src), "upload"));
-    gpu_inflight_barrier(g); /* the copy came after all work before it, and is done */
+    /* the copy runs after all work queued before it, and every later kernel after the copy
+     * (a kernel overlaps only a kernel before it), so none of that work is in flight for
+     * them, even where the runtime returned before the copy ran (cuda) */
+    gpu_inflight_barrier(g);
     return NULL;
 }
 
