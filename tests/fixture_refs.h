@@ -71,16 +71,18 @@ static inline double fixture_last4_error(const fixture_refs *r, int V, fixture_p
     return worst;
 }
 
-/* The first sequence's tokens as generation hands them over (an on_token callback). */
+/* The first sequence's tokens as generation hands them over (an on_token callback); with
+ * stop_after > 0, the callback of that many tokens stops generation with an error. */
 typedef struct collected {
     int32_t ids[64];
-    int n;
+    int n, stop_after;
 } collected;
 
 static inline tern_error *collect(void *user, const int32_t *tokens, int B) {
     collected *c = user;
     (void)B;
     if (c->n < 64) c->ids[c->n++] = tokens[0];
+    if (c->stop_after > 0 && c->n == c->stop_after) return tern_errorf("stopped by on_token after %d tokens", c->n);
     return NULL;
 }
 

@@ -131,10 +131,12 @@ tern_error *tern_rt_download_async(tern_rt *rt, void *dst, tern_dbuf src) {
     if (rt->download_pending)
         return tern_errorf("%s runtime: download_async: a download is already pending (tern_rt_download_wait first)",
                            rt->ops->name);
-    if (!src.len) return NULL;
     size_t size = tern_type_size(src.type);
-    if (!rt->ops->download_async) return rt->ops->download(rt, dst, src.mem, src.offset * size, src.len * size);
-    TERN_TRY(rt->ops->download_async(rt, dst, src.mem, src.offset * size, src.len * size));
+    if (src.len) {
+        size_t offset = src.offset * size, bytes = src.len * size;
+        TERN_TRY(rt->ops->download_async ? rt->ops->download_async(rt, dst, src.mem, offset, bytes)
+                                         : rt->ops->download(rt, dst, src.mem, offset, bytes)); /* at once */
+    }
     rt->download_pending = true;
     return NULL;
 }
@@ -143,7 +145,7 @@ tern_error *tern_rt_download_wait(tern_rt *rt) {
     if (!rt) return tern_errorf("tern_rt_download_wait: the runtime is NULL");
     if (!rt->download_pending) return NULL;
     rt->download_pending = false;
-    return rt->ops->download_wait(rt);
+    return rt->ops->download_wait ? rt->ops->download_wait(rt) : NULL;
 }
 
 tern_error *tern_rt_sync(tern_rt *rt) {

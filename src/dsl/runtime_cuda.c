@@ -156,6 +156,7 @@ static tern_error *cu_download_async(tern_rt *rt, void *dst, void *mem, size_t o
 
 static tern_error *cu_download_wait(tern_rt *rt) {
     cu_rt *c = rt->impl;
+    if (!c->pending_dst) return NULL; /* the pending download had nothing to copy */
     TERN_TRY(enter(c));
     tern_error *err = async_error(c, CHECK(c, cuEventSynchronize(c->staged), "cuda runtime: download_wait"));
     leave(c);

@@ -335,6 +335,7 @@ static void test_adamw(tern_gpt2 *m) {
 
 static void test_greedy(tern_gpt2 *m) {
     cJSON *cases = cJSON_GetObjectItem(expected_json, "greedy"), *item;
+    bool stopped_once = false;
     cJSON_ArrayForEach(item, cases) {
         cJSON *p = cJSON_GetObjectItem(item, "prompt_ids"), *want = cJSON_GetObjectItem(item, "new_ids");
         int32_t prompt[64];
@@ -347,6 +348,18 @@ static void test_greedy(tern_gpt2 *m) {
         int same = got.n == n;
         for (int i = 0; same && i < n; i++) same = got.ids[i] == cJSON_GetArrayItem(want, i)->valueint;
         CHECKF(same, "greedy continuation of '%s' differs", cJSON_GetObjectItem(item, "prompt")->valuestring);
+        /* once: on_token stopping after 3 of n: generation (which queues the next step
+         * before it hands a token over) returns that error with exactly 3 tokens delivered,
+         * and the next generation (5 tokens) is whole again */
+        if (stopped_once || n < 5) continue;
+        stopped_once = true;
+        collected part = {.stop_after = 3};
+        CHECK_ERR(tern_gpt2_generate(m, prompt, 1, T0, n, &greedy, collect, &part), "stopped by on_token after 3");
+        CHECKF(part.n == 3 && !memcmp(part.ids, got.ids, 3 * sizeof *part.ids), "a stopped generation handed over %d tokens",
+               part.n);
+        collected again = {0};
+        CHECK_OK(tern_gpt2_generate(m, prompt, 1, T0, 5, &greedy, collect, &again));
+        CHECKF(again.n == 5 && !memcmp(again.ids, got.ids, 5 * sizeof *got.ids), "generation after a stopped one differs");
     }
 }
 

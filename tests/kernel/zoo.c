@@ -1097,7 +1097,10 @@ static int print_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
 /* ---- wait_previous and prefetch: a chain of launches, each reading the one before ----
  * out[i] = in[i] * w[i] + 1, w prefetched before the wait, launched CHAIN times on device
  * buffers (a -> b -> a ...) without synchronising: on CUDA each launch may start while the
- * previous one runs, so a wrong wait shows as stale values. Small integers: exact in f32. */
+ * previous one runs, so a wrong wait shows as stale values. Small integers: exact in f32.
+ * The result is read by tern_rt_download_async, then two more launches overwrite it before
+ * tern_rt_download_wait: the copy must hold the value the launches before it left (cuda
+ * copies in the background), and a second download before the wait is an error. */
 #define CHAIN 8
 #define CHAIN_N 4096
 
@@ -1124,18 +1127,32 @@ static int chain_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
         err = tern_rt_upload(rt, buf[0], x);
         if (!err) err = tern_rt_upload(rt, buf[2], w);
     }
-    for (int s = 0; s < CHAIN && !err; s++) {
+    for (int s = 0; s < CHAIN + 2 && !err; s++) {
         tern_arg args[] = {tern_arg_dev(buf[(s + 1) % 2]), tern_arg_dev(buf[s % 2]), tern_arg_dev(buf[2]),
                            tern_arg_i32(CHAIN_N)};
         err = tern_launch(rt, k, tern_dims1(CHAIN_N / 128), tern_dims1(128), args, 4);
+        if (err || s != CHAIN - 1) continue;
+        /* after CHAIN launches: the result, copied while the next two run (the second
+         * overwrites it) */
+        err = tern_rt_download_async(rt, got, buf[CHAIN % 2]);
+        float one;
+        tern_dbuf first = {buf[0].mem, 0, 1, TERN_T_F32};
+        tern_error *again = err ? NULL : tern_rt_download_async(rt, &one, first);
+        if (!err && (!again || !strstr(tern_error_message(again), "already pending"))) {
+            fprintf(stderr, "  chain: a second download_async while one is pending: %s\n",
+                    again ? tern_error_message(again) : "no error");
+            rc++;
+        }
+        tern_error_free(again);
     }
-    if (!err) err = tern_rt_download(rt, got, buf[CHAIN % 2]);
+    if (!err) err = tern_rt_download_wait(rt);
+    if (!err) err = tern_rt_sync(rt);
     if (err) {
         rc = fail_call("chain", err);
     } else {
         for (int s = 0; s < CHAIN; s++)
             for (int i = 0; i < CHAIN_N; i++) x[i] = x[i] * w[i] + 1.0f; /* at most 3 * 2^8 + 2^8 */
-        rc = cmp_f32("chain", got, x, CHAIN_N, 0, 1);
+        rc += cmp_f32("chain", got, x, CHAIN_N, 0, 1);
     }
     for (int j = 0; j < 3; j++) tern_rt_free(rt, &buf[j]);
     free(x);
