@@ -71,6 +71,7 @@ static void cu_close(tern_rt *rt) {
     if (!c) return;
     if (c->cu && c->ctx && !enter(c)) {
         for (int i = 0; i < c->nentries; i++) c->cu->cuModuleUnload(c->entries[i].module);
+        if (c->staging) c->cu->cuStreamSynchronize(c->stream); /* a download never waited for */
         if (c->staged) c->cu->cuEventDestroy(c->staged);
         if (c->staging) c->cu->cuMemFreeHost(c->staging);
         if (c->owned && c->stream) c->cu->cuStreamDestroy(c->stream);
