@@ -8,7 +8,7 @@
 # gemv_early=0") after each A; then Nsight Compute's kernel durations of A's Llama-3.2-1B
 # decoding, per token (DECODE_NCU=0 skips it). DECODE_CONFIGS picks the shapes (default
 # "gpt2 smollm2-135m llama-3.2-1b"); DECODE_PEER=1 runs the hand-written CUDA-graph peer
-# (bench/h200/llama_peers.py, DECODE_PEER_IMPL: fast-graph, or a comma list such as
+# (bench/h200/llama_peers.py, DECODE_PEER_IMPL: fast-pipe, the stronger (run 88), or a comma list such as
 # "fast-graph,fast-pipe"; GPT-2's as decode_batch.sh's) after each shape's
 # sides, so its ratio comes from the same round. DECODE_CHECKS picks the optional checks on
 # cuda (default "gemv matmul": test_gpu_gemv, test_ops_matmul; "attention":
@@ -76,8 +76,8 @@ for r in $(seq 1 "${DECODE_ROUNDS:-2}"); do
                 "$logs/$log" | awk '{print $3}' | sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}') ms of $(grep -c '^graph replay:' "$logs/$log") replays"
         done
         if [ "${DECODE_PEER:-0}" = 1 ]; then
-            step "peer decode $cfg (${DECODE_PEER_IMPL:-fast-graph}), round $r" 240 "peer-$cfg-$r.log" \
-                python3 bench/h200/llama_peers.py decode --config "$cfg" --impl "${DECODE_PEER_IMPL:-fast-graph}" \
+            step "peer decode $cfg (${DECODE_PEER_IMPL:-fast-pipe}), round $r" 240 "peer-$cfg-$r.log" \
+                python3 bench/h200/llama_peers.py decode --config "$cfg" --impl "${DECODE_PEER_IMPL:-fast-pipe}" \
                 --batch 1 --prompt 16 --tokens "${DECODE_TOKENS:-512}"
             grep '^peer:' "$logs/peer-$cfg-$r.log" | while read -r line; do note "  $(echo "$line" | cut -c1-200)"; done
         fi
