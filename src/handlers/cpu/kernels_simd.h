@@ -299,6 +299,8 @@ static void small_nt(int m, tern_dtype dt, const float *a, size_t k, const void 
 #undef CALL_NT
 }
 
+#include "kernels_attention.h"
+
 /* ---- row conversions ---- */
 
 static void bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
@@ -347,6 +349,8 @@ const cpu_kernels TABLE = {
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
     .q8_to_f32 = q8_to_f32,
+    .attn_scores = attn_scores,
+    .attn_values = attn_values,
 #ifdef TABLE_GEMM_BF16
     .gemm_bf16 = TABLE_GEMM_BF16,
 #endif
