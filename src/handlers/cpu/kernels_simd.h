@@ -31,17 +31,19 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch of B, this many bytes ahead of the loads, into L2 (prefetcht1: L1 holds
- * A and t). On a 2-core Zen 5 the hardware prefetchers alone left the q8_0 and bf16 lm heads
- * ([n, k]) at a third of the memory's speed and the [k, n] products well below it; these
- * distances were the best of 4-24 KB there (docs/PERFORMANCE.md; 4 and 16 KB for PF_T_BYTES,
- * 6 and 24 KB for PF_NT_BYTES measured again with one row at a time: within 3%). For one row
- * of A every kernel reads B's rows one at a time, one sequential stream a thread; for more,
- * the [n, k] kernels read two rows side by side, each prefetched PF_T_BYTES ahead, which
- * together cover the next bytes of the contiguous block of rows. */
+/* Software prefetch of B, this many bytes ahead of the loads. On a 2-core Zen 5 the hardware
+ * prefetchers alone left the q8_0 and bf16 lm heads ([n, k]) at a third of the memory's speed
+ * and the [k, n] products well below it; these distances were the best of 4-24 KB there
+ * (docs/PERFORMANCE.md; 4 and 16 KB for PF_T_BYTES, 6 and 24 KB for PF_NT_BYTES measured
+ * again with one row at a time: within 3%). Into L1 (prefetcht0: A, t and the distance fit
+ * Zen 5's 48 KB L1): the whole decode, alternating token by token, fp32 4-8% faster than
+ * prefetcht1 (into L2), bf16 and q8_0 level within 2%; prefetchnta fp32 3-5% faster, bf16
+ * 5-8% slower. For one row of A every kernel reads B's rows one at a time, one sequential
+ * stream a thread; for more, the [n, k] kernels read two rows side by side, each prefetched
+ * PF_T_BYTES ahead, which together cover the next bytes of the contiguous block of rows. */
 #define PF_T_BYTES 8192
 #define PF_NT_BYTES 12288
-#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 2)
+#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 3)
 
 /* One element of B (f32, bf16 or f16) as f32. */
 ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
