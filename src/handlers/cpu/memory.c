@@ -1,8 +1,6 @@
 /* Buffers: 64-byte aligned host memory behind a small header that records the allocation,
  * so free can tell a whole allocation from a view or a foreign pointer. */
-#define _DEFAULT_SOURCE /* madvise's MADV_HUGEPAGE (Linux) */
 #include <omp.h>
-#include <sys/mman.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,30 +17,12 @@ typedef struct cpu_header {
 
 static cpu_header *header_of(void *mem) { return (cpu_header *)((unsigned char *)mem - CPU_HEADER); }
 
-/* Allocations of at least HUGE_MIN bytes (weights, the KV cache) are 2 MB aligned and asked
- * to be backed by transparent huge pages, where the system has them (Linux's "madvise" mode
- * gives them only to those who ask): batch-1 decoding streams every weight once a token, and
- * with 4 KB pages that is a TLB miss every 4 KB, the hardware prefetchers stopping at each
- * page's end. Zen 5, alternating runs: the decode step's products fp32 4%, bf16 5% faster
- * (docs/PERFORMANCE.md). */
-#define HUGE_MIN ((size_t)4 << 20)
-#define HUGE_PAGE ((size_t)2 << 20)
-
 /* Elements per parallel chunk of a copy (big enough to amortise the fork). */
 #define COPY_CHUNK ((size_t)1 << 16)
 
 tern_error *cpu_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {
     size_t bytes = cpu_round64(tern_dtype_bytes(dtype, len));
-    unsigned char *base;
-    if (CPU_HEADER + bytes >= HUGE_MIN) {
-        size_t whole = (CPU_HEADER + bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
-        base = aligned_alloc(HUGE_PAGE, whole);
-#ifdef MADV_HUGEPAGE
-        if (base) (void)madvise(base, whole, MADV_HUGEPAGE); /* advice: failure changes nothing */
-#endif
-    } else {
-        base = aligned_alloc(64, CPU_HEADER + bytes);
-    }
+    unsigned char *base = aligned_alloc(64, CPU_HEADER + bytes);
     if (!base)
         return tern_errorf("alloc: out of memory for %zu elements of %s", len, tern_dtype_name(dtype));
     cpu_header *h = (cpu_header *)base;
