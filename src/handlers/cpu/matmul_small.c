@@ -5,11 +5,13 @@
  *
  * Two kernels, by B's layout:
  *  - B stored [n, k] (transposed; e.g. the tied embedding as lm head): output column j is the
- *    dot product of A's rows with row j of B; threads take blocks of rows of B, each row read
- *    start to end with U partial accumulators per row of A, reduced at the end.
- *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
- *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
- *    its own f32 partial [m, n]; then the partials are summed per column chunk.
+ *    dot product of A's rows with row j of B; the units are blocks of rows of B, each row read
+ *    start to end with U partial accumulators per row of A (one row of B at a time for one
+ *    row of A), reduced at the end.
+ *  - B stored [k, n] (Hugging Face's Conv1D): the units are k-splits; each streams whole rows
+ *    of B (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :]
+ *    into the split's own f32 partial [m, n]; then the partials are summed in split order
+ *    per column chunk.
  * A q8_0 B (always [n, k], effect.h) takes the first on int8 activations: each thread
  * quantizes A's rows per block of 32 once per product (q8_quantize_a; a few KB), then the
  * kernel sums each block's 32 int8 products exactly and scales them once (llama.cpp's
