@@ -159,12 +159,14 @@ int main(int argc, char **argv) {
     /* one decoding step's matmuls: 12 layers of GPT-2 124M weights (170 MB in bf16, far
      * beyond L3) and the tied lm head, batch 1; B stored [k, n] as Hugging Face's Conv1D
      * ("nt"), or [n, k] ("t") */
-    for (int layout = 0; layout < 3; layout++) { /* 2: q8_0, [n, k] */
+    for (int layout = 0; layout < 5; layout++) { /* 2: q8_0, [n, k]; 3, 4: fp32 */
         const char *names[] = {"decode step bf16 weights [k,n], 12 layers + head",
                                "decode step bf16 weights [n,k], 12 layers + head",
-                               "decode step q8_0 weights [n,k], 12 layers + head"};
+                               "decode step q8_0 weights [n,k], 12 layers + head",
+                               "decode step fp32 weights [k,n], 12 layers + head",
+                               "decode step fp32 weights [n,k], 12 layers + head"};
         const char *name = names[layout];
-        tern_dtype wt = layout == 2 ? TERN_Q8 : TERN_BF16;
+        tern_dtype wt = layout == 2 ? TERN_Q8 : layout >= 3 ? TERN_F32 : TERN_BF16;
         if (filter && !strstr(name, filter)) continue;
         const int shapes[4][2] = {{C, 3 * C}, {C, C}, {C, 4 * C}, {4 * C, C}}; /* k, n */
         tern_buf w[12][4], x = buf(TERN_F32, 4 * C, -1, 1), y = buf(TERN_F32, Vp, 0, 0);
@@ -182,7 +184,7 @@ int main(int argc, char **argv) {
                     mm.m = 1;
                     mm.k = shapes[i][0];
                     mm.n = shapes[i][1];
-                    mm.trans_b = layout > 0;
+                    mm.trans_b = layout == 1 || layout == 2 || layout == 4;
                     mm.alpha = 1;
                     die_on(o->matmul(dev, tern_view(y, 0, (size_t)mm.n), tern_view(x, 0, (size_t)mm.k), w[l][i], &mm), "matmul");
                 }

@@ -175,16 +175,18 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
     size_t width = (nh + 2 * kv) * h_n, mt = (size_t)max_T, units = (size_t)B * kv;
     size_t len = (size_t)p0 + t_n; /* positions attended */
     size_t hs_bytes = cpu_round64(h_n * sizeof(float));
-    bool k32 = k_cache.dtype == TERN_F32, v32 = v_cache.dtype == TERN_F32;
-    /* a cache in another dtype is read as f32 copies of the unit's len keys and values, made
-     * once per unit ([len, hs] each: one conversion of a contiguous run, where converting
-     * each key for each query made T len / 2 calls of hs elements in a prompt) */
-    size_t kv_bytes = cpu_round64(len * h_n * sizeof(float));
-    size_t per_thread = cpu_round64(len * sizeof(float)) + 4 * hs_bytes + (k32 ? 0 : kv_bytes) +
-                        (v32 ? 0 : kv_bytes); /* scores; q, out, k, v rows; k, v as f32 */
     /* a prompt's queries in blocks of QUERY_BLOCK through the GEMM kernel where there is one
      * (attention_block.c): q and out blocks [QB, hs], scores [QB, len], the kernel's packing */
     bool blocks = d->kern->gemm_f32 && t_n >= QUERY_BLOCK_MIN;
+    /* The blocks read a cache in another dtype as f32 copies of the unit's len keys and values,
+     * made once per unit ([len, hs] each). Without the blocks (decoding's query; a prompt on a
+     * table without gemm_f32) the cache is read as it is, by the table's attn_scores and
+     * attn_values, which convert in registers: a copy would write and read back twice the
+     * cache's bytes for one pass over them. */
+    bool k_as_is = k_cache.dtype == TERN_F32 || !blocks, v_as_is = v_cache.dtype == TERN_F32 || !blocks;
+    size_t kv_bytes = cpu_round64(len * h_n * sizeof(float));
+    size_t per_thread = cpu_round64(len * sizeof(float)) + 4 * hs_bytes + (k_as_is ? 0 : kv_bytes) +
+                        (v_as_is ? 0 : kv_bytes); /* scores; q, out, k, v rows; k, v as f32 */
     size_t qb_bytes = cpu_round64(QUERY_BLOCK * h_n * sizeof(float));
     size_t s_bytes = cpu_round64(QUERY_BLOCK * len * sizeof(float));
     if (blocks) per_thread += 2 * qb_bytes + s_bytes + cpu_round64(CPU_GEMM_F32_SCRATCH(QUERY_BLOCK));
@@ -200,8 +202,8 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
         float *kr = (float *)((unsigned char *)o + hs_bytes);
         float *vr = (float *)((unsigned char *)kr + hs_bytes);
         float *k_f32 = (float *)((unsigned char *)vr + hs_bytes);        /* [len, hs] */
-        float *v_f32 = (float *)((unsigned char *)k_f32 + (k32 ? 0 : kv_bytes)); /* [len, hs] */
-        unsigned char *blk = (unsigned char *)v_f32 + (v32 ? 0 : kv_bytes);
+        float *v_f32 = (float *)((unsigned char *)k_f32 + (k_as_is ? 0 : kv_bytes)); /* [len, hs] */
+        unsigned char *blk = (unsigned char *)v_f32 + (v_as_is ? 0 : kv_bytes);
         float *q_blk = (float *)blk, *o_blk = (float *)(blk + qb_bytes); /* [QB, hs] each */
         float *s_blk = (float *)(blk + 2 * qb_bytes);                   /* [QB, len] */
         void *pack = blk + 2 * qb_bytes + s_bytes;
@@ -215,18 +217,18 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
                 cpu_to_f32(vr, cpu_at(qkv, row + (nh + kv + g) * h_n), qkv.dtype, h_n);
                 cpu_from_f32(cpu_at(v_cache, at), v_cache.dtype, vr, h_n);
             }
-            /* keys and values [len, hs] of this unit as f32 */
-            const float *keys = k32 ? (const float *)cpu_ptr(k_cache) + cache0 : k_f32;
-            const float *values = v32 ? (const float *)cpu_ptr(v_cache) + cache0 : v_f32;
-            if (!k32) cpu_to_f32(k_f32, cpu_at(k_cache, cache0), k_cache.dtype, len * h_n);
-            if (!v32) cpu_to_f32(v_f32, cpu_at(v_cache, cache0), v_cache.dtype, len * h_n);
+            /* keys and values [len, hs] of this unit: f32 for the blocks, else as stored */
+            const void *keys = k_as_is ? cpu_at(k_cache, cache0) : (void *)k_f32;
+            const void *values = v_as_is ? cpu_at(v_cache, cache0) : (void *)v_f32;
+            if (!k_as_is) cpu_to_f32(k_f32, cpu_at(k_cache, cache0), k_cache.dtype, len * h_n);
+            if (!v_as_is) cpu_to_f32(v_f32, cpu_at(v_cache, cache0), v_cache.dtype, len * h_n);
             for (size_t h = g * group; h < (g + 1) * group; h++) {
                 for (size_t t0 = 0; blocks && t0 < t_n; t0 += QUERY_BLOCK) {
                     size_t qb = t_n - t0 < QUERY_BLOCK ? t_n - t0 : QUERY_BLOCK;
                     for (size_t r = 0; r < qb; r++)
                         cpu_to_f32(q_blk + r * h_n, cpu_at(qkv, (b * t_n + t0 + r) * width + h * h_n), qkv.dtype, h_n);
-                    cpu_attention_block(d->kern, q_blk, qb, (size_t)p0 + t0, keys, values, h_n, scale, s_blk, o_blk,
-                                        pack);
+                    cpu_attention_block(d->kern, q_blk, qb, (size_t)p0 + t0, (const float *)keys,
+                                        (const float *)values, h_n, scale, s_blk, o_blk, pack);
                     for (size_t r = 0; r < qb; r++)
                         cpu_from_f32(cpu_at(out, (b * t_n + t0 + r) * nh * h_n + h * h_n), out.dtype, o_blk + r * h_n,
                                      h_n);
@@ -234,25 +236,18 @@ tern_error *cpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
                 for (size_t t = 0; !blocks && t < t_n; t++) {
                     size_t n = (size_t)p0 + t + 1;
                     cpu_to_f32(q, cpu_at(qkv, (b * t_n + t) * width + h * h_n), qkv.dtype, h_n);
+                    d->kern->attn_scores(k_cache.dtype, q, keys, n, h_n, scale, score);
                     float mx = -INFINITY;
-                    for (size_t j = 0; j < n; j++) {
-                        score[j] = cpu_dot(q, keys + j * h_n, h_n) * scale;
-                        mx = score[j] > mx ? score[j] : mx;
-                    }
+                    for (size_t j = 0; j < n; j++) mx = score[j] > mx ? score[j] : mx;
                     float sum = 0;
 #pragma omp simd reduction(+ : sum)
                     for (size_t j = 0; j < n; j++) {
                         score[j] = cpu_expf(score[j] - mx);
                         sum += score[j];
                     }
+                    d->kern->attn_values(v_cache.dtype, score, values, n, h_n, o);
                     float inv = 1.0f / sum;
-                    memset(o, 0, h_n * sizeof(float));
-                    for (size_t j = 0; j < n; j++) {
-                        const float *vj = values + j * h_n;
-                        float pw = score[j] * inv;
-#pragma omp simd
-                        for (size_t i = 0; i < h_n; i++) o[i] = fmaf(pw, vj[i], o[i]);
-                    }
+                    for (size_t i = 0; i < h_n; i++) o[i] *= inv;
                     cpu_from_f32(cpu_at(out, (b * t_n + t) * nh * h_n + h * h_n), out.dtype, o, h_n);
                 }
             }

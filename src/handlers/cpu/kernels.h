@@ -89,6 +89,13 @@ typedef struct cpu_kernels {
     void (*f32_to_f16)(uint16_t *dst, const float *src, size_t n);
     /* n weights (a multiple of 32) from q8_0 blocks at src: d * q, exactly. */
     void (*q8_to_f32)(float *dst, const void *src, size_t n);
+    /* Decoding attention over a KV cache whose rows of hs elements (hs apart) are in dtype dt
+     * (f32, bf16, f16), read as they are: s[j] = scale * (sum over i < hs of q[i] K[j, i])
+     * for j < n; and o[i] = sum over j < n of p[j] V[j, i] for i < hs. f32 sums in an order
+     * of their own. */
+    void (*attn_scores)(tern_dtype dt, const float *q, const void *keys, size_t n, size_t hs, float scale,
+                        float *s);
+    void (*attn_values)(tern_dtype dt, const float *p, const void *values, size_t n, size_t hs, float *o);
     /* The bf16 x bf16 product of the large-m path (m > CPU_SMALL_M), NULL in the tables
      * without bf16 dot products: t[i * ldt + j] = sum over kk < k of A(i, kk) B(kk, j) for
      * i < m, j < n, where A(i, kk) is a[i * lda + kk] (a[kk * lda + i] when trans_a) and

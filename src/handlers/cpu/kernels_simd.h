@@ -31,15 +31,19 @@
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
-/* Software prefetch of B, this many bytes ahead of the loads, into L2 (prefetcht1: L1 holds
- * A and t). On a 2-core Zen 5 the hardware prefetchers alone left the q8_0 and bf16 lm heads
- * ([n, k]) at a third of the memory's speed and the [k, n] products well below it; these
- * distances were the best of 4-24 KB there (docs/PERFORMANCE.md). The [n, k] kernels read
- * two rows side by side, each prefetched PF_T_BYTES ahead, which together cover the next
- * bytes of the contiguous block of rows; the [k, n] kernel reads one row at a time. */
+/* Software prefetch of B, this many bytes ahead of the loads. On a 2-core Zen 5 the hardware
+ * prefetchers alone left the q8_0 and bf16 lm heads ([n, k]) at a third of the memory's speed
+ * and the [k, n] products well below it; these distances were the best of 4-24 KB there
+ * (docs/PERFORMANCE.md; 4 and 16 KB for PF_T_BYTES, 6 and 24 KB for PF_NT_BYTES measured
+ * again with one row at a time: within 3%). Into L1 (prefetcht0: A, t and the distance fit
+ * Zen 5's 48 KB L1): the whole decode, alternating token by token, fp32 4-8% faster than
+ * prefetcht1 (into L2), bf16 and q8_0 level within 2%; prefetchnta fp32 3-5% faster, bf16
+ * 5-8% slower. For one row of A every kernel reads B's rows one at a time, one sequential
+ * stream a thread; for more, the [n, k] kernels read two rows side by side, each prefetched
+ * PF_T_BYTES ahead, which together cover the next bytes of the contiguous block of rows. */
 #define PF_T_BYTES 8192
 #define PF_NT_BYTES 12288
-#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 2)
+#define PREFETCH(p, ahead) __builtin_prefetch((const char *)(p) + (ahead), 0, 3)
 
 /* One element of B (f32, bf16 or f16) as f32. */
 ALWAYS_INLINE float load1(const void *b, size_t i, tern_dtype dt) {
@@ -57,71 +61,62 @@ ALWAYS_INLINE vf loadv(const void *b, size_t i, tern_dtype dt) {
 
 /* ---- B stored [n, k]: one dot product per output column ---- */
 
-/* Columns j0 .. j0 + w of t for R rows of A, U accumulators per row along k. Two columns
- * are done together, so each vector of A loaded feeds two products. */
-ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const float *a,
-                            size_t k, const void *b, size_t ldb, size_t j0, size_t w, float *t,
-                            size_t ldt) {
+/* Columns j .. j + C of t (C = 1 or 2: rows j0 + j .. of B) for R rows of A, U accumulators
+ * per row and column along k; with C = 2 each vector of A loaded feeds two products. */
+ALWAYS_INLINE void kernel_t_cols(const int R, const int C, const int U, const tern_dtype dt, const float *a,
+                                 size_t k, const void *b, size_t ldb, size_t j0, size_t j, float *t,
+                                 size_t ldt) {
     const size_t step = (size_t)VN * (size_t)U;
     const size_t kfull = k / step * step, kvec = k / VN * VN;
-    size_t j = 0;
-    for (; j + 2 <= w; j += 2) {
-        const size_t row0 = (j0 + j) * ldb, row1 = row0 + ldb;
-        vf acc0[CPU_SMALL_M][4], acc1[CPU_SMALL_M][4];
+    const size_t es = dt == TERN_F32 ? 4 : 2;
+    size_t row[2];
+    for (int c = 0; c < C; c++) row[c] = (j0 + j + (size_t)c) * ldb;
+    vf acc[2][CPU_SMALL_M][4];
+    for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++)
-            for (int u = 0; u < U; u++) acc0[r][u] = VZERO(), acc1[r][u] = VZERO();
-        for (size_t kk = 0; kk < kfull; kk += step) {
-            vf b0[4], b1[4];
+            for (int u = 0; u < U; u++) acc[c][r][u] = VZERO();
+    for (size_t kk = 0; kk < kfull; kk += step) {
+        vf bv[2][4];
+        for (int c = 0; c < C; c++)
+            for (int u = 0; u < U; u++) bv[c][u] = loadv(b, row[c] + kk + (size_t)(VN * u), dt);
+        for (int c = 0; c < C; c++) { /* each 64 bytes of the step's runs, PF_T_BYTES ahead */
+            const char *pc = (const char *)b + (row[c] + kk) * es;
+            for (size_t off = 0; off < step * es; off += 64) PREFETCH(pc + off, PF_T_BYTES);
+        }
+        for (int r = 0; r < R; r++)
             for (int u = 0; u < U; u++) {
-                b0[u] = loadv(b, row0 + kk + (size_t)(VN * u), dt);
-                b1[u] = loadv(b, row1 + kk + (size_t)(VN * u), dt);
+                vf av = VLOAD(a + (size_t)r * k + kk + (size_t)(VN * u));
+                for (int c = 0; c < C; c++) acc[c][r][u] = VFMA(av, bv[c][u], acc[c][r][u]);
             }
-            { /* each 64 bytes of the step's two runs, PF_T_BYTES ahead */
-                const size_t es = dt == TERN_F32 ? 4 : 2;
-                const char *p0 = (const char *)b + (row0 + kk) * es, *p1 = (const char *)b + (row1 + kk) * es;
-                for (size_t off = 0; off < step * es; off += 64) PREFETCH(p0 + off, PF_T_BYTES), PREFETCH(p1 + off, PF_T_BYTES);
-            }
-            for (int r = 0; r < R; r++)
-                for (int u = 0; u < U; u++) {
-                    vf av = VLOAD(a + (size_t)r * k + kk + (size_t)(VN * u));
-                    acc0[r][u] = VFMA(av, b0[u], acc0[r][u]);
-                    acc1[r][u] = VFMA(av, b1[u], acc1[r][u]);
-                }
-        }
-        for (size_t kk = kfull; kk < kvec; kk += VN) {
-            vf b0 = loadv(b, row0 + kk, dt), b1 = loadv(b, row1 + kk, dt);
-            for (int r = 0; r < R; r++) {
-                vf av = VLOAD(a + (size_t)r * k + kk);
-                acc0[r][0] = VFMA(av, b0, acc0[r][0]);
-                acc1[r][0] = VFMA(av, b1, acc1[r][0]);
-            }
-        }
+    }
+    for (size_t kk = kfull; kk < kvec; kk += VN) {
+        vf bv[2];
+        for (int c = 0; c < C; c++) bv[c] = loadv(b, row[c] + kk, dt);
         for (int r = 0; r < R; r++) {
-            vf s0 = acc0[r][0], s1 = acc1[r][0];
-            for (int u = 1; u < U; u++) s0 = VADD(s0, acc0[r][u]), s1 = VADD(s1, acc1[r][u]);
-            float x0 = VHSUM(s0), x1 = VHSUM(s1);
-            for (size_t kk = kvec; kk < k; kk++) {
-                x0 += a[(size_t)r * k + kk] * load1(b, row0 + kk, dt);
-                x1 += a[(size_t)r * k + kk] * load1(b, row1 + kk, dt);
-            }
-            t[(size_t)r * ldt + j] = x0;
-            t[(size_t)r * ldt + j + 1] = x1;
+            vf av = VLOAD(a + (size_t)r * k + kk);
+            for (int c = 0; c < C; c++) acc[c][r][0] = VFMA(av, bv[c], acc[c][r][0]);
         }
     }
-    for (; j < w; j++) { /* an odd last column */
-        const size_t row = (j0 + j) * ldb;
-        vf acc[CPU_SMALL_M];
-        for (int r = 0; r < R; r++) acc[r] = VZERO();
-        for (size_t kk = 0; kk < kvec; kk += VN) {
-            vf bv = loadv(b, row + kk, dt);
-            for (int r = 0; r < R; r++) acc[r] = VFMA(VLOAD(a + (size_t)r * k + kk), bv, acc[r]);
-        }
+    for (int c = 0; c < C; c++)
         for (int r = 0; r < R; r++) {
-            float x = VHSUM(acc[r]);
-            for (size_t kk = kvec; kk < k; kk++) x += a[(size_t)r * k + kk] * load1(b, row + kk, dt);
-            t[(size_t)r * ldt + j] = x;
+            vf sum = acc[c][r][0];
+            for (int u = 1; u < U; u++) sum = VADD(sum, acc[c][r][u]);
+            float x = VHSUM(sum);
+            for (size_t kk = kvec; kk < k; kk++) x += a[(size_t)r * k + kk] * load1(b, row[c] + kk, dt);
+            t[(size_t)r * ldt + j + (size_t)c] = x;
         }
-    }
+}
+
+/* Columns j0 .. j0 + w of t for R rows of A. One row of A (decoding batch 1): B's rows one at
+ * a time, one sequential stream (whole decode on the Zen 5, alternating token by token:
+ * bf16 9-11%, fp32 2-6% faster than two rows side by side; docs/PERFORMANCE.md). More rows:
+ * two columns together (not measured against one). */
+ALWAYS_INLINE void kernel_t(const int R, const int U, const tern_dtype dt, const float *a, size_t k,
+                            const void *b, size_t ldb, size_t j0, size_t w, float *t, size_t ldt) {
+    size_t j = 0;
+    if (R > 1)
+        for (; j + 2 <= w; j += 2) kernel_t_cols(R, 2, U, dt, a, k, b, ldb, j0, j, t, ldt);
+    for (; j < w; j++) kernel_t_cols(R, 1, U, dt, a, k, b, ldb, j0, j, t, ldt);
 }
 
 /* ---- B stored [k, n]: rows of B scaled by A's entries and added into t ---- */
@@ -245,8 +240,11 @@ ALWAYS_INLINE void kernel_t_q8(const int R, const void *aq, size_t k, const void
     const int8_t *qa = aq;
     const float *da = (const float *)((const unsigned char *)aq + (size_t)R * k);
     size_t j = 0;
-    for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
-    if (j < w) kernel_t_q8_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
+    /* one row of A: B's rows one at a time, as kernel_t (q8-all whole decode 15-21% faster
+     * than two side by side on the Zen 5) */
+    if (R > 1)
+        for (; j + 2 <= w; j += 2) kernel_t_q8_cols(R, 2, qa, da, k, rows, row_bytes, j, t, ldt);
+    for (; j < w; j++) kernel_t_q8_cols(R, 1, qa, da, k, rows, row_bytes, j, t, ldt);
 }
 
 static void small_t_q8(int m, const void *aq, size_t k, const void *b, size_t ldb, size_t j0,
@@ -299,6 +297,8 @@ static void small_nt(int m, tern_dtype dt, const float *a, size_t k, const void 
 #undef CALL_NT
 }
 
+#include "kernels_attention.h"
+
 /* ---- row conversions ---- */
 
 static void bf16_to_f32(float *dst, const uint16_t *src, size_t n) {
@@ -347,6 +347,8 @@ const cpu_kernels TABLE = {
     .f16_to_f32 = f16_to_f32,
     .f32_to_f16 = f32_to_f16,
     .q8_to_f32 = q8_to_f32,
+    .attn_scores = attn_scores,
+    .attn_values = attn_values,
 #ifdef TABLE_GEMM_BF16
     .gemm_bf16 = TABLE_GEMM_BF16,
 #endif

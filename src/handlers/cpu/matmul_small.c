@@ -5,23 +5,29 @@
  *
  * Two kernels, by B's layout:
  *  - B stored [n, k] (transposed; e.g. the tied embedding as lm head): output column j is the
- *    dot product of A's rows with row j of B; threads take blocks of rows of B, each row read
- *    start to end with U partial accumulators per row of A, reduced at the end.
- *  - B stored [k, n] (Hugging Face's Conv1D): threads split k; each streams whole rows of B
- *    (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :] into
- *    its own f32 partial [m, n]; then the partials are summed per column chunk.
+ *    dot product of A's rows with row j of B; the units are blocks of rows of B, each row read
+ *    start to end with U partial accumulators per row of A (one row of B at a time for one
+ *    row of A), reduced at the end.
+ *  - B stored [k, n] (Hugging Face's Conv1D): the units are k-splits; each streams whole rows
+ *    of B (in column blocks of at most NT_BLOCK when n is huge), adding a[r][kk] * B[kk, :]
+ *    into the split's own f32 partial [m, n]; then the partials are summed in split order
+ *    per column chunk.
  * A q8_0 B (always [n, k], effect.h) takes the first on int8 activations: each thread
  * quantizes A's rows per block of 32 once per product (q8_quantize_a; a few KB), then the
  * kernel sums each block's 32 int8 products exactly and scales them once (llama.cpp's
  * q8_0 x q8_0). Measured against dequantizing the weights to f32 in registers with f32
  * activations (the kernel this replaced): docs/PERFORMANCE.md.
  * Both accumulate in f32; cpu_mm_finish then applies alpha, beta, bias and the epilogue.
+ * The units of both are handed out by work stealing (steal.h): each thread takes its own
+ * contiguous share front to back, then the back of the other's; every unit writes only its
+ * own outputs or its own partial sums, so the result does not depend on who ran it.
  * The kernels themselves are the device's table (kernels.h), this file only plans the work. */
 #include <omp.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "cpu.h"
+#include "steal.h"
 
 /* Rows of B per unit of work at most ([n, k] layout): the f32 tile (m x 512) stays in L1. */
 #define UNIT_COLS 512
@@ -29,6 +35,12 @@
 #define NT_BLOCK 4096
 /* Rows of B per k-split at least ([k, n] layout). */
 #define NT_MIN_ROWS 64
+/* Units of work per thread at least (when the sizes allow), so a thread that finishes first
+ * has some to take from the other: [n, k] blocks of rows, [k, n] k-splits (each its own
+ * partial sums, added in split order). Whole decode on the Zen 5, alternating token by token
+ * against one static share a thread: bf16 2-4%, fp32 0-11% faster (docs/PERFORMANCE.md). */
+#define T_UNITS_PER_THREAD 8
+#define NT_SPLITS_PER_THREAD 4
 
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 
@@ -55,6 +67,7 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     /* blocks per entry: a multiple of the thread count, each at most UNIT_COLS rows */
     size_t threads = (size_t)d->threads;
     size_t blocks = threads * ceil_div(n, threads * UNIT_COLS);
+    if (blocks < threads * T_UNITS_PER_THREAD) blocks = threads * T_UNITS_PER_THREAD;
     size_t w = ceil_div(ceil_div(n, blocks), 16) * 16;
     blocks = ceil_div(n, w);
     size_t units = (size_t)dm->batch * blocks;
@@ -66,14 +79,17 @@ static tern_error *small_t(tern_dev *d, const cpu_mm *mm) {
     unsigned char *scratch;
     TERN_TRY(tern_error_wrap(cpu_scratch(d, per * threads, (void **)&scratch), "matmul"));
     int nthreads = units < threads ? (int)units : (int)threads;
+    cpu_steal plan;
+    cpu_steal_init(&plan, nthreads, units);
 #pragma omp parallel num_threads(nthreads)
     {
-        unsigned char *mine = scratch + per * (size_t)omp_get_thread_num();
+        int me = omp_get_thread_num();
+        unsigned char *mine = scratch + per * (size_t)me;
         float *a32 = (float *)mine, *t = (float *)(mine + a_bytes);
         void *aq = mine + a_bytes + t_bytes;
         size_t packed = SIZE_MAX;
-#pragma omp for schedule(static)
-        for (size_t u = 0; u < units; u++) {
+        for (long next; (next = cpu_steal_next(&plan, me)) >= 0;) {
+            size_t u = (size_t)next;
             size_t e = u / blocks, j0 = (u % blocks) * w, wj = n - j0 < w ? n - j0 : w;
             if (e != packed) {
                 pack_a(mm, (int)e, a32), packed = e;
@@ -94,7 +110,8 @@ static tern_error *small_nt(tern_dev *d, const cpu_mm *mm) {
     const tern_matmul_dims *dm = &mm->dims;
     size_t m = (size_t)dm->m, n = (size_t)dm->n, k = (size_t)dm->k, batch = (size_t)dm->batch;
     size_t threads = (size_t)d->threads;
-    size_t splits = k / NT_MIN_ROWS < threads ? k / NT_MIN_ROWS : threads;
+    size_t want = threads * NT_SPLITS_PER_THREAD;
+    size_t splits = k / NT_MIN_ROWS < want ? k / NT_MIN_ROWS : want;
     if (splits < 1) splits = 1;
     size_t rows_per = ceil_div(k, splits);
     splits = ceil_div(k, rows_per);
@@ -114,12 +131,15 @@ static tern_error *small_nt(tern_dev *d, const cpu_mm *mm) {
     size_t units2 = batch * finish_chunks;
     size_t most = units > units2 ? units : units2;
     int nthreads = most < threads ? (int)most : (int)threads;
+    cpu_steal plan;
+    cpu_steal_init(&plan, nthreads, units);
 #pragma omp parallel num_threads(nthreads)
     {
-        float *a32 = (float *)(scratch + a_bytes * (size_t)omp_get_thread_num());
+        int me = omp_get_thread_num();
+        float *a32 = (float *)(scratch + a_bytes * (size_t)me);
         size_t packed = SIZE_MAX;
-#pragma omp for schedule(static)
-        for (size_t u = 0; u < units; u++) {
+        for (long next; (next = cpu_steal_next(&plan, me)) >= 0;) {
+            size_t u = (size_t)next;
             size_t e = u / (splits * col_chunks), s = (u / col_chunks) % splits, c = u % col_chunks;
             size_t k0 = s * rows_per, k1 = k0 + rows_per < k ? k0 + rows_per : k;
             size_t c0 = c * cw, c1 = c0 + cw < n ? c0 + cw : n;
@@ -132,6 +152,7 @@ static tern_error *small_nt(tern_dev *d, const cpu_mm *mm) {
                 d->kern->small_nt(dm->m, mm->b.dtype, a32, k, b, dm->ldb, k0, k1, j0, wj, p + j0, n_pad);
             }
         }
+#pragma omp barrier
 #pragma omp for schedule(static)
         for (size_t u = 0; u < units2; u++) {
             size_t e = u / finish_chunks, j0 = (u % finish_chunks) * UNIT_COLS;
