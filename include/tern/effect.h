@@ -183,31 +183,6 @@ typedef struct tern_matmul {
     tern_matmul_norm norm;  /* the prologue's; unused otherwise */
 } tern_matmul;
 
-/* A transformer layer's feed-forward pair as one operation, so that a handler may run it
- * as one pass (decoding's MLP: the hidden activations never leave the multiprocessor):
- *
- *   hidden[m, H] = act(prologue(x)[m, C] op(W1) + b1)     matmul: n = H (2H under SWIGLU),
- *                                                         k = C, the epilogue act
- *   y[m, C]      = beta y + hidden op(W2) + b2            matmul: n = C, k = H
- *
- * op(W) is W, or W transposed when trans_w is set (W1 then stored [H, C] or [2H, C], W2
- * [C, H]; q8_0 weights must be). Exactly the two matmuls (tern_matmul) in that order, with
- * their rules and errors; y may be x itself (the residual update in place: x is read before
- * y is written) or disjoint from it. hidden is scratch of x's dtype [m, H], disjoint from
- * everything else: a handler that runs the pair as one pass need not write it; afterwards
- * its contents are unspecified. The sums may be ordered differently from the composed
- * products' (every handler's are fixed: the same inputs give the same bits). */
-typedef struct tern_mlp {
-    int m, C, H;
-    bool trans_w;
-    tern_epilogue act;      /* NONE, GELU or SWIGLU */
-    tern_prologue prologue; /* of the first product, as tern_matmul's */
-    tern_matmul_norm norm;
-    tern_buf b1, b2; /* [H] ([2H] under SWIGLU) and [C], or absent */
-    float beta;      /* 1: y += the block's output (a residual); 0: y is overwritten */
-    tern_buf hidden; /* [m, H] scratch, x's dtype */
-} tern_mlp;
-
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):
  *   g = grad * grad_scale
  *   m = beta1 m + (1 - beta1) g;   v = beta2 v + (1 - beta2) g^2
@@ -268,8 +243,6 @@ typedef struct tern_adamw {
  *   matmul          see tern_matmul. c must not overlap a or b. addend (when present and
  *                   not c's own view) is read instead of c by the beta term and must not
  *                   overlap c. Epilogue GELU_BACKWARD: c = gelu'(aux) * alpha op(a) op(b).
- *   mlp             see tern_mlp: hidden = act(prologue(x) op(w1) + b1), then y = beta y +
- *                   hidden op(w2) + b2, as two matmuls; y may be x (in place).
  *   sum_rows        out[cols] = beta * out + sum over r of x[r, :]     (x [rows, cols])
  *   add             out = a + b elementwise (equal lengths; out may be a or b).
  *   norm2           *out = sqrt(sum of x^2), accumulated in double. Synchronising.
@@ -383,8 +356,6 @@ typedef struct tern_adamw {
     /* linear algebra */                                                                   \
     X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm),   \
       (d, c, a, b, mm))                                                                    \
-    X(mlp, (tern_dev * d, tern_buf y, tern_buf x, tern_buf w1, tern_buf w2, const tern_mlp *f), \
-      (d, y, x, w1, w2, f))                                                                \
     X(sum_rows, (tern_dev * d, tern_buf out, tern_buf x, int rows, int cols, float beta),  \
       (d, out, x, rows, cols, beta))                                                       \
     X(add, (tern_dev * d, tern_buf out, tern_buf a, tern_buf b), (d, out, a, b))           \

@@ -100,13 +100,11 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
         TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH,
                                       NH, C / NH, dc->max_T));
         TERN_TRY(residual(d, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l), rows, C, C));
-        /* x = x + proj(gelu(fc(ln_2(x)))), one operation (fch [rows, 4C] its scratch) */
-        tern_buf fc_w = gpt2_decode_w(m, GPT2_FCW, l), proj_w = gpt2_decode_w(m, GPT2_FCPROJW, l);
-        tern_mlp mlp = {.m = rows, .C = C, .H = 4 * C, .trans_w = fc_w.dtype == TERN_Q8,
-                        .act = TERN_EPILOGUE_GELU, .prologue = TERN_PROLOGUE_LAYERNORM,
-                        .norm = {gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps},
-                        .b1 = gpt2_w(m, GPT2_FCB, l), .b2 = gpt2_w(m, GPT2_FCPROJB, l), .beta = 1.0f, .hidden = fch};
-        TERN_TRY(OP(mlp)(d, x, x, fc_w, proj_w, &mlp));
+        /* x = x + proj(gelu(fc(ln_2(x)))) */
+        TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
+                             gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,
+                             TERN_EPILOGUE_GELU));
+        TERN_TRY(residual(d, x, fch, gpt2_decode_w(m, GPT2_FCPROJW, l), gpt2_w(m, GPT2_FCPROJB, l), rows, 4 * C, C));
     }
     /* logits [B, Vp] = ln_f(x) @ wte^T of each sequence's last row (row b*T + T-1): A's rows
      * are T*C apart. */

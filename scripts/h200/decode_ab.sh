@@ -13,7 +13,7 @@
 # sides, so its ratio comes from the same round. DECODE_CHECKS picks the optional checks on
 # cuda (default "gemv matmul": test_gpu_gemv, test_ops_matmul; "attention":
 # test_gpu_attention and test_gpu_gqa; "rows": test_gpu_rows, sampling; "memory":
-# test_ops_memory, the transfers; "mlp": test_ops_mlp, the feed-forward pair); the Llama and
+# test_ops_memory, the transfers); the Llama and
 # fixture checks always run.
 #   mkdir -p .old && git archive OLD -- . ':!models/brown-mini' | gzip > .old/old.tar.gz
 #   OUT=$OUT bash scripts/h200/decode_ab.sh          (carry .deb .fixtures .old)
@@ -30,7 +30,7 @@ old_build=$!
 start=$SECONDS
 { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
   cmake --build $b -j 10 --target tern_cli test_gpu_gemv test_ops_matmul test_ops_llama test_llama_model \
-      test_gpt2_fixture test_gpu_attention test_gpu_gqa test_gpu_rows test_ops_memory test_ops_mlp; } > "$logs/build.log" 2>&1 ||
+      test_gpt2_fixture test_gpu_attention test_gpu_gqa test_gpu_rows test_ops_memory; } > "$logs/build.log" 2>&1 ||
     { note "FAIL build: $(grep -m3 -E 'error|Error' "$logs/build.log")"; exit 1; }
 note "ok   build ($((SECONDS - start)) s)"
 export TERN_CACHE_DIR=$PWD/$b/kernel-cache
@@ -42,8 +42,6 @@ checks=" ${DECODE_CHECKS:-gemv matmul} "
 [[ $checks == *" memory "* ]] &&
     TERN_TEST_HANDLER=cuda step "ops: test_ops_memory on cuda" 120 ops-memory.log \
         env -u TERN_SHARED_DIR $b/tests/ops/test_ops_memory # (the GPT-2 fixture is not carried)
-[[ $checks == *" mlp "* ]] &&
-    TERN_TEST_HANDLER=cuda step "ops: test_ops_mlp on cuda" 120 ops-mlp.log $b/tests/ops/test_ops_mlp
 [[ $checks == *" matmul "* ]] &&
     TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 240 ops-matmul.log $b/tests/ops/test_ops_matmul
 if [[ $checks == *" attention "* ]]; then

@@ -71,7 +71,7 @@ tern_error *gpu_kernel(gpu_core *g, gk_family family, const gk_spec *spec, const
         }
     }
     if (2 * (g->kernels_len + 1) > g->kernels_cap) TERN_TRY(grow_table(g));
-    char name[96];
+    char name[64];
     kernel_name(family, spec, name, sizeof name);
     tern_kernel *k;
     gk_spec copy = *spec;
@@ -144,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 
 gpu_tune gpu_tune_defaults(void) {
     return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .lnb_rows = 16, .ln_merge = true,
-                      .argmax_parts = true, .ln_fit_group = true, .mlp_one = true};
+                      .argmax_parts = true, .ln_fit_group = true};
 }
 
 const tern_option gpu_tune_keys[] = {
@@ -160,7 +160,6 @@ const tern_option gpu_tune_keys[] = {
     {"ce_group", TERN_OPTION_INT, offsetof(gpu_tune, ce_group), 0, 1024},
     {"argmax_parts", TERN_OPTION_BOOL, offsetof(gpu_tune, argmax_parts), 0, 1},
     {"ln_fit_group", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_fit_group), 0, 1},
-    {"mlp_one", TERN_OPTION_BOOL, offsetof(gpu_tune, mlp_one), 0, 1},
 };
 const size_t gpu_tune_key_count = sizeof gpu_tune_keys / sizeof gpu_tune_keys[0];
 
@@ -217,8 +216,6 @@ void gpu_core_free(gpu_core *g) {
         tern_rt_free(g->rt, &g->temp[1]);
         tern_rt_free(g->rt, &g->att_partial);
         tern_rt_free(g->rt, &g->att_count);
-        tern_rt_free(g->rt, &g->mlp_part);
-        tern_rt_free(g->rt, &g->mlp_count);
         tern_rt_free(g->rt, &g->argmax_v);
         tern_rt_free(g->rt, &g->argmax_i);
     }

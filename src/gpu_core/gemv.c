@@ -112,7 +112,7 @@ static int k_splits(const gpu_core *g, int m, size_t n, size_t words) {
 /* Whether the GEMV may load B and the bias before its wait: no kernel launched since the
  * last barrier writes them (gpu_inflight_clear; decoding's weights), unless
  * gemv_early=0 (for measurements). */
-bool gpu_gemv_early(const gpu_core *g, tern_buf b, tern_buf bias) {
+static bool b_early(const gpu_core *g, tern_buf b, tern_buf bias) {
     if (!g->tune.gemv_early) return false;
     return gpu_inflight_clear(g, b) && (!tern_present(bias) || gpu_inflight_clear(g, bias));
 }
@@ -120,12 +120,12 @@ bool gpu_gemv_early(const gpu_core *g, tern_buf b, tern_buf bias) {
 /* A prologue's flags (kernels.h): RESIDENT when k is one chunk and a thread's elements of
  * A's m rows, ceil(kc / threads) a row, stay few (<= 16 registers in all); EARLY when its
  * weights may load before the wait (as b_early). */
-int32_t gpu_gemv_norm_flags(const gpu_core *g, const tern_matmul_dims *d, const tern_matmul *mm, size_t kc,
-                            uint32_t threads) {
+static int32_t norm_flags(const gpu_core *g, const tern_matmul_dims *d, const tern_matmul *mm, size_t kc,
+                          uint32_t threads) {
     size_t per = (kc + threads - 1) / threads;
     int32_t flags = 0;
     if ((size_t)d->k <= kc && per <= GK_GEMV_NORM_PER_THREAD && (size_t)d->m * per <= 16) flags |= GK_GEMV_NORM_RESIDENT;
-    if (gpu_gemv_early(g, mm->norm.w, mm->norm.b)) flags |= GK_GEMV_NORM_EARLY;
+    if (b_early(g, mm->norm.w, mm->norm.b)) flags |= GK_GEMV_NORM_EARLY;
     return flags;
 }
 
@@ -168,7 +168,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     uint32_t groups, threads = GK_GEMV_GROUP;
     if (d->trans_b) {
         size_t cols = (size_t)d->k < kc ? (size_t)d->k : kc;
-        s.n[11] = (size_t)d->k <= kc && gpu_gemv_early(g, b, has_bias ? mm->bias : tern_none());
+        s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
         s.n[5] = k_splits(g, d->m, (size_t)d->n, cols / (size_t)s.n[1]);
         s.n[8] = gemv_t_words(g, d->m);
         /* a group's rows of B: GK_GEMV_ROWS a row group; under SWIGLU half of them gate rows
@@ -177,14 +177,14 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         groups = gpu_groups((size_t)d->n, (size_t)GK_GEMV_ROWS * (GK_GEMV_GROUP / 32) / (size_t)s.n[5]);
     } else {
         size_t rows = (size_t)d->k < kc ? (size_t)d->k : kc;
-        s.n[11] = (size_t)d->k <= kc && gpu_gemv_early(g, b, has_bias ? mm->bias : tern_none());
+        s.n[11] = (size_t)d->k <= kc && b_early(g, b, has_bias ? mm->bias : tern_none());
         s.n[5] = columns_threads(g, s.n[1]);
         s.n[7] = group_threads(d->m, s.n[5], rows);
         if (s.n[11]) narrow_for_early(g, d->m, rows, &s.n[5], &s.n[7]);
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }
-    if (norm) s.n[12] |= gpu_gemv_norm_flags(g, d, mm, (size_t)s.n[6], threads);
+    if (norm) s.n[12] |= norm_flags(g, d, mm, (size_t)s.n[6], threads);
     tern_arg args[20];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) {

@@ -75,7 +75,6 @@ typedef struct gpu_tune {
                         * launched with just their SIMD groups (decoding's one row: 32 threads);
                         * off, always GK_LN_ROWS SIMD groups: one local size, so one work-group
                         * build where the runtime compiles one per local size (PoCL) */
-    bool mlp_one;      /* mlp_one: mlp's pair in one kernel where it applies (mlp.c); off, two products */
 } gpu_tune;
 
 gpu_tune gpu_tune_defaults(void);
@@ -114,9 +113,6 @@ typedef struct gpu_core {
                               * moved (the decode step's graphs hold its address) */
     tern_dbuf att_count;     /* i32 [GK_AC_SPLIT_ROWS], each row's splits done so far: zero
                               * between launches (the last split resets it) */
-    tern_dbuf mlp_part;      /* f32 [GK_MLP_PART_FLOATS], the one-kernel mlp's partial sums, and */
-    tern_dbuf mlp_count;     /* i32 [1 + GK_MLP_SETS_MAX], its counters (zero between launches):
-                              * both allocated once, never moved (graphs hold their addresses) */
     /* the allocations that kernels launched since the last barrier may still be writing
      * (inflight.c); unknown after work the core did not launch */
     void *inflight[GPU_INFLIGHT_MAX];
@@ -191,12 +187,5 @@ bool gpu_gemv_applies(const tern_matmul_dims *d);
 bool gpu_gemv_paired(const tern_matmul_dims *d);
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) TERN_MUST_USE;
-/* Whether a GEMV may load b and bias (absent: none) before its wait: no kernel in flight
- * writes them (gemv_early=0: never). */
-bool gpu_gemv_early(const gpu_core *g, tern_buf b, tern_buf bias);
-/* The norm prologue's flags (GK_GEMV_NORM_RESIDENT, _EARLY) for a product of k-chunk kc in
- * groups of `threads`. */
-int32_t gpu_gemv_norm_flags(const gpu_core *g, const tern_matmul_dims *d, const tern_matmul *mm, size_t kc,
-                            uint32_t threads);
 
 #endif

@@ -521,45 +521,6 @@ tern_error *tern_validate_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b
     return tern_check_matmul(c, a, b, mm, NULL);
 }
 
-void tern_mlp_products(const tern_mlp *f, tern_matmul *first, tern_matmul *second) {
-    bool swiglu = f->act == TERN_EPILOGUE_SWIGLU;
-    *first = (tern_matmul){.m = f->m, .n = swiglu ? 2 * f->H : f->H, .k = f->C, .trans_b = f->trans_w,
-                           .alpha = 1.0f, .beta = 0.0f, .bias = f->b1, .epilogue = f->act,
-                           .prologue = f->prologue, .norm = f->norm};
-    *second = (tern_matmul){.m = f->m, .n = f->C, .k = f->H, .trans_b = f->trans_w, .alpha = 1.0f,
-                            .beta = f->beta, .bias = f->b2};
-}
-
-/* The two products' rules, plus: act one of NONE, GELU, SWIGLU (the others need buffers the
- * block does not have); x [m, C] and y [m, C] dense, y x itself or disjoint from it;
- * hidden [m, H] in x's dtype, touching nothing else. */
-tern_error *tern_validate_mlp(tern_dev *d, tern_buf y, tern_buf x, tern_buf w1, tern_buf w2, const tern_mlp *f) {
-    (void)d;
-    const char *op = "mlp";
-    if (!f) return tern_errorf("%s: the block's description is NULL", op);
-    TERN_TRY(tern_check_positive(op, "m", f->m));
-    TERN_TRY(tern_check_positive(op, "C", f->C));
-    TERN_TRY(tern_check_positive(op, "H", f->H));
-    if (f->act != TERN_EPILOGUE_NONE && f->act != TERN_EPILOGUE_GELU && f->act != TERN_EPILOGUE_SWIGLU)
-        return tern_errorf("%s: act must be NONE, GELU or SWIGLU, got %d", op, (int)f->act);
-    if (f->act == TERN_EPILOGUE_SWIGLU && f->H > INT32_MAX / 2) return tern_errorf("%s: 2 H overflows", op);
-    size_t mc = 0, mh = 0;
-    TERN_TRY(product(op, "m * C", &mc, 2, SZ(f->m), SZ(f->C)));
-    TERN_TRY(product(op, "m * H", &mh, 2, SZ(f->m), SZ(f->H)));
-    TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, mc, "m * C"));
-    TERN_TRY(tern_check_buf(op, "y", y, TERN_DT_FLOAT2, mc, "m * C"));
-    if (!tern_views_same(y, x) && tern_views_overlap(y, x))
-        return tern_errorf("%s: y partly overlaps x (it may only be the same view)", op);
-    TERN_TRY(tern_check_buf(op, "hidden", f->hidden, TERN_DT(x.dtype), mh, "m * H, x's dtype"));
-    const tern_buf others[8] = {y, x, w1, w2, f->b1, f->b2, f->norm.w, f->norm.b};
-    const char *names[8] = {"y", "x", "w1", "w2", "b1", "b2", "norm.w", "norm.b"};
-    for (int i = 0; i < 8; i++) TERN_TRY(tern_check_disjoint(op, "hidden", f->hidden, names[i], others[i]));
-    tern_matmul first, second;
-    tern_mlp_products(f, &first, &second);
-    TERN_TRY(tern_error_wrap(tern_check_matmul(f->hidden, x, w1, &first, NULL), "%s: the first product", op));
-    return tern_error_wrap(tern_check_matmul(y, f->hidden, w2, &second, NULL), "%s: the second product", op);
-}
-
 /* ld defaults to the stored columns, the batch stride to a dense matrix of ld. */
 static void resolve_operand(size_t rows, size_t cols, int ld_in, long stride_in, size_t *ld, size_t *stride) {
     *ld = ld_in ? (size_t)ld_in : cols;

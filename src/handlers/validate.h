@@ -107,10 +107,6 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
 /* The shape of a product that passed the checks, without checking again (for bodies). */
 void tern_matmul_resolve(const tern_matmul *mm, tern_matmul_dims *dims);
 
-/* mlp as its two matmuls: first (hidden from x and w1), then second (y from hidden and w2);
- * a handler without a one-pass form runs its own matmul on both, in that order. */
-void tern_mlp_products(const tern_mlp *f, tern_matmul *first, tern_matmul *second);
-
 
 /* ---- matmul by composition, for handlers (or paths) without a native form ----
  *

@@ -35,7 +35,6 @@ static const struct {
     [GK_EPILOGUE] = {"epilogue", gk_trace_epilogue},
     [GK_GEMV] = {"gemv", gk_trace_gemv},
     [GK_GEMV_T] = {"gemv_t", gk_trace_gemv_t},
-    [GK_GEMV_MLP] = {"gemv_mlp", gk_trace_gemv_mlp},
     [GK_RMSNORM] = {"rmsnorm", gk_trace_rmsnorm},
     [GK_RMSNORM_BACKWARD] = {"rmsnorm_backward", gk_trace_rmsnorm_backward},
     [GK_ROPE] = {"rope", gk_trace_rope},

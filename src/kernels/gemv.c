@@ -64,8 +64,8 @@
 #define R GK_GEMV_ROWS
 
 
-gemv_params gemv_params_of(tern_kb *kb, const gk_spec *s) {
-    gemv_params p = {0};
+static gemv_params params(tern_kb *kb, const gk_spec *s) {
+    gemv_params p;
     p.M = s->n[0], p.W = s->n[1], p.KC = s->n[6];
     p.G = s->n[7] ? s->n[7] : GK_GEMV_GROUP;
     p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.pair = s->n[9], p.hd = s->n[10];
@@ -111,6 +111,12 @@ static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, ter
         }
     }
 }
+
+/* C[r, j] and bias[j] as one output's finishing thread reads them, loaded ahead (NULL
+ * where finish is to load them itself). */
+typedef struct gemv_ahead {
+    tern_v c, bias;
+} gemv_ahead;
 
 /* C[r, j] from the finished sum: alpha acc (+ beta C, used only when beta != 0) + bias[j],
  * aux[r, j] = that, then GELU; the same order as the tiled matmul (matmul.c). */
@@ -227,81 +233,71 @@ static void row_fma(const gemv_params *p, tern_v xs, tern_v row, const tern_v *b
     }
 }
 
-/* GK_GEMV's product for the group's CT = TC W columns from col0 (the file's comment), up to
- * the barrier that publishes the SIMD groups' sums in kn->red [NW, M, CT]; output o < M CT
- * of the group is red[o] + red[o + M CT] + ... in SIMD-group order. before_wait, when not
- * NULL, is traced just before the wait (the MLP kernel's early loads of its second
- * product). Without p->mlp the finishing threads' C and bias are loaded ahead into
- * kn->ahead; with it only the bias (C is not this product's output). */
-void gemv_kn_sums(tern_kb *kb, gemv_params *p, const gk_spec *s, gemv_kn *kn, void (*before_wait)(tern_kb *, void *),
-                  void *user) {
-    int M = p->M, W = p->W, G = p->G, NW = G / 32, TC = s->n[5], TK = G / TC, CT = TC * W;
-    int U = gemv_unroll(M, p->KC, TK);
+void gk_trace_gemv(tern_kb *kb, void *spec) {
+    const gk_spec *s = spec;
+    gemv_params p = params(kb, s);
+    int M = p.M, W = p.W, G = p.G, NW = G / 32, TC = s->n[5], TK = G / TC, CT = TC * W;
+    int U = gemv_unroll(M, p.KC, TK);
     tern_max_threads(kb, G);
     /* B and the bias are written by no kernel that may still run (the host's inflight set),
      * and k is one chunk: the first U rows of B are loaded before the wait */
     bool early = s->n[11] != 0;
     /* each finishing thread finishes one output: its C and bias can be loaded ahead */
-    kn->ahead_ok = M * CT <= G;
-    kn->CT = CT, kn->NW = NW;
-    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p->KC); /* x in A's dtype */
+    bool ahead_ok = M * CT <= G;
+    tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC); /* x in A's dtype */
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
-    tern_v nred = gemv_norm_scratch(kb, p);
-    kn->red = red;
+    tern_v nred = gemv_norm_scratch(kb, &p);
 
     tern_v tid = tern_local_id(kb, 0);
-    kn->tid = tid;
     tern_v cl = tern_rem(tid, tern_int(TC)), kl = tern_div(tid, tern_int(TC));
     tern_v col0 = tern_mul(tern_group_id(kb, 0), tern_int(CT));
-    kn->col0 = col0;
     /* this thread's W columns; past n (the last group), the last W columns are read instead
      * and the results dropped (W divides n, so N - W is a whole vector) */
-    tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p->N, tern_int(W)));
+    tern_v jc = tern_min(tern_add(col0, tern_mul(cl, tern_int(W))), tern_sub(p.N, tern_int(W)));
 
     /* early: the rows loaded below need no prefetch */
-    prefetch_b(kb, p, early ? tern_add(kl, tern_int(U * TK)) : kl, TK, jc);
+    prefetch_b(kb, &p, early ? tern_add(kl, tern_int(U * TK)) : kl, TK, jc);
     tern_v pre_row[8], pre[8][8];
     if (early) {
-        tern_v last = tern_sub(p->K, tern_int(1));
+        tern_v last = tern_sub(p.K, tern_int(1));
         for (int u = 0; u < U; u++) {
             pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
-            ku_load(p->b, tern_add(tern_mul(pre_row[u], p->ldb), jc), W, pre[u]);
+            ku_load(p.b, tern_add(tern_mul(pre_row[u], p.ldb), jc), W, pre[u]);
         }
     }
     /* the output this thread finishes: (r_out, j_out), clamped into C */
     tern_v r_out = tern_min(tern_div(tid, tern_int(CT)), tern_int(M - 1));
-    tern_v j_out = tern_min(tern_add(col0, tern_rem(tid, tern_int(CT))), tern_sub(p->N, tern_int(1)));
-    kn->ahead = (gemv_ahead){tern_int(0), tern_int(0)};
-    if (kn->ahead_ok && early && p->has_bias) kn->ahead.bias = tern_load(p->bias, j_out);
-    gemv_norm_prefetch(kb, p, tid);
-    if (before_wait) before_wait(kb, user);
+    tern_v j_out = tern_min(tern_add(col0, tern_rem(tid, tern_int(CT))), tern_sub(p.N, tern_int(1)));
+    gemv_ahead ahead = {tern_int(0), tern_int(0)};
+    if (ahead_ok && early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
+    gemv_norm_prefetch(kb, &p, tid);
     tern_wait_previous(kb);
     /* C (the residual, when beta != 0) and the bias now, their latency under the product's */
-    if (kn->ahead_ok) {
-        if (!p->mlp) kn->ahead.c = tern_load(p->c, tern_add(tern_mul(r_out, p->ldc), j_out));
-        if (!early && p->has_bias) kn->ahead.bias = tern_load(p->bias, j_out);
+    if (ahead_ok) {
+        ahead.c = tern_load(p.c, tern_add(tern_mul(r_out, p.ldc), j_out));
+        if (!early && p.has_bias) ahead.bias = tern_load(p.bias, j_out);
     }
-    if (p->norm) gemv_norm_stats(kb, p, tid, nred);
+    if (p.norm) gemv_norm_stats(kb, &p, tid, nred);
 
     tern_v acc[GK_GEMV_MAX_M][8];
     for (int r = 0; r < M; r++)
         for (int w = 0; w < W; w++) acc[r][w] = tern_var(kb, "acc", tern_f32(0.0f));
 
-    TERN_FOR(kb, k0, tern_int(0), p->K, tern_int(p->KC)) {
-        tern_v kc = tern_min(tern_int(p->KC), tern_sub(p->K, k0));
+    TERN_FOR(kb, k0, tern_int(0), p.K, tern_int(p.KC)) {
+        tern_v kc = tern_min(tern_int(p.KC), tern_sub(p.K, k0));
         tern_v last = tern_sub(kc, tern_int(1));
         /* the first U rows, clamped into the chunk, loaded before x is staged (early: before
          * the wait, above; the one chunk is k0 = 0) */
         for (int u = 0; u < U && !early; u++) {
             pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
-            ku_load(p->b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p->ldb), jc), W, pre[u]);
+            ku_load(p.b, tern_add(tern_mul(tern_add(k0, pre_row[u]), p.ldb), jc), W, pre[u]);
         }
         tern_barrier(kb); /* the previous chunk's x is no longer read */
-        stage_x(kb, p, xs, k0, kc, tid);
+        stage_x(kb, &p, xs, k0, kc, tid);
         tern_barrier(kb);
         for (int u = 0; u < U; u++) {
             tern_v valid = tern_lt(tern_add(kl, tern_int(u * TK)), kc);
-            row_fma(p, xs, pre_row[u], pre[u], acc, &valid);
+            row_fma(&p, xs, pre_row[u], pre[u], acc, &valid);
         }
         /* the rest in steps of U rows (all loads first), then one row at a time */
         tern_v row = tern_var(kb, "row", tern_add(kl, tern_int(U * TK)));
@@ -309,15 +305,15 @@ void gemv_kn_sums(tern_kb *kb, gemv_params *p, const gk_spec *s, gemv_kn *kn, vo
             tern_v bv[8][8];
             for (int u = 0; u < U; u++) {
                 tern_v pr = tern_add(k0, tern_add(row, tern_int(u * TK)));
-                ku_load(p->b, tern_add(tern_mul(pr, p->ldb), jc), W, bv[u]);
+                ku_load(p.b, tern_add(tern_mul(pr, p.ldb), jc), W, bv[u]);
             }
-            for (int u = 0; u < U; u++) row_fma(p, xs, tern_add(row, tern_int(u * TK)), bv[u], acc, NULL);
+            for (int u = 0; u < U; u++) row_fma(&p, xs, tern_add(row, tern_int(u * TK)), bv[u], acc, NULL);
             tern_assign(row, tern_add(row, tern_int(U * TK)));
         }
         TERN_WHILE(kb, tern_lt(row, kc)) {
             tern_v bv[8];
-            ku_load(p->b, tern_add(tern_mul(tern_add(k0, row), p->ldb), jc), W, bv);
-            row_fma(p, xs, row, bv, acc, NULL);
+            ku_load(p.b, tern_add(tern_mul(tern_add(k0, row), p.ldb), jc), W, bv);
+            row_fma(&p, xs, row, bv, acc, NULL);
             tern_assign(row, tern_add(row, tern_int(TK)));
         }
     }
@@ -340,26 +336,15 @@ void gemv_kn_sums(tern_kb *kb, gemv_params *p, const gk_spec *s, gemv_kn *kn, vo
         }
     }
     tern_barrier(kb);
-}
-
-/* Output o of the group (o < M CT) from kn->red: the SIMD groups' sums in group order. */
-tern_v gemv_kn_total(const gemv_params *p, const gemv_kn *kn, tern_v o) {
-    tern_v total = tern_load(kn->red, o); /* SIMD group 0: [0, r, c] is element o */
-    for (int g = 1; g < kn->NW; g++) total = tern_add(total, tern_load(kn->red, tern_add(o, tern_int(g * p->M * kn->CT))));
-    return total;
-}
-
-void gk_trace_gemv(tern_kb *kb, void *spec) {
-    const gk_spec *s = spec;
-    gemv_params p = gemv_params_of(kb, s);
-    gemv_kn kn;
-    gemv_kn_sums(kb, &p, s, &kn, NULL, NULL);
-    int M = p.M, CT = kn.CT;
     /* one thread per output of the group: the SIMD groups' sums in group order */
-    TERN_FOR(kb, o, kn.tid, tern_int(M * CT), tern_int(p.G)) {
+    TERN_FOR(kb, o, tid, tern_int(M * CT), tern_int(G)) {
         tern_v r = tern_div(o, tern_int(CT)), c = tern_rem(o, tern_int(CT));
-        tern_v j = tern_add(kn.col0, c);
-        TERN_IF(kb, tern_lt(j, p.N)) { finish(kb, &p, r, j, gemv_kn_total(&p, &kn, o), kn.ahead_ok ? &kn.ahead : NULL); }
+        tern_v j = tern_add(col0, c);
+        TERN_IF(kb, tern_lt(j, p.N)) {
+            tern_v total = tern_load(red, o); /* SIMD group 0: [0, r, c] is element o */
+            for (int g = 1; g < NW; g++) total = tern_add(total, tern_load(red, tern_add(o, tern_int(g * M * CT))));
+            finish(kb, &p, r, j, total, ahead_ok ? &ahead : NULL);
+        }
     }
 }
 
@@ -437,7 +422,7 @@ static void chunk_t(tern_kb *kb, const gemv_params *p, const gemv_t_lanes *ln, i
 
 void gk_trace_gemv_t(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    gemv_params p = gemv_params_of(kb, s);
+    gemv_params p = params(kb, s);
     int M = p.M, W = p.W, NW = p.G / 32, U = gemv_t_unroll(s);
     int KS = s->n[5] ? s->n[5] : 1; /* SIMD groups along k sharing rows */
     int RG = NW / KS;               /* groups of R rows in a group */

@@ -26,29 +26,7 @@ typedef struct gemv_params {
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */
-    bool mlp;   /* GK_GEMV_MLP's first product: finished into threadgroup memory, not C */
 } gemv_params;
-
-/* The parameters of spec s, declared in the kernel's order (gemv.c's spec comment). */
-gemv_params gemv_params_of(tern_kb *kb, const gk_spec *s);
-
-/* C[r, j] and bias[j] as one output's finishing thread reads them, loaded ahead (NULL
- * where finish is to load them itself). */
-typedef struct gemv_ahead {
-    tern_v c, bias;
-} gemv_ahead;
-
-/* GK_GEMV's (B [k, n]) sums for a group's CT columns from col0, published in red
- * [NW, M, CT] (gemv_kn_sums); gemv_kn_total adds output o's in SIMD-group order. */
-typedef struct gemv_kn {
-    tern_v red, tid, col0;
-    int CT, NW;
-    bool ahead_ok;
-    gemv_ahead ahead;
-} gemv_kn;
-void gemv_kn_sums(tern_kb *kb, gemv_params *p, const gk_spec *s, gemv_kn *kn, void (*before_wait)(tern_kb *, void *),
-                  void *user);
-tern_v gemv_kn_total(const gemv_params *p, const gemv_kn *kn, tern_v o);
 
 /* The prologue (matmul's LAYERNORM and RMSNORM; p->norm != 0), in the order a GEMV calls it:
  * before the wait, its weights prefetched or loaded (resident and early); the threadgroup

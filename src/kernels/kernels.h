@@ -48,7 +48,6 @@ typedef enum gk_family {
     GK_EPILOGUE,           /* bias, aux, GELU (and conversion) after a library GEMM */
     GK_GEMV,               /* small-m C = alpha A B + beta C + bias, B [k, n] */
     GK_GEMV_T,             /* the same with B [n, k] (trans_b) */
-    GK_GEMV_MLP,           /* mlp's pair in one kernel: GEMV, GELU, GEMV over groups' partials */
     /* the Llama family (not yet in the op list: see tests/llama) */
     GK_RMSNORM,            /* out = x rrms w; saves rrms per row */
     GK_RMSNORM_BACKWARD,   /* dx, and per-SIMD-group partial dw */
@@ -62,7 +61,7 @@ typedef enum gk_family {
  * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
 typedef struct gk_spec {
     uint8_t t[8];
-    int32_t n[18];
+    int32_t n[13];
 } gk_spec;
 
 /* A family's name (a C identifier) and trace function (user = const gk_spec *). */
@@ -250,15 +249,6 @@ enum {
     GK_GEMV_NORM_EARLY = 8,
 };
 #define GK_GEMV_NORM_PER_THREAD 8
-/* GEMV_MLP (gemv_mlp.c): GEMV's geometry for the first product (G threads, TC W hidden units
- * a group), its partials [NG + NS, m, C] in at most GK_MLP_PART_FLOATS floats, sets of S1
- * groups with NS = ceil(NG / S1) <= GK_MLP_SETS_MAX, the second product's row lanes' sums in
- * at most GK_MLP_RED_BYTES of threadgroup memory and each thread's rows of W2 at most
- * GK_MLP_ROWS. */
-#define GK_MLP_PART_FLOATS (1 << 20)
-#define GK_MLP_SETS_MAX 64
-#define GK_MLP_RED_BYTES 32768
-#define GK_MLP_ROWS 8
 #define GK_RMS_FEW_ROWS 8
 
 /* RMSNORM, RMSNORM_BACKWARD (rmsnorm.c): LAYERNORM's geometry and register path (n[1] = C
@@ -298,7 +288,6 @@ void gk_trace_matmul(tern_kb *kb, void *spec);
 void gk_trace_epilogue(tern_kb *kb, void *spec);
 void gk_trace_gemv(tern_kb *kb, void *spec);
 void gk_trace_gemv_t(tern_kb *kb, void *spec);
-void gk_trace_gemv_mlp(tern_kb *kb, void *spec);
 void gk_trace_rmsnorm(tern_kb *kb, void *spec);
 void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec);
 void gk_trace_rope(tern_kb *kb, void *spec);
