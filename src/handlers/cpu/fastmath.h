@@ -1,6 +1,8 @@
 /* Branch-free f32 exp and GELU that the compiler vectorises inside `omp simd` loops (libm's
  * expf and tanhf are scalar calls, and softmax over 50257 logits or GELU over every MLP
- * activation would spend most of their time in them).
+ * activation would spend most of their time in them). GCC turns the selects below into
+ * vector blends only under -fno-trapping-math (the cpu handler's CMakeLists sets it): without
+ * it every loop calling these stayed scalar ("control flow in loop").
  *
  * cpu_expf: Cody-Waite reduction x = n ln2 + r, |r| <= ln2/2, then the degree-7 Taylor
  * polynomial (truncation error 0.3466^8 / 8! < 5e-9 relative); about 1 ulp overall. Results
