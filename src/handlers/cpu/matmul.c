@@ -20,6 +20,9 @@
 #define B_CHUNK_FLOATS ((size_t)1 << 18)
 /* Columns finished at a time (bias converted once per block). */
 #define FINISH_BLOCK 256
+/* Rows of a converted [k, n] B chunk prefetched ahead of the conversion (a 64-token bf16
+ * prompt's 48 products on the Zen 3: 89.2 -> 81.2 ms, medians of 4; 4 rows 84.5, 16 81.2). */
+#define PF_ROWS 8
 
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
@@ -134,8 +137,16 @@ static void run_unit(const cpu_mm *mm, const plan *p, const float *a32, size_t u
         b = b_tile;
         ldb = k;
     } else {
-        for (size_t kk = 0; kk < k; kk++)
+        /* the unit's B is k short runs ldb apart, which the hardware prefetchers follow
+         * poorly: each row's run is prefetched PF_ROWS rows ahead */
+        size_t run = tern_dtype_bytes(mm->b.dtype, cols);
+        for (size_t kk = 0; kk < k; kk++) {
+            if (kk + PF_ROWS < k) {
+                const char *ahead = (const char *)cpu_at(mm->b, b_first + (kk + PF_ROWS) * dm->ldb);
+                for (size_t off = 0; off < run; off += 64) __builtin_prefetch(ahead + off, 0, 3);
+            }
             cpu_to_f32(b_tile + kk * cols, cpu_at(mm->b, b_first + kk * dm->ldb), mm->b.dtype, cols);
+        }
         b = b_tile;
         ldb = cols;
     }
