@@ -1,10 +1,12 @@
 /* The cpu handler's own GEMM kernels (kernels.h): gemm_bf16 (AVX512_BF16's vdpbf16ps) and
- * gemm_f32 (AVX-512 FMA; B f32 or q8_0), called directly from each kernel table that has them, against a
- * double-precision reference computed from the same inputs; a table this processor does not
- * run is skipped with a note.
+ * gemm_f32 (AVX-512 and AVX2 FMA; B f32 or q8_0, and bf16 or f16 in the tables whose
+ * gemm_f32_matmul names them), called directly from each kernel table that has them, against
+ * a double-precision reference computed from the same inputs; a table this processor does
+ * not run is skipped with a note.
  *
- * Shapes: m, n and k on both sides of the register tile (8 rows, 48 columns) and of the k
- * block (384), odd k (a pair with no partner), 1s, and a GPT-2 prompt's shape; A and B each
+ * Shapes: m, n and k on both sides of the register tiles (AVX-512 8 rows x 48 columns, AVX2
+ * 6 x 16; its [n, k] packing 8 k at a time) and of the k block (384 bf16, 256 f32), odd k (a
+ * pair with no partner), 1s, and a GPT-2 prompt's shape; A and B each
  * stored plain or transposed, inside wider matrices (lda, ldb past the columns used), t with
  * ldt past n (the f32 kernel likewise, with its own k block). Tolerance, element by element:
  * every product of two bf16 is exact in f32, and an output's sum passes through at most k +
@@ -31,44 +33,50 @@ static size_t pick(const size_t *xs, size_t count) { return xs[next_u64() % coun
 
 #define GUARD 1234.5f
 
-/* count random values in [-1, 1]: bf16 (2 bytes each) or f32 */
-static void *random_values(size_t count, bool bf16) {
-    void *x = malloc((count ? count : 1) * (bf16 ? 2 : 4));
+/* count random values in [-1, 1] in dtype dt: f32, bf16 or f16 */
+static void *random_values(size_t count, tern_dtype dt) {
+    void *x = malloc((count ? count : 1) * (dt == TERN_F32 ? 4 : 2));
     for (size_t i = 0; i < count; i++) {
         float v = uniform(-1, 1);
-        if (bf16) ((uint16_t *)x)[i] = tern_f32_to_bf16(v);
+        if (dt == TERN_BF16) ((uint16_t *)x)[i] = tern_f32_to_bf16(v);
+        else if (dt == TERN_F16) ((uint16_t *)x)[i] = tern_f32_to_f16(v);
         else ((float *)x)[i] = v;
     }
     return x;
 }
 
-static double value(const void *x, size_t i, bool bf16) {
-    return bf16 ? tern_bf16_to_f32(((const uint16_t *)x)[i]) : ((const float *)x)[i];
+static double value(const void *x, size_t i, tern_dtype dt) {
+    if (dt == TERN_BF16) return tern_bf16_to_f32(((const uint16_t *)x)[i]);
+    if (dt == TERN_F16) return tern_f16_to_f32(((const uint16_t *)x)[i]);
+    return ((const float *)x)[i];
 }
 
 static int cases_run;
 
 /* One product: A [m, k] (stored [k, m] when ta) and B [k, n] (stored [n, k] when tb), each
  * in a matrix `pad` elements wider than its stored columns; t [m, n] in rows n + pad wide;
- * by gemm_bf16 or gemm_f32. */
-static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, size_t k, bool ta, bool tb,
-                       size_t pad) {
+ * by gemm_bf16 (bf16 true: A and B bf16) or gemm_f32 (A f32, B in bdt). */
+static void check_case(const cpu_kernels *kt, bool bf16, tern_dtype bdt, size_t m, size_t n, size_t k, bool ta,
+                       bool tb, size_t pad) {
+    tern_dtype adt = bf16 ? TERN_BF16 : TERN_F32;
+    if (bf16) bdt = TERN_BF16;
     size_t ar = ta ? k : m, ac = ta ? m : k, br = tb ? n : k, bc = tb ? k : n;
-    size_t lda = ac + pad, ldb = bc + pad, ldt = n + pad, es = bf16 ? 2 : 4;
+    size_t lda = ac + pad, ldb = bc + pad, ldt = n + pad, aes = bf16 ? 2 : 4, bes = bdt == TERN_F32 ? 4 : 2;
     size_t na = ar * lda, nb = br * ldb, nt = (m ? m : 1) * ldt;
-    void *a = random_values(na, bf16), *b = random_values(nb, bf16);
-    void *a0 = malloc((na ? na : 1) * es), *b0 = malloc((nb ? nb : 1) * es);
-    memcpy(a0, a, na * es);
-    memcpy(b0, b, nb * es);
+    void *a = random_values(na, adt), *b = random_values(nb, bdt);
+    void *a0 = malloc((na ? na : 1) * aes), *b0 = malloc((nb ? nb : 1) * bes);
+    memcpy(a0, a, na * aes);
+    memcpy(b0, b, nb * bes);
     float *t = malloc(nt * sizeof *t);
     for (size_t i = 0; i < nt; i++) t[i] = GUARD;
     size_t bytes = bf16 ? CPU_GEMM_BF16_SCRATCH(m) : CPU_GEMM_F32_SCRATCH(m);
     size_t kc = bf16 ? CPU_GEMM_BF16_KC : CPU_GEMM_F32_KC;
     void *scratch = aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (bf16) kt->gemm_bf16(m, n, k, a, lda, ta, b, ldb, tb, t, ldt, scratch);
-    else kt->gemm_f32(m, n, k, a, lda, ta, b, TERN_F32, ldb, tb, t, ldt, scratch);
+    else kt->gemm_f32(m, n, k, a, lda, ta, b, bdt, ldb, tb, t, ldt, scratch);
 
-    const char *kind = bf16 ? "gemm_bf16" : "gemm_f32";
+    const char *kind = bf16 ? "gemm_bf16" : bdt == TERN_BF16 ? "gemm_f32 (bf16 B)"
+                                          : bdt == TERN_F16 ? "gemm_f32 (f16 B)" : "gemm_f32";
     size_t adds = k + (k + kc - 1) / kc;
     int bad = 0, guards = 0;
     for (size_t i = 0; i < m; i++)
@@ -80,8 +88,8 @@ static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, siz
             }
             double s = 0, s_abs = 0;
             for (size_t kk = 0; kk < k; kk++) {
-                double av = value(a, ta ? kk * lda + i : i * lda + kk, bf16);
-                double bv = value(b, tb ? j * ldb + kk : kk * ldb + j, bf16);
+                double av = value(a, ta ? kk * lda + i : i * lda + kk, adt);
+                double bv = value(b, tb ? j * ldb + kk : kk * ldb + j, bdt);
                 s += av * bv;
                 s_abs += fabs(av * bv);
             }
@@ -91,7 +99,7 @@ static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, siz
     CHECKF(bad == 0, "%s %s m%zu n%zu k%zu ta%d tb%d pad%zu: %d of %zu outside the bound", kt->name, kind, m, n,
            k, ta, tb, pad, bad, m * n);
     CHECKF(guards == 0, "%s %s m%zu n%zu k%zu: %d elements of t past n written", kt->name, kind, m, n, k, guards);
-    CHECKF(!memcmp(a, a0, na * es) && !memcmp(b, b0, nb * es), "%s %s m%zu n%zu k%zu: an operand changed",
+    CHECKF(!memcmp(a, a0, na * aes) && !memcmp(b, b0, nb * bes), "%s %s m%zu n%zu k%zu: an operand changed",
            kt->name, kind, m, n, k);
     cases_run++;
     free(a), free(b), free(a0), free(b0), free(t), free(scratch);
@@ -102,7 +110,7 @@ static void check_case(const cpu_kernels *kt, bool bf16, size_t m, size_t n, siz
  * f32), the same bound. */
 static void check_q8(const cpu_kernels *kt, size_t m, size_t n, size_t k, size_t pad) {
     size_t lda = k + 1, ldb = k + pad, blocks = n * ldb / TERN_Q8_BLOCK, ldt = n, nt = m * ldt;
-    float *a = random_values(m * lda, false), *t = malloc((nt ? nt : 1) * sizeof *t);
+    float *a = random_values(m * lda, TERN_F32), *t = malloc((nt ? nt : 1) * sizeof *t);
     unsigned char *b = malloc(blocks * TERN_Q8_BLOCK_BYTES + 1);
     float *w = malloc((blocks ? blocks : 1) * TERN_Q8_BLOCK * sizeof *w); /* the weights' values */
     for (size_t q = 0; q < blocks; q++) {
@@ -135,26 +143,30 @@ static void check_q8(const cpu_kernels *kt, size_t m, size_t n, size_t k, size_t
     free(a), free(t), free(b), free(w), free(scratch);
 }
 
-/* Every edge class of one kernel: m, n, k on both sides of its tile and k block. */
-static void check_kernel(const cpu_kernels *kt, bool bf16) {
+/* Every edge class of one kernel: m, n, k on both sides of its tile and k block; the f32
+ * kernel with B in bdt. */
+static void check_kernel(const cpu_kernels *kt, bool bf16, tern_dtype bdt) {
     size_t kc = bf16 ? CPU_GEMM_BF16_KC : CPU_GEMM_F32_KC;
-    size_t edge_m[] = {1, 7, 8, 9, 17}, edge_n[] = {1, 15, 16, 47, 48, 49, 97},
-           edge_k[] = {1, 2, 3, kc - 1, kc, kc + 1, 2 * kc + 1};
+    size_t edge_m[] = {1, 5, 6, 7, 8, 9, 13, 17}, edge_n[] = {1, 15, 16, 47, 48, 49, 97},
+           edge_k[] = {1, 2, 3, 9, kc - 1, kc, kc + 1, 2 * kc + 1};
+    size_t nm = sizeof edge_m / sizeof edge_m[0], nn = sizeof edge_n / sizeof edge_n[0],
+           nk = sizeof edge_k / sizeof edge_k[0];
     for (int layout = 0; layout < 4; layout++)
-        for (size_t i = 0; i < sizeof edge_k / sizeof edge_k[0]; i++)
-            check_case(kt, bf16, edge_m[i % 5], edge_n[i], edge_k[i], layout & 1, layout & 2, i % 2 ? 3 : 0);
+        for (size_t i = 0; i < nk; i++)
+            check_case(kt, bf16, bdt, edge_m[i % nm], edge_n[i % nn], edge_k[i], layout & 1, layout & 2,
+                       i % 2 ? 3 : 0);
     /* random combinations of the same sizes and paddings */
     for (int c = 0; c < 120; c++) {
-        size_t m = pick(edge_m, 5), n = pick(edge_n, 7), k = pick(edge_k, 7);
-        check_case(kt, bf16, m, n, k, next_u64() & 1, next_u64() & 1, next_u64() % 3 ? 0 : 1 + next_u64() % 5);
+        size_t m = pick(edge_m, nm), n = pick(edge_n, nn), k = pick(edge_k, nk);
+        check_case(kt, bf16, bdt, m, n, k, next_u64() & 1, next_u64() & 1, next_u64() % 3 ? 0 : 1 + next_u64() % 5);
     }
     /* a 64-token prompt against GPT-2's projection */
-    check_case(kt, bf16, 64, 96, 768, false, false, 0);
-    check_case(kt, bf16, 64, 96, 768, false, true, 0);
+    check_case(kt, bf16, bdt, 64, 96, 768, false, false, 0);
+    check_case(kt, bf16, bdt, 64, 96, 768, false, true, 0);
     /* m = 0 and n = 0 must touch nothing; k = 0 gives zeros */
-    check_case(kt, bf16, 0, 5, 7, false, false, 2);
-    check_case(kt, bf16, 3, 0, 7, false, false, 2);
-    check_case(kt, bf16, 9, 50, 0, true, true, 1);
+    check_case(kt, bf16, bdt, 0, 5, 7, false, false, 2);
+    check_case(kt, bf16, bdt, 3, 0, 7, false, false, 2);
+    check_case(kt, bf16, bdt, 9, 50, 0, true, true, 1);
 }
 
 int main(void) {
@@ -168,12 +180,16 @@ int main(void) {
         /* which tables have which kernel: the handler relies on NULL where there is none */
         CHECKF(!kt->gemm_bf16 == (isa != CPU_ISA_AVX512BF16), "%s: gemm_bf16 %s", kt->name,
                kt->gemm_bf16 ? "present" : "missing");
-        CHECKF(!kt->gemm_f32 == (isa < CPU_ISA_AVX512), "%s: gemm_f32 %s", kt->name,
+        CHECKF(!kt->gemm_f32 == (isa < CPU_ISA_AVX2), "%s: gemm_f32 %s", kt->name,
                kt->gemm_f32 ? "present" : "missing");
+        CHECKF(!kt->gemm_f32 == !kt->gemm_f32_matmul, "%s: gemm_f32_matmul %#x without gemm_f32, or none with it",
+               kt->name, kt->gemm_f32_matmul);
         int before = cases_run;
-        if (kt->gemm_bf16) check_kernel(kt, true);
+        if (kt->gemm_bf16) check_kernel(kt, true, TERN_BF16);
         if (kt->gemm_f32) {
-            check_kernel(kt, false);
+            check_kernel(kt, false, TERN_F32);
+            if (kt->gemm_f32_matmul >> TERN_BF16 & 1u) check_kernel(kt, false, TERN_BF16);
+            if (kt->gemm_f32_matmul >> TERN_F16 & 1u) check_kernel(kt, false, TERN_F16);
             check_q8(kt, 9, 49, 32, 0);
             check_q8(kt, 17, 97, 544, 32); /* k past two blocks of 256 */
             check_q8(kt, 64, 50, 768, 0);

@@ -48,10 +48,15 @@ typedef enum cpu_isa {
 #ifndef CPU_GEMM_F32_KC
 #define CPU_GEMM_F32_KC 256
 #endif
-/* Bytes of packing scratch gemm_f32 needs for m rows: one block of A (m rounded up to MR,
- * KC deep) and one panel of B (KC x NR), 64-byte aligned. */
-#define CPU_GEMM_F32_SCRATCH(m)                                                               \
-    (CPU_GEMM_BF16_ROUND_(CPU_GEMM_BF16_ROUND_(m, CPU_GEMM_F32_MR) * CPU_GEMM_F32_KC * 4, 64) +  \
+/* The AVX2 table's f32 GEMM (kernels_gemm_avx2.h): tiles of MR rows x NV vectors of 8
+ * columns, the same KC; MR <= CPU_GEMM_F32_MR and 8 NV <= CPU_GEMM_F32_NR. */
+#define CPU_GEMM_AVX2_MR 6
+#define CPU_GEMM_AVX2_NV 2
+/* Bytes of packing scratch gemm_f32 needs for m rows, in every table: one block of A (m
+ * rounded up to the table's MR, at most m + CPU_GEMM_F32_MR - 1 rows, KC deep) and one panel
+ * of B (KC x NR), 64-byte aligned. */
+#define CPU_GEMM_F32_SCRATCH(m)                                                                    \
+    (CPU_GEMM_BF16_ROUND_(((size_t)(m) + CPU_GEMM_F32_MR - 1) * CPU_GEMM_F32_KC * 4, 64) +           \
      (size_t)CPU_GEMM_F32_KC * CPU_GEMM_F32_NR * 4)
 
 #define CPU_Q8A_BYTES(m, k) ((size_t)(m) * (size_t)(k) / TERN_Q8_BLOCK * (TERN_Q8_BLOCK + sizeof(float)))
@@ -106,11 +111,16 @@ typedef struct cpu_kernels {
     void (*gemm_bf16)(size_t m, size_t n, size_t k, const uint16_t *a, size_t lda, bool trans_a,
                       const uint16_t *b, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
     /* The same for an f32 A and an f32 or q8_0 B (bdt; q8_0 only trans_b, with k, ldb and B's
-     * start multiples of 32, dequantized exactly as it is packed): FMA sums in f32, in an
-     * order of their own; NULL in the tables without it. scratch: CPU_GEMM_F32_SCRATCH(m)
+     * start multiples of 32, dequantized exactly as it is packed), and a bf16 or f16 B where
+     * gemm_f32_matmul includes them (converted exactly as it is packed): FMA sums in f32, in
+     * an order of their own; NULL in the tables without it. scratch: CPU_GEMM_F32_SCRATCH(m)
      * bytes, 64-byte aligned. */
     void (*gemm_f32)(size_t m, size_t n, size_t k, const float *a, size_t lda, bool trans_a, const void *b,
                      tern_dtype bdt, size_t ldb, bool trans_b, float *t, size_t ldt, void *scratch);
+    /* The B dtypes (bit 1 << dtype) whose large-m products matmul hands to gemm_f32 rather
+     * than to OpenBLAS's sgemm: those where gemm_f32 measured ahead on this table's
+     * processors (docs/PERFORMANCE.md); 0 without gemm_f32. */
+    unsigned gemm_f32_matmul;
 } cpu_kernels;
 
 /* The tables, each defined by its kernels_<isa>.c (the x86 ones only in x86 builds). Use

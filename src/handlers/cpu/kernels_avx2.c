@@ -1,5 +1,6 @@
 /* The kernel table for AVX2 + FMA + F16C, 8 lanes (compiled with exactly those flags, AVX-512
- * off, whatever the build's -march; used only where the processor reports them). */
+ * off, whatever the build's -march; used only where the processor reports them), with
+ * gemm_f32, the large-m product (kernels_gemm_avx2.h), which converts bf16, f16 and q8_0 B. */
 #include <immintrin.h>
 #include <stdint.h>
 
@@ -22,6 +23,9 @@ typedef __m256 vf;
     _mm_storeu_si128((__m128i *)(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC))
 #define TABLE cpu_kernels_avx2
 #define TABLE_NAME "avx2"
+#define TABLE_GEMM_F32 gemm_f32
+/* f32 B stays on OpenBLAS: its sgemm was level or ahead there on the Zen 3 (PERFORMANCE.md) */
+#define TABLE_GEMM_F32_MATMUL (1u << TERN_BF16 | 1u << TERN_F16 | 1u << TERN_Q8)
 
 static inline __m128i load_u16x8(const uint16_t *p) { return _mm_loadu_si128((const __m128i *)p); }
 
@@ -48,5 +52,8 @@ static inline void store_bf16x8(uint16_t *p, __m256 v) {
     _mm_storeu_si128((__m128i *)p, h);
 }
 
+#include "tern/half.h"
+
+#include "kernels_gemm_avx2.h"
 #include "kernels_q8_256.h"
 #include "kernels_simd.h"

@@ -6,6 +6,7 @@
 #define TABLE cpu_kernels_avx512
 #define TABLE_NAME "avx512"
 #define TABLE_GEMM_F32 gemm_f32
+#define TABLE_GEMM_F32_MATMUL (1u << TERN_F32 | 1u << TERN_Q8)
 
 #include "kernels_gemm_f32.h"
 #include "kernels_q8_256.h"

@@ -7,6 +7,7 @@
 #define TABLE_NAME "avx512bf16"
 #define TABLE_GEMM_BF16 gemm_bf16
 #define TABLE_GEMM_F32 gemm_f32
+#define TABLE_GEMM_F32_MATMUL (1u << TERN_F32 | 1u << TERN_Q8)
 
 #include "kernels_gemm_bf16.h"
 #include "kernels_gemm_f32.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "handlers/cpu/kernels.h"
+#include "handlers/cpu/kernels_gemm_pack.h"
 
 #define GF_MR CPU_GEMM_F32_MR
 #define GF_NR CPU_GEMM_F32_NR
@@ -20,28 +21,6 @@
 _Static_assert(GF_NR % 16 == 0, "the f32 GEMM's blocking");
 
 static inline size_t gf_min(size_t a, size_t b) { return a < b ? a : b; }
-
-/* Rows [0, m) and k [k0, k0 + kc) of A into row panels [kc][MR] (rows past m zero), panels
- * kc * MR floats apart. */
-static void gf_pack_a(float *ap, const float *a, size_t lda, bool trans_a, size_t m, size_t k0, size_t kc) {
-    for (size_t i0 = 0; i0 < m; i0 += GF_MR) {
-        float *panel = ap + (i0 / GF_MR) * kc * GF_MR;
-        size_t rows = gf_min(GF_MR, m - i0);
-        if (!trans_a) {
-            for (size_t r = 0; r < rows; r++) {
-                const float *row = a + (i0 + r) * lda + k0;
-                for (size_t p = 0; p < kc; p++) panel[p * GF_MR + r] = row[p];
-            }
-        } else {
-            for (size_t p = 0; p < kc; p++) {
-                const float *col = a + (k0 + p) * lda + i0; /* A stored [k, m]: contiguous rows */
-                for (size_t r = 0; r < rows; r++) panel[p * GF_MR + r] = col[r];
-            }
-        }
-        for (size_t r = rows; r < GF_MR; r++)
-            for (size_t p = 0; p < kc; p++) panel[p * GF_MR + r] = 0;
-    }
-}
 
 /* kc weights of a q8_0 row from the block at blk (kc a multiple of 32): d * q, exactly. */
 static void gf_q8_line(float *line, const unsigned char *blk, size_t kc) {
@@ -140,7 +119,7 @@ static void gemm_f32(size_t m, size_t n, size_t k, const float *a, size_t lda, b
     }
     for (size_t k0 = 0; k0 < k; k0 += GF_KC) {
         size_t kc = gf_min(GF_KC, k - k0);
-        gf_pack_a(ap, a, lda, trans_a, m, k0, kc);
+        gemm_pack_a_f32(ap, a, lda, trans_a, m, k0, kc, GF_MR);
         for (size_t j0 = 0; j0 < n; j0 += GF_NR) {
             size_t nr = gf_min(GF_NR, n - j0);
             gf_pack_b(bp, b, bdt, ldb, trans_b, j0, nr, k0, kc);

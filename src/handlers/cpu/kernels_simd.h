@@ -19,6 +19,7 @@
  *                          its name string
  *   TABLE_GEMM_BF16        (optional) the table's gemm_bf16, defined before this file
  *   TABLE_GEMM_F32         (optional) the table's gemm_f32, likewise
+ *   TABLE_GEMM_F32_MATMUL  with TABLE_GEMM_F32: the B dtypes matmul hands it (kernels.h)
  *
  * The weights B are streamed once, in their own dtype, converted to f32 in registers; rows
  * are read start to end in long runs (hardware prefetchers follow a few long streams far
@@ -354,5 +355,8 @@ const cpu_kernels TABLE = {
 #endif
 #ifdef TABLE_GEMM_F32
     .gemm_f32 = TABLE_GEMM_F32,
+#endif
+#ifdef TABLE_GEMM_F32_MATMUL
+    .gemm_f32_matmul = TABLE_GEMM_F32_MATMUL,
 #endif
 };

@@ -6,8 +6,11 @@
  *    f32 sums differs from the sgemm path. An f32 A is not rounded to bf16 to come here: that
  *    would change its results (2^-9 relative an element), which tests/ops/test_ops_matmul.c's
  *    bounds for f32 A do not allow.
- *  - gemm_f32 for an f32 A and an f32 or q8_0 B (AVX-512; q8_0 dequantized as it is packed,
- *    where the sgemm path dequantized each unit's B into a tile first).
+ *  - gemm_f32 for the B dtypes of the table's gemm_f32_matmul: f32 and q8_0 on AVX-512,
+ *    bf16, f16 and q8_0 on AVX2 (each B converted exactly as it is packed, where the sgemm
+ *    path converted each unit's B into a tile first); an A in bf16 or f16 is converted to
+ *    f32 once, as the sgemm path does. The values multiplied are those the sgemm path
+ *    multiplies; only the order of the f32 sums differs.
  *
  * The output is cut into rectangles (batch entry x rows x columns), one per unit of work,
  * spread over the OpenMP threads; each unit's sums go into an f32 tile (C itself when C is
@@ -25,15 +28,22 @@ static size_t ceil_div(size_t a, size_t b) { return (a + b - 1) / b; }
 static size_t round_up(size_t a, size_t b) { return ceil_div(a, b) * b; }
 static size_t min_size(size_t a, size_t b) { return a < b ? a : b; }
 
+/* Whether the bf16 kernel takes the product (else gemm_f32 does). */
+static bool on_gemm_bf16(const tern_dev *d, tern_dtype a, tern_dtype b) {
+    return a == TERN_BF16 && b == TERN_BF16 && d->kern->gemm_bf16 != NULL;
+}
+
 bool cpu_matmul_gemm_takes(const tern_dev *d, tern_dtype a, tern_dtype b) {
-    if (a == TERN_BF16 && b == TERN_BF16) return d->kern->gemm_bf16 != NULL;
-    if (a == TERN_F32 && (b == TERN_F32 || b == TERN_Q8)) return d->kern->gemm_f32 != NULL;
-    return false;
+    if (on_gemm_bf16(d, a, b)) return true;
+    bool a_ok = a == TERN_F32 || a == TERN_BF16 || a == TERN_F16;
+    return a_ok && d->kern->gemm_f32 && (unsigned)b < 32 && (d->kern->gemm_f32_matmul >> b & 1u);
 }
 
 tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
     const tern_matmul_dims *dm = &mm->dims;
-    bool bf16 = mm->a_in.dtype == TERN_BF16;
+    bool bf16 = on_gemm_bf16(d, mm->a_in.dtype, mm->b.dtype);
+    /* gemm_f32 with a half-precision A: A converted to dense f32 once, in its stored layout */
+    bool convert_a = !bf16 && mm->a_in.dtype != TERN_F32;
     size_t m = (size_t)dm->m, n = (size_t)dm->n, k = (size_t)dm->k, batch = (size_t)dm->batch;
     size_t threads = (size_t)d->threads;
     /* rows: as few chunks as UNIT_ROWS allows, in whole register tiles */
@@ -52,12 +62,25 @@ tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
     size_t tile_bytes = in_place ? 0 : cpu_round64(h * w * sizeof(float));
     size_t pack_bytes = bf16 ? CPU_GEMM_BF16_SCRATCH(h) : CPU_GEMM_F32_SCRATCH(h);
     size_t per = tile_bytes + cpu_round64(pack_bytes);
+    size_t a32_count = convert_a ? batch * dm->a_rows * dm->a_cols : 0;
     unsigned char *scratch;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, per * threads, (void **)&scratch), "matmul"));
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, cpu_round64(a32_count * sizeof(float)) + per * threads,
+                                         (void **)&scratch), "matmul"));
+    float *a32 = (float *)scratch;
+    unsigned char *thread_scratch = scratch + cpu_round64(a32_count * sizeof(float));
     int nthreads = units < threads ? (int)units : (int)threads;
 #pragma omp parallel num_threads(nthreads)
     {
-        unsigned char *mine = scratch + per * (size_t)omp_get_thread_num();
+        if (convert_a) {
+            size_t rows = batch * dm->a_rows;
+#pragma omp for schedule(static)
+            for (size_t r = 0; r < rows; r++) {
+                size_t e = r / dm->a_rows, i = r % dm->a_rows;
+                cpu_to_f32(a32 + r * dm->a_cols, cpu_at(mm->a_in, e * dm->stride_a + i * dm->lda),
+                           mm->a_in.dtype, dm->a_cols);
+            }
+        }
+        unsigned char *mine = thread_scratch + per * (size_t)omp_get_thread_num();
         float *tile = (float *)mine;
         void *pack = mine + tile_bytes;
 #pragma omp for schedule(dynamic)
@@ -68,6 +91,11 @@ tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
              * B columns j0..j1: [k, w] from column j0 ([w, k] from row j0 when trans_b);
              * t: [h, w] f32, rows ldt apart */
             const void *a = cpu_at(mm->a_in, e * dm->stride_a + (dm->trans_a ? i0 : i0 * dm->lda));
+            size_t lda = dm->lda;
+            if (convert_a) {
+                lda = dm->a_cols;
+                a = a32 + e * dm->a_rows * lda + (dm->trans_a ? i0 : i0 * lda);
+            }
             const void *b = cpu_at(mm->b, e * dm->stride_b + (dm->trans_b ? j0 * dm->ldb : j0));
             float *t = tile;
             size_t ldt = j1 - j0;
@@ -76,10 +104,10 @@ tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
                 ldt = dm->ldc;
             }
             if (bf16)
-                d->kern->gemm_bf16(i1 - i0, j1 - j0, k, a, dm->lda, dm->trans_a, b, dm->ldb, dm->trans_b, t,
-                                   ldt, pack);
+                d->kern->gemm_bf16(i1 - i0, j1 - j0, k, a, lda, dm->trans_a, b, dm->ldb, dm->trans_b, t, ldt,
+                                   pack);
             else
-                d->kern->gemm_f32(i1 - i0, j1 - j0, k, a, dm->lda, dm->trans_a, b, mm->b.dtype, dm->ldb,
+                d->kern->gemm_f32(i1 - i0, j1 - j0, k, a, lda, dm->trans_a, b, mm->b.dtype, dm->ldb,
                                   dm->trans_b, t, ldt, pack);
             cpu_mm_finish(mm, (int)e, (int)i0, (int)i1, (int)j0, (int)j1, t, ldt, true);
         }
