@@ -1,8 +1,9 @@
 /* matmul on cpu.
  *
  * - m <= CPU_SMALL_M (decoding): matmul_small.c streams B once with vector kernels.
- * - A and B both bf16 (on AVX512_BF16) or both f32 (on AVX-512): tern's own GEMM kernels,
- *   matmul_gemm.c.
+ * - A and B both bf16 (on AVX512_BF16), or a B whose dtype the kernel table's
+ *   gemm_f32_matmul names (f32 and q8_0 on AVX-512; bf16, f16 and q8_0 on AVX2): tern's own
+ *   GEMM kernels, matmul_gemm.c.
  * - otherwise: OpenBLAS sgemm. The output is cut into rectangles (batch entry x rows x
  *   columns), one per unit of work, spread over our OpenMP threads, each calling sgemm
  *   single-threaded (OpenBLAS's own thread pool is set to 1 in open: two spinning pools on
