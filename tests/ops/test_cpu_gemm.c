@@ -15,8 +15,9 @@
  * u = 2^-24, for both; times 1.01. A lost, doubled or misplaced term is far outside it (the
  * inputs are in [-1, 1], never subnormal: vdpbf16ps counts bf16 subnormals as zero, which
  * the reference would not). Elements of t outside the m x n asked for must keep their guard
- * value; so must the operands. Then the blocking constants' scratch size is checked to be
- * what the kernel touches: the scratch is allocated exactly and ASan builds watch its end. */
+ * value; so must the operands. The scratch is allocated as the blocking constants' size
+ * says (exactly for the bf16 kernel; for the f32 ones a bound over every table's MR), and
+ * ASan builds watch its end. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
