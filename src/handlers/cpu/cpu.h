@@ -135,6 +135,11 @@ typedef struct cpu_mm {
 void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, float *t,
                    size_t ldt, bool raw);
 
+/* A of every batch entry as dense f32 in its stored layout (rows a_cols floats apart, entries
+ * a_rows * a_cols apart), converted from its dtype: a worksharing loop over the rows, to be
+ * called by every thread of a parallel region (matmul.c). */
+void cpu_mm_a_to_f32(const cpu_mm *mm, float *a32);
+
 /* The small-m products (m <= CPU_SMALL_M, matmul_small.c): B streamed once. */
 tern_error *cpu_matmul_small(tern_dev *d, const cpu_mm *mm);
 

@@ -69,6 +69,17 @@ void cpu_mm_finish(const cpu_mm *mm, int e, int i0, int i1, int j0, int j1, floa
     }
 }
 
+void cpu_mm_a_to_f32(const cpu_mm *mm, float *a32) {
+    const tern_matmul_dims *dm = &mm->dims;
+    size_t total = (size_t)dm->batch * dm->a_rows;
+#pragma omp for schedule(static)
+    for (size_t r = 0; r < total; r++) {
+        size_t e = r / dm->a_rows, i = r % dm->a_rows;
+        cpu_to_f32(a32 + r * dm->a_cols, cpu_at(mm->a_in, e * dm->stride_a + i * dm->lda), mm->a_in.dtype,
+                   dm->a_cols);
+    }
+}
+
 /* The work split of the sgemm path: each unit is entry e, row chunk ri, column chunk cj. */
 typedef struct plan {
     int ni, nj;    /* row and column chunks per entry */
@@ -189,15 +200,7 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
     int threads = p.units < (size_t)d->threads ? (int)p.units : d->threads;
 #pragma omp parallel num_threads(threads)
     {
-        if (a32) {
-            size_t total = (size_t)dm->batch * rows_a;
-#pragma omp for schedule(static)
-            for (size_t r = 0; r < total; r++) {
-                size_t e = r / rows_a, i = r % rows_a;
-                cpu_to_f32(a32 + r * cols_a, cpu_at(mm->a_in, e * dm->stride_a + i * dm->lda),
-                           mm->a_in.dtype, cols_a);
-            }
-        }
+        if (a32) cpu_mm_a_to_f32(mm, a32);
         unsigned char *mine = thread_scratch + per_thread * (size_t)omp_get_thread_num();
         float *b_tile = p.b_tile ? cpu_carve(&mine, p.b_tile * sizeof(float)) : NULL;
         float *c_tile = p.c_tile ? cpu_carve(&mine, p.c_tile * sizeof(float)) : NULL;

@@ -71,15 +71,7 @@ tern_error *cpu_matmul_gemm(tern_dev *d, const cpu_mm *mm) {
     int nthreads = units < threads ? (int)units : (int)threads;
 #pragma omp parallel num_threads(nthreads)
     {
-        if (convert_a) {
-            size_t rows = batch * dm->a_rows;
-#pragma omp for schedule(static)
-            for (size_t r = 0; r < rows; r++) {
-                size_t e = r / dm->a_rows, i = r % dm->a_rows;
-                cpu_to_f32(a32 + r * dm->a_cols, cpu_at(mm->a_in, e * dm->stride_a + i * dm->lda),
-                           mm->a_in.dtype, dm->a_cols);
-            }
-        }
+        if (convert_a) cpu_mm_a_to_f32(mm, a32);
         unsigned char *mine = thread_scratch + per * (size_t)omp_get_thread_num();
         float *tile = (float *)mine;
         void *pack = mine + tile_bytes;
