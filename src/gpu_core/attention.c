@@ -191,6 +191,12 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
         s.n[3] = (int32_t)threads;
         s.n[4] = parts;
         s.n[5] = T == 1; /* decoding: the one new position is each group's own row */
+        /* decoding's first pass of cached keys and values (positions < p0, which this
+         * launch does not write) loaded before the kernel's wait, where no kernel in flight
+         * writes pos or this view of the caches (a model's caches are views of one pool, one
+         * a layer, written only by their own layer's attention) */
+        s.n[7] = T == 1 && g->tune.ac_early && gpu_inflight_clear(g, pos) && gpu_inflight_clear(g, k_cache) &&
+                 gpu_inflight_clear(g, v_cache);
     }
     /* split: the partials, then out and the counters (the row's last split merges) */
     tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),

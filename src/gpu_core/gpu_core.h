@@ -36,6 +36,12 @@
 
 #define GPU_INFLIGHT_MAX 32
 
+/* Bytes [lo, hi) of allocation mem that a kernel in flight may write (inflight.c). */
+typedef struct gpu_written {
+    void *mem;
+    size_t lo, hi;
+} gpu_written;
+
 /* What a GPU handler answers itself; NULL where the core's own implementation is used. Each
  * takes the validated arguments of its op. */
 typedef struct gpu_hooks {
@@ -67,6 +73,8 @@ typedef struct gpu_tune {
     int gemv_groups;   /* gemv_groups: the grid below which GEMV_T's rule splits k (512) */
     int ac_splits;     /* ac_splits: most parts of attention_cached's split rows; 0 the rule */
     int ac_split_min;  /* ac_split_min: positions of max_T a split takes at least (GK_AC_SPLIT_MIN) */
+    bool ac_early;     /* ac_early: decoding's split attention loads its first cached keys and
+                        * values before the wait where nothing in flight writes them */
     int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
@@ -113,9 +121,10 @@ typedef struct gpu_core {
                               * moved (the decode step's graphs hold its address) */
     tern_dbuf att_count;     /* i32 [GK_AC_SPLIT_ROWS], each row's splits done so far: zero
                               * between launches (the last split resets it) */
-    /* the allocations that kernels launched since the last barrier may still be writing
-     * (inflight.c); unknown after work the core did not launch */
-    void *inflight[GPU_INFLIGHT_MAX];
+    /* the byte ranges that kernels launched since the last barrier may still be writing
+     * (inflight.c; overlapping or touching ranges of one allocation joined); unknown after
+     * work the core did not launch */
+    gpu_written inflight[GPU_INFLIGHT_MAX];
     int inflight_len;
     bool inflight_unknown;
 } gpu_core;

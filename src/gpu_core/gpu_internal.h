@@ -17,9 +17,9 @@ tern_error *gpu_kernel(gpu_core *g, gk_family family, const gk_spec *spec,
 tern_error *gpu_launch(gpu_core *g, const char *op, const tern_kernel *k, tern_dims grid,
                        tern_dims group, const tern_arg *args, size_t count) TERN_MUST_USE;
 
-/* Records the allocations a launched kernel writes (its buffer parameters with WRITE), and
- * whether no kernel launched since the last barrier writes b's allocation, so a kernel may
- * read b before its tern_wait_previous (inflight.c). */
+/* Records the views a launched kernel writes (its buffer parameters with WRITE), and
+ * whether no kernel launched since the last barrier writes any byte of view b, so a kernel
+ * may read b before its tern_wait_previous (inflight.c). */
 void gpu_inflight_note(gpu_core *g, const tern_kernel *k, const tern_arg *args, size_t count);
 bool gpu_inflight_clear(const gpu_core *g, tern_buf b);
 

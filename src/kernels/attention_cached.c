@@ -335,11 +335,12 @@ static void pass_update(split_thread *st, tern_v j0, tern_v end) {
  * end of each pass: in the pass's body (also with both sources loaded and selected per row)
  * ptxas interleaved them with the arithmetic to save registers, issuing them in waves, a
  * round trip each. The passes run inside the first loads' branch, so that the variables'
- * initial values are never used (and cost nothing). */
-static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, bool fresh) {
+ * initial values are never used (and cost nothing). `loaded`: the first pass's loads were
+ * issued before the kernel's wait (early_loads). */
+static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, bool fresh, bool loaded) {
     tern_v last = tern_sub(end, tern_int(1));
     TERN_IF(kb, tern_lt(start, end)) {
-        pass_loads(st, start, last, fresh); /* 2 */
+        if (!loaded) pass_loads(st, start, last, fresh); /* 2 */
         TERN_FOR(kb, j0, start, end, tern_int(st->pl.P)) {
             pass_update(st, j0, end);
             tern_v next = tern_add(j0, tern_int(st->pl.P));
@@ -373,6 +374,31 @@ static void merge_parts(tern_kb *kb, tern_v partial, tern_v base, tern_v out, te
     }
 }
 
+/* The running softmax (m, l, o) and a pass's loads (kx, vx), as variables. */
+static void split_vars(tern_kb *kb, split_thread *st) {
+    const split_plan *pl = &st->pl;
+    st->m = tern_var(kb, "m", tern_f32(-INFINITY));
+    st->l = tern_var(kb, "l", tern_f32(0.0f));
+    for (int d = 0; d < pl->WV; d++) st->o[d] = tern_var(kb, "o", tern_f32(0.0f));
+    for (int d = 0; d < pl->DP; d++) st->kx[d] = tern_var(kb, "k", tern_f32(0.0f));
+    for (int d = 0; d < pl->K * pl->WV; d++) st->vx[d] = tern_var(kb, "v", tern_f32(0.0f));
+}
+
+/* Where row (b, bh, t)'s keys and values are (the cache's head, and qkv's rows for positions
+ * p0 ..), and split `part`'s positions [lo, hi): its share of 0 .. p0 + t (empty for late
+ * splits of short rows: then m = -inf, l = 0, o = 0, weight 0 in the combine). */
+static void split_share(split_thread *st, const cached_args *a, tern_v b, tern_v bh, tern_v t, tern_v part,
+                        tern_v hoff, tern_v *lo, tern_v *hi) {
+    int hs = st->pl.hs, S = st->pl.S;
+    st->cache0 = tern_mul(tern_mul(a->group == 1 ? bh : a->cache_head, a->max_T), tern_int(hs)); /* [b, h, 0, 0] */
+    /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
+    st->new0 = tern_add(tern_mul(tern_mul(b, a->T), st->C3), hoff);
+    tern_v len = tern_add(tern_add(st->p0, t), tern_int(1));
+    tern_v share = tern_div(tern_add(len, tern_int(S - 1)), tern_int(S));
+    *lo = tern_mul(part, share);
+    *hi = tern_min(len, tern_add(*lo, share));
+}
+
 /* Split: group (row, part) of G threads attends over its part's positions in passes of P
  * (one pass when a split's share of max_T fits a group of GK_AC_SPLIT_GROUP: GPT-2 up to max_T
  * = 2048), with a short chain of dependent steps:
@@ -397,6 +423,7 @@ static void merge_parts(tern_kb *kb, tern_v partial, tern_v base, tern_v out, te
 static void trace_split(tern_kb *kb, const gk_spec *s) {
     split_plan pl;
     pl.hs = s->n[0], pl.W = s->n[1], pl.S = s->n[2], pl.G = s->n[3], pl.TP = s->n[4], pl.decode = s->n[5] != 0;
+    bool early = pl.decode && s->n[7] != 0;
     pl.CV = gk_ac_lanes(pl.hs, pl.W), pl.WV = pl.hs / pl.CV;
     pl.P = pl.G / pl.TP, pl.DP = pl.hs / pl.TP, pl.K = pl.CV / pl.TP, pl.NW = pl.G / 32;
     int hs = pl.hs, W = pl.W, S = pl.S, G = pl.G, DP = pl.DP, NW = pl.NW;
@@ -408,7 +435,9 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v mw = tern_shared(kb, "mw", TERN_T_F32, (size_t)NW);        /* [NW] its maximum */
     tern_v lw = tern_shared(kb, "lw", TERN_T_F32, (size_t)NW);        /* [NW] its sum of weights */
     tern_v last = tern_shared(kb, "last", TERN_T_I32, 1);             /* 1: this split merges the row */
-    tern_wait_previous(kb); /* launched early (CUDA); everything it reads comes after */
+    /* launched early (CUDA): everything it reads comes after the wait, except, when early,
+     * pos and the first pass of cached positions (below) */
+    if (!early) tern_wait_previous(kb);
 
     split_thread st;
     st.pl = pl;
@@ -433,6 +462,18 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     st.qpart = tern_rem(tid, tern_int(pl.TP)), st.slot = tern_div(tid, tern_int(pl.TP));
     st.vlane = tern_rem(tid, tern_int(pl.CV)), st.vslice = tern_div(tid, tern_int(pl.CV));
 
+    tern_v lo = tern_int(0), hi = tern_int(0); /* positions [lo, hi): this split's share (below) */
+    if (early) {
+        split_vars(kb, &st);
+        split_share(&st, &a, b, bh, t, part, hoff, &lo, &hi);
+        /* pos is an upload's and positions < p0 were written by earlier launches: the first
+         * pass of the cache loads with pos, while the kernel before this one still runs
+         * (a position outside the cache loads nothing: the fault is recorded after the wait) */
+        tern_v ok = tern_land(tern_ge(st.p0, tern_int(0)), tern_le(st.p0, tern_sub(a.max_T, T)));
+        tern_v end = tern_min(hi, st.p0);
+        TERN_IF(kb, tern_land(ok, tern_lt(lo, end))) { pass_loads(&st, lo, tern_sub(end, tern_int(1)), false); }
+        tern_wait_previous(kb);
+    }
     tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
     for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(qat, tern_int(d)), W, st.q + d);
     tern_v knew[GK_AC_PART_MAX], vnew[GK_ATT_MAX_HS / 32];
@@ -443,25 +484,13 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     }
     st.c = tern_mul(a.scale, tern_f32(LOG2E)); /* scores in base 2 */
     /* the running softmax and a pass's loads, set up while the loads above are in flight */
-    st.m = tern_var(kb, "m", tern_f32(-INFINITY));
-    st.l = tern_var(kb, "l", tern_f32(0.0f));
-    for (int d = 0; d < pl.WV; d++) st.o[d] = tern_var(kb, "o", tern_f32(0.0f));
-    for (int d = 0; d < DP; d++) st.kx[d] = tern_var(kb, "k", tern_f32(0.0f));
-    for (int d = 0; d < pl.K * pl.WV; d++) st.vx[d] = tern_var(kb, "v", tern_f32(0.0f));
+    if (!early) split_vars(kb, &st);
 
     TERN_IF(kb, positions_ok(kb, &a, st.p0)) {
         tern_v p0 = st.p0;
-        st.cache0 = tern_mul(tern_mul(a.group == 1 ? bh : a.cache_head, a.max_T), tern_int(hs)); /* [b, h, 0, 0] */
-        /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
-        st.new0 = tern_add(tern_mul(tern_mul(b, T), st.C3), hoff);
-
-        /* positions [lo, hi): this split's share of 0 .. p0 + t (empty for late splits of
-         * short rows: then m = -inf, l = 0, o = 0, weight 0 in the combine) */
-        tern_v len = tern_add(tern_add(p0, t), tern_int(1));
-        tern_v share = tern_div(tern_add(len, tern_int(S - 1)), tern_int(S));
-        tern_v lo = tern_mul(part, share), hi = tern_min(len, tern_add(lo, share));
-        split_pass(kb, &st, lo, tern_min(hi, p0), false);
-        if (!pl.decode) split_pass(kb, &st, tern_max(lo, p0), hi, true);
+        if (!early) split_share(&st, &a, b, bh, t, part, hoff, &lo, &hi);
+        split_pass(kb, &st, lo, tern_min(hi, p0), false, early);
+        if (!pl.decode) split_pass(kb, &st, tern_max(lo, p0), hi, true, false);
 
         /* 4: the SIMD group's slices (lanes vlane + k CV) summed; the new position's score
          * (decoding), independent work for the same wait */

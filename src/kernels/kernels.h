@@ -187,7 +187,9 @@ static inline int gk_att_split(int hs, int backward) {
  * dividing both 32 and hs / W), each holding hs / lanes of them. Each thread keeps hs / parts
  * of q, of a key and of values in registers: past GK_AC_PART_MAX (head sizes with few
  * factors of two) the host does not split. n[5] = 1 when T = 1 (decoding). n[6] = NH / KV
- * for grouped key/value heads (caches [B, KV, max_T, hs]; 0: KV = NH). */
+ * for grouped key/value heads (caches [B, KV, max_T, hs]; 0: KV = NH). n[7] = 1 (decoding
+ * only): pos and the caches' positions below p0 are read before the kernel's wait (nothing
+ * in flight writes them), its first pass of cached keys and values with them. */
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256
