@@ -154,17 +154,30 @@ typedef struct tern_matmul_rope {
  * values may be rounded to A's dtype (composed paths do: layernorm or rmsnorm into a
  * temporary, then the product). It lets a decoding step's norm happen where a GEMV stages A
  * anyway, instead of a kernel of its own. A not transposed, one batch; norm.w [k], norm.b [k]
- * or absent (LAYERNORM only; absent means 0), eps finite and >= 0. */
+ * or absent (LAYERNORM only; absent means 0), eps finite and >= 0.
+ * ATTENTION: A is first written as attention_cached's out with att's arguments (the caches
+ * extended as that operation does), then the product reads it: a decoding step's attention
+ * and the projection after it in one call, so that a GPU's GEMV may merge the attention's
+ * split parts where it stages A, instead of the attention merging them first. A dense
+ * [B T, NH hs] (m = att.B att.T, k = att.NH att.hs), one batch; C, aux and B must not touch
+ * A, the caches, qkv or pos. */
 typedef enum tern_prologue {
     TERN_PROLOGUE_NONE,
     TERN_PROLOGUE_LAYERNORM,
     TERN_PROLOGUE_RMSNORM,
+    TERN_PROLOGUE_ATTENTION,
 } tern_prologue;
 
 typedef struct tern_matmul_norm {
     tern_buf w, b;
     float eps;
 } tern_matmul_norm;
+
+/* The ATTENTION prologue's attention_cached arguments (out is A). */
+typedef struct tern_matmul_attention {
+    tern_buf k_cache, v_cache, qkv, pos;
+    int B, T, NH, KV, hs, max_T;
+} tern_matmul_attention;
 
 typedef struct tern_matmul {
     int m, n, k;
@@ -179,8 +192,10 @@ typedef struct tern_matmul {
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
     tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
     tern_matmul_rope rope; /* the ROPE epilogue's; unused otherwise */
-    tern_prologue prologue; /* NONE, or A's rows normalised first (LAYERNORM, RMSNORM) */
-    tern_matmul_norm norm;  /* the prologue's; unused otherwise */
+    tern_prologue prologue; /* NONE, A's rows normalised first (LAYERNORM, RMSNORM), or A
+                             * written by a cached attention first (ATTENTION) */
+    tern_matmul_norm norm;  /* the norm prologues'; unused otherwise */
+    tern_matmul_attention att; /* the ATTENTION prologue's; unused otherwise */
 } tern_matmul;
 
 /* One AdamW step with PyTorch's semantics (decoupled decay, bias correction):

@@ -93,13 +93,15 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
 
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + proj(attention(ln_1(x))) */
+        /* x = x + proj(attention(ln_1(x))): the attention as the projection's prologue */
         TERN_TRY(norm_linear(d, qkv, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
                              gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
                              TERN_EPILOGUE_NONE));
-        TERN_TRY(OP(attention_cached)(d, atty, dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH,
-                                      NH, C / NH, dc->max_T));
-        TERN_TRY(residual(d, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), gpt2_w(m, GPT2_ATTPROJB, l), rows, C, C));
+        tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = gpt2_decode_w(m, GPT2_ATTPROJW, l).dtype == TERN_Q8,
+                            .alpha = 1.0f, .beta = 1.0f, .bias = gpt2_w(m, GPT2_ATTPROJB, l),
+                            .prologue = TERN_PROLOGUE_ATTENTION,
+                            .att = {dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH, NH, C / NH, dc->max_T}};
+        TERN_TRY(OP(matmul)(d, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), &proj)); /* atty = attention; x += ... */
         /* x = x + proj(gelu(fc(ln_2(x)))) */
         TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
                              gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,

@@ -80,14 +80,14 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     TERN_TRY(OP(embed)(d, x, tokens, llama_w(m, LLAMA_EMBED, 0), tern_none(), tern_none(), B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
         /* x = x + attention(rope(rmsnorm(x) Wqkv^T)) Wo^T, over the cache (the norm as the
-         * product stages x, q and k rotated as it finishes) */
+         * product stages x, q and k rotated as it finishes; the attention as Wo's prologue) */
         TERN_TRY(LLAMA_FN(norm_linear_rope)(d, qkv, x, llama_w(m, LLAMA_LN1, l), eps, llama_decode_w(m, LLAMA_Q8_QKV, l),
                                             llama_fused_view(cfg, w, LLAMA_QB, LLAMA_VB, l), rows, C, qw, pos,
                                             m->inv_freq, NH + KV, hs));
-        TERN_TRY(OP(attention_cached)(d, att, dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs,
-                                      dc->max_T));
-        TERN_TRY(LLAMA_FN(residual_linear)(d, x, x, att, llama_decode_w(m, LLAMA_Q8_O, l), llama_w(m, LLAMA_OB, l), rows,
-                                           NH * hs, C));
+        tern_matmul o_proj = {.m = rows, .n = C, .k = NH * hs, .trans_b = true, .alpha = 1, .beta = 1,
+                              .bias = llama_w(m, LLAMA_OB, l), .prologue = TERN_PROLOGUE_ATTENTION,
+                              .att = {dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, KV, hs, dc->max_T}};
+        TERN_TRY(OP(matmul)(d, x, att, llama_decode_w(m, LLAMA_Q8_O, l), &o_proj)); /* att = attention; x += ... */
         /* x = x + swiglu(rmsnorm(x) Wgu^T) Wd^T */
         TERN_TRY(LLAMA_FN(norm_linear_swiglu)(d, a, x, llama_w(m, LLAMA_LN2, l), eps, llama_decode_w(m, LLAMA_Q8_GU, l),
                                               llama_fused_view(cfg, w, LLAMA_GATEB, LLAMA_UPB, l), rows, C, I));

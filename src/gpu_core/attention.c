@@ -150,10 +150,19 @@ static tern_error *split_buffers(gpu_core *g) {
     return err;
 }
 
+/* The most S NH hs (f32 reads of the parts for each row of A, in every group of the GEMV
+ * that merges them) for which a decoding step's attention leaves its parts to the GEMV. */
+#define GPU_AC_DEFER_READS 4096
+
 tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
                                      tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T) {
-    gpu_core *g = gpu_core_of(d);
+    return gpu_attention_cached_run(gpu_core_of(d), out, k_cache, v_cache, qkv, pos, B, T, NH, KV, hs, max_T, NULL);
+}
+
+tern_error *gpu_attention_cached_run(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T, int *left) {
     const char *op = "attention_cached";
+    if (left) *left = 0;
     TERN_TRY(gpu_check_index(op, "k_cache", k_cache.len));
     TERN_TRY(gpu_check_index(op, "qkv", qkv.len));
     TERN_TRY(tern_check_positive(op, "KV", KV));
@@ -197,6 +206,13 @@ tern_error *gpu_attention_cached(tern_dev *d, tern_buf out, tern_buf k_cache, te
          * a layer, written only by their own layer's attention) */
         s.n[7] = T == 1 && g->tune.ac_early && gpu_inflight_clear(g, pos) && gpu_inflight_clear(g, k_cache) &&
                  gpu_inflight_clear(g, v_cache);
+        /* decoding for a caller that merges the parts itself (matmul's ATTENTION prologue on
+         * the GEMV kernels): the kernel leaves them in the partial buffer, where every group of
+         * the GEMV then reads S values for each of A's NH hs: only while S NH hs is at most
+         * GPU_AC_DEFER_READS (bench/h200/NOTES.md run 97: GPT-2 124M, S NH hs = 3,072, 3.7%
+         * faster a token; Llama-3.2-1B, 16,384, 2.4% slower) */
+        s.n[8] = T == 1 && left && g->tune.ac_defer && (size_t)splits * (size_t)C <= GPU_AC_DEFER_READS;
+        if (s.n[8]) *left = splits;
     }
     /* split: the partials, then out and the counters (the row's last split merges) */
     tern_arg args[] = {dst, tern_arg_buf(k_cache), tern_arg_buf(v_cache), tern_arg_buf(qkv), tern_arg_buf(pos),

@@ -129,8 +129,35 @@ static int32_t norm_flags(const gpu_core *g, const tern_matmul_dims *d, const te
     return flags;
 }
 
+static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                            const tern_matmul_dims *d, int parts, int hs);
+
+/* matmul's ATTENTION prologue: the cached attention, then the product of its output. A
+ * decoding step split S ways leaves its S parts to the GEMV, which merges them where it
+ * stages A (one kernel's merge through a fence, a counter and a read of the parts fewer on
+ * the step's critical path); otherwise the attention writes A and a plain GEMV follows. */
+static tern_error *gemv_attention(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                  const tern_matmul_dims *d) {
+    const tern_matmul_attention *at = &mm->att;
+    int parts = 0;
+    TERN_TRY(gpu_attention_cached_run(g, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B, at->T, at->NH, at->KV,
+                                      at->hs, at->max_T, &parts));
+    tern_matmul rest = *mm;
+    rest.prologue = TERN_PROLOGUE_NONE;
+    rest.att = (tern_matmul_attention){0};
+    return gemv_run(g, c, a, b, &rest, d, parts, at->hs);
+}
+
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) {
+    if (mm->prologue == TERN_PROLOGUE_ATTENTION) return gemv_attention(g, c, a, b, mm, d);
+    return gemv_run(g, c, a, b, mm, d, 0, 0);
+}
+
+/* parts > 0: A's rows are staged from the cached attention's S = parts parts of head size hs
+ * (gemv_attention; A's k = NH hs), and written to A. */
+static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                            const tern_matmul_dims *d, int parts, int hs) {
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
@@ -185,6 +212,11 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
         threads = (uint32_t)s.n[7];
     }
     if (norm) s.n[12] |= norm_flags(g, d, mm, (size_t)s.n[6], threads);
+    if (parts) {
+        s.n[12] = GK_GEMV_MERGE;
+        s.n[13] = parts;
+        s.n[14] = hs;
+    }
     tern_arg args[20];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) {
@@ -193,6 +225,7 @@ tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern
     }
     if (norm) args[n++] = tern_arg_buf(mm->norm.w);
     if (norm == GK_GEMV_LAYERNORM) args[n++] = tern_arg_buf(mm->norm.b);
+    if (parts) args[n++] = tern_arg_dev(g->att_partial);
     args[n++] = tern_arg_i32(d->n);
     args[n++] = tern_arg_i32(d->k);
     args[n++] = tern_arg_i32((int32_t)d->lda);

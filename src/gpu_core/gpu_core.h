@@ -75,6 +75,8 @@ typedef struct gpu_tune {
     int ac_split_min;  /* ac_split_min: positions of max_T a split takes at least (GK_AC_SPLIT_MIN) */
     bool ac_early;     /* ac_early: decoding's split attention loads its first cached keys and
                         * values before the wait where nothing in flight writes them */
+    bool ac_defer;     /* ac_defer: matmul's ATTENTION prologue on the GEMV kernels merges a
+                        * decoding step's split parts as it stages A (else the attention does) */
     int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */

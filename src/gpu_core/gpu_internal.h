@@ -23,6 +23,15 @@ tern_error *gpu_launch(gpu_core *g, const char *op, const tern_kernel *k, tern_d
 void gpu_inflight_note(gpu_core *g, const tern_kernel *k, const tern_arg *args, size_t count);
 bool gpu_inflight_clear(const gpu_core *g, tern_buf b);
 
+/* attention_cached on validated arguments. left NULL: out written. Otherwise, when the
+ * launch is a decoding step split S ways (and ac_defer is on), the parts are left unmerged in
+ * g->att_partial ([B NH, S, hs + 2]: each part's sums, maximum and sum of weights, as the
+ * split kernel writes them) for the caller to merge, out is not written and *left = S;
+ * else out is written and *left = 0. */
+tern_error *gpu_attention_cached_run(gpu_core *g, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                     tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T,
+                                     int *left) TERN_MUST_USE;
+
 /* Builds (first use) and runs the kernel of family/spec. */
 tern_error *gpu_run(gpu_core *g, const char *op, gk_family family, const gk_spec *spec,
                     tern_dims grid, tern_dims group, const tern_arg *args,

@@ -3,7 +3,7 @@
 #include "gpu_core/gpu_internal.h"
 
 /* The steps of a composed product (tern_matmul_compose): the core's own operations. */
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, gpu_matmul_dsl, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, gpu_matmul_dsl, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_attention_cached, gpu_temp)
 
 tern_error *gpu_matmul_dsl(tern_dev *dev, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     gpu_core *g = gpu_core_of(dev);

@@ -445,6 +445,34 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
+/* The ATTENTION prologue writes A as attention_cached's out before the product reads it:
+ * attention_cached's own checks (out = A: dense, m = B T rows of k = NH hs), one batch, and
+ * what the product writes (C, aux) or reads after it (B, bias) apart from what the
+ * attention reads and writes. */
+static tern_error *matmul_attention(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                    const tern_matmul_dims *d) {
+    const char *e = "matmul: the ATTENTION prologue";
+    const tern_matmul_attention *at = &mm->att;
+    if (d->trans_a) return tern_errorf("%s needs A not transposed", e);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    if ((size_t)d->m != SZ(at->B) * SZ(at->T) || (size_t)d->k != SZ(at->NH) * SZ(at->hs) || d->lda != (size_t)d->k)
+        return tern_errorf("%s needs A dense [B T, NH hs] = [%d, %d] (m = %d, k = %d, lda = %zu)", e, at->B * at->T,
+                           at->NH * at->hs, d->m, d->k, d->lda);
+    TERN_TRY(tern_error_wrap(tern_validate_attention_cached(NULL, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B,
+                                                            at->T, at->NH, at->KV, at->hs, at->max_T),
+                             "%s", e));
+    const tern_buf others[5] = {b, mm->bias, mm->aux, c, mm->addend};
+    const char *other_names[5] = {"b", "bias", "aux", "c", "addend"};
+    const tern_buf att[4] = {at->k_cache, at->v_cache, at->qkv, at->pos};
+    const char *att_names[4] = {"att.k_cache", "att.v_cache", "att.qkv", "att.pos"};
+    for (int i = 0; i < 5; i++) {
+        if (i != 3) TERN_TRY(tern_check_disjoint("matmul", other_names[i], others[i], "a", a)); /* c: above */
+        for (int j = 0; j < 4; j++)
+            TERN_TRY(tern_check_disjoint("matmul", other_names[i], others[i], att_names[j], att[j]));
+    }
+    return NULL;
+}
+
 /* The columns of C: n, or n/2 for the SWIGLU epilogue (the activation of n/2 gate|up pairs). */
 static size_t c_cols(const tern_matmul *mm) {
     return mm->epilogue == TERN_EPILOGUE_SWIGLU ? SZ(mm->n) / 2 : SZ(mm->n);
@@ -463,7 +491,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     if (!isfinite(mm->alpha) || !isfinite(mm->beta))
         return tern_errorf("matmul: alpha and beta must be finite");
     if (mm->prologue != TERN_PROLOGUE_NONE && mm->prologue != TERN_PROLOGUE_LAYERNORM &&
-        mm->prologue != TERN_PROLOGUE_RMSNORM)
+        mm->prologue != TERN_PROLOGUE_RMSNORM && mm->prologue != TERN_PROLOGUE_ATTENTION)
         return tern_errorf("matmul: unknown prologue %d", (int)mm->prologue);
     tern_matmul_dims d;
     d.m = mm->m;
@@ -511,7 +539,8 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     if (mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD) TERN_TRY(matmul_gelu_backward(c, mm, &d));
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) TERN_TRY(matmul_swiglu(c, mm, &d));
     if (mm->epilogue == TERN_EPILOGUE_ROPE) TERN_TRY(matmul_rope(c, mm, &d));
-    if (mm->prologue != TERN_PROLOGUE_NONE) TERN_TRY(matmul_prologue(c, mm, &d));
+    if (mm->prologue == TERN_PROLOGUE_ATTENTION) TERN_TRY(matmul_attention(c, a, b, mm, &d));
+    else if (mm->prologue != TERN_PROLOGUE_NONE) TERN_TRY(matmul_prologue(c, mm, &d));
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
@@ -653,8 +682,23 @@ static tern_error *compose_prologue(const tern_matmul_steps *s, tern_buf c, tern
     return s->matmul(s->ctx, c, x, b, &rest);
 }
 
+/* The ATTENTION prologue as its own step: attention_cached into A, then the handler's matmul
+ * of A with everything else. */
+static tern_error *compose_attention(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
+                                     const tern_matmul *mm) {
+    const tern_matmul_attention *at = &mm->att;
+    TERN_TRY(tern_error_wrap(s->attention_cached(s->ctx, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B, at->T,
+                                                 at->NH, at->KV, at->hs, at->max_T),
+                             "matmul's ATTENTION prologue"));
+    tern_matmul rest = *mm;
+    rest.prologue = TERN_PROLOGUE_NONE;
+    rest.att = (tern_matmul_attention){0};
+    return s->matmul(s->ctx, c, a, b, &rest);
+}
+
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims) {
+    if (mm->prologue == TERN_PROLOGUE_ATTENTION) return compose_attention(s, c, a, b, mm);
     if (mm->prologue != TERN_PROLOGUE_NONE) return compose_prologue(s, c, a, b, mm, dims);
     if (mm->epilogue == TERN_EPILOGUE_SWIGLU) return compose_swiglu(s, c, a, b, mm, dims);
     if (mm->epilogue == TERN_EPILOGUE_ROPE) return compose_rope(s, c, a, b, mm, dims);

@@ -143,6 +143,8 @@ typedef struct tern_matmul_steps {
                         int head_dim, int stride);
     tern_error *(*layernorm)(void *ctx, tern_buf out, tern_buf x, tern_buf w, tern_buf b, int rows, int C, float eps);
     tern_error *(*rmsnorm)(void *ctx, tern_buf out, tern_buf x, tern_buf w, int rows, int C, float eps);
+    tern_error *(*attention_cached)(void *ctx, tern_buf out, tern_buf k_cache, tern_buf v_cache, tern_buf qkv,
+                                    tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T);
     /* a buffer of len elements of dtype that no other operation uses, valid until the next
      * temp of the same slot (tern_temp_slot) */
     tern_error *(*temp)(void *ctx, int slot, tern_dtype dtype, size_t len, tern_buf *out);
@@ -150,7 +152,8 @@ typedef struct tern_matmul_steps {
 
 /* A validated product (dims as tern_validate_matmul filled it) by composition: a LAYERNORM or
  * RMSNORM prologue first, as layernorm or rmsnorm into the handler's operand temporary and
- * the handler's matmul of that with the prologue NONE; the SWIGLU
+ * the handler's matmul of that with the prologue NONE (ATTENTION: attention_cached into A,
+ * then the matmul of A); the SWIGLU
  * epilogue as the product into aux (or the handler's temp) then swiglu into C, the ROPE
  * epilogue as the product into C then rope over it in place; the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
@@ -160,10 +163,12 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 
 /* A handler's steps for tern_matmul_compose in one line: given its own copy, matmul,
- * gelu_backward, sum_rows, swiglu, rope, layernorm, rmsnorm and temp (each taking a CTX *
- * first; the norms with the op list's signatures), defines the static adaptors and `static
- * tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles them with ctx. */
-#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, ROPE, LAYERNORM, RMSNORM, TEMP) \
+ * gelu_backward, sum_rows, swiglu, rope, layernorm, rmsnorm, attention_cached and temp (each
+ * taking a CTX * first; the norms and the attention with the op list's signatures), defines
+ * the static adaptors and `static tern_matmul_steps matmul_steps(CTX *ctx)`, which bundles
+ * them with ctx. */
+#define TERN_MATMUL_STEPS(CTX, COPY, MATMUL, GELU_BACKWARD, SUM_ROWS, SWIGLU, ROPE, LAYERNORM, RMSNORM, ATTENTION_CACHED, \
+                          TEMP)                                                                               \
     static tern_error *step_copy(void *ctx, tern_buf dst, tern_buf src) { return COPY((CTX *)ctx, dst, src); } \
     static tern_error *step_matmul(void *ctx, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {     \
         return MATMUL((CTX *)ctx, c, a, b, mm);                                                                \
@@ -190,12 +195,18 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
                                     float eps) {                                                              \
         return RMSNORM((CTX *)ctx, out, tern_none(), x, w, rows, C, eps);                                      \
     }                                                                                                         \
+    static tern_error *step_attention_cached(void *ctx, tern_buf out, tern_buf k_cache, tern_buf v_cache,     \
+                                             tern_buf qkv, tern_buf pos, int B, int T, int NH, int KV, int hs, \
+                                             int max_T) {                                                     \
+        return ATTENTION_CACHED((CTX *)ctx, out, k_cache, v_cache, qkv, pos, B, T, NH, KV, hs, max_T);         \
+    }                                                                                                         \
     static tern_error *step_temp(void *ctx, int slot, tern_dtype dtype, size_t len, tern_buf *out) {          \
         return TEMP((CTX *)ctx, slot, dtype, len, out);                                                        \
     }                                                                                                         \
     static tern_matmul_steps matmul_steps(CTX *ctx) {                                                         \
-        tern_matmul_steps s = {ctx,       step_copy,      step_matmul,  step_gelu_backward, step_sum_rows,     \
-                               step_swiglu, step_rope, step_layernorm, step_rmsnorm,       step_temp};         \
+        tern_matmul_steps s = {ctx,         step_copy,      step_matmul,  step_gelu_backward,    step_sum_rows, \
+                               step_swiglu, step_rope, step_layernorm, step_rmsnorm, step_attention_cached,    \
+                               step_temp};                                                                    \
         return s;                                                                                             \
     }
 #endif

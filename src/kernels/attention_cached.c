@@ -399,6 +399,27 @@ static void split_share(split_thread *st, const cached_args *a, tern_v b, tern_v
     *hi = tern_min(len, tern_add(*lo, share));
 }
 
+/* Step 5: the split that finishes its row last merges the row's S parts into out at out_row:
+ * each thread's partial stores, then its fence, then (after the barrier) the group (row,
+ * part) g counts itself in; the last one fences again and reads every part. */
+static void merge_last(tern_kb *kb, const cached_args *a, tern_v g, tern_v out_row, tern_v tid, tern_v last,
+                       const split_plan *pl) {
+    int S = pl->S, hs = pl->hs;
+    tern_fence_device(kb);
+    tern_barrier(kb);
+    tern_v row = tern_div(g, tern_int(S));
+    TERN_IF(kb, tern_eq(tid, tern_int(0))) {
+        tern_v done = tern_atomic_add(a->count, row, tern_int(1));
+        tern_store(last, tern_int(0), tern_select(tern_eq(done, tern_int(S - 1)), tern_int(1), tern_int(0)));
+    }
+    tern_barrier(kb);
+    TERN_IF(kb, tern_eq(tern_load(last, tern_int(0)), tern_int(1))) {
+        tern_fence_device(kb);
+        merge_parts(kb, a->out, tern_mul(row, tern_int(S * (hs + 2))), a->final, out_row, tid, hs, S, pl->G);
+        TERN_IF(kb, tern_eq(tid, tern_int(0))) { tern_store(a->count, row, tern_int(0)); } /* for the next launch */
+    }
+}
+
 /* Split: group (row, part) of G threads attends over its part's positions in passes of P
  * (one pass when a split's share of max_T fits a group of GK_AC_SPLIT_GROUP: GPT-2 up to max_T
  * = 2048), with a short chain of dependent steps:
@@ -565,23 +586,8 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
                 TERN_IF(kb, tern_lt(d, tern_int(hs))) { tern_store(a.vc, tern_add(to, d), vnew[it]); }
             }
         }
-        /* 5: the split that finishes its row last merges the row's S parts into out: each
-         * thread's partial stores, then its fence, then (after the barrier) the group counts
-         * itself in; the last one fences again and reads every part */
-        tern_fence_device(kb);
-        tern_barrier(kb);
-        tern_v row = tern_div(g, tern_int(S));
-        TERN_IF(kb, tern_eq(tid, tern_int(0))) {
-            tern_v done = tern_atomic_add(a.count, row, tern_int(1));
-            tern_store(last, tern_int(0), tern_select(tern_eq(done, tern_int(S - 1)), tern_int(1), tern_int(0)));
-        }
-        tern_barrier(kb);
-        TERN_IF(kb, tern_eq(tern_load(last, tern_int(0)), tern_int(1))) {
-            tern_fence_device(kb);
-            tern_v out_row = tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), hoff);
-            merge_parts(kb, partial, tern_mul(row, tern_int(S * (hs + 2))), a.final, out_row, tid, hs, S, G);
-            TERN_IF(kb, tern_eq(tid, tern_int(0))) { tern_store(a.count, row, tern_int(0)); } /* for the next launch */
-        }
+        /* 5 (not when the caller merges the parts: spec n[8], the GEMV after it as it stages A) */
+        if (!s->n[8]) merge_last(kb, &a, g, tern_add(tern_mul(tern_add(tern_mul(b, T), t), C), hoff), tid, last, &pl);
     }
 }
 

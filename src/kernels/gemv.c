@@ -70,8 +70,10 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.G = s->n[7] ? s->n[7] : GK_GEMV_GROUP;
     p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.pair = s->n[9], p.hd = s->n[10];
     p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
+    p.merge = (s->n[12] & GK_GEMV_MERGE) != 0;
+    p.S = s->n[13], p.hs = s->n[14];
     p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
-    p.a = ku_buf(kb, "a", s->t[1], TERN_READ);
+    p.a = ku_buf(kb, "a", s->t[1], p.merge ? TERN_READ_WRITE : TERN_READ); /* MERGE: the first group writes A */
     p.b = ku_buf(kb, "b", s->t[2], TERN_READ);
     p.bias = p.has_bias ? ku_buf(kb, "bias", s->t[3], TERN_READ) : tern_int(0);
     p.aux = p.has_aux ? ku_buf(kb, "aux", s->t[4], TERN_WRITE) : tern_int(0);
@@ -84,6 +86,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.NE = (p.KC + p.G - 1) / p.G;
     p.norm_w = p.norm ? ku_buf(kb, "norm_w", s->t[5], TERN_READ) : tern_int(0);
     p.norm_b = p.norm == GK_GEMV_LAYERNORM ? ku_buf(kb, "norm_b", s->t[6], TERN_READ) : tern_int(0);
+    p.partial = p.merge ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ) : tern_int(0);
     p.N = tern_param_scalar(kb, "n", TERN_T_I32);
     p.K = tern_param_scalar(kb, "k", TERN_T_I32);
     p.lda = tern_param_scalar(kb, "lda", TERN_T_I32);
@@ -96,12 +99,50 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
+/* MERGE: x[r, e] for e < kc from the S parts of row r's head (k0 + e) / hs, as the cached
+ * attention's split kernel merges them (attention_cached.c, merge_parts: the same operations
+ * in the same order, so the same bits): M = max m_s, x = (sum o_s 2^(m_s - M)) / (sum l_s
+ * 2^(m_s - M)), rounded to A's dtype; the first group also stores it in A. */
+static void stage_merged(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
+    int S = p->S, hs = p->hs, part = hs + 2;
+    tern_v NH = tern_div(p->K, tern_int(hs));
+    tern_v first = tern_eq(tern_group_id(kb, 0), tern_int(0));
+    for (int r = 0; r < p->M; r++) {
+        TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
+            tern_v k = tern_add(k0, e);
+            tern_v h = tern_div(k, tern_int(hs)), d = tern_rem(k, tern_int(hs));
+            tern_v base = tern_mul(tern_add(tern_mul(tern_int(r), NH), h), tern_int(S * part));
+            tern_v ms[GK_AC_MAX_SPLITS];
+            tern_v M = tern_f32(0.0f);
+            for (int s = 0; s < S; s++) {
+                ms[s] = tern_load(p->partial, tern_add(base, tern_int(s * part + hs)));
+                M = s ? tern_max(M, ms[s]) : ms[0];
+            }
+            tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
+            for (int s = 0; s < S; s++) {
+                tern_v w = tern_exp2(tern_sub(ms[s], M));
+                tern_v lp = tern_load(p->partial, tern_add(base, tern_int(s * part + hs + 1)));
+                tern_v op = tern_load(p->partial, tern_add(base, tern_add(d, tern_int(s * part))));
+                L = s ? tern_fma(lp, w, L) : tern_mul(lp, w);
+                O = s ? tern_fma(op, w, O) : tern_mul(op, w);
+            }
+            tern_v x = tern_div(O, L);
+            tern_store(xs, tern_add(tern_int(r * p->KC), e), x);
+            TERN_IF(kb, first) { tern_store(p->a, tern_add(tern_mul(tern_int(r), p->lda), k), x); }
+        }
+    }
+}
+
 /* x[r, e] = A[r, k0 + e] for e < kc, into xs [M, KC] (A's dtype: a bf16 A is kept exactly),
  * through the prologue when there is one (rounded to A's dtype, as a composed norm's output).
  * Consecutive threads read consecutive elements of a row. */
 static void stage_x(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
     if (p->norm) {
         gemv_norm_stage(kb, p, xs, k0, kc, tid);
+        return;
+    }
+    if (p->merge) {
+        stage_merged(kb, p, xs, k0, kc, tid);
         return;
     }
     for (int r = 0; r < p->M; r++) {

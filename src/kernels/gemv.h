@@ -23,6 +23,9 @@ typedef struct gemv_params {
     int NE;
     tern_v nx[GK_GEMV_MAX_M][GK_GEMV_NORM_PER_THREAD], nw[GK_GEMV_NORM_PER_THREAD], nb[GK_GEMV_NORM_PER_THREAD];
     tern_v nvalid[GK_GEMV_NORM_PER_THREAD];
+    bool merge;           /* MERGE: A's rows from the attention's split parts */
+    tern_v partial;       /* MERGE: f32 [m NH, S, hs + 2] */
+    int S, hs;            /* MERGE: the parts of a row, the head size */
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */

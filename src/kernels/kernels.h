@@ -61,7 +61,7 @@ typedef enum gk_family {
  * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
 typedef struct gk_spec {
     uint8_t t[8];
-    int32_t n[13];
+    int32_t n[15];
 } gk_spec;
 
 /* A family's name (a C identifier) and trace function (user = const gk_spec *). */
@@ -242,13 +242,17 @@ static inline int gk_ac_parts(int hs, int w) {
 enum { GK_GEMV_SWIGLU = 1, GK_GEMV_ROPE = 2 }; /* GEMV_T's paired epilogues (n[9]) */
 /* The GEMVs' prologues (n[12]): the kind, and flags: RESIDENT (k in one chunk, each
  * thread's elements of A's rows and of the weights in registers, at most
- * GK_GEMV_NORM_PER_THREAD a row), EARLY (its weights loaded before the wait). */
+ * GK_GEMV_NORM_PER_THREAD a row), EARLY (its weights loaded before the wait). MERGE (no norm
+ * kind): A's rows are a cached attention's output, staged from its split parts (partial
+ * [m NH, S, hs + 2] as attention_cached's split kernel leaves them without merging, n[13] =
+ * S, n[14] = hs) and written to A by the first group. */
 enum {
     GK_GEMV_LAYERNORM = 1,
     GK_GEMV_RMSNORM = 2,
     GK_GEMV_NORM_KIND = 3,
     GK_GEMV_NORM_RESIDENT = 4,
     GK_GEMV_NORM_EARLY = 8,
+    GK_GEMV_MERGE = 16,
 };
 #define GK_GEMV_NORM_PER_THREAD 8
 #define GK_RMS_FEW_ROWS 8

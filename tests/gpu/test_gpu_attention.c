@@ -120,9 +120,68 @@ static void test_attention_cached(void) {
     gt_gpu.d->core.tune = saved;
 }
 
+/* matmul's ATTENTION prologue (a decoding step's attention and the projection after it):
+ * against the cpu handler's composition (attention_cached, then the product), C += A W (+
+ * bias) with A the attention's output, A and the caches compared too. Single-row steps split
+ * (ac_split_min lowered), so the GEMV merges the parts as it stages A; every third step with
+ * ac_defer off, the attention merging them itself. GPT-2's shape (B [k, n], a bias, KV = NH)
+ * and a grouped one with B [n, k] and no bias (Llama's). */
+static void test_attention_projection(void) {
+    int shapes[2][6] = {{64, 2, 2, 150, 0, 1}, {64, 4, 2, 100, 1, 0}}; /* C, NH, KV, max_T, trans_b, bias */
+    gpu_tune saved = gt_gpu.d->core.tune;
+    gt_gpu.d->core.tune.ac_split_min = 32;
+    for (int sh = 0; sh < 2; sh++) {
+        int C = shapes[sh][0], NH = shapes[sh][1], KV = shapes[sh][2], maxT = shapes[sh][3], hs = C / NH;
+        bool trans_b = shapes[sh][4], has_bias = shapes[sh][5];
+        int width = (NH + 2 * KV) * hs, N = 48;
+        for (int i = 0; i < 2; i++) {
+            tern_dtype dt = floats[i];
+            size_t cache = (size_t)KV * maxT * hs;
+            float *w = gt_random((size_t)C * N, -0.2f, 0.2f), *bias = gt_random((size_t)N, -0.5f, 0.5f);
+            float *x0 = gt_random((size_t)8 * N, -1, 1), *zero = calloc(cache, sizeof *zero);
+            /* zeros past the positions the steps write, so that the caches compare whole */
+            gt_pair kc = gt_make(dt, cache, 0, zero), vc = gt_make(dt, cache, 1, zero), pp = gt_make(TERN_I32, 1, 0, NULL);
+            gt_pair pw = gt_make(dt, (size_t)C * N, 0, w), pb = gt_make(dt, (size_t)N, 0, bias);
+            int p = 0, step = 0;
+            while (p < 60) {
+                int T = p == 0 ? 5 : 1;
+                float *qkv = gt_random((size_t)T * width, -2, 2);
+                gt_pair pq = gt_make(dt, (size_t)T * width, 0, qkv), pa = gt_make(dt, (size_t)T * C, 0, NULL);
+                gt_pair pc = gt_make(dt, (size_t)T * N, 0, x0);
+                int32_t p0 = p;
+                CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
+                CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
+                gt_gpu.d->core.tune.ac_defer = step % 3 != 2;
+                for (int side = 0; side < 2; side++) {
+                    gt_side *sd = side ? &gt_gpu : &gt_cpu;
+                    tern_matmul mm = {.m = T, .n = N, .k = C, .trans_b = trans_b, .alpha = 1, .beta = 1,
+                                      .bias = has_bias ? pb.view[side] : tern_none(),
+                                      .prologue = TERN_PROLOGUE_ATTENTION,
+                                      .att = {kc.view[side], vc.view[side], pq.view[side], pp.view[side], 1, T, NH, KV,
+                                              hs, maxT}};
+                    CHECK_OK(sd->ops->matmul(sd->d, pc.view[side], pa.view[side], pw.view[side], &mm));
+                }
+                GT_EXPECT(pa, gt_tol(dt, 1e-5), "attention prologue: A, NH %d KV %d p0 %d T %d %s", NH, KV, p, T,
+                          tern_dtype_name(dt));
+                GT_EXPECT(pc, gt_tol(dt, 1e-5), "attention prologue: C, NH %d KV %d p0 %d T %d %s", NH, KV, p, T,
+                          tern_dtype_name(dt));
+                gt_free(&pq), gt_free(&pa), gt_free(&pc);
+                free(qkv);
+                p += T, step++;
+            }
+            GT_EXPECT(kc, 0.0, "attention prologue: k_cache NH %d %s", NH, tern_dtype_name(dt));
+            GT_EXPECT(vc, 0.0, "attention prologue: v_cache NH %d %s", NH, tern_dtype_name(dt));
+            gt_free(&kc), gt_free(&vc), gt_free(&pp), gt_free(&pw), gt_free(&pb);
+            free(w), free(bias), free(x0), free(zero);
+        }
+    }
+    gt_gpu.d->core.tune = saved;
+}
+
 static void all(void) {
     test_attention();
     test_attention_cached();
+    test_attention_projection();
 }
 
 int main(void) {

@@ -361,6 +361,78 @@ static void test_errors(ot_ctx *c) {
     ot_free(c, &kc), ot_free(c, &vc), ot_free(c, &pok), ot_free(c, &pbad);
 }
 
+/* matmul's ATTENTION prologue: decoding steps of a grouped attention (NH 4, KV 2, hs 32) over
+ * a cache long enough that the GPU handlers split each step (max_T 600: 3 parts), C = x +
+ * attention W^T + bias by one call, against attention_cached and then the plain matmul on
+ * the same handler with caches of their own: A, C and the caches the same (the GPU handlers
+ * merge the parts where the GEMV stages A, with the attention's own operations: the same
+ * bits), then the prologue's checks. */
+static void test_prologue(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(59);
+    const int NH = 4, KV = 2, hs = 32, C = NH * hs, N = 40, max_t = 600, width = (NH + 2 * KV) * hs;
+    size_t ncache = (size_t)KV * max_t * hs;
+    for (int i = 0; i < 2; i++) {
+        tern_dtype dt = ot_float2[i];
+        float *w = ot_random((size_t)N * C, -0.2f, 0.2f), *bias = ot_random((size_t)N, -0.5f, 0.5f);
+        float *x = ot_random((size_t)3 * N, -1, 1), *zero = calloc(ncache, sizeof *zero);
+        ot_buf kc[2], vc[2]; /* zeros past the positions written, so that they compare whole */
+        for (int k = 0; k < 2; k++) kc[k] = ot_make(c, dt, ncache, 1, zero), vc[k] = ot_make(c, dt, ncache, 2, zero);
+        ot_buf bw = ot_make(c, dt, (size_t)N * C, 3, w), bb = ot_make(c, dt, (size_t)N, 4, bias);
+        int p0 = 0;
+        for (int st = 0; st < 5; st++) {
+            int T = st == 0 ? 3 : 1; /* a prompt (composed everywhere), then single rows */
+            float *qkv = ot_random((size_t)T * width, -2, 2);
+            int32_t pv = p0;
+            ot_buf bq = ot_make(c, dt, (size_t)T * width, 5, qkv), bp = ot_make_i32(c, &pv, 1, 0);
+            ot_buf ba[2], bc[2];
+            for (int k = 0; k < 2; k++) {
+                ba[k] = ot_make(c, dt, (size_t)T * C, 6, NULL);
+                bc[k] = ot_make(c, dt, (size_t)T * N, 7, x);
+            }
+            tern_matmul mm = {.m = T, .n = N, .k = C, .trans_b = true, .alpha = 1, .beta = 1, .bias = bb.view,
+                              .prologue = TERN_PROLOGUE_ATTENTION,
+                              .att = {kc[0].view, vc[0].view, bq.view, bp.view, 1, T, NH, KV, hs, max_t}};
+            CHECK_OK(o->matmul(c->d, bc[0].view, ba[0].view, bw.view, &mm));
+            CHECK_OK(o->attention_cached(c->d, ba[1].view, kc[1].view, vc[1].view, bq.view, bp.view, 1, T, NH, KV, hs,
+                                         max_t));
+            tern_matmul plain = {.m = T, .n = N, .k = C, .trans_b = true, .alpha = 1, .beta = 1, .bias = bb.view};
+            CHECK_OK(o->matmul(c->d, bc[1].view, ba[1].view, bw.view, &plain));
+            ot_buf got[2][3] = {{ba[0], bc[0], kc[0]}, {ba[1], bc[1], kc[1]}};
+            const char *what[3] = {"A", "C", "k_cache"};
+            for (int k = 0; k < 3; k++) {
+                float *want = malloc(got[1][k].view.len * sizeof(float));
+                ot_read(c, got[1][k], want);
+                OT_EXPECT(c, got[0][k], want, 1e-6, "ATTENTION prologue %s, p0 %d T %d %s", what[k], p0, T,
+                          tern_dtype_name(dt));
+                free(want);
+            }
+            for (int k = 0; k < 2; k++) ot_free(c, &ba[k]), ot_free(c, &bc[k]);
+            ot_free(c, &bq), ot_free(c, &bp);
+            free(qkv);
+            p0 += T;
+        }
+        /* the checks: A's shape, and what the product writes apart from what the attention reads */
+        int32_t pv = p0;
+        ot_buf bq = ot_make(c, dt, (size_t)width, 5, NULL), bp = ot_make_i32(c, &pv, 1, 0);
+        ot_buf ba = ot_make(c, dt, (size_t)2 * C, 6, NULL), bc = ot_make(c, dt, (size_t)2 * N, 7, NULL);
+        tern_matmul mm = {.m = 2, .n = N, .k = C, .trans_b = true, .alpha = 1, .beta = 0,
+                          .prologue = TERN_PROLOGUE_ATTENTION,
+                          .att = {kc[0].view, vc[0].view, bq.view, bp.view, 1, 1, NH, KV, hs, max_t}};
+        CHECK_ERR(o->matmul(c->d, bc.view, ba.view, bw.view, &mm), "matmul: the ATTENTION prologue needs A dense [B T, NH hs]");
+        mm.m = 1;
+        CHECK_ERR(o->matmul(c->d, tern_view(kc[0].view, 0, (size_t)N), tern_view(ba.view, 0, (size_t)C), bw.view, &mm),
+                  "matmul: c and att.k_cache overlap");
+        mm.att.KV = 3;
+        CHECK_ERR(o->matmul(c->d, tern_view(bc.view, 0, (size_t)N), tern_view(ba.view, 0, (size_t)C), bw.view, &mm),
+                  "key/value heads do not divide");
+        ot_free(c, &bq), ot_free(c, &bp), ot_free(c, &ba), ot_free(c, &bc);
+        for (int k = 0; k < 2; k++) ot_free(c, &kc[k]), ot_free(c, &vc[k]);
+        ot_free(c, &bw), ot_free(c, &bb);
+        free(w), free(bias), free(x), free(zero);
+    }
+}
+
 /* TERN_TEST_PART splits the suite for a slow handler (OpenCL: four tests, one process each,
  * each with its share of PoCL's compiles: 12-19 s of CPU each with a cold cache, measured):
  *   "train"        attention and its backward at all shapes but T = 33 (hs 16), and the
@@ -389,6 +461,7 @@ static void test_all(ot_ctx *c) {
     if (p.train) test_finite_differences(c);
     if (p.cached || p.cached_split) test_cached(c, p);
     if (p.cached) test_errors(c);
+    if (p.cached) test_prologue(c);
 }
 
 int main(void) {

@@ -212,7 +212,7 @@ static tern_error *matmul_sgemm(tern_dev *d, cpu_mm *mm) {
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows, cpu_swiglu, cpu_rope, cpu_layernorm, cpu_rmsnorm, cpu_temp)
+TERN_MATMUL_STEPS(tern_dev, cpu_copy, cpu_matmul, cpu_gelu_backward, cpu_sum_rows, cpu_swiglu, cpu_rope, cpu_layernorm, cpu_rmsnorm, cpu_attention_cached, cpu_temp)
 
 tern_error *cpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mmp) {
     cpu_mm mm;

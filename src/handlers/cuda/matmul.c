@@ -346,7 +346,7 @@ static tern_error *core_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, 
 }
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, cuda_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_attention_cached, gpu_temp)
 
 /* Where cuBLASLt does not take a product: a separate addend or GELU_BACKWARD is composed
  * (copy, the plain product, gelu_backward), so the plain product itself can still go to

@@ -69,7 +69,7 @@ static tern_error *as_f32(tern_dev *d, tern_buf x, tern_buf scratch, size_t *cur
 
 /* The steps of a composed product (tern_matmul_compose): this handler's own operations. */
 static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm);
-TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_temp)
+TERN_MATMUL_STEPS(tern_dev, gpu_copy, blast_matmul, gpu_gelu_backward, gpu_sum_rows, gpu_swiglu, gpu_rope, gpu_layernorm, gpu_rmsnorm, gpu_attention_cached, gpu_temp)
 
 /* The GPU core's matmul hook: CLBlast, with the core's passes around it. */
 static tern_error *blast_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
