@@ -350,27 +350,12 @@ static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, 
 }
 
 /* Step 5: out[out_row + d] for d < hs from the S parts of a row at `base` of partial
- * ([S, hs + 2]: the hs sums, m, l), in split order (deterministic: no float atomics):
- * M = max m_s, out = (sum o_s[d] 2^(m_s - M)) / (sum l_s 2^(m_s - M)) (the scores are in
- * base-2 units). Split 0 always holds position 0, so M is finite. */
+ * ([S, hs + 2]), merged in split order (ku_attention_merge; deterministic: no float
+ * atomics). */
 static void merge_parts(tern_kb *kb, tern_v partial, tern_v base, tern_v out, tern_v out_row, tern_v tid, int hs,
                         int S, int G) {
     TERN_FOR(kb, d, tid, tern_int(hs), tern_int(G)) {
-        tern_v ms[GK_AC_MAX_SPLITS];
-        tern_v M = tern_f32(0.0f);
-        for (int p = 0; p < S; p++) {
-            ms[p] = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs)));
-            M = p ? tern_max(M, ms[p]) : ms[0];
-        }
-        tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
-        for (int p = 0; p < S; p++) {
-            tern_v w = tern_exp2(tern_sub(ms[p], M));
-            tern_v lp = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs + 1)));
-            tern_v op = tern_load(partial, tern_add(base, tern_add(d, tern_int(p * (hs + 2)))));
-            L = p ? tern_fma(lp, w, L) : tern_mul(lp, w);
-            O = p ? tern_fma(op, w, O) : tern_mul(op, w);
-        }
-        tern_store(out, tern_add(out_row, d), tern_div(O, L));
+        tern_store(out, tern_add(out_row, d), ku_attention_merge(partial, base, d, hs, S));
     }
 }
 

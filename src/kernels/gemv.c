@@ -99,34 +99,19 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     return p;
 }
 
-/* MERGE: x[r, e] for e < kc from the S parts of row r's head (k0 + e) / hs, as the cached
- * attention's split kernel merges them (attention_cached.c, merge_parts: the same operations
- * in the same order, so the same bits): M = max m_s, x = (sum o_s 2^(m_s - M)) / (sum l_s
- * 2^(m_s - M)), rounded to A's dtype; the first group also stores it in A. */
+/* MERGE: x[r, e] for e < kc from the S parts of row r's head (k0 + e) / hs, merged as the
+ * cached attention's split kernel merges them (ku_attention_merge: the same bits), rounded
+ * to A's dtype; the first group also stores it in A. */
 static void stage_merged(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0, tern_v kc, tern_v tid) {
-    int S = p->S, hs = p->hs, part = hs + 2;
+    int S = p->S, hs = p->hs;
     tern_v NH = tern_div(p->K, tern_int(hs));
     tern_v first = tern_eq(tern_group_id(kb, 0), tern_int(0));
     for (int r = 0; r < p->M; r++) {
         TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
             tern_v k = tern_add(k0, e);
             tern_v h = tern_div(k, tern_int(hs)), d = tern_rem(k, tern_int(hs));
-            tern_v base = tern_mul(tern_add(tern_mul(tern_int(r), NH), h), tern_int(S * part));
-            tern_v ms[GK_AC_MAX_SPLITS];
-            tern_v M = tern_f32(0.0f);
-            for (int s = 0; s < S; s++) {
-                ms[s] = tern_load(p->partial, tern_add(base, tern_int(s * part + hs)));
-                M = s ? tern_max(M, ms[s]) : ms[0];
-            }
-            tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
-            for (int s = 0; s < S; s++) {
-                tern_v w = tern_exp2(tern_sub(ms[s], M));
-                tern_v lp = tern_load(p->partial, tern_add(base, tern_int(s * part + hs + 1)));
-                tern_v op = tern_load(p->partial, tern_add(base, tern_add(d, tern_int(s * part))));
-                L = s ? tern_fma(lp, w, L) : tern_mul(lp, w);
-                O = s ? tern_fma(op, w, O) : tern_mul(op, w);
-            }
-            tern_v x = tern_div(O, L);
+            tern_v base = tern_mul(tern_add(tern_mul(tern_int(r), NH), h), tern_int(S * (hs + 2)));
+            tern_v x = ku_attention_merge(p->partial, base, d, hs, S);
             tern_store(xs, tern_add(tern_int(r * p->KC), e), x);
             TERN_IF(kb, first) { tern_store(p->a, tern_add(tern_mul(tern_int(r), p->lda), k), x); }
         }

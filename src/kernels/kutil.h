@@ -124,6 +124,30 @@ static inline tern_v ku_sigmoid(tern_v g) {
 }
 static inline tern_v ku_swiglu(tern_v g, tern_v u) { return tern_mul(tern_mul(g, ku_sigmoid(g)), u); }
 
+/* Element d of a cached attention row merged from its S split parts at `base` of partial
+ * ([S, hs + 2] f32: each part's hs sums, then its maximum m and sum of weights l, scores in
+ * base 2), in split order: M = max m_s, (sum o_s[d] 2^(m_s - M)) / (sum l_s 2^(m_s - M)).
+ * Written once for the attention's own merge and the GEMV that merges the parts as it
+ * stages A (the same operations: the same bits). Split 0 always holds position 0, so M is
+ * finite. */
+static inline tern_v ku_attention_merge(tern_v partial, tern_v base, tern_v d, int hs, int S) {
+    tern_v ms[GK_AC_MAX_SPLITS];
+    tern_v M = tern_f32(0.0f);
+    for (int p = 0; p < S; p++) {
+        ms[p] = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs)));
+        M = p ? tern_max(M, ms[p]) : ms[0];
+    }
+    tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
+    for (int p = 0; p < S; p++) {
+        tern_v w = tern_exp2(tern_sub(ms[p], M));
+        tern_v lp = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs + 1)));
+        tern_v op = tern_load(partial, tern_add(base, tern_add(d, tern_int(p * (hs + 2)))));
+        L = p ? tern_fma(lp, w, L) : tern_mul(lp, w);
+        O = p ? tern_fma(op, w, O) : tern_mul(op, w);
+    }
+    return tern_div(O, L);
+}
+
 /* Rotary embedding's turn of the pair (x1, x2) = (x[j], x[j + hd/2]) by angle a (by -a for the
  * backward): o1 = x1 cos a - x2 sin a, o2 = x2 cos a + x1 sin a. Shared by the rope kernel
  * and the GEMV's ROPE epilogue, so both round alike. */
