@@ -97,11 +97,11 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
         TERN_TRY(norm_linear(d, qkv, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
                              gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
                              TERN_EPILOGUE_NONE));
-        tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = gpt2_decode_w(m, GPT2_ATTPROJW, l).dtype == TERN_Q8,
-                            .alpha = 1.0f, .beta = 1.0f, .bias = gpt2_w(m, GPT2_ATTPROJB, l),
-                            .prologue = TERN_PROLOGUE_ATTENTION,
+        tern_buf wproj = gpt2_decode_w(m, GPT2_ATTPROJW, l);
+        tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = wproj.dtype == TERN_Q8, .alpha = 1.0f, .beta = 1.0f,
+                            .bias = gpt2_w(m, GPT2_ATTPROJB, l), .prologue = TERN_PROLOGUE_ATTENTION,
                             .att = {dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH, NH, C / NH, dc->max_T}};
-        TERN_TRY(OP(matmul)(d, x, atty, gpt2_decode_w(m, GPT2_ATTPROJW, l), &proj)); /* atty = attention; x += ... */
+        TERN_TRY(OP(matmul)(d, x, atty, wproj, &proj)); /* atty = attention; x += atty wproj + b */
         /* x = x + proj(gelu(fc(ln_2(x)))) */
         TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
                              gpt2_decode_w(m, GPT2_FCW, l), gpt2_w(m, GPT2_FCB, l), rows, C, 4 * C,

@@ -27,7 +27,8 @@
  *
  * Spec: t[0] out, t[1] k_cache, t[2] v_cache, t[3] qkv; n[0] = hs, n[1] = W, n[2] = S (0 or 1:
  * no split); split: n[3] threads per group, n[4] threads per position (kernels.h), n[5] = 1
- * when T = 1 (decoding); n[6] = group.
+ * when T = 1 (decoding); n[6] = group; n[7] = 1: the first pass loaded before the wait;
+ * n[8] = 1: no merge, the parts left to the GEMV (kernels.h).
  * Parameters: out (split: partial), k_cache, v_cache, qkv, pos, fault, T, C, NH, max_T,
  * scale; split: then out and count (i32 [rows], zero before the launch and after it).
  * Grid: B NH T groups; split: (T S, NH, B). */
@@ -106,9 +107,14 @@ static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     return a;
 }
 
+/* Whether p0 .. p0 + T - 1 lie in the cache. */
+static tern_v positions_in_cache(const cached_args *a, tern_v p0) {
+    return tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(a->max_T, a->T)));
+}
+
 /* p0 .. p0 + T - 1 must lie in the cache; the first group's first thread records the fault. */
 static tern_v positions_ok(tern_kb *kb, const cached_args *a, tern_v p0) {
-    tern_v ok = tern_land(tern_ge(p0, tern_int(0)), tern_le(p0, tern_sub(a->max_T, a->T)));
+    tern_v ok = positions_in_cache(a, p0);
     tern_v first = tern_eq(tern_local_id(kb, 0), tern_int(0));
     for (int d = 0; d < 3; d++) first = tern_land(first, tern_eq(tern_group_id(kb, d), tern_int(0)));
     TERN_IF(kb, tern_land(tern_lnot(ok), first)) { ku_fault(kb, a->fault, GK_FAULT_CACHED_POS, a->T, p0, a->max_T); }
@@ -336,7 +342,7 @@ static void pass_update(split_thread *st, tern_v j0, tern_v end) {
  * ptxas interleaved them with the arithmetic to save registers, issuing them in waves, a
  * round trip each. The passes run inside the first loads' branch, so that the variables'
  * initial values are never used (and cost nothing). `loaded`: the first pass's loads were
- * issued before the kernel's wait (early_loads). */
+ * issued before the kernel's wait (trace_split, spec n[7]). */
 static void split_pass(tern_kb *kb, split_thread *st, tern_v start, tern_v end, bool fresh, bool loaded) {
     tern_v last = tern_sub(end, tern_int(1));
     TERN_IF(kb, tern_lt(start, end)) {
@@ -475,9 +481,8 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
         /* pos is an upload's and positions < p0 were written by earlier launches: the first
          * pass of the cache loads with pos, while the kernel before this one still runs
          * (a position outside the cache loads nothing: the fault is recorded after the wait) */
-        tern_v ok = tern_land(tern_ge(st.p0, tern_int(0)), tern_le(st.p0, tern_sub(a.max_T, T)));
         tern_v end = tern_min(hi, st.p0);
-        TERN_IF(kb, tern_land(ok, tern_lt(lo, end))) { pass_loads(&st, lo, tern_sub(end, tern_int(1)), false); }
+        TERN_IF(kb, tern_land(positions_in_cache(&a, st.p0), tern_lt(lo, end))) { pass_loads(&st, lo, tern_sub(end, tern_int(1)), false); }
         tern_wait_previous(kb);
     }
     tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));

@@ -189,7 +189,8 @@ static inline int gk_att_split(int hs, int backward) {
  * factors of two) the host does not split. n[5] = 1 when T = 1 (decoding). n[6] = NH / KV
  * for grouped key/value heads (caches [B, KV, max_T, hs]; 0: KV = NH). n[7] = 1 (decoding
  * only): pos and the caches' positions below p0 are read before the kernel's wait (nothing
- * in flight writes them), its first pass of cached keys and values with them. */
+ * in flight writes them), its first pass of cached keys and values with them. n[8] = 1
+ * (decoding only): no merge; the parts stay in partial for the GEMV after it (MERGE below). */
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256
