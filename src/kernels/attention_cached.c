@@ -482,7 +482,9 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
          * pass of the cache loads with pos, while the kernel before this one still runs
          * (a position outside the cache loads nothing: the fault is recorded after the wait) */
         tern_v end = tern_min(hi, st.p0);
-        TERN_IF(kb, tern_land(positions_in_cache(&a, st.p0), tern_lt(lo, end))) { pass_loads(&st, lo, tern_sub(end, tern_int(1)), false); }
+        TERN_IF(kb, tern_land(positions_in_cache(&a, st.p0), tern_lt(lo, end))) {
+            pass_loads(&st, lo, tern_sub(end, tern_int(1)), false);
+        }
         tern_wait_previous(kb);
     }
     tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
