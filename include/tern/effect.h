@@ -254,6 +254,10 @@ typedef struct tern_adamw {
  *                   contents, never on host values that change between replays; the key must
  *                   change whenever any argument inside does. Handlers without graphs always
  *                   answer *replay = false and run the operations directly.
+ *   replay_steps    *out = how many steps of a loop (decoding's one-token steps) one
+ *                   replayable section should hold: the handler's replay_steps option (1 by
+ *                   default). More steps a section share its launch and the host's round
+ *                   trip; the caller then gets their results in bursts.
  * linear algebra
  *   matmul          see tern_matmul. c must not overlap a or b. addend (when present and
  *                   not c's own view) is read instead of c by the beta term and must not
@@ -368,6 +372,7 @@ typedef struct tern_adamw {
     /* replayable sections (CUDA graphs); see docs/effects.md */                           \
     X(capture_begin, (tern_dev * d, uint64_t key, bool *replay), (d, key, replay))         \
     X(capture_end, (tern_dev * d, uint64_t key), (d, key))                                 \
+    X(replay_steps, (tern_dev * d, int *out), (d, out))                                    \
     /* linear algebra */                                                                   \
     X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm),   \
       (d, c, a, b, mm))                                                                    \

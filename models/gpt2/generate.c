@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "instance.h"
+#include "../common/decode_loop.h"
 
 static void layout_decode(tern_gpt2 *m, model_pools *p, gpt2_decode *dc) {
     const tern_gpt2_config *cfg = &m->cfg;
@@ -15,8 +16,8 @@ static void layout_decode(tern_gpt2 *m, model_pools *p, gpt2_decode *dc) {
         dc->v_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
     }
     dc->prompt = MODEL_FN(take)(p, POOL_I32, rows);
-    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
-    dc->pos = MODEL_FN(take)(p, POOL_I32, 1);
+    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)model_token_slots(dc->steps) * dc->B);
+    dc->pos = MODEL_FN(take)(p, POOL_I32, (size_t)dc->steps);
     dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * 3 * C);
     dc->atty = MODEL_FN(take)(p, POOL_ACT, rows * C);
@@ -32,10 +33,13 @@ void GPT2_FN(free_decode)(tern_gpt2 *m) {
     m->epoch++;
 }
 
-/* Buffers for B sequences, prefill chunks of up to T rows each, and a cache of max_T. */
+/* Buffers for B sequences, prefill chunks of up to T rows each, a cache of max_T, and
+ * sections of the handler's replay_steps decoding steps. */
 static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     gpt2_decode *dc = &m->dec;
-    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T == max_T) return NULL;
+    int steps = 1;
+    TERN_TRY(OP(replay_steps)(m->dev, &steps));
+    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T == max_T && dc->steps == steps) return NULL;
     GPT2_FN(free_decode)(m);
     int L = m->cfg.n_layer;
     dc->k_cache = calloc((size_t)(L ? L : 1), sizeof *dc->k_cache);
@@ -47,6 +51,7 @@ static tern_error *ensure_decode(tern_gpt2 *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
+    dc->steps = steps;
     model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
@@ -78,9 +83,10 @@ static tern_error *norm_linear(tern_dev *d, tern_buf y, tern_buf x, tern_buf ln_
 }
 
 /* Runs T new positions of each of B sequences through the model, from the tokens in
- * `tokens` [B*T] at positions pos[0] .., extending the KV cache, and samples each
- * sequence's next token into dc->token. */
-static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const tern_gpt2_sampling *s) {
+ * `tokens` [B*T] at positions pos[0] .. (pos: [1] i32, a view of dc->pos), extending the KV
+ * cache, and samples each sequence's next token into `next` [B]. */
+static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, tern_buf pos, tern_buf next, int T,
+                                 const tern_gpt2_sampling *s) {
     tern_dev *d = m->dev;
     gpt2_decode *dc = &m->dec;
     const tern_gpt2_config *cfg = &m->cfg;
@@ -91,7 +97,7 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
     tern_buf qkv = tern_view(dc->qkv, 0, 3 * n), atty = tern_view(dc->atty, 0, n);
     tern_buf fch = tern_view(dc->fch, 0, 4 * n);
 
-    TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), dc->pos, B, T, C));
+    TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), pos, B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
         /* x = x + proj(attention(ln_1(x))): the attention as the projection's prologue */
         TERN_TRY(norm_linear(d, qkv, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
@@ -100,7 +106,7 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
         tern_buf wproj = gpt2_decode_w(m, GPT2_ATTPROJW, l);
         tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = wproj.dtype == TERN_Q8, .alpha = 1.0f, .beta = 1.0f,
                             .bias = gpt2_w(m, GPT2_ATTPROJB, l), .prologue = TERN_PROLOGUE_ATTENTION,
-                            .att = {dc->k_cache[l], dc->v_cache[l], qkv, dc->pos, B, T, NH, NH, C / NH, dc->max_T}};
+                            .att = {dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, NH, C / NH, dc->max_T}};
         TERN_TRY(OP(matmul)(d, x, atty, wproj, &proj)); /* atty = attention; x += atty wproj + b */
         /* x = x + proj(gelu(fc(ln_2(x)))) */
         TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,
@@ -115,8 +121,7 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, int T, const ter
                              .prologue = TERN_PROLOGUE_LAYERNORM,
                              .norm = {gpt2_w(m, GPT2_LNFW, 0), gpt2_w(m, GPT2_LNFB, 0), eps}};
     TERN_TRY(OP(matmul)(d, dc->logits, last_rows, gpt2_decode_w(m, GPT2_WTE, 0), &logits_mm));
-    return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k,
-                      s->seed, dc->pos);
+    return OP(sample)(d, next, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed, pos);
 }
 
 /* The replayable one-token step: identified by everything its operations take from the host. */
@@ -130,9 +135,32 @@ static uint64_t step_key(const tern_gpt2 *m, const tern_gpt2_sampling *s) {
     return gpt2_key_mix(h, s->seed);
 }
 
-static tern_error *set_pos(tern_gpt2 *m, int pos) {
-    int32_t p = pos;
-    return OP(upload)(m->dev, m->dec.pos, &p);
+/* What the shared decoding loop (models/common/decode_loop.h) calls back. */
+typedef struct gpt2_steps {
+    tern_gpt2 *m;
+    const tern_gpt2_sampling *s;
+    tern_gpt2_on_token on_token;
+    void *user;
+} gpt2_steps;
+
+/* pos[j] = p + j for the k steps of a section. */
+static tern_error *step_positions(void *ctx, int p, int k) {
+    gpt2_steps *g = ctx;
+    int32_t host[64];
+    if (k > (int)(sizeof host / sizeof host[0])) return tern_errorf("generate: %d steps a section (at most 64)", k);
+    for (int j = 0; j < k; j++) host[j] = p + j;
+    return OP(upload)(g->m->dev, tern_view(g->m->dec.pos, 0, (size_t)k), host);
+}
+
+static tern_error *step_queue(void *ctx, int j, tern_buf in, tern_buf out) {
+    gpt2_steps *g = ctx;
+    return run_positions(g->m, in, tern_view(g->m->dec.pos, (size_t)j, 1), out, 1, g->s);
+}
+
+static tern_error *step_take(void *ctx, const int32_t *tokens, bool *stop) {
+    gpt2_steps *g = ctx;
+    (void)stop; /* GPT-2 stops only when on_token says so */
+    return g->on_token ? g->on_token(g->user, tokens, g->m->dec.B) : NULL;
 }
 
 tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0, int n_new,
@@ -142,22 +170,17 @@ tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0
     int V = m->cfg.vocab_size;
     TERN_TRY(ensure_decode(m, B, T0, m->cfg.max_seq));
     gpt2_decode *dc = &m->dec;
-    int32_t *tokens = malloc((size_t)B * sizeof *tokens);
-    if (!tokens) return tern_errorf("out of memory for %d tokens", B);
-    tern_error *err = NULL;
-
-    /* Prefill: the whole prompts at positions 0 .. T0-1, then the first new token. */
+    /* Prefill: the whole prompts at positions 0 .. T0-1, then the first new tokens (slot 0). */
     tern_buf prompt_buf = tern_view(dc->prompt, 0, (size_t)B * T0);
-    if ((err = OP(upload)(d, prompt_buf, prompt)) || (err = set_pos(m, 0)) ||
-        (err = run_positions(m, prompt_buf, T0, s)))
-        goto done;
+    gpt2_steps g = {m, s, on_token, user};
+    TERN_TRY(OP(upload)(d, prompt_buf, prompt));
+    TERN_TRY(step_positions(&g, 0, 1));
+    TERN_TRY(run_positions(m, prompt_buf, tern_view(dc->pos, 0, 1), tern_view(dc->token, 0, (size_t)B), T0, s));
     if (prefill_logits) {
         size_t row_len = (size_t)m->Vp;
         float *row = malloc(row_len * sizeof *row);
-        if (!row) {
-            err = tern_errorf("out of memory for a row of logits");
-            goto done;
-        }
+        if (!row) return tern_errorf("out of memory for a row of logits");
+        tern_error *err = NULL;
         for (int b = 0; b < B && !err; b++) {
             tern_buf logits_b = tern_view(dc->logits, (size_t)b * row_len, row_len);
             tern_buf as_f32 = tern_none();
@@ -170,33 +193,11 @@ tern_error *GPT2_FN(generate)(tern_gpt2 *m, const int32_t *prompt, int B, int T0
             if (!err) memcpy(prefill_logits + (size_t)b * V, row, (size_t)V * sizeof *row);
         }
         free(row);
-        if (err) goto done;
+        if (err) return err;
     }
 
-    /* One-token steps: the token sampled last is fed back at the next position. The step
-     * that makes token i + 1 is queued before the host waits for token i, so the device
-     * never waits for the host between steps (when on_token stops, that step was made for
-     * nothing, which is harmless). */
-    uint64_t key = step_key(m, s);
-    for (int i = 0; i < n_new; i++) {
-        if ((err = OP(download_async)(d, tokens, dc->token))) goto done;
-        if (i + 1 < n_new) {
-            if ((err = set_pos(m, T0 + i))) goto done;
-            bool replay = false;
-            if ((err = OP(capture_begin)(d, key, &replay))) goto done;
-            if (!replay && (err = run_positions(m, dc->token, 1, s))) {
-                tern_error_free(OP(capture_end)(d, key));
-                goto done;
-            }
-            if ((err = OP(capture_end)(d, key))) goto done;
-        }
-        if ((err = OP(download_wait)(d))) goto done;
-        if (on_token && (err = on_token(user, tokens, B))) goto done;
-    }
-done:
-    tern_error_free(OP(download_wait)(d)); /* tokens is not freed under a pending copy */
-    /* a fault of the steps' kernels surfaces here */
-    if (!err) err = OP(sync)(d);
-    free(tokens);
-    return err;
+    /* One-token steps, in sections of the handler's replay_steps */
+    model_decode_loop dl = {.dev = d, .B = B, .K = dc->steps, .token = dc->token, .key = step_key(m, s),
+                            .model = &g, .positions = step_positions, .step = step_queue, .take = step_take};
+    return MODEL_FN(decode_loop)(&dl, T0, n_new);
 }

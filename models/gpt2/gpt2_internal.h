@@ -104,11 +104,14 @@ typedef struct gpt2_acts {
 /* Buffers of generation with a KV cache. */
 typedef struct gpt2_decode {
     int B, T, max_T;        /* T: rows of the prefill buffers per sequence */
+    int steps;              /* decoding steps a replayable section holds (the replay_steps op) */
     tern_buf *k_cache;      /* per layer [B, NH, max_T, hs] */
     tern_buf *v_cache;
     tern_buf prompt;        /* [B*T] i32 */
-    tern_buf token;         /* [B] i32: the last sampled token, the next step's input */
-    tern_buf pos;           /* [1] i32: position of the first row being computed */
+    tern_buf token;         /* [slots, B] i32 (model_token_slots): slot 0 the last sampled tokens,
+                             * the next step's input */
+    tern_buf pos;           /* [steps] i32: position of the first row being computed, one a
+                             * step of a section */
     tern_buf x, qkv, atty, fch; /* [B*T, C|3C|C|4C] */
     tern_buf logits;        /* [B, Vp] */
     uint64_t capture_key;

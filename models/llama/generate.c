@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "instance.h"
+#include "../common/decode_loop.h"
 
 static void layout_decode(tern_llama *m, model_pools *p, llama_decode *dc) {
     const tern_llama_config *cfg = &m->cfg;
@@ -16,8 +17,9 @@ static void layout_decode(tern_llama *m, model_pools *p, llama_decode *dc) {
         dc->v_cache[l] = MODEL_FN(take)(p, POOL_ACT, cache_len);
     }
     dc->prompt = MODEL_FN(take)(p, POOL_I32, rows);
-    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)dc->B);
-    dc->pos = MODEL_FN(take)(p, POOL_I32, rows);
+    dc->token = MODEL_FN(take)(p, POOL_I32, (size_t)model_token_slots(dc->steps) * dc->B);
+    size_t step_rows = (size_t)dc->steps * dc->B;
+    dc->pos = MODEL_FN(take)(p, POOL_I32, rows > step_rows ? rows : step_rows);
     dc->x = MODEL_FN(take)(p, POOL_ACT, rows * C);
     dc->qkv = MODEL_FN(take)(p, POOL_ACT, rows * qw);
     dc->att = MODEL_FN(take)(p, POOL_ACT, rows * (size_t)cfg->n_head * hs);
@@ -36,7 +38,9 @@ void LLAMA_FN(free_decode)(tern_llama *m) {
 /* Buffers for B sequences, prefill chunks of up to T rows each, and caches of max_T. */
 static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
     llama_decode *dc = &m->dec;
-    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T >= max_T) return NULL;
+    int steps = 1;
+    TERN_TRY(OP(replay_steps)(m->dev, &steps));
+    if (dc->k_cache && dc->B == B && dc->T >= T && dc->max_T >= max_T && dc->steps == steps) return NULL;
     LLAMA_FN(free_decode)(m);
     int L = m->cfg.n_layer;
     dc->k_cache = calloc((size_t)(L ? L : 1), sizeof *dc->k_cache);
@@ -48,6 +52,7 @@ static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
     dc->B = B;
     dc->T = T;
     dc->max_T = max_T;
+    dc->steps = steps;
     model_pools p = {.dtype = {m->flat.adtype, TERN_F32, TERN_I32}};
     layout_decode(m, &p, dc);
     tern_error *err = MODEL_FN(pools_alloc)(m->dev, &p);
@@ -60,10 +65,11 @@ static tern_error *ensure_decode(tern_llama *m, int B, int T, int max_T) {
     return NULL;
 }
 
-/* T new positions of each of B sequences, from `tokens` [B T] at the positions in dc->pos
- * (row b T + t at p0 + t, p0 = pos[0]), through every layer, extending the caches; samples
- * each sequence's next token into dc->token. */
-static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const tern_gpt2_sampling *s) {
+/* T new positions of each of B sequences, from `tokens` [B T] at the positions in `pos`
+ * [B T] (a view of dc->pos: row b T + t at p0 + t, p0 = pos[0]), through every layer,
+ * extending the caches; samples each sequence's next token into `next` [B]. */
+static tern_error *run_positions(tern_llama *m, tern_buf tokens, tern_buf pos, tern_buf next, int T,
+                                 const tern_gpt2_sampling *s) {
     tern_dev *d = m->dev;
     llama_decode *dc = &m->dec;
     const tern_llama_config *cfg = &m->cfg;
@@ -74,7 +80,7 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     tern_buf x = tern_view(dc->x, 0, r * C);
     tern_buf qkv = tern_view(dc->qkv, 0, r * qw), att = tern_view(dc->att, 0, r * NH * hs);
     tern_buf a = tern_view(dc->a, 0, r * I);
-    tern_buf pos = tern_view(dc->pos, 0, r), w = llama_weights(m);
+    tern_buf w = llama_weights(m);
 
     /* x [rows, C] = embed[tokens] */
     TERN_TRY(OP(embed)(d, x, tokens, llama_w(m, LLAMA_EMBED, 0), tern_none(), tern_none(), B, T, C));
@@ -100,7 +106,7 @@ static tern_error *run_positions(tern_llama *m, tern_buf tokens, int T, const te
     tern_matmul logits_mm = {.m = B, .n = m->Vp, .k = C, .trans_b = true, .lda = T * C, .alpha = 1, .beta = 0,
                              .prologue = TERN_PROLOGUE_RMSNORM, .norm = {llama_w(m, LLAMA_NORM, 0), tern_none(), eps}};
     TERN_TRY(OP(matmul)(d, dc->logits, last_rows, llama_decode_head(m), &logits_mm));
-    return OP(sample)(d, dc->token, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed,
+    return OP(sample)(d, next, dc->logits, B, cfg->vocab_size, m->Vp, s->temperature, s->top_k, s->seed,
                       tern_view(pos, 0, 1));
 }
 
@@ -142,6 +148,45 @@ static tern_error *read_prefill_logits(tern_llama *m, float *out) {
     return err;
 }
 
+/* What the shared decoding loop (models/common/decode_loop.h) calls back. */
+typedef struct llama_steps {
+    tern_llama *m;
+    const tern_gpt2_sampling *s;
+    bool stop_at_eos;
+    bool *ended; /* [B]: the sequences that have made an end-of-sequence token */
+    int32_t *pos; /* [max(B T0, steps B)]: the positions, on the host */
+    tern_gpt2_on_token on_token;
+    void *user;
+} llama_steps;
+
+/* The B rows of step j of a section at position p + j, for the k steps from position p. */
+static tern_error *step_positions(void *ctx, int p, int k) {
+    llama_steps *g = ctx;
+    int B = g->m->dec.B;
+    for (int j = 0; j < k; j++)
+        for (int b = 0; b < B; b++) g->pos[j * B + b] = p + j;
+    return OP(upload)(g->m->dev, tern_view(g->m->dec.pos, 0, (size_t)k * B), g->pos);
+}
+
+static tern_error *step_queue(void *ctx, int j, tern_buf in, tern_buf out) {
+    llama_steps *g = ctx;
+    size_t B = (size_t)g->m->dec.B;
+    return run_positions(g->m, in, tern_view(g->m->dec.pos, (size_t)j * B, B), out, 1, g->s);
+}
+
+/* Hands the tokens over; stops (with stop_at_eos) once every sequence has ended. */
+static tern_error *step_take(void *ctx, const int32_t *tokens, bool *stop) {
+    llama_steps *g = ctx;
+    int B = g->m->dec.B, still = 0;
+    if (g->on_token) TERN_TRY(g->on_token(g->user, tokens, B));
+    for (int b = 0; b < B; b++) {
+        g->ended[b] = g->ended[b] || is_eos(&g->m->cfg, tokens[b]);
+        still += !g->ended[b];
+    }
+    *stop = g->stop_at_eos && !still;
+    return NULL;
+}
+
 tern_error *LLAMA_FN(generate)(tern_llama *m, const int32_t *prompt, int B, int T0, int n_new,
                                const tern_gpt2_sampling *s, bool stop_at_eos,
                                tern_gpt2_on_token on_token, void *user, float *prefill_logits) {
@@ -149,51 +194,28 @@ tern_error *LLAMA_FN(generate)(tern_llama *m, const int32_t *prompt, int B, int 
     int max_T = T0 + (n_new > 1 ? n_new - 1 : 0); /* the last token is sampled, never fed back */
     TERN_TRY(ensure_decode(m, B, T0, max_T));
     llama_decode *dc = &m->dec;
-    int32_t *tokens = malloc((size_t)B * sizeof *tokens), *pos = malloc((size_t)B * T0 * sizeof *pos);
+    size_t pos_len = (size_t)B * (T0 > dc->steps ? T0 : dc->steps);
+    int32_t *pos = malloc(pos_len * sizeof *pos);
     bool *ended = calloc((size_t)B, sizeof *ended);
     tern_error *err = NULL;
-    if (!tokens || !pos || !ended) {
+    if (!pos || !ended) {
         err = tern_errorf("out of memory for %d sequences", B);
         goto done;
     }
-    /* Prefill: the whole prompts at positions 0 .. T0 - 1, then the first new token. */
+    /* Prefill: the whole prompts at positions 0 .. T0 - 1, then the first new tokens (slot 0). */
     tern_buf prompt_buf = tern_view(dc->prompt, 0, (size_t)B * T0);
     if ((err = OP(upload)(d, prompt_buf, prompt)) || (err = set_pos(m, pos, T0, 0)) ||
-        (err = run_positions(m, prompt_buf, T0, s)))
+        (err = run_positions(m, prompt_buf, tern_view(dc->pos, 0, (size_t)B * T0), tern_view(dc->token, 0, (size_t)B),
+                             T0, s)))
         goto done;
     if (prefill_logits && (err = read_prefill_logits(m, prefill_logits))) goto done;
 
-    /* One-token steps: the tokens sampled last are fed back at the next position. The step
-     * that makes tokens i + 1 is queued before the host waits for tokens i, so the device
-     * never waits for the host between steps (when on_token stops or every sequence has
-     * ended, that step was made for nothing, which is harmless). */
-    uint64_t key = step_key(m, s);
-    for (int i = 0; i < n_new; i++) {
-        if ((err = OP(download_async)(d, tokens, dc->token))) goto done;
-        if (i + 1 < n_new) {
-            if ((err = set_pos(m, pos, 1, T0 + i))) goto done;
-            bool replay = false;
-            if ((err = OP(capture_begin)(d, key, &replay))) goto done;
-            if (!replay && (err = run_positions(m, dc->token, 1, s))) {
-                tern_error_free(OP(capture_end)(d, key));
-                goto done;
-            }
-            if ((err = OP(capture_end)(d, key))) goto done;
-        }
-        if ((err = OP(download_wait)(d))) goto done;
-        if (on_token && (err = on_token(user, tokens, B))) goto done;
-        int still = 0;
-        for (int b = 0; b < B; b++) {
-            ended[b] = ended[b] || is_eos(&m->cfg, tokens[b]);
-            still += !ended[b];
-        }
-        if (stop_at_eos && !still) break;
-    }
+    /* One-token steps, in sections of the handler's replay_steps */
+    llama_steps g = {m, s, stop_at_eos, ended, pos, on_token, user};
+    model_decode_loop dl = {.dev = d, .B = B, .K = dc->steps, .token = dc->token, .key = step_key(m, s),
+                            .model = &g, .positions = step_positions, .step = step_queue, .take = step_take};
+    err = MODEL_FN(decode_loop)(&dl, T0, n_new);
 done:
-    tern_error_free(OP(download_wait)(d)); /* tokens is not freed under a pending copy */
-    /* a fault of the steps' kernels surfaces here */
-    if (!err) err = OP(sync)(d);
-    free(tokens);
     free(pos);
     free(ended);
     return err;

@@ -114,11 +114,13 @@ typedef struct llama_acts {
 /* Generation with a KV cache. */
 typedef struct llama_decode {
     int B, T, max_T;   /* T: rows per sequence of the prefill buffers */
+    int steps;         /* decoding steps a replayable section holds (the replay_steps op) */
     tern_buf *k_cache; /* per layer [B, KV, max_T, hs] */
     tern_buf *v_cache;
     tern_buf prompt;   /* [B T] i32 */
-    tern_buf token;    /* [B] i32: the last sampled tokens */
-    tern_buf pos;      /* [B T] i32: each row's position; pos[0] is the first row's */
+    tern_buf token;    /* [slots, B] i32 (model_token_slots): slot 0 the last sampled tokens */
+    tern_buf pos;      /* [max(B T, steps B)] i32: each row's position (a step of a section:
+                        * its B rows from j B); pos[0] is the first row's */
     tern_buf x;        /* [B T, C] */
     tern_buf qkv;      /* [B T, QW] */
     tern_buf att;      /* [B T, NH hs] */

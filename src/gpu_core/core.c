@@ -144,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 
 gpu_tune gpu_tune_defaults(void) {
     return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .lnb_rows = 16, .ln_merge = true,
-                      .argmax_parts = true, .ln_fit_group = true};
+                      .argmax_parts = true, .ln_fit_group = true, .replay_steps = 1};
 }
 
 const tern_option gpu_tune_keys[] = {
@@ -162,6 +162,7 @@ const tern_option gpu_tune_keys[] = {
     {"ce_group", TERN_OPTION_INT, offsetof(gpu_tune, ce_group), 0, 1024},
     {"argmax_parts", TERN_OPTION_BOOL, offsetof(gpu_tune, argmax_parts), 0, 1},
     {"ln_fit_group", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_fit_group), 0, 1},
+    {"replay_steps", TERN_OPTION_INT, offsetof(gpu_tune, replay_steps), 1, 64},
 };
 const size_t gpu_tune_key_count = sizeof gpu_tune_keys / sizeof gpu_tune_keys[0];
 

@@ -85,6 +85,8 @@ typedef struct gpu_tune {
                         * launched with just their SIMD groups (decoding's one row: 32 threads);
                         * off, always GK_LN_ROWS SIMD groups: one local size, so one work-group
                         * build where the runtime compiles one per local size (PoCL) */
+    int replay_steps;  /* replay_steps: decoding steps a replayable section holds (the
+                        * replay_steps op's answer; 1 until more is measured to pay) */
 } gpu_tune;
 
 gpu_tune gpu_tune_defaults(void);

@@ -20,6 +20,14 @@ tern_error *gpu_capture_end(tern_dev *d, uint64_t key) {
     return g->hooks->capture_end ? g->hooks->capture_end(d, key) : NULL;
 }
 
+tern_error *gpu_replay_steps(tern_dev *d, int *out) {
+    gpu_core *g = gpu_core_of(d);
+    /* the tuning's count where sections are replayed; the host and OpenCL runtimes run each
+     * section as it is queued, and take it too (tests run several steps a section there) */
+    *out = g->tune.replay_steps;
+    return NULL;
+}
+
 tern_error *gpu_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm) {
     gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_refuse_q8("matmul", "b", b));

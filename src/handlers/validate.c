@@ -138,6 +138,11 @@ tern_error *tern_validate_capture_begin(tern_dev *d, uint64_t key, bool *replay)
 
 tern_error *tern_validate_capture_end(tern_dev *d, uint64_t key) { return NULL; }
 
+tern_error *tern_validate_replay_steps(tern_dev *d, int *out) {
+    if (!out) return tern_errorf("replay_steps: out is NULL");
+    return NULL;
+}
+
 /* ---- memory ---- */
 
 tern_error *tern_validate_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {

@@ -25,12 +25,21 @@ else
     fail "bench train --init llama-tiny printed: $out"
 fi
 
-gen_line="^bench: generate cpu %s batch=%s prompt=4: prefill\+first token $num ms, median $num ms/%s \($num tokens/s, $num GB/s of weights\)$"
+gen_line="^bench: generate cpu %s batch=%s prompt=4: prefill\+first token $num ms, median $num ms/%s \($num tokens/s, $num GB/s of weights; mean $num ms\)$"
 out=$("$tern" bench generate --init llama-tiny --prompt-tokens 4 --tokens 8 --warmup 1 2>&1)
 if [ $? -eq 0 ] && has "$out" "$(printf "$gen_line" fp32 1 token)"; then
     pass "bench generate --init llama-tiny prints its summary"
 else
     fail "bench generate --init llama-tiny printed: $out"
+fi
+
+# several steps a section (the handler's replay_steps): the tokens come in bursts, and the
+# step's time is the mean
+out=$("$tern" bench generate --init llama-tiny --backend cpu:replay_steps=4 --prompt-tokens 4 --tokens 9 --warmup 0 2>&1)
+if [ $? -eq 0 ] && has "$out" "^bench: generate cpu fp32 batch=1 prompt=4: prefill\+first token $num ms, in bursts, mean $num ms/token \($num tokens/s, $num GB/s of weights\)$"; then
+    pass "bench generate with 4 steps a section reports the mean step"
+else
+    fail "bench generate --backend cpu:replay_steps=4 printed: $out"
 fi
 
 out=$("$tern" bench generate --init llama-tiny --batch 3 --prompt-tokens 4 --tokens 8 --warmup 0 2>&1)

@@ -106,7 +106,7 @@ expect_error "negative tokens" "out of range" "$tern" generate --model "$model" 
 expect_error "huge top-k" "out of range" "$tern" generate --model "$model" --prompt x --top-k 99999999999
 expect_error "negative temperature" "out of range" "$tern" generate --model "$model" --prompt x --temperature -1
 expect_error "unknown backend" "unknown backend" "$tern" generate --model "$model" --prompt x --backend tpu
-expect_error "unknown handler option" "cpu: options: unknown option 'bogus' (known: none)" "$tern" generate --model "$model" --prompt x --backend cpu:bogus=1
+expect_error "unknown handler option" "cpu: options: unknown option 'bogus' (known: replay_steps)" "$tern" generate --model "$model" --prompt x --backend cpu:bogus=1
 expect_error "--device on a handler without devices" "unknown option 'device'" "$tern" generate --model "$model" --prompt x --device 1
 expect_error "bad handler option value" "interp: options: option 'lnb_rows': 0 is out of range [1, 64]" "$tern" generate --model "$model" --prompt x --backend interp:lnb_rows=0
 if "$tern" info | grep -q "^  opencl  built in; device"; then

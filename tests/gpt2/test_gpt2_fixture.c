@@ -453,6 +453,19 @@ int main(void) {
         if (!bf16 && decode) test_greedy(m);
         if (!bf16 && training) test_adamw(m);
         tern_gpt2_free(m);
+        /* decoding in sections of several steps (the replay_steps option; 3: sections of
+         * 3, 3, .. and a shorter last one), on cpu and on the GPU core's interpreter */
+        if (decode && (!strcmp(handlers[h], "cpu") || !strcmp(handlers[h], "interp"))) {
+            char backend[64];
+            snprintf(backend, sizeof backend, "%s:replay_steps=3", handlers[h]);
+            printf("%s (%s):\n", backend, bf16 ? "bf16" : "fp32");
+            tern_gpt2 *sections = load(backend, "model.safetensors");
+            if (sections) {
+                test_kv_cache(sections);
+                if (!bf16) test_greedy(sections);
+            }
+            tern_gpt2_free(sections);
+        }
     }
     for (int i = 0; i < ref_used; i++) free(ref_buffers[i]);
     cJSON_Delete(expected_json);

@@ -590,6 +590,19 @@ int main(int argc, char **argv) {
                 test_eos(handlers[h]);
                 test_shards(handlers[h], &b);
             }
+            /* decoding in sections of several steps (the replay_steps option; 3: a section
+             * ends inside each continuation, and at the eos token's step or after it) */
+            bool cpu = !strcmp(handlers[h], "cpu");
+            if (cpu || !strcmp(handlers[h], "interp")) {
+                char backend[64];
+                snprintf(backend, sizeof backend, "%s:replay_steps=3", handlers[h]);
+                printf("%s, %s (fp32):\n", dir, backend);
+                m = NULL;
+                CHECK_OK(tern_llama_load(backend, dir, TERN_PRECISION_FP32, &m));
+                if (m) test_greedy(m);
+                tern_llama_free(m);
+                if (cpu) test_eos(backend); /* (interp: a continuation's every step, twice, is minutes) */
+            }
         }
         if (gqa && with_bf16) {
             test_bf16(handlers[h], dir, 1, &b);

@@ -377,6 +377,11 @@ static void test_capture(ot_ctx *c) {
         OT_EXPECT(c, out, want, 0.0, "capture round %d", round);
     }
     CHECK_ERR(o->capture_begin(c->d, 1, NULL), "capture_begin: replay is NULL");
+    /* the handler's steps a section: its option, 1 by default */
+    int steps = 0;
+    CHECK_OK(o->replay_steps(c->d, &steps));
+    CHECKF(steps >= 1 && steps <= 64, "replay_steps: %d", steps);
+    CHECK_ERR(o->replay_steps(c->d, NULL), "replay_steps: out is NULL");
     ot_free(c, &a);
     ot_free(c, &b);
     ot_free(c, &out);

@@ -15,6 +15,13 @@
 /* A cpu device. Buffers are host memory; the device owns the OpenMP thread count its
  * operations use and one growable scratch area. A device is used by one host thread at a
  * time (operations are synchronous, so sync is a no-op). */
+/* The cpu handler's options ("cpu:key=value"; no environment variable). */
+typedef struct cpu_tune {
+    int replay_steps; /* replay_steps: the replay_steps op's answer (1). cpu replays nothing,
+                       * so more only hands a loop's results over in bursts: for tests of
+                       * the models' sections on the fast handler */
+} cpu_tune;
+
 struct tern_dev {
     int threads;             /* OpenMP threads per operation (OMP_NUM_THREADS at open) */
     const cpu_kernels *kern; /* the matmul kernels: the process's choice (isa.c) */
@@ -25,6 +32,7 @@ struct tern_dev {
     unsigned char *temp[2]; /* the same, for a composed matmul's temporaries (cpu_temp's slots) */
     size_t temp_size[2];
     bool download_pending;   /* a download_async (made at once) not yet waited for */
+    cpu_tune tune;           /* the options given at open */
 };
 
 /* Writes d->name from its model, thread count and kernels (device.c). */

@@ -36,9 +36,12 @@ void cpu_device_name_update(tern_dev *d) {
 tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
     if (!out) return tern_errorf("open: out is NULL");
     *out = NULL;
-    /* no tuning keys (threads: OMP_NUM_THREADS; the kernels' instruction set: TERN_CPU_ISA,
-     * isa.c), so any option is an error naming it */
-    TERN_TRY(tern_options_apply("cpu", NULL, options, NULL, 0));
+    /* one key (threads: OMP_NUM_THREADS; the kernels' instruction set: TERN_CPU_ISA, isa.c);
+     * any other option is an error naming it */
+    static const tern_option keys[] = {{"replay_steps", TERN_OPTION_INT, offsetof(cpu_tune, replay_steps), 1, 64}};
+    cpu_tune tune = {.replay_steps = 1};
+    const tern_option_set sets[] = {{keys, 1, &tune}};
+    TERN_TRY(tern_options_apply("cpu", NULL, options, sets, 1));
     const char *why = NULL;
     const cpu_kernels *kern = cpu_kernels_process(&why);
     if (!kern) return tern_errorf("open: %s", why);
@@ -50,6 +53,7 @@ tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
      * single-threaded inside them: two thread pools spinning on 2 cores would fight. */
     openblas_set_num_threads(1);
     d->kern = kern;
+    d->tune = tune;
     cpu_model_name(d->model, sizeof d->model);
     cpu_device_name_update(d);
     *out = d;

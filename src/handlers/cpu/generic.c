@@ -33,3 +33,8 @@ tern_error *cpu_capture_end(tern_dev *d, uint64_t key) {
     (void)d, (void)key;
     return NULL;
 }
+
+tern_error *cpu_replay_steps(tern_dev *d, int *out) {
+    *out = d->tune.replay_steps; /* 1 unless a test asks for more: nothing is replayed */
+    return NULL;
+}
