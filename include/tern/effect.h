@@ -258,6 +258,12 @@ typedef struct tern_adamw {
  *                   replayable section should hold: the handler's replay_steps option (1 by
  *                   default). More steps a section share its launch and the host's round
  *                   trip; the caller then gets their results in bursts.
+ *   fence           the operations queued after it start only after every one before it has
+ *                   finished, even where a handler lets a kernel start before the one before
+ *                   it ends (cuda's programmatic dependent launch): from there on, what the
+ *                   operations before it wrote may be read early again (decoding's cached
+ *                   keys, a step of a section after the step that wrote them). A no-op where
+ *                   operations never overlap (cpu, opencl, interp).
  * linear algebra
  *   matmul          see tern_matmul. c must not overlap a or b. addend (when present and
  *                   not c's own view) is read instead of c by the beta term and must not
@@ -373,6 +379,7 @@ typedef struct tern_adamw {
     X(capture_begin, (tern_dev * d, uint64_t key, bool *replay), (d, key, replay))         \
     X(capture_end, (tern_dev * d, uint64_t key), (d, key))                                 \
     X(replay_steps, (tern_dev * d, int *out), (d, out))                                    \
+    X(fence, (tern_dev * d), (d))                                                          \
     /* linear algebra */                                                                   \
     X(matmul, (tern_dev * d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm),   \
       (d, c, a, b, mm))                                                                    \

@@ -597,6 +597,11 @@ tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) TERN_MUST_USE;
  * not overlapping it (programmatic dependent launch off: for measurements; cuda only, a no-op
  * on the other runtimes). */
 void tern_rt_no_overlap(tern_rt *rt);
+/* The next kernel launched starts after every kernel before it has finished, even one with
+ * tern_wait_previous (its code before the wait included; the kernels after it may overlap
+ * it as usual): a point where nothing launched earlier is still in flight. cuda only, a
+ * no-op on the other runtimes (their launches never overlap). */
+void tern_rt_fence(tern_rt *rt);
 void tern_rt_close(tern_rt *rt);
 
 const char *tern_rt_name(const tern_rt *rt);   /* "host", "opencl", "cuda" */

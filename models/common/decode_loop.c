@@ -18,9 +18,12 @@ static tern_error *queue_section(const model_decode_loop *dl, int p, int k) {
     TERN_TRY(OP(capture_begin)(dl->dev, key, &replay));
     tern_error *err = NULL;
     for (int j = 0; j < k && !replay && !err; j++) {
-        /* K = 1: slot 0 in place; else slot j into slot j + 1 */
+        /* K = 1: slot 0 in place; else slot j into slot j + 1, after a fence: step j's
+         * attention may then load the cached keys and values step j - 1 wrote before its
+         * wait, as the first step of a section does those of the section before it */
         bool in_place = dl->K == 1;
-        err = dl->step(dl->model, j, slot(dl, in_place ? 0 : j), slot(dl, in_place ? 0 : j + 1));
+        if (j > 0) err = OP(fence)(dl->dev);
+        if (!err) err = dl->step(dl->model, j, slot(dl, in_place ? 0 : j), slot(dl, in_place ? 0 : j + 1));
     }
     if (!replay && !err && dl->K > 1) err = OP(copy)(dl->dev, slot(dl, 0), slot(dl, k));
     if (err) {

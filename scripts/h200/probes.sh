@@ -5,9 +5,9 @@
 #      (TERN_CUDA_TUNE=replay_steps=3, 8) as with one; test_ops_memory on cuda.
 #   2. Timings, `tern bench generate` bf16, prompt 16, PROBE_TOKENS new tokens (512),
 #      alternated PROBE_ROUNDS times (3), GPT-2 124M and Llama-3.2-1B (random weights):
-#      - this tree with replay_steps 1 (the default), 4, 8 and 16; and ac_early=0 (the
-#        early cache loads off: a section of several steps keeps them in its first step
-#        only, as the GPU core cannot see that the next steps' cache writes come later);
+#      - this tree with replay_steps 1 (the default), 4, 8 and 16 (each step after a
+#        section's first behind a fence: its first kernel waits for the step before, and
+#        its attention keeps the early cache loads); and ac_early=0 (those loads off);
 #      - ceilings: builds of this tree with a patch of bench/h200/probes/ that leaves a piece
 #        of a decoding step out (the tokens come out wrong; only the timing means anything):
 #        gpt2-no-qkv, llama-no-qkv: no q|k|v product (the most the product joined to the

@@ -47,6 +47,10 @@ void tern_rt_no_overlap(tern_rt *rt) {
     if (rt && rt->ops->no_overlap) rt->ops->no_overlap(rt);
 }
 
+void tern_rt_fence(tern_rt *rt) {
+    if (rt && rt->ops->fence) rt->ops->fence(rt);
+}
+
 tern_error *tern_rt_set_stream(tern_rt *rt, void *stream) {
     if (!rt) return tern_errorf("tern_rt_set_stream: the runtime is NULL");
     if (!rt->ops->set_stream)

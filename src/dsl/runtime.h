@@ -28,6 +28,7 @@ typedef struct rt_ops {
                           const tern_arg *args);
     tern_error *(*set_stream)(tern_rt *rt, void *stream); /* NULL: not supported */
     void (*no_overlap)(tern_rt *rt); /* NULL: launches never overlap anyway */
+    void (*fence)(tern_rt *rt);      /* NULL: launches never overlap anyway */
 } rt_ops;
 
 /* A wrapper kernel made for a generic operation, kept per runtime. */

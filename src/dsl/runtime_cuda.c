@@ -44,6 +44,7 @@ typedef struct cu_rt {
     char arch[16];
     int shared_optin; /* most shared memory per block, opted in */
     bool pdl;         /* kernels with tern_wait_previous launch overlapping the previous one */
+    bool fence;       /* tern_rt_fence: the next kernel launches plainly, after all before it */
     pthread_mutex_t lock;
     cu_entry *entries;
     int nentries, cap;
@@ -277,7 +278,7 @@ static tern_error *cu_fit(cu_rt *c, const tern_kernel *k, int threads, cu_entry 
 static CUresult launch_fn(cu_rt *c, const tern_kernel *k, CUfunction fn, tern_dims grid, tern_dims group,
                           unsigned int shared, void **params, const char **what) {
 #if CUDA_VERSION >= 11080
-    if (c->pdl && (k->uses & IR_USES_WAIT_PREVIOUS)) {
+    if (c->pdl && !c->fence && (k->uses & IR_USES_WAIT_PREVIOUS)) {
         CUlaunchAttribute attr;
         memset(&attr, 0, sizeof attr);
         attr.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
@@ -339,6 +340,7 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
             const char *what;
             CUresult r = launch_fn(c, k, e->fn, grid, group, (unsigned int)shared, params, &what);
             if (r != CUDA_SUCCESS) err = tern_cuda_check(c->cu, r, what);
+            else c->fence = false;
             snprintf(c->last_kernel, sizeof c->last_kernel, "%s", k->name);
         }
         pthread_mutex_unlock(&c->lock);
@@ -363,6 +365,13 @@ static void cu_no_overlap(tern_rt *rt) {
     c->pdl = false;
 }
 
+static void cu_fence(tern_rt *rt) {
+    cu_rt *c = rt->impl;
+    pthread_mutex_lock(&c->lock);
+    c->fence = true;
+    pthread_mutex_unlock(&c->lock);
+}
+
 static const rt_ops cu_ops = {
     .name = "cuda",
     .host_memory = false,
@@ -378,6 +387,7 @@ static const rt_ops cu_ops = {
     .launch = cu_launch,
     .set_stream = cu_set_stream,
     .no_overlap = cu_no_overlap,
+    .fence = cu_fence,
 };
 
 /* Whether kernels with tern_wait_previous launch overlapped: compute capability 9.0 or newer

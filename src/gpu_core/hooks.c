@@ -20,6 +20,15 @@ tern_error *gpu_capture_end(tern_dev *d, uint64_t key) {
     return g->hooks->capture_end ? g->hooks->capture_end(d, key) : NULL;
 }
 
+/* The runtime launches the next kernel plainly, after everything before it (cuda; the
+ * others never overlap launches): nothing launched before is in flight from there on. */
+tern_error *gpu_fence(tern_dev *d) {
+    gpu_core *g = gpu_core_of(d);
+    tern_rt_fence(g->rt);
+    gpu_inflight_barrier(g);
+    return NULL;
+}
+
 tern_error *gpu_replay_steps(tern_dev *d, int *out) {
     gpu_core *g = gpu_core_of(d);
     /* the tuning's count where sections are replayed; the host and OpenCL runtimes run each

@@ -143,6 +143,8 @@ tern_error *tern_validate_replay_steps(tern_dev *d, int *out) {
     return NULL;
 }
 
+tern_error *tern_validate_fence(tern_dev *d) { return NULL; }
+
 /* ---- memory ---- */
 
 tern_error *tern_validate_alloc(tern_dev *d, tern_dtype dtype, size_t len, tern_buf *out) {

@@ -377,6 +377,13 @@ static void test_capture(ot_ctx *c) {
         OT_EXPECT(c, out, want, 0.0, "capture round %d", round);
     }
     CHECK_ERR(o->capture_begin(c->d, 1, NULL), "capture_begin: replay is NULL");
+    /* a fence between two operations changes nothing they compute */
+    CHECK_OK(o->add(c->d, out.view, a.view, b.view));
+    CHECK_OK(o->fence(c->d));
+    CHECK_OK(o->add(c->d, out.view, out.view, b.view));
+    float want2[8];
+    for (int i = 0; i < 8; i++) want2[i] = a2[i] + 2;
+    OT_EXPECT(c, out, want2, 0.0, "add, fence, add");
     /* the handler's steps a section: its option, 1 by default */
     int steps = 0;
     CHECK_OK(o->replay_steps(c->d, &steps));

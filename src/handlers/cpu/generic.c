@@ -34,6 +34,11 @@ tern_error *cpu_capture_end(tern_dev *d, uint64_t key) {
     return NULL;
 }
 
+tern_error *cpu_fence(tern_dev *d) {
+    (void)d; /* every operation has finished when it returns */
+    return NULL;
+}
+
 tern_error *cpu_replay_steps(tern_dev *d, int *out) {
     *out = d->tune.replay_steps; /* 1 unless a test asks for more: nothing is replayed */
     return NULL;
