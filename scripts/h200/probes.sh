@@ -4,7 +4,7 @@
 #      sampled) gives the same ids with several decoding steps a replayable section
 #      (TERN_CUDA_TUNE=replay_steps=3, 8) as with one; test_ops_memory on cuda.
 #   2. Timings, `tern bench generate` bf16, prompt 16, PROBE_TOKENS new tokens (512),
-#      alternated PROBE_ROUNDS times (3), GPT-2 124M and Llama-3.2-1B (random weights):
+#      alternated PROBE_ROUNDS times (2), GPT-2 124M and Llama-3.2-1B (random weights):
 #      - this tree with replay_steps 1 (the default), 4, 8 and 16 (each step after a
 #        section's first behind a fence: its first kernel waits for the step before, and
 #        its attention keeps the early cache loads); and ac_early=0 (those loads off);
@@ -69,7 +69,7 @@ run() { # label, config, binary, env...
         "$bin" "${gen[@]}" "${init[@]}"
     note "  $cfg $label: $(grep '^bench:' "$logs/$log" | sed 's/.*first token [0-9.]* ms, //')"
 }
-for r in $(seq 1 "${PROBE_ROUNDS:-3}"); do
+for r in $(seq 1 "${PROBE_ROUNDS:-2}"); do
     for cfg in gpt2 llama-3.2-1b; do
         run base "$cfg" $b/tern
         for k in 4 8 16; do run "replay_steps=$k" "$cfg" $b/tern TERN_CUDA_TUNE=replay_steps=$k; done
