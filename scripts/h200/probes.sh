@@ -5,15 +5,16 @@
 #      (TERN_CUDA_TUNE=replay_steps=3, 8) as with one; test_ops_memory on cuda.
 #   2. Timings, `tern bench generate` bf16, prompt 16, PROBE_TOKENS new tokens (512),
 #      alternated PROBE_ROUNDS times (2), GPT-2 124M and Llama-3.2-1B (random weights):
-#      - this tree with replay_steps 1 (the default), 4, 8 and 16 (each step after a
-#        section's first behind a fence: its first kernel waits for the step before, and
-#        its attention keeps the early cache loads); and ac_early=0 (those loads off);
+#      - this tree with replay_steps 1 (the default), 4, 8 and 16 (Llama: 1, 4, 8; each
+#        step after a section's first behind a fence: its first kernel waits for the step
+#        before, and its attention keeps the early cache loads); and on GPT-2 ac_early=0
+#        (those loads off);
 #      - ceilings: builds of this tree with a patch of bench/h200/probes/ that leaves a piece
 #        of a decoding step out (the tokens come out wrong; only the timing means anything):
 #        gpt2-no-qkv, llama-no-qkv: no q|k|v product (the most the product joined to the
 #        cached attention could save); gpt2-no-attention: the projection without its
 #        attention prologue (the attention's share); download16: the tokens downloaded on
-#        one step in 16 (the download's share of a token).
+#        one step in 16 (the download's share of a token; on GPT-2).
 #      With several steps a section the tokens come in bursts: bench generate then reports
 #      the mean time a step ("in bursts, mean"), else the median.
 #   OUT=$OUT bash scripts/h200/probes.sh          (carry .deb)
@@ -29,12 +30,12 @@ start=$SECONDS
 pids=()
 for p in $probes; do # a copy of the tree each, patched, built beside this tree's build
     mkdir -p "$trees/$p"
-    tar --exclude=./build-h200 --exclude=./.deb --exclude=./.fixtures --exclude=./.old --exclude=./.git -cf - . |
+    tar --exclude='./build*' --exclude=./.deb --exclude=./.fixtures --exclude=./.old --exclude=./.git -cf - . |
         tar -xf - -C "$trees/$p"
     (
         cd "$trees/$p" && patch -s -p1 < "bench/h200/probes/$p.patch" &&
-            cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-            cmake --build build -j 3 --target tern_cli
+            cmake -S . -B build-probe -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
+            cmake --build build-probe -j 3 --target tern_cli
     ) > "$logs/build-$p.log" 2>&1 &
     pids+=($!)
 done
@@ -71,13 +72,17 @@ run() { # label, config, binary, env...
 }
 for r in $(seq 1 "${PROBE_ROUNDS:-2}"); do
     for cfg in gpt2 llama-3.2-1b; do
+        # (Llama-3.2-1B: fewer variants, its runs are longer: the call's 10 minutes)
         run base "$cfg" $b/tern
-        for k in 4 8 16; do run "replay_steps=$k" "$cfg" $b/tern TERN_CUDA_TUNE=replay_steps=$k; done
-        run ac_early=0 "$cfg" $b/tern TERN_CUDA_TUNE=ac_early=0
-        for p in $probes; do
-            [[ $p == gpt2-* && $cfg != gpt2 ]] && continue
-            [[ $p == llama-* && $cfg == gpt2 ]] && continue
-            run "$p" "$cfg" "$trees/$p/build/tern"
+        for k in 4 8 16; do
+            [ "$cfg" != gpt2 ] && [ $k = 16 ] && continue
+            run "replay_steps=$k" "$cfg" $b/tern TERN_CUDA_TUNE=replay_steps=$k
+        done
+        [ "$cfg" = gpt2 ] && run ac_early=0 "$cfg" $b/tern TERN_CUDA_TUNE=ac_early=0
+        for p in $probes; do # GPT-2: its own and download16; Llama: its own
+            case $cfg:$p in
+            gpt2:gpt2-* | gpt2:download16 | llama-3.2-1b:llama-*) run "$p" "$cfg" "$trees/$p/build-probe/tern" ;;
+            esac
         done
     done
 done
