@@ -255,8 +255,8 @@ typedef struct tern_adamw {
  *                   change whenever any argument inside does. Handlers without graphs always
  *                   answer *replay = false and run the operations directly.
  *   replay_steps    *out = how many steps of a loop (decoding's one-token steps) one
- *                   replayable section should hold: the handler's replay_steps option (1 by
- *                   default). More steps a section share its launch and the host's round
+ *                   replayable section should hold: the handler's replay_steps option (1;
+ *                   cuda 8). More steps a section share its launch and the host's round
  *                   trip; the caller then gets their results in bursts.
  *   fence           the operations queued after it start only after every one before it has
  *                   finished, even where a handler lets a kernel start before the one before
