@@ -160,7 +160,11 @@ typedef struct tern_matmul_rope {
  * and the projection after it in one call, so that a GPU's GEMV may merge the attention's
  * split parts where it stages A, instead of the attention merging them first. A dense
  * [B T, NH hs] (m = att.B att.T, k = att.NH att.hs), one batch; C, aux and B must not touch
- * A, the caches, qkv or pos. */
+ * A, the caches, qkv or pos. Where att.product is given, qkv is first written as
+ * matmul(qkv, att.x, att.w, att.product) (the q|k|v product, its own prologue and bias; no
+ * ATTENTION prologue of its own), then the attention reads it: the whole of a decoding
+ * step's attention block in one call, so that a GPU may compute q, k and v where the
+ * attention needs them instead of in a kernel before it. */
 typedef enum tern_prologue {
     TERN_PROLOGUE_NONE,
     TERN_PROLOGUE_LAYERNORM,
@@ -173,10 +177,13 @@ typedef struct tern_matmul_norm {
     float eps;
 } tern_matmul_norm;
 
-/* The ATTENTION prologue's attention_cached arguments (out is A). */
+/* The ATTENTION prologue's attention_cached arguments (out is A), and optionally the
+ * product that writes qkv first (product NULL: qkv is an input). */
 typedef struct tern_matmul_attention {
     tern_buf k_cache, v_cache, qkv, pos;
     int B, T, NH, KV, hs, max_T;
+    const struct tern_matmul *product; /* qkv = x @ w as *product says, or NULL */
+    tern_buf x, w;                     /* the product's A and B */
 } tern_matmul_attention;
 
 typedef struct tern_matmul {

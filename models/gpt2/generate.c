@@ -99,14 +99,16 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, tern_buf pos, te
 
     TERN_TRY(OP(embed)(d, x, tokens, gpt2_w(m, GPT2_WTE, 0), gpt2_w(m, GPT2_WPE, 0), pos, B, T, C));
     for (int l = 0; l < cfg->n_layer; l++) {
-        /* x = x + proj(attention(ln_1(x))): the attention as the projection's prologue */
-        TERN_TRY(norm_linear(d, qkv, x, gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps,
-                             gpt2_decode_w(m, GPT2_QKVW, l), gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C,
-                             TERN_EPILOGUE_NONE));
-        tern_buf wproj = gpt2_decode_w(m, GPT2_ATTPROJW, l);
+        /* x = x + proj(attention(qkv)), qkv = ln_1(x) @ w_qkv + b: one call, the q|k|v product
+         * and the attention as the projection's prologue */
+        tern_buf wqkv = gpt2_decode_w(m, GPT2_QKVW, l), wproj = gpt2_decode_w(m, GPT2_ATTPROJW, l);
+        tern_matmul qkv_mm = {.m = rows, .n = 3 * C, .k = C, .trans_b = wqkv.dtype == TERN_Q8, .alpha = 1.0f,
+                              .bias = gpt2_w(m, GPT2_QKVB, l), .prologue = TERN_PROLOGUE_LAYERNORM,
+                              .norm = {gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps}};
         tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = wproj.dtype == TERN_Q8, .alpha = 1.0f, .beta = 1.0f,
                             .bias = gpt2_w(m, GPT2_ATTPROJB, l), .prologue = TERN_PROLOGUE_ATTENTION,
-                            .att = {dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, NH, C / NH, dc->max_T}};
+                            .att = {dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, NH, C / NH, dc->max_T,
+                                    &qkv_mm, x, wqkv}};
         TERN_TRY(OP(matmul)(d, x, atty, wproj, &proj)); /* atty = attention; x += atty wproj + b */
         /* x = x + proj(gelu(fc(ln_2(x)))) */
         TERN_TRY(norm_linear(d, fch, x, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), eps,

@@ -223,3 +223,89 @@ tern_error *gpu_attention_cached_run(gpu_core *g, tern_buf out, tern_buf k_cache
                                 : tern_dims1((uint32_t)rows);
     return gpu_run(g, op, GK_ATTENTION_CACHED, &s, grid, tern_dims1(threads), args, splits > 1 ? 13 : 11);
 }
+
+/* The joined kernel's group: 8 SIMD groups, one a word of the product (qkv_join.h). */
+#define GPU_JOIN_GROUP 256
+
+/* Whether at's product is one the joined kernel computes: GPT-2's q|k|v product of one row
+ * (layernorm of x, 16-bit weights B [C, 3C] dense in 16-byte words, alpha 1, no epilogue),
+ * KV = NH heads of hs <= 64 in slices of 16 (J = hs / 16 new-position groups a head), C a
+ * multiple of the 32 k-lanes and few enough elements a thread for a resident layer norm. */
+static int join_slices(const gpu_core *g, const tern_matmul_attention *at) {
+    const tern_matmul *pm = at->product;
+    int hs = at->hs, C = at->NH * hs;
+    /* CUDA, where it saves a launch's latency, and the host interpreter, which checks it;
+     * not OpenCL: under PoCL 5 the joined kernel's split groups wrote wrong maxima and sums
+     * (their q, k and v right), and OpenCL launches nothing early for the join to save */
+    if (!(g->cuda || g->host)) return 0;
+    if (!g->tune.ac_join || !g->tune.ac_defer || at->B != 1 || at->T != 1 || at->KV != at->NH) return 0;
+    if (hs > 64 || hs % 16 != 0 || C % (GPU_JOIN_GROUP / GK_JOIN_WORDS) != 0 ||
+        C > GPU_JOIN_GROUP * GK_GEMV_NORM_PER_THREAD)
+        return 0;
+    if (pm->prologue != TERN_PROLOGUE_LAYERNORM || pm->epilogue != TERN_EPILOGUE_NONE || pm->trans_b ||
+        pm->alpha != 1.0f || pm->beta != 0.0f || pm->batch > 1 || (pm->ldb && pm->ldb != 3 * C) ||
+        (pm->lda && pm->lda != C) || !tern_present(pm->norm.b) || pm->norm.b.dtype != pm->norm.w.dtype ||
+        tern_matmul_composite(at->qkv, pm) || tern_present(pm->bias_grad))
+        return 0;
+    if (tern_dtype_size(at->w.dtype) != 2 || gpu_width(&at->w, 1, (size_t)3 * C) != 8) return 0;
+    return hs / 16;
+}
+
+tern_error *gpu_attention_joined_run(gpu_core *g, tern_buf out, const tern_matmul_attention *at, int *left,
+                                     int *joined) {
+    const char *op = "attention_cached";
+    *left = 0, *joined = 0;
+    int J = join_slices(g, at);
+    if (!J) return NULL;
+    int NH = at->NH, hs = at->hs, C = NH * hs;
+    tern_buf all[3] = {at->k_cache, at->v_cache, at->qkv};
+    int width = gpu_width(all, 3, (size_t)hs);
+    int splits = cached_splits(g, (size_t)NH, at->max_T, hs, width);
+    /* every group of the GEMV reads the S parts and the new part of each of A's NH hs */
+    size_t reads = (size_t)splits * (size_t)C + (size_t)NH * (size_t)(J + hs);
+    size_t room = (size_t)GK_AC_SPLIT_ROWS * (GK_ATT_MAX_HS + 2);
+    if (splits < 2 || reads > GPU_AC_DEFER_READS || GK_AC_NEW_AT(hs) + (size_t)NH * (J + hs) > room) return NULL;
+    TERN_TRY(gpu_check_index(op, "k_cache", at->k_cache.len));
+    TERN_TRY(gpu_check_index(op, "qkv", at->qkv.len));
+    TERN_TRY(gpu_check_index(op, "w", at->w.len));
+    TERN_TRY(tern_error_wrap(split_buffers(g), "%s", op));
+    const tern_matmul *pm = at->product;
+    bool has_bias = tern_present(pm->bias);
+    gk_spec s = {0};
+    s.t[0] = gpu_t(out);
+    s.t[1] = gpu_t(at->k_cache);
+    s.t[2] = gpu_t(at->v_cache);
+    s.t[3] = gpu_t(at->qkv);
+    s.t[4] = gpu_t(at->x);
+    s.t[5] = gpu_t(at->w);
+    s.t[6] = has_bias ? gpu_t(pm->bias) : 0;
+    s.t[7] = gpu_t(pm->norm.w);
+    s.n[0] = hs;
+    s.n[1] = width;
+    s.n[2] = splits;
+    s.n[3] = GPU_JOIN_GROUP;
+    s.n[4] = gk_ac_parts(hs, width);
+    s.n[5] = 1;
+    s.n[7] = g->tune.ac_early && gpu_inflight_clear(g, at->pos) && gpu_inflight_clear(g, at->k_cache) &&
+             gpu_inflight_clear(g, at->v_cache);
+    s.n[8] = 1;
+    s.n[9] = J;
+    /* the weights before the wait where nothing in flight writes them (decoding's) */
+    bool early = g->tune.gemv_early && gpu_inflight_clear(g, at->w) && gpu_inflight_clear(g, pm->norm.w) &&
+                 gpu_inflight_clear(g, pm->norm.b) && (!has_bias || gpu_inflight_clear(g, pm->bias));
+    s.n[10] = (has_bias ? GK_JOIN_BIAS : 0) | (early ? GK_JOIN_EARLY : 0);
+    s.n[11] = C;
+    tern_arg args[19] = {tern_arg_dev(g->att_partial), tern_arg_buf(at->k_cache), tern_arg_buf(at->v_cache),
+                         tern_arg_buf(at->qkv), tern_arg_buf(at->pos), gpu_fault_arg(g), tern_arg_i32(1),
+                         tern_arg_i32(C), tern_arg_i32(NH), tern_arg_i32(at->max_T), tern_arg_f32(head_scale(hs)),
+                         tern_arg_buf(out), tern_arg_dev(g->att_count), tern_arg_buf(at->x), tern_arg_buf(at->w)};
+    size_t n = 15;
+    if (has_bias) args[n++] = tern_arg_buf(pm->bias);
+    args[n++] = tern_arg_buf(pm->norm.w);
+    args[n++] = tern_arg_buf(pm->norm.b);
+    args[n++] = tern_arg_f32(pm->norm.eps);
+    TERN_TRY(gpu_run(g, op, GK_ATTENTION_CACHED, &s, tern_dims3((uint32_t)(splits + J), (uint32_t)NH, 1),
+                     tern_dims1(GPU_JOIN_GROUP), args, n));
+    *left = splits, *joined = J;
+    return NULL;
+}

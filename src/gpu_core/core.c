@@ -93,6 +93,7 @@ tern_error *gpu_launch(gpu_core *g, const char *op, const tern_kernel *k, tern_d
         return tern_error_wrap(err, "%s", op);
     }
     gpu_inflight_note(g, k, args, count);
+    g->launches++;
     return NULL;
 }
 
@@ -143,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .lnb_rows = 16, .ln_merge = true,
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
                       .argmax_parts = true, .ln_fit_group = true, .replay_steps = 1};
 }
 
@@ -157,6 +158,7 @@ const tern_option gpu_tune_keys[] = {
     {"ac_split_min", TERN_OPTION_INT, offsetof(gpu_tune, ac_split_min), 1, 1 << 20},
     {"ac_early", TERN_OPTION_BOOL, offsetof(gpu_tune, ac_early), 0, 1},
     {"ac_defer", TERN_OPTION_BOOL, offsetof(gpu_tune, ac_defer), 0, 1},
+    {"ac_join", TERN_OPTION_BOOL, offsetof(gpu_tune, ac_join), 0, 1},
     {"lnb_rows", TERN_OPTION_INT, offsetof(gpu_tune, lnb_rows), 1, 64},
     {"ln_merge", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_merge), 0, 1},
     {"ce_group", TERN_OPTION_INT, offsetof(gpu_tune, ce_group), 0, 1024},

@@ -130,7 +130,7 @@ static int32_t norm_flags(const gpu_core *g, const tern_matmul_dims *d, const te
 }
 
 static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                            const tern_matmul_dims *d, int parts, int hs);
+                            const tern_matmul_dims *d, int parts, int hs, int joined);
 
 /* matmul's ATTENTION prologue: the cached attention, then the product of its output. A
  * decoding step split S ways leaves its S parts to the GEMV, which merges them where it
@@ -139,25 +139,38 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
 static tern_error *gemv_attention(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                                   const tern_matmul_dims *d) {
     const tern_matmul_attention *at = &mm->att;
-    int parts = 0;
-    TERN_TRY(gpu_attention_cached_run(g, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B, at->T, at->NH, at->KV,
-                                      at->hs, at->max_T, &parts));
+    int parts = 0, joined = 0;
+    /* with its q|k|v product: one kernel where the split attention computes q, k and v
+     * itself (attention.c's rule), else the product's GEMV first */
+    if (at->product) TERN_TRY(gpu_attention_joined_run(g, a, at, &parts, &joined));
+    if (!joined) {
+        if (at->product) {
+            tern_matmul_dims pd;
+            tern_matmul_resolve(at->product, &pd);
+            if (!gpu_gemv_applies(&pd)) /* validated: the product has the projection's m rows */
+                return tern_errorf("matmul: the ATTENTION prologue's product is not one for the GEMV kernels");
+            TERN_TRY(gpu_gemv(g, at->qkv, at->x, at->w, at->product, &pd));
+        }
+        TERN_TRY(gpu_attention_cached_run(g, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B, at->T, at->NH,
+                                          at->KV, at->hs, at->max_T, &parts));
+    }
     tern_matmul rest = *mm;
     rest.prologue = TERN_PROLOGUE_NONE;
     rest.att = (tern_matmul_attention){0};
-    return gemv_run(g, c, a, b, &rest, d, parts, at->hs);
+    return gemv_run(g, c, a, b, &rest, d, parts, at->hs, joined);
 }
 
 tern_error *gpu_gemv(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                      const tern_matmul_dims *d) {
     if (mm->prologue == TERN_PROLOGUE_ATTENTION) return gemv_attention(g, c, a, b, mm, d);
-    return gemv_run(g, c, a, b, mm, d, 0, 0);
+    return gemv_run(g, c, a, b, mm, d, 0, 0, 0);
 }
 
 /* parts > 0: A's rows are staged from the cached attention's S = parts parts of head size hs
- * (gemv_attention; A's k = NH hs), and written to A. */
+ * (gemv_attention; A's k = NH hs), and written to A; joined > 0: with the new position's
+ * part too (gpu_attention_joined_run). */
 static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                            const tern_matmul_dims *d, int parts, int hs) {
+                            const tern_matmul_dims *d, int parts, int hs, int joined) {
     if (!gpu_gemv_applies(d))
         return tern_errorf("matmul: a %dx%dx%d product (batch %d%s) is not one for the GEMV kernels", d->m, d->n,
                            d->k, d->batch, d->trans_a ? ", A transposed" : "");
@@ -216,6 +229,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
         s.n[12] = GK_GEMV_MERGE;
         s.n[13] = parts;
         s.n[14] = hs;
+        s.n[15] = joined;
     }
     tern_arg args[20];
     size_t n = gpu_matmul_buffer_args(args, c, a, b, mm);

@@ -77,6 +77,8 @@ typedef struct gpu_tune {
                         * values before the wait where nothing in flight writes them */
     bool ac_defer;     /* ac_defer: matmul's ATTENTION prologue on the GEMV kernels merges a
                         * decoding step's split parts as it stages A (else the attention does) */
+    bool ac_join;      /* ac_join: the ATTENTION prologue's q|k|v product computed in the split
+                        * attention's groups, within the rule (else a GEMV before it) */
     int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
@@ -131,6 +133,7 @@ typedef struct gpu_core {
     gpu_written inflight[GPU_INFLIGHT_MAX];
     int inflight_len;
     bool inflight_unknown;
+    unsigned long launches; /* kernels launched (the tests count a step's) */
 } gpu_core;
 
 /* Sets up a core over rt (which stays the caller's: close it after gpu_core_free) with a

@@ -32,6 +32,14 @@ tern_error *gpu_attention_cached_run(gpu_core *g, tern_buf out, tern_buf k_cache
                                      tern_buf pos, int B, int T, int NH, int KV, int hs, int max_T,
                                      int *left) TERN_MUST_USE;
 
+/* matmul's ATTENTION prologue with its q|k|v product (at->product) as one kernel, where the
+ * step is one it takes (a decoding step of one row, GPT-2's layout, within the rule:
+ * attention.c): then the parts are left for the caller's GEMV as with gpu_attention_cached_run
+ * (*left = S) and *joined = J, the new position's groups a head (the GEMV's MERGE n[15]);
+ * else nothing runs and *joined = 0. */
+tern_error *gpu_attention_joined_run(gpu_core *g, tern_buf out, const tern_matmul_attention *at, int *left,
+                                     int *joined) TERN_MUST_USE;
+
 /* Builds (first use) and runs the kernel of family/spec. */
 tern_error *gpu_run(gpu_core *g, const char *op, gk_family family, const gk_spec *spec,
                     tern_dims grid, tern_dims group, const tern_arg *args,

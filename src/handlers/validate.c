@@ -452,10 +452,29 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
+/* The ATTENTION prologue's q|k|v product (att.product): a product of its own (no ATTENTION
+ * prologue in turn) writing qkv dense as attention_cached reads it, [B T, (NH + 2 KV) hs],
+ * its A (x) apart from qkv, the caches, pos and the outer A. */
+static tern_error *attention_product(tern_buf a, const tern_matmul_attention *at) {
+    const char *e = "matmul: the ATTENTION prologue's product";
+    const tern_matmul *pm = at->product;
+    if (pm->prologue == TERN_PROLOGUE_ATTENTION) return tern_errorf("%s takes no ATTENTION prologue", e);
+    tern_matmul_dims pd;
+    TERN_TRY(tern_error_wrap(tern_check_matmul(at->qkv, at->x, at->w, pm, &pd), "%s", e));
+    size_t width = (SZ(at->NH) + 2 * SZ(at->KV)) * SZ(at->hs);
+    if (pd.batch > 1 || pd.trans_a || (size_t)pd.m != SZ(at->B) * SZ(at->T) || (size_t)pd.n != width || pd.ldc != width)
+        return tern_errorf("%s must write qkv dense [B T, (NH + 2 KV) hs] = [%d, %zu] in one batch (m = %d, n = %d, "
+                           "ldc = %zu)", e, at->B * at->T, width, pd.m, pd.n, pd.ldc);
+    const tern_buf apart[5] = {at->qkv, at->k_cache, at->v_cache, at->pos, a};
+    const char *names[5] = {"att.qkv", "att.k_cache", "att.v_cache", "att.pos", "a"};
+    for (int i = 0; i < 5; i++) TERN_TRY(tern_check_disjoint("matmul", "att.x", at->x, names[i], apart[i]));
+    return NULL;
+}
+
 /* The ATTENTION prologue writes A as attention_cached's out before the product reads it:
  * attention_cached's own checks (out = A: dense, m = B T rows of k = NH hs), one batch, and
  * what the product writes (C, aux) or reads after it (B, bias) apart from what the
- * attention reads and writes. */
+ * attention reads and writes; then the q|k|v product's, where there is one. */
 static tern_error *matmul_attention(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                                     const tern_matmul_dims *d) {
     const char *e = "matmul: the ATTENTION prologue";
@@ -477,7 +496,7 @@ static tern_error *matmul_attention(tern_buf c, tern_buf a, tern_buf b, const te
         for (int j = 0; j < 4; j++)
             TERN_TRY(tern_check_disjoint("matmul", other_names[i], others[i], att_names[j], att[j]));
     }
-    return NULL;
+    return at->product ? attention_product(a, at) : NULL;
 }
 
 /* The columns of C: n, or n/2 for the SWIGLU epilogue (the activation of n/2 gate|up pairs). */
@@ -694,6 +713,9 @@ static tern_error *compose_prologue(const tern_matmul_steps *s, tern_buf c, tern
 static tern_error *compose_attention(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                      const tern_matmul *mm) {
     const tern_matmul_attention *at = &mm->att;
+    if (at->product)
+        TERN_TRY(tern_error_wrap(s->matmul(s->ctx, at->qkv, at->x, at->w, at->product),
+                                 "matmul's ATTENTION prologue's product"));
     TERN_TRY(tern_error_wrap(s->attention_cached(s->ctx, a, at->k_cache, at->v_cache, at->qkv, at->pos, at->B, at->T,
                                                  at->NH, at->KV, at->hs, at->max_T),
                              "matmul's ATTENTION prologue"));

@@ -34,7 +34,7 @@
  * Grid: B NH T groups; split: (T S, NH, B). */
 #include <math.h>
 
-#include "kernels/kutil.h"
+#include "kernels/qkv_join.h"
 
 #define LOG2E 1.4426950408889634f
 #define AC_SIMD (GK_AC_GROUP / 32)
@@ -93,7 +93,7 @@ static cached_args cached_params(tern_kb *kb, const gk_spec *s, bool split) {
     a.out = split ? tern_param_buf(kb, "partial", TERN_T_F32, TERN_READ_WRITE) : ku_buf(kb, "out", s->t[0], TERN_WRITE);
     a.kc = ku_buf(kb, "k_cache", s->t[1], TERN_READ_WRITE);
     a.vc = ku_buf(kb, "v_cache", s->t[2], TERN_READ_WRITE);
-    a.qkv = ku_buf(kb, "qkv", s->t[3], TERN_READ);
+    a.qkv = ku_buf(kb, "qkv", s->t[3], split && s->n[9] > 0 ? TERN_READ_WRITE : TERN_READ); /* joined: written */
     a.pos = tern_param_buf(kb, "pos", TERN_T_I32, TERN_READ);
     a.fault = tern_param_buf(kb, "fault", TERN_T_I32, TERN_READ_WRITE);
     a.T = tern_param_scalar(kb, "T", TERN_T_I32);
@@ -253,6 +253,7 @@ static tern_v dot_part(const tern_v *q, const tern_v *k, int n) {
 typedef struct split_plan {
     int hs, W, S, G, TP, CV, WV, P, DP, K, NW;
     bool decode; /* T = 1 (spec n[5]): the only new position is the group's own row */
+    int J;       /* joined q|k|v product (spec n[9]): the new position's groups a head; 0: none */
 } split_plan;
 
 /* A thread of the split kernel: its places, its raw part of q, its SIMD group's running
@@ -384,7 +385,8 @@ static void split_share(split_thread *st, const cached_args *a, tern_v b, tern_v
     st->cache0 = tern_mul(tern_mul(a->group == 1 ? bh : a->cache_head, a->max_T), tern_int(hs)); /* [b, h, 0, 0] */
     /* keys and values of p0 .. p0 + T - 1 come from qkv rows b T .. */
     st->new0 = tern_add(tern_mul(tern_mul(b, a->T), st->C3), hoff);
-    tern_v len = tern_add(tern_add(st->p0, t), tern_int(1));
+    /* joined: the cached positions only (the new one is a part of its own) */
+    tern_v len = st->pl.J ? st->p0 : tern_add(tern_add(st->p0, t), tern_int(1));
     tern_v share = tern_div(tern_add(len, tern_int(S - 1)), tern_int(S));
     *lo = tern_mul(part, share);
     *hi = tern_min(len, tern_add(*lo, share));
@@ -411,6 +413,81 @@ static void merge_last(tern_kb *kb, const cached_args *a, tern_v g, tern_v out_r
     }
 }
 
+/* Joined (spec n[9] = J): the q|k|v product's columns a group needs, after the wait (every
+ * thread: barriers). A head's S attention groups (gx < S) each compute the head's q [hs]
+ * into qsh; its J new-position groups (gx = S + js) the slice js of DS = hs / J dimensions of
+ * the head's q, k and v into nsh [3 DS] (q, then k, then v). Both in qkv's dtype, as the
+ * product would have stored them. */
+static void join_columns(tern_kb *kb, qkv_join *jn, const split_plan *pl, tern_v attends, tern_v hoff, tern_v js,
+                         tern_v qsh, tern_v nsh, tern_v tid, tern_v C) {
+    int hs = pl->hs, DS = hs / pl->J;
+    qkv_join_sums(kb, jn, tid);
+    TERN_IF(kb, attends) {
+        TERN_IF(kb, tern_lt(tid, tern_int(hs))) { tern_store(qsh, tid, qkv_join_value(jn, tid, tern_add(hoff, tid))); }
+    }
+    TERN_ELSE(kb) {
+        TERN_IF(kb, tern_lt(tid, tern_int(3 * DS))) {
+            tern_v seg = tern_div(tid, tern_int(DS)), d = tern_rem(tid, tern_int(DS));
+            tern_v col = tern_add(tern_add(tern_mul(seg, C), hoff), tern_add(tern_mul(js, tern_int(DS)), d));
+            tern_store(nsh, tid, qkv_join_value(jn, tid, col));
+        }
+    }
+    tern_barrier(kb);
+}
+
+/* Joined: this thread's word of w (qkv_join_early) is word tid % 8 of the head's q (an
+ * attention group), or of slice js's q, k and v (DS / W words each; a new-position group);
+ * words past those read word 0's columns, their sums unused. */
+static tern_v join_column(const qkv_join *jn, const split_plan *pl, tern_v attends, tern_v hoff, tern_v js,
+                          tern_v tid, tern_v C) {
+    int W = jn->W, DS = pl->hs / pl->J, per = DS / W;
+    tern_v w = tern_rem(tid, tern_int(GK_JOIN_WORDS));
+    tern_v wq = tern_select(tern_lt(w, tern_int(pl->hs / W)), w, tern_int(0));
+    tern_v q_col = tern_add(hoff, tern_mul(wq, tern_int(W)));
+    tern_v wn = tern_select(tern_lt(w, tern_int(3 * per)), w, tern_int(0));
+    tern_v seg = tern_div(wn, tern_int(per)), within = tern_rem(wn, tern_int(per));
+    tern_v n_col = tern_add(tern_add(tern_mul(seg, C), hoff),
+                            tern_add(tern_mul(js, tern_int(DS)), tern_mul(within, tern_int(W))));
+    return tern_select(attends, q_col, n_col);
+}
+
+/* Joined: a new-position group takes no cached position. It runs the attention's steps all
+ * the same, over nothing, so that every group of the kernel reaches the same barriers (none
+ * inside a branch on the group's role). */
+static void join_share(tern_v attends, tern_v *lo, tern_v *hi) {
+    *lo = tern_select(attends, *lo, tern_int(0));
+    *hi = tern_select(attends, *hi, tern_int(0));
+}
+
+/* Joined, a new-position group (after join_columns): its slice of q, k and v stored in qkv's
+ * row, of k and v in the caches at p0; then the new position's part for the merge
+ * (GK_AC_NEW_AT): the slice's q . k and its values. */
+static void join_new_position(tern_kb *kb, const cached_args *a, const split_plan *pl, tern_v nsh, tern_v bh,
+                              tern_v hoff, tern_v js, tern_v p0, tern_v tid) {
+    int hs = pl->hs, J = pl->J, DS = hs / J;
+    TERN_IF(kb, tern_lt(tid, tern_int(3 * DS))) {
+        tern_v seg = tern_div(tid, tern_int(DS)), d = tern_add(tern_mul(js, tern_int(DS)), tern_rem(tid, tern_int(DS)));
+        tern_v v = tern_load(nsh, tid);
+        tern_store(a->qkv, tern_add(tern_add(tern_mul(seg, a->C), hoff), d), v); /* one row: B = T = 1 */
+        tern_v to = tern_add(tern_mul(tern_add(tern_mul(bh, a->max_T), p0), tern_int(hs)), d);
+        TERN_IF(kb, tern_eq(seg, tern_int(1))) { tern_store(a->kc, to, v); }
+        TERN_IF(kb, tern_eq(seg, tern_int(2))) { tern_store(a->vc, to, v); }
+    }
+    tern_v at = tern_add(tern_int(GK_AC_NEW_AT(hs)), tern_mul(bh, tern_int(J + hs)));
+    TERN_IF(kb, tern_eq(tid, tern_int(0))) {
+        tern_v dot = tern_f32(0.0f);
+        for (int d = 0; d < DS; d++) {
+            tern_v q = tern_load(nsh, tern_int(d)), k = tern_load(nsh, tern_int(DS + d));
+            dot = d ? tern_fma(q, k, dot) : tern_mul(q, k);
+        }
+        tern_store(a->out, tern_add(at, js), dot);
+    }
+    TERN_IF(kb, tern_lt(tid, tern_int(DS))) {
+        tern_store(a->out, tern_add(tern_add(at, tern_int(J)), tern_add(tern_mul(js, tern_int(DS)), tid)),
+                   tern_load(nsh, tern_add(tern_int(2 * DS), tid)));
+    }
+}
+
 /* Split: group (row, part) of G threads attends over its part's positions in passes of P
  * (one pass when a split's share of max_T fits a group of GK_AC_SPLIT_GROUP: GPT-2 up to max_T
  * = 2048), with a short chain of dependent steps:
@@ -431,11 +508,18 @@ static void merge_last(tern_kb *kb, const cached_args *a, tern_v g, tern_v out_r
  *
  * Positions < p0 come from the cache, later ones from qkv: when decoding (T = 1) position p0
  * is the group's own row, loaded in step 1 and merged in step 4; otherwise a second pass
- * loop reads the new rows. */
+ * loop reads the new rows.
+ *
+ * Joined (spec n[9] = J, decoding one row, the parts left to the GEMV): the grid's x is S + J;
+ * groups gx < S attend over their share of the cached positions 0 .. p0 - 1 with the q they
+ * compute (step 1 becomes join_columns), groups S + js compute the new position's slice js
+ * (join_new_position), which the merge takes as one more part. */
 static void trace_split(tern_kb *kb, const gk_spec *s) {
     split_plan pl;
     pl.hs = s->n[0], pl.W = s->n[1], pl.S = s->n[2], pl.G = s->n[3], pl.TP = s->n[4], pl.decode = s->n[5] != 0;
-    bool early = pl.decode && s->n[7] != 0;
+    pl.J = s->n[9];
+    bool early = pl.decode && s->n[7] != 0, join = pl.J > 0;
+    bool fresh_new = pl.decode && !join; /* the new position is the group's own row */
     pl.CV = gk_ac_lanes(pl.hs, pl.W), pl.WV = pl.hs / pl.CV;
     pl.P = pl.G / pl.TP, pl.DP = pl.hs / pl.TP, pl.K = pl.CV / pl.TP, pl.NW = pl.G / 32;
     int hs = pl.hs, W = pl.W, S = pl.S, G = pl.G, DP = pl.DP, NW = pl.NW;
@@ -443,10 +527,15 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_max_threads(kb, G);
     cached_args a = cached_params(kb, s, true);
     tern_v partial = a.out, qkv = a.qkv, T = a.T, C = a.C;
+    qkv_join jn;
+    if (join) qkv_join_params(kb, s, G, &jn);
     tern_v ow = tern_shared(kb, "ow", TERN_T_F32, (size_t)(NW * hs)); /* [NW, hs] each SIMD group's sums */
     tern_v mw = tern_shared(kb, "mw", TERN_T_F32, (size_t)NW);        /* [NW] its maximum */
     tern_v lw = tern_shared(kb, "lw", TERN_T_F32, (size_t)NW);        /* [NW] its sum of weights */
     tern_v last = tern_shared(kb, "last", TERN_T_I32, 1);             /* 1: this split merges the row */
+    /* joined: the head's q [hs]; the new position's slices of q, k and v [3 DS] */
+    tern_v qsh = join ? tern_shared(kb, "qsh", (tern_type)s->t[3], (size_t)hs) : tern_int(0);
+    tern_v nsh = join ? tern_shared(kb, "nsh", (tern_type)s->t[3], (size_t)(3 * hs / pl.J)) : tern_int(0);
     /* launched early (CUDA): everything it reads comes after the wait, except, when early,
      * pos and the first pass of cached positions (below) */
     if (!early) tern_wait_previous(kb);
@@ -461,9 +550,13 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     st.p0 = tern_load(a.pos, tern_int(0));
     tern_v tid = tern_local_id(kb, 0);
     st.lane = tern_simd_lane(kb);
-    /* grid (T S, NH, B): no division by a runtime value before the first loads */
+    /* grid (T S, NH, B): no division by a runtime value before the first loads (joined: (S +
+     * J, NH, 1), T = 1) */
     tern_v gx = tern_group_id(kb, 0), h = tern_group_id(kb, 1), b = tern_group_id(kb, 2);
-    tern_v t = tern_div(gx, tern_int(S)), part = tern_rem(gx, tern_int(S));
+    tern_v t = join ? tern_int(0) : tern_div(gx, tern_int(S));
+    tern_v part = join ? tern_min(gx, tern_int(S - 1)) : tern_rem(gx, tern_int(S));
+    tern_v attends = join ? tern_lt(gx, tern_int(S)) : tern_bool(true);
+    tern_v js = join ? tern_sub(gx, tern_int(S)) : tern_int(0); /* a new-position group's slice */
     tern_v bh = tern_add(tern_mul(b, a.NH), h);
     tern_v g = tern_add(tern_mul(tern_add(tern_mul(bh, T), t), tern_int(S)), part); /* (row (b, h, t), part) */
     heads_of(&a, b, h, hs);
@@ -473,27 +566,35 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), st.C3), hoff);
     st.qpart = tern_rem(tid, tern_int(pl.TP)), st.slot = tern_div(tid, tern_int(pl.TP));
     st.vlane = tern_rem(tid, tern_int(pl.CV)), st.vslice = tern_div(tid, tern_int(pl.CV));
+    if (join) qkv_join_early(kb, &jn, tid, join_column(&jn, &pl, attends, hoff, js, tid, C));
 
     tern_v lo = tern_int(0), hi = tern_int(0); /* positions [lo, hi): this split's share (below) */
     if (early) {
         split_vars(kb, &st);
         split_share(&st, &a, b, bh, t, part, hoff, &lo, &hi);
+        if (join) join_share(attends, &lo, &hi);
         /* pos is an upload's and positions < p0 were written by earlier launches: the first
          * pass of the cache loads with pos, while the kernel before this one still runs
          * (a position outside the cache loads nothing: the fault is recorded after the wait) */
         tern_v end = tern_min(hi, st.p0);
-        TERN_IF(kb, tern_land(positions_in_cache(&a, st.p0), tern_lt(lo, end))) {
+        TERN_IF(kb, tern_land(tern_land(positions_in_cache(&a, st.p0), tern_lt(lo, end)), attends)) {
             pass_loads(&st, lo, tern_sub(end, tern_int(1)), false);
         }
         tern_wait_previous(kb);
     }
-    tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
-    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(qat, tern_int(d)), W, st.q + d);
     tern_v knew[GK_AC_PART_MAX], vnew[GK_ATT_MAX_HS / 32];
-    for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(tern_add(qat, key_shift(&a)), tern_int(d)), W, knew + d);
-    for (int it = 0; it < merges; it++) {
-        tern_v d = tern_min(tern_add(tid, tern_int(it * G)), tern_int(hs - 1));
-        vnew[it] = tern_load(qkv, tern_add(tern_add(qrow, value_shift(&a)), d));
+    if (join) {
+        join_columns(kb, &jn, &pl, attends, hoff, js, qsh, nsh, tid, C);
+        tern_v qat = tern_mul(st.qpart, tern_int(DP));
+        for (int d = 0; d < DP; d++) st.q[d] = tern_load(qsh, tern_add(qat, tern_int(d)));
+    } else {
+        tern_v qat = tern_add(qrow, tern_mul(st.qpart, tern_int(DP)));
+        for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(qat, tern_int(d)), W, st.q + d);
+        for (int d = 0; d < DP; d += W) ku_load(qkv, tern_add(tern_add(qat, key_shift(&a)), tern_int(d)), W, knew + d);
+        for (int it = 0; it < merges; it++) {
+            tern_v d = tern_min(tern_add(tid, tern_int(it * G)), tern_int(hs - 1));
+            vnew[it] = tern_load(qkv, tern_add(tern_add(qrow, value_shift(&a)), d));
+        }
     }
     st.c = tern_mul(a.scale, tern_f32(LOG2E)); /* scores in base 2 */
     /* the running softmax and a pass's loads, set up while the loads above are in flight */
@@ -501,7 +602,10 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
 
     TERN_IF(kb, positions_ok(kb, &a, st.p0)) {
         tern_v p0 = st.p0;
-        if (!early) split_share(&st, &a, b, bh, t, part, hoff, &lo, &hi);
+        if (!early) {
+            split_share(&st, &a, b, bh, t, part, hoff, &lo, &hi);
+            if (join) join_share(attends, &lo, &hi);
+        }
         split_pass(kb, &st, lo, tern_min(hi, p0), false, early);
         if (!pl.decode) split_pass(kb, &st, tern_max(lo, p0), hi, true, false);
 
@@ -513,7 +617,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
             for (int off = pl.CV; off < 32; off *= 2)
                 sum[d] = tern_add(sum[d], tern_simd_shuffle_xor(sum[d], tern_int(off)));
         }
-        tern_v s_new = pl.decode ? tern_mul(position_sum(dot_part(st.q, knew, DP), pl.TP), st.c) : tern_f32(0.0f);
+        tern_v s_new = fresh_new ? tern_mul(position_sum(dot_part(st.q, knew, DP), pl.TP), st.c) : tern_f32(0.0f);
         tern_v wg = tern_simd_group(kb);
         TERN_IF(kb, tern_lt(st.lane, tern_int(pl.CV))) {
             tern_v at = tern_add(tern_mul(wg, tern_int(hs)), tern_mul(st.vlane, tern_int(pl.WV)));
@@ -527,8 +631,9 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
         /* partial [row, part, :]: the hs sums, then m and l; each SIMD group weighted by
          * 2^(m_w - M) (0 for one that saw no position), then the new position's weight
          * 2^(s_new - M) when it is this split's */
-        tern_v has_new = pl.decode ? tern_land(tern_le(lo, p0), tern_lt(p0, hi)) : tern_bool(false);
+        tern_v has_new = fresh_new ? tern_land(tern_le(lo, p0), tern_lt(p0, hi)) : tern_bool(false);
         tern_v at_part = tern_mul(g, tern_int(hs + 2));
+        if (join) tern_if(kb, attends);
         for (int it = 0; it < merges; it++) {
             tern_v d = tern_add(tid, tern_int(it * G));
             bool guard = (it + 1) * G > hs;
@@ -538,7 +643,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
                 mws[w] = tern_load(mw, tern_int(w));
                 M = w ? tern_max(M, mws[w]) : mws[0];
             }
-            if (pl.decode) M = tern_select(has_new, tern_max(M, s_new), M);
+            if (fresh_new) M = tern_select(has_new, tern_max(M, s_new), M);
             tern_v O = tern_f32(0.0f), L = tern_f32(0.0f);
             for (int w = 0; w < NW; w++) {
                 tern_v seen = tern_ne(mws[w], tern_f32(-INFINITY));
@@ -550,7 +655,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
                     L = w ? tern_fma(lv, f, L) : tern_mul(lv, f);
                 }
             }
-            if (pl.decode) {
+            if (fresh_new) {
                 tern_v f = tern_select(has_new, tern_exp2(tern_sub(s_new, M)), tern_f32(0.0f));
                 O = tern_fma(vnew[it], f, O);
                 if (it == 0) L = tern_add(L, f);
@@ -564,18 +669,24 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
             }
             if (guard) tern_end(kb);
         }
-        /* split 0 stores the row's key (the TP threads of slot 0) and value at p0 + t, last:
-         * the stores wait for their values, which nothing else has waited for before here
-         * (nor does any group of this launch read them: see the top of the file) */
-        TERN_IF(kb, a.group == 1 ? tern_eq(part, tern_int(0)) : tern_land(tern_eq(part, tern_int(0)), a.stores)) {
-            tern_v to = tern_add(st.cache0, tern_mul(tern_add(p0, t), tern_int(hs)));
-            TERN_IF(kb, tern_lt(tid, tern_int(pl.TP))) {
-                tern_v kat = tern_add(to, tern_mul(tid, tern_int(DP)));
-                for (int d = 0; d < DP; d += W) ku_store(a.kc, tern_add(kat, tern_int(d)), W, knew + d);
-            }
-            for (int it = 0; it < merges; it++) {
-                tern_v d = tern_add(tid, tern_int(it * G));
-                TERN_IF(kb, tern_lt(d, tern_int(hs))) { tern_store(a.vc, tern_add(to, d), vnew[it]); }
+        if (join) {
+            tern_end(kb);
+            TERN_IF(kb, tern_lnot(attends)) { join_new_position(kb, &a, &pl, nsh, bh, hoff, js, p0, tid); }
+        } else {
+            /* split 0 stores the row's key (the TP threads of slot 0) and value at p0 + t,
+             * last: the stores wait for their values, which nothing else has waited for
+             * before here (nor does any group of this launch read them: see the top of the
+             * file) */
+            TERN_IF(kb, a.group == 1 ? tern_eq(part, tern_int(0)) : tern_land(tern_eq(part, tern_int(0)), a.stores)) {
+                tern_v to = tern_add(st.cache0, tern_mul(tern_add(p0, t), tern_int(hs)));
+                TERN_IF(kb, tern_lt(tid, tern_int(pl.TP))) {
+                    tern_v kat = tern_add(to, tern_mul(tid, tern_int(DP)));
+                    for (int d = 0; d < DP; d += W) ku_store(a.kc, tern_add(kat, tern_int(d)), W, knew + d);
+                }
+                for (int it = 0; it < merges; it++) {
+                    tern_v d = tern_add(tid, tern_int(it * G));
+                    TERN_IF(kb, tern_lt(d, tern_int(hs))) { tern_store(a.vc, tern_add(to, d), vnew[it]); }
+                }
             }
         }
         /* 5 (not when the caller merges the parts: spec n[8], the GEMV after it as it stages A) */

@@ -59,6 +59,8 @@
  * pairs, heads hd/2): ROPE], [eps: a prologue].
  * Grid: GK_GEMV ceil(n / (TC W)) groups of G; GK_GEMV_T ceil(n / (GK_GEMV_ROWS *
  * GK_GEMV_GROUP / 32 / KS)) groups of GK_GEMV_GROUP. */
+#include <math.h>
+
 #include "kernels/gemv.h"
 
 #define R GK_GEMV_ROWS
@@ -71,7 +73,7 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.gelu = s->n[2], p.has_bias = s->n[3], p.has_aux = s->n[4], p.pair = s->n[9], p.hd = s->n[10];
     p.a_size = s->t[1] == TERN_T_F32 ? 4 : 2;
     p.merge = (s->n[12] & GK_GEMV_MERGE) != 0;
-    p.S = s->n[13], p.hs = s->n[14];
+    p.S = s->n[13], p.hs = s->n[14], p.J = s->n[15];
     p.c = ku_buf(kb, "c", s->t[0], TERN_READ_WRITE);
     p.a = ku_buf(kb, "a", s->t[1], p.merge ? TERN_READ_WRITE : TERN_READ); /* MERGE: the first group writes A */
     p.b = ku_buf(kb, "b", s->t[2], TERN_READ);
@@ -110,8 +112,12 @@ static void stage_merged(tern_kb *kb, const gemv_params *p, tern_v xs, tern_v k0
         TERN_FOR(kb, e, tid, kc, tern_int(p->G)) {
             tern_v k = tern_add(k0, e);
             tern_v h = tern_div(k, tern_int(hs)), d = tern_rem(k, tern_int(hs));
-            tern_v base = tern_mul(tern_add(tern_mul(tern_int(r), NH), h), tern_int(S * (hs + 2)));
-            tern_v x = ku_attention_merge(p->partial, base, d, hs, S);
+            tern_v rh = tern_add(tern_mul(tern_int(r), NH), h);
+            tern_v base = tern_mul(rh, tern_int(S * (hs + 2)));
+            /* joined (J > 0): the new position's part too, its score scaled as the attention's */
+            tern_v at_new = tern_add(tern_int(GK_AC_NEW_AT(hs)), tern_mul(rh, tern_int(p->J + hs)));
+            tern_v c = tern_mul(tern_f32(1.0f / sqrtf((float)hs)), tern_f32(1.4426950408889634f));
+            tern_v x = ku_attention_merge_new(p->partial, base, d, hs, S, at_new, p->J, c);
             tern_store(xs, tern_add(tern_int(r * p->KC), e), x);
             TERN_IF(kb, first) { tern_store(p->a, tern_add(tern_mul(tern_int(r), p->lda), k), x); }
         }

@@ -26,6 +26,7 @@ typedef struct gemv_params {
     bool merge;           /* MERGE: A's rows from the attention's split parts */
     tern_v partial;       /* MERGE: f32 [m NH, S, hs + 2] */
     int S, hs;            /* MERGE: the parts of a row, the head size */
+    int J;                /* MERGE: > 0 when the attention joined the q|k|v product (the new part's dots) */
     int M, W, KC;
     int G;      /* threads per group */
     int a_size; /* bytes per element of A (and of x in threadgroup memory) */

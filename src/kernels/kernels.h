@@ -61,7 +61,7 @@ typedef enum gk_family {
  * n[i]: family-defined constants. Zero-initialise before filling (compared bytewise). */
 typedef struct gk_spec {
     uint8_t t[8];
-    int32_t n[15];
+    int32_t n[16];
 } gk_spec;
 
 /* A family's name (a C identifier) and trace function (user = const gk_spec *). */
@@ -190,7 +190,11 @@ static inline int gk_att_split(int hs, int backward) {
  * for grouped key/value heads (caches [B, KV, max_T, hs]; 0: KV = NH). n[7] = 1 (decoding
  * only): pos and the caches' positions below p0 are read before the kernel's wait (nothing
  * in flight writes them), its first pass of cached keys and values with them. n[8] = 1
- * (decoding only): no merge; the parts stay in partial for the GEMV after it (MERGE below). */
+ * (decoding only): no merge; the parts stay in partial for the GEMV after it (MERGE below).
+ * n[9] = J > 0 (decoding one row, n[8] set, KV = NH): the q|k|v product joined
+ * (qkv_join.h, attention_cached.c): the grid's x is S + J, J groups a head computing the new
+ * position's part, whose J partial dots and hs values (f32) lie at GK_AC_NEW_AT(hs) + (b NH
+ * + h) (J + hs) of partial; n[10], n[11] and t[4] .. t[7] are the product's (qkv_join.h). */
 #define GK_AC_GROUP 512
 #define GK_AC_MAX_SPLITS 16
 #define GK_AC_SPLIT_ROWS 256
@@ -198,6 +202,9 @@ static inline int gk_att_split(int hs, int backward) {
 #define GK_AC_SPLIT_GROUP 256
 #define GK_AC_PART 32      /* head dimensions per thread of a split's scores, when the lanes allow */
 #define GK_AC_PART_MAX 64
+#define GK_AC_NEW_AT(hs) (GK_AC_SPLIT_ROWS * ((hs) + 2)) /* joined: the new positions' parts in partial */
+#define GK_JOIN_WORDS 8 /* joined: words of 8 columns of the product a group computes (qkv_join.h) */
+enum { GK_JOIN_BIAS = 1, GK_JOIN_EARLY = 2 }; /* joined: n[10]'s flags */
 static inline int gk_ac_lanes(int hs, int w) {
     int lanes = 1;
     while (lanes < 32 && (hs / w) % (2 * lanes) == 0) lanes *= 2;
@@ -246,7 +253,8 @@ enum { GK_GEMV_SWIGLU = 1, GK_GEMV_ROPE = 2 }; /* GEMV_T's paired epilogues (n[9
  * GK_GEMV_NORM_PER_THREAD a row), EARLY (its weights loaded before the wait). MERGE (no norm
  * kind): A's rows are a cached attention's output, staged from its split parts (partial
  * [m NH, S, hs + 2] as attention_cached's split kernel leaves them without merging, n[13] =
- * S, n[14] = hs) and written to A by the first group. */
+ * S, n[14] = hs) and written to A by the first group; n[15] = J > 0: the attention joined
+ * the q|k|v product, the new position one more part (GK_AC_NEW_AT). */
 enum {
     GK_GEMV_LAYERNORM = 1,
     GK_GEMV_RMSNORM = 2,

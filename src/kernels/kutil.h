@@ -130,12 +130,29 @@ static inline tern_v ku_swiglu(tern_v g, tern_v u) { return tern_mul(tern_mul(g,
  * Written once for the attention's own merge and the GEMV that merges the parts as it
  * stages A (the same operations: the same bits). Split 0 always holds position 0, so M is
  * finite. */
+static inline tern_v ku_attention_merge_new(tern_v partial, tern_v base, tern_v d, int hs, int S, tern_v at_new,
+                                            int J, tern_v c);
 static inline tern_v ku_attention_merge(tern_v partial, tern_v base, tern_v d, int hs, int S) {
+    return ku_attention_merge_new(partial, base, d, hs, S, tern_int(0), 0, tern_f32(0.0f));
+}
+
+/* The same with the new position as one more part, last (J > 0: the attention joined the
+ * q|k|v product, attention_cached.c): its score c (dot_0 + .. + dot_{J-1}) from the J partial
+ * dots at at_new, its value at at_new + J + d. Parts that saw no position (m = -inf) weigh 0
+ * (the new part's score is finite, and so is M). */
+static inline tern_v ku_attention_merge_new(tern_v partial, tern_v base, tern_v d, int hs, int S, tern_v at_new,
+                                            int J, tern_v c) {
     tern_v ms[GK_AC_MAX_SPLITS];
-    tern_v M = tern_f32(0.0f);
+    tern_v M = tern_f32(0.0f), s_new = tern_f32(0.0f);
     for (int p = 0; p < S; p++) {
         ms[p] = tern_load(partial, tern_add(base, tern_int(p * (hs + 2) + hs)));
         M = p ? tern_max(M, ms[p]) : ms[0];
+    }
+    if (J) {
+        tern_v dot = tern_load(partial, at_new);
+        for (int j = 1; j < J; j++) dot = tern_add(dot, tern_load(partial, tern_add(at_new, tern_int(j))));
+        s_new = tern_mul(dot, c);
+        M = tern_max(M, s_new);
     }
     tern_v L = tern_f32(0.0f), O = tern_f32(0.0f);
     for (int p = 0; p < S; p++) {
@@ -144,6 +161,11 @@ static inline tern_v ku_attention_merge(tern_v partial, tern_v base, tern_v d, i
         tern_v op = tern_load(partial, tern_add(base, tern_add(d, tern_int(p * (hs + 2)))));
         L = p ? tern_fma(lp, w, L) : tern_mul(lp, w);
         O = p ? tern_fma(op, w, O) : tern_mul(op, w);
+    }
+    if (J) {
+        tern_v w = tern_exp2(tern_sub(s_new, M));
+        L = tern_add(L, w);
+        O = tern_fma(tern_load(partial, tern_add(at_new, tern_add(tern_int(J), d))), w, O);
     }
     return tern_div(O, L);
 }

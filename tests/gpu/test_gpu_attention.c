@@ -178,10 +178,84 @@ static void test_attention_projection(void) {
     gt_gpu.d->core.tune = saved;
 }
 
+/* matmul's ATTENTION prologue with its q|k|v product (att.product: qkv = layernorm(x) W +
+ * b, then the attention and the projection) against the cpu handler's composition: A, C,
+ * qkv and the caches compared. With 16-bit weights a decoding step of one row is one
+ * kernel where the split groups compute q, k and v themselves (the joined kernel, then the
+ * projection's GEMV: two launches, counted; the host interpreter, and CUDA, never OpenCL),
+ * head sizes 32 and 64 (J = 2 and 4 slices of the new position); every third step with
+ * ac_join off (the product's GEMV, the attention, the GEMV: three); the prefill (T = 5) and
+ * f32 weights are never joined. The caches now
+ * differ by rounding too (the product's sums in another order), so they take the product's
+ * tolerance. Early positions leave late splits empty (ac_split_min lowered to 32). */
+static void test_attention_joined(void) {
+    int shapes[2][2] = {{64, 2}, {128, 2}}; /* C, NH */
+    gpu_tune saved = gt_gpu.d->core.tune;
+    gt_gpu.d->core.tune.ac_split_min = 32;
+    for (int sh = 0; sh < 2; sh++) {
+        int C = shapes[sh][0], NH = shapes[sh][1], hs = C / NH, maxT = 150, N = 48, width = 3 * C;
+        for (int i = 0; i < 2; i++) {
+            tern_dtype dt = floats[i];
+            if (!gt_full() && i != 1) continue;
+            size_t cache = (size_t)NH * maxT * hs;
+            float *w = gt_random((size_t)C * N, -0.2f, 0.2f), *bias = gt_random((size_t)N, -0.5f, 0.5f);
+            float *wq = gt_random((size_t)C * width, -0.3f, 0.3f), *bq = gt_random((size_t)width, -0.5f, 0.5f);
+            float *lw = gt_random((size_t)C, 0.5f, 1.5f), *lb = gt_random((size_t)C, -0.5f, 0.5f);
+            float *zero = calloc(cache, sizeof *zero);
+            gt_pair kc = gt_make(dt, cache, 0, zero), vc = gt_make(dt, cache, 1, zero), pp = gt_make(TERN_I32, 1, 0, NULL);
+            gt_pair pw = gt_make(dt, (size_t)C * N, 0, w), pb = gt_make(dt, (size_t)N, 0, bias);
+            gt_pair pwq = gt_make(dt, (size_t)C * width, 0, wq), pbq = gt_make(dt, (size_t)width, 0, bq);
+            gt_pair plw = gt_make(dt, (size_t)C, 0, lw), plb = gt_make(dt, (size_t)C, 0, lb);
+            int p = 0, step = 0;
+            while (p < 60) {
+                int T = p == 0 ? 5 : 1;
+                bool join = step % 3 != 2;
+                float *x0 = gt_random((size_t)T * C, -2, 2), *c0 = gt_random((size_t)T * N, -1, 1);
+                gt_pair px = gt_make(dt, (size_t)T * C, 0, x0), pq = gt_make(dt, (size_t)T * width, 0, NULL);
+                gt_pair pa = gt_make(dt, (size_t)T * C, 0, NULL), pc = gt_make(dt, (size_t)T * N, 0, c0);
+                int32_t p0 = p;
+                CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
+                CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
+                gt_gpu.d->core.tune.ac_join = join;
+                unsigned long launches = 0;
+                for (int side = 0; side < 2; side++) {
+                    gt_side *sd = side ? &gt_gpu : &gt_cpu;
+                    tern_matmul prod = {.m = T, .n = width, .k = C, .alpha = 1, .bias = pbq.view[side],
+                                        .prologue = TERN_PROLOGUE_LAYERNORM, .norm = {plw.view[side], plb.view[side], 1e-5f}};
+                    tern_matmul mm = {.m = T, .n = N, .k = C, .alpha = 1, .beta = 1, .bias = pb.view[side],
+                                      .prologue = TERN_PROLOGUE_ATTENTION,
+                                      .att = {kc.view[side], vc.view[side], pq.view[side], pp.view[side], 1, T, NH, NH,
+                                              hs, maxT, &prod, px.view[side], pwq.view[side]}};
+                    if (side) launches = gt_gpu.d->core.launches;
+                    CHECK_OK(sd->ops->matmul(sd->d, pc.view[side], pa.view[side], pw.view[side], &mm));
+                    if (side) launches = gt_gpu.d->core.launches - launches;
+                }
+                bool joins = join && dt == TERN_BF16 && strcmp(gt_runtime, "opencl") != 0; /* attention.c */
+                if (T == 1)
+                    CHECKF(launches == (joins ? 2u : 3u), "[%s] joined step: %lu launches, C %d %s",
+                           gt_runtime, launches, C, tern_dtype_name(dt));
+                GT_EXPECT(pq, gt_tol(dt, 1e-5), "joined: qkv C %d p0 %d T %d %s", C, p, T, tern_dtype_name(dt));
+                GT_EXPECT(pa, gt_tol(dt, 1e-5), "joined: A C %d p0 %d T %d %s", C, p, T, tern_dtype_name(dt));
+                GT_EXPECT(pc, gt_tol(dt, 1e-5), "joined: C C %d p0 %d T %d %s", C, p, T, tern_dtype_name(dt));
+                gt_free(&px), gt_free(&pq), gt_free(&pa), gt_free(&pc);
+                free(x0), free(c0);
+                p += T, step++;
+            }
+            GT_EXPECT(kc, gt_tol(dt, 1e-5), "joined: k_cache C %d %s", C, tern_dtype_name(dt));
+            GT_EXPECT(vc, gt_tol(dt, 1e-5), "joined: v_cache C %d %s", C, tern_dtype_name(dt));
+            gt_free(&kc), gt_free(&vc), gt_free(&pp), gt_free(&pw), gt_free(&pb), gt_free(&pwq), gt_free(&pbq);
+            gt_free(&plw), gt_free(&plb);
+            free(w), free(bias), free(wq), free(bq), free(lw), free(lb), free(zero);
+        }
+    }
+    gt_gpu.d->core.tune = saved;
+}
+
 static void all(void) {
     test_attention();
     test_attention_cached();
     test_attention_projection();
+    test_attention_joined();
 }
 
 int main(void) {
