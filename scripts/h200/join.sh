@@ -5,8 +5,10 @@
 #      at temperature 0.8, with its 256 positions split four ways (ac_split_min=64, so that
 #      its steps are joined) against the same with ac_join=0 and against the cpu handler.
 #   2. Timings, `tern bench generate --backend cuda --precision bf16 --prompt-tokens 16
-#      --tokens 512` of GPT-2 124M: the default (joined) and ac_join=0 alternated
-#      JOIN_ROUNDS times (3), the fast-pipe peer (bench/h200/llama_peers.py) in each round;
+#      --tokens 512` of GPT-2 124M: the default (joined), ac_join=0 and the joined kernel with
+#      the cached positions split 2 and 4 ways (ac_split_min=300, 140; the default's 3 at
+#      528 positions) alternated JOIN_ROUNDS times (3), the fast-pipe peer
+#      (bench/h200/llama_peers.py) in each round;
 #      Llama-3.2-1B (never joined: the rope and grouped heads) once a round as a control.
 #   OUT=$OUT bash scripts/h200/join.sh          (carry .deb)
 set -uo pipefail
@@ -20,16 +22,17 @@ TERN_GPU_TEST_RUNTIMES=cuda step "gpu core: test_gpu_gemv on cuda" 300 gemv.log 
 grep -h -E 'checks (passed|failed)|check failed' "$logs"/attention.log "$logs"/gemv.log | head -8 >> "$summary"
 for temp in 0 0.8; do
     a=(generate --model models/brown-mini --prompt "The jury said" --tokens 120 --temperature $temp --precision bf16 --ids)
-    TERN_CUDA_TUNE=ac_split_min=64 $b/tern "${a[@]}" --backend cuda > "$logs/j.txt" 2>&1
-    TERN_CUDA_TUNE=ac_split_min=64,ac_join=0 $b/tern "${a[@]}" --backend cuda > "$logs/n.txt" 2>&1
-    $b/tern "${a[@]}" --backend cpu > "$logs/c.txt" 2>&1
+    TERN_CUDA_TUNE=ac_split_min=64 $b/tern "${a[@]}" --backend cuda > "$logs/j.txt" 2> "$logs/j.err"
+    TERN_CUDA_TUNE=ac_split_min=64,ac_join=0 $b/tern "${a[@]}" --backend cuda > "$logs/n.txt" 2> "$logs/n.err"
+    $b/tern "${a[@]}" --backend cpu > "$logs/c.txt" 2> "$logs/c.err"
     same() { cmp -s "$logs/$1.txt" "$logs/$2.txt" && echo same || echo "DIFFERENT ($(head -c 120 "$logs/$1.txt" | tr '\n' ' '))"; }
     note "ids temperature $temp: joined vs ac_join=0: $(same j n); joined vs cpu: $(same j c); ac_join=0 vs cpu: $(same n c)"
 done
 g=(bench generate --backend cuda --precision bf16 --prompt-tokens 16 --tokens 512 --warmup 2)
 for r in $(seq 1 "${JOIN_ROUNDS:-3}"); do
-    note "r$r gpt2 joined: $($b/tern "${g[@]}" 2>&1 | grep '^bench:' | sed 's/.*token [0-9.]* ms, //')"
-    note "r$r gpt2 ac_join=0: $(TERN_CUDA_TUNE=ac_join=0 $b/tern "${g[@]}" 2>&1 | grep '^bench:' | sed 's/.*token [0-9.]* ms, //')"
+    for v in ${JOIN_VARIANTS:-default ac_join=0 ac_split_min=300 ac_split_min=140}; do
+        note "r$r gpt2 $v: $(TERN_CUDA_TUNE=${v#default} $b/tern "${g[@]}" 2>&1 | grep '^bench:' | sed 's/.*token [0-9.]* ms, //' | cut -c1-64)"
+    done
     note "r$r gpt2 peer: $(python3 bench/h200/llama_peers.py decode --config gpt2 --impl fast-pipe --batch 1 \
         --prompt 16 --tokens 512 2>&1 | grep '^peer:' | sed 's/.*tokens=512: //' | cut -c1-120)"
     note "r$r llama-3.2-1b: $($b/tern "${g[@]}" --init llama-3.2-1b 2>&1 | grep '^bench:' | sed 's/.*token [0-9.]* ms, //')"

@@ -64,8 +64,8 @@ void qkv_join_sums(tern_kb *kb, qkv_join *j, tern_v tid) {
     for (int e = 0; e < W; e++) acc[e] = tern_var(kb, "jacc", tern_f32(0.0f));
     for (int u = 0; u < j->U; u++) row_fma(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u], acc);
     /* the other rows U at a time, every load of a step first */
-    for (int i0 = j->U; i0 < j->rows; i0 += GK_JOIN_U) {
-        int n = j->rows - i0 < GK_JOIN_U ? j->rows - i0 : GK_JOIN_U;
+    for (int i0 = j->U; i0 < j->rows; i0 += 8) {
+        int n = j->rows - i0 < 8 ? j->rows - i0 : 8;
         tern_v wv[GK_JOIN_U][8];
         for (int i = 0; i < n; i++) load_row(j, tern_add(j->kl, tern_int((i0 + i) * TK)), wv[i]);
         for (int i = 0; i < n; i++) row_fma(j, tern_add(j->kl, tern_int((i0 + i) * TK)), wv[i], acc);

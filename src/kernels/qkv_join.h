@@ -6,8 +6,10 @@
  *
  * A group of G threads computes GK_JOIN_WORDS words of W columns (16-bit weights: W = 8),
  * thread tid taking word tid % 8 of rows tid / 8, tid / 8 + G / 8, ... of w [C, 3C] (B [k,
- * n], Hugging Face's Conv1D layout): its first GK_JOIN_U rows loaded before the wait where
- * nothing in flight writes the weights, the rest prefetched into L2 there. After the wait
+ * n], Hugging Face's Conv1D layout): up to GK_JOIN_U rows (all of GPT-2 124M's 24) loaded
+ * before the wait where nothing in flight writes the weights, any others prefetched into
+ * L2 there (bench/h200/NOTES.md run 107: 8 rows early, the other 16 read from L2 after the
+ * wait, made the join no faster than the two kernels it replaced; all 24 early, 4.4%). After the wait
  * the group normalises x as the GEMV's prologue does (gemv_norm.c: the same statistics and
  * staging, so the same bits of layernorm(x)), adds its rows' products, the k-lanes of a SIMD
  * group by shuffles, then the SIMD groups' sums in group order (deterministic). Which
@@ -18,7 +20,7 @@
 
 #include "kernels/gemv.h"
 
-#define GK_JOIN_U 8 /* rows of w a thread loads before the wait */
+#define GK_JOIN_U 24 /* the most rows of w a thread loads before the wait */
 
 typedef struct qkv_join {
     gemv_params ln;     /* the layer norm of x's one row (gemv_norm.c; resident) */

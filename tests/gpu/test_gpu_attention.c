@@ -183,17 +183,19 @@ static void test_attention_projection(void) {
  * qkv and the caches compared. With 16-bit weights a decoding step of one row is one
  * kernel where the split groups compute q, k and v themselves (the joined kernel, then the
  * projection's GEMV: two launches, counted; the host interpreter, and CUDA, never OpenCL),
- * head sizes 32 and 64 (J = 2 and 4 slices of the new position); every third step with
+ * head sizes 32 and 64 (J = 2 and 4 slices of the new position), C = 1,024 with rows of the
+ * weights past the 24 a thread loads before the wait; every third step with
  * ac_join off (the product's GEMV, the attention, the GEMV: three); the prefill (T = 5) and
  * f32 weights are never joined. The caches now
  * differ by rounding too (the product's sums in another order), so they take the product's
  * tolerance. Early positions leave late splits empty (ac_split_min lowered to 32). */
 static void test_attention_joined(void) {
-    int shapes[2][2] = {{64, 2}, {128, 2}}; /* C, NH */
+    int shapes[3][3] = {{64, 2, 60}, {128, 2, 60}, {1024, 16, 12}}; /* C, NH, positions run */
     gpu_tune saved = gt_gpu.d->core.tune;
     gt_gpu.d->core.tune.ac_split_min = 32;
-    for (int sh = 0; sh < 2; sh++) {
+    for (int sh = 0; sh < 3; sh++) {
         int C = shapes[sh][0], NH = shapes[sh][1], hs = C / NH, maxT = 150, N = 48, width = 3 * C;
+        gt_gpu.d->core.tune.ac_splits = sh == 2 ? 2 : 0; /* 1,024: few enough parts for the GEMV's merge */
         for (int i = 0; i < 2; i++) {
             tern_dtype dt = floats[i];
             if (!gt_full() && i != 1) continue;
@@ -207,7 +209,7 @@ static void test_attention_joined(void) {
             gt_pair pwq = gt_make(dt, (size_t)C * width, 0, wq), pbq = gt_make(dt, (size_t)width, 0, bq);
             gt_pair plw = gt_make(dt, (size_t)C, 0, lw), plb = gt_make(dt, (size_t)C, 0, lb);
             int p = 0, step = 0;
-            while (p < 60) {
+            while (p < shapes[sh][2]) {
                 int T = p == 0 ? 5 : 1;
                 bool join = step % 3 != 2;
                 float *x0 = gt_random((size_t)T * C, -2, 2), *c0 = gt_random((size_t)T * N, -1, 1);
