@@ -418,21 +418,29 @@ static void merge_last(tern_kb *kb, const cached_args *a, tern_v g, tern_v out_r
  * into qsh; its J new-position groups (gx = S + js) the slice js of DS = hs / J dimensions of
  * the head's q, k and v into nsh [3 DS] (q, then k, then v). Both in qkv's dtype, as the
  * product would have stored them. */
-static void join_columns(tern_kb *kb, qkv_join *jn, const split_plan *pl, tern_v attends, tern_v hoff, tern_v js,
-                         tern_v qsh, tern_v nsh, tern_v tid, tern_v C) {
+static void join_columns(tern_kb *kb, qkv_join *jn, const split_plan *pl, tern_v attends, tern_v qsh, tern_v nsh,
+                         tern_v tid) {
     int hs = pl->hs, DS = hs / pl->J;
     qkv_join_sums(kb, jn, tid);
     TERN_IF(kb, attends) {
-        TERN_IF(kb, tern_lt(tid, tern_int(hs))) { tern_store(qsh, tid, qkv_join_value(jn, tid, tern_add(hoff, tid))); }
+        TERN_IF(kb, tern_lt(tid, tern_int(hs))) { tern_store(qsh, tid, qkv_join_value(jn, tid)); }
     }
     TERN_ELSE(kb) {
-        TERN_IF(kb, tern_lt(tid, tern_int(3 * DS))) {
-            tern_v seg = tern_div(tid, tern_int(DS)), d = tern_rem(tid, tern_int(DS));
-            tern_v col = tern_add(tern_add(tern_mul(seg, C), hoff), tern_add(tern_mul(js, tern_int(DS)), d));
-            tern_store(nsh, tid, qkv_join_value(jn, tid, col));
-        }
+        TERN_IF(kb, tern_lt(tid, tern_int(3 * DS))) { tern_store(nsh, tid, qkv_join_value(jn, tid)); }
     }
     tern_barrier(kb);
+}
+
+/* Joined: the column of qkv's row that thread tid finishes (join_columns): q's hoff + tid
+ * in an attention group, else column tid of slice js's q, k and v; clamped into range for
+ * the threads past them. */
+static tern_v join_out_column(const split_plan *pl, tern_v attends, tern_v hoff, tern_v js, tern_v tid, tern_v C) {
+    int hs = pl->hs, DS = hs / pl->J;
+    tern_v q_col = tern_add(hoff, tern_min(tid, tern_int(hs - 1)));
+    tern_v t = tern_min(tid, tern_int(3 * DS - 1));
+    tern_v seg = tern_div(t, tern_int(DS)), d = tern_rem(t, tern_int(DS));
+    tern_v n_col = tern_add(tern_add(tern_mul(seg, C), hoff), tern_add(tern_mul(js, tern_int(DS)), d));
+    return tern_select(attends, q_col, n_col);
 }
 
 /* Joined: this thread's word of w (qkv_join_early) is word tid % 8 of the head's q (an
@@ -566,7 +574,9 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     tern_v qrow = tern_add(tern_mul(tern_add(tern_mul(b, T), t), st.C3), hoff);
     st.qpart = tern_rem(tid, tern_int(pl.TP)), st.slot = tern_div(tid, tern_int(pl.TP));
     st.vlane = tern_rem(tid, tern_int(pl.CV)), st.vslice = tern_div(tid, tern_int(pl.CV));
-    if (join) qkv_join_early(kb, &jn, tid, join_column(&jn, &pl, attends, hoff, js, tid, C));
+    if (join)
+        qkv_join_early(kb, &jn, tid, join_column(&jn, &pl, attends, hoff, js, tid, C),
+                       join_out_column(&pl, attends, hoff, js, tid, C));
 
     tern_v lo = tern_int(0), hi = tern_int(0); /* positions [lo, hi): this split's share (below) */
     if (early) {
@@ -584,7 +594,7 @@ static void trace_split(tern_kb *kb, const gk_spec *s) {
     }
     tern_v knew[GK_AC_PART_MAX], vnew[GK_ATT_MAX_HS / 32];
     if (join) {
-        join_columns(kb, &jn, &pl, attends, hoff, js, qsh, nsh, tid, C);
+        join_columns(kb, &jn, &pl, attends, qsh, nsh, tid);
         tern_v qat = tern_mul(st.qpart, tern_int(DP));
         for (int d = 0; d < DP; d++) st.q[d] = tern_load(qsh, tern_add(qat, tern_int(d)));
     } else {

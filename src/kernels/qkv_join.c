@@ -34,10 +34,15 @@ static void load_row(const qkv_join *j, tern_v r, tern_v *out) {
     ku_load(j->w, tern_add(tern_mul(r, j->C3), j->col), j->W, out);
 }
 
-void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col) {
+void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col, tern_v out_col) {
     int TK = j->G / GK_JOIN_WORDS;
     j->kl = tern_div(tid, tern_int(GK_JOIN_WORDS));
     j->col = col;
+    j->out_col = out_col;
+    /* the bias now where nothing in flight writes it, else after the wait (its own load
+     * after the sums was a round trip on every layer's critical path) */
+    j->bias_v = tern_f32(0.0f);
+    if (j->has_bias && j->early) j->bias_v = tern_load(j->bias, out_col);
     if (j->early)
         for (int u = 0; u < j->U; u++) load_row(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u]);
     /* the rest into L2 (only a hint: the values are read after the wait) */
@@ -55,6 +60,7 @@ static void row_fma(const qkv_join *j, tern_v r, const tern_v *wv, tern_v *acc) 
 void qkv_join_sums(tern_kb *kb, qkv_join *j, tern_v tid) {
     int TK = j->G / GK_JOIN_WORDS, W = j->W;
     tern_v nred = gemv_norm_scratch(kb, &j->ln);
+    if (j->has_bias && !j->early) j->bias_v = tern_load(j->bias, j->out_col);
     gemv_norm_stats(kb, &j->ln, tid, nred);
     gemv_norm_stage(kb, &j->ln, j->xs, tern_int(0), tern_int(j->C), tid);
     if (!j->early)
@@ -85,9 +91,9 @@ void qkv_join_sums(tern_kb *kb, qkv_join *j, tern_v tid) {
     tern_barrier(kb);
 }
 
-tern_v qkv_join_value(const qkv_join *j, tern_v c, tern_v at) {
+tern_v qkv_join_value(const qkv_join *j, tern_v c) {
     int NW = j->G / 32, words = GK_JOIN_WORDS * j->W;
     tern_v v = tern_load(j->red, c);
     for (int g = 1; g < NW; g++) v = tern_add(v, tern_load(j->red, tern_add(c, tern_int(g * words))));
-    return j->has_bias ? tern_add(v, tern_load(j->bias, at)) : v;
+    return j->has_bias ? tern_add(v, j->bias_v) : v;
 }

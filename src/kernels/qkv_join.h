@@ -29,6 +29,7 @@ typedef struct qkv_join {
     int W, G, C, rows, U; /* columns a word, threads, C, rows of w a thread, rows loaded early */
     tern_v xs, red;       /* threadgroup: layernorm(x) [C] in x's dtype; the SIMD groups' sums [G / 32, 8 W] */
     tern_v kl, col;       /* this thread's first row of w, and its word's first column */
+    tern_v out_col, bias_v; /* the column this thread finishes, and its bias (0 without) */
     tern_v pre[GK_JOIN_U][8]; /* its first U rows' W values */
 } qkv_join;
 
@@ -37,14 +38,15 @@ typedef struct qkv_join {
  * attention's: x, w, [bias], norm_w, norm_b, eps. Declares the threadgroup arrays too. */
 void qkv_join_params(tern_kb *kb, const gk_spec *s, int G, qkv_join *j);
 
-/* Before the wait: this thread's word starts at column `col` of w's rows. */
-void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col);
+/* Before the wait: this thread's word starts at column `col` of w's rows; it finishes
+ * column out_col (in range even where the caller drops it), whose bias loads here too. */
+void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col, tern_v out_col);
 
 /* After the wait (every thread of the group: barriers): the rows' sums into j->red. */
 void qkv_join_sums(tern_kb *kb, qkv_join *j, tern_v tid);
 
-/* Column c (0 .. 8 W - 1: word c / W, its element c % W) of the group's product, the
- * bias at w's column `at` added: after qkv_join_sums. */
-tern_v qkv_join_value(const qkv_join *j, tern_v c, tern_v at);
+/* Column c (0 .. 8 W - 1: word c / W, its element c % W) of the group's product, this
+ * thread's bias added (c is the thread's out_col): after qkv_join_sums. */
+tern_v qkv_join_value(const qkv_join *j, tern_v c);
 
 #endif
