@@ -5,9 +5,10 @@
 #      at temperature 0.8, with its 256 positions split four ways (ac_split_min=64, so that
 #      its steps are joined) against the same with ac_join=0 and against the cpu handler.
 #   2. Timings, `tern bench generate --backend cuda --precision bf16 --prompt-tokens 16
-#      --tokens 512` of GPT-2 124M: the default (joined), ac_join=0 and the joined kernel with
-#      the cached positions split 2 and 4 ways (ac_split_min=300, 140; the default's 3 at
-#      528 positions) alternated JOIN_ROUNDS times (3), the fast-pipe peer
+#      --tokens 512` of GPT-2 124M: JOIN_VARIANTS (the default (joined), ac_join=0, and
+#      ac_split_min=300 and 140: 4 and 8 splits of the model's 1,024 cached positions, the
+#      default 4; 8 is past the rule, so neither joined nor merged by the GEMV) alternated
+#      JOIN_ROUNDS times (3), the fast-pipe peer
 #      (bench/h200/llama_peers.py) in each round;
 #      Llama-3.2-1B (never joined: the rope and grouped heads) once a round as a control.
 #   With .old/old.tar.gz (git archive OLD -- . ':!models/brown-mini' | gzip), that tree is
@@ -34,7 +35,9 @@ for temp in 0 0.8; do
     TERN_CUDA_TUNE=ac_split_min=64 $b/tern "${a[@]}" --backend cuda > "$logs/j.txt" 2> "$logs/j.err"
     TERN_CUDA_TUNE=ac_split_min=64,ac_join=0 $b/tern "${a[@]}" --backend cuda > "$logs/n.txt" 2> "$logs/n.err"
     $b/tern "${a[@]}" --backend cpu > "$logs/c.txt" 2> "$logs/c.err"
-    same() { cmp -s "$logs/$1.txt" "$logs/$2.txt" && echo same || echo "DIFFERENT ($(head -c 120 "$logs/$1.txt" | tr '\n' ' '))"; }
+    # the ids only (the first line names the backend)
+    same() { cmp -s <(tail -n +2 "$logs/$1.txt") <(tail -n +2 "$logs/$2.txt") && echo same ||
+        echo "DIFFERENT ($(tail -n +2 "$logs/$1.txt" | head -c 100) / $(tail -n +2 "$logs/$2.txt" | head -c 100))"; }
     note "ids temperature $temp: joined vs ac_join=0: $(same j n); joined vs cpu: $(same j c); ac_join=0 vs cpu: $(same n c)"
 done
 variants=${JOIN_VARIANTS:-default ac_join=0 ac_split_min=300 ac_split_min=140}
