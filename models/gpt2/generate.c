@@ -72,13 +72,20 @@ static tern_error *residual(tern_dev *d, tern_buf x, tern_buf in, tern_buf w, te
     return OP(matmul)(d, x, in, w, &mm);
 }
 
-/* y[rows, out] = epilogue(layernorm(x; ln_w, ln_b) @ w + b): the layer norm as the product's
- * prologue (where the product stages x anyway: no kernel and no buffer of its own). */
+/* The product epilogue(layernorm(x; ln_w, ln_b) @ w + b) of x [rows, k] into [rows, out]:
+ * the layer norm as the product's prologue (where the product stages x anyway: no kernel
+ * and no buffer of its own). */
+static tern_matmul norm_product(tern_buf ln_w, tern_buf ln_b, float eps, tern_buf w, tern_buf b, int rows, int k,
+                                int out, tern_epilogue epilogue) {
+    return (tern_matmul){.m = rows, .n = out, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f, .beta = 0.0f,
+                         .bias = b, .epilogue = epilogue, .prologue = TERN_PROLOGUE_LAYERNORM,
+                         .norm = {ln_w, ln_b, eps}};
+}
+
+/* y[rows, out] = norm_product's */
 static tern_error *norm_linear(tern_dev *d, tern_buf y, tern_buf x, tern_buf ln_w, tern_buf ln_b, float eps,
                                tern_buf w, tern_buf b, int rows, int k, int out, tern_epilogue epilogue) {
-    tern_matmul mm = {.m = rows, .n = out, .k = k, .trans_b = w.dtype == TERN_Q8, .alpha = 1.0f, .beta = 0.0f,
-                      .bias = b, .epilogue = epilogue, .prologue = TERN_PROLOGUE_LAYERNORM,
-                      .norm = {ln_w, ln_b, eps}};
+    tern_matmul mm = norm_product(ln_w, ln_b, eps, w, b, rows, k, out, epilogue);
     return OP(matmul)(d, y, x, w, &mm);
 }
 
@@ -102,9 +109,8 @@ static tern_error *run_positions(tern_gpt2 *m, tern_buf tokens, tern_buf pos, te
         /* x = x + proj(attention(qkv)), qkv = ln_1(x) @ w_qkv + b: one call, the q|k|v product
          * and the attention as the projection's prologue */
         tern_buf wqkv = gpt2_decode_w(m, GPT2_QKVW, l), wproj = gpt2_decode_w(m, GPT2_ATTPROJW, l);
-        tern_matmul qkv_mm = {.m = rows, .n = 3 * C, .k = C, .trans_b = wqkv.dtype == TERN_Q8, .alpha = 1.0f,
-                              .bias = gpt2_w(m, GPT2_QKVB, l), .prologue = TERN_PROLOGUE_LAYERNORM,
-                              .norm = {gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps}};
+        tern_matmul qkv_mm = norm_product(gpt2_w(m, GPT2_LN1W, l), gpt2_w(m, GPT2_LN1B, l), eps, wqkv,
+                                          gpt2_w(m, GPT2_QKVB, l), rows, C, 3 * C, TERN_EPILOGUE_NONE);
         tern_matmul proj = {.m = rows, .n = C, .k = C, .trans_b = wproj.dtype == TERN_Q8, .alpha = 1.0f, .beta = 1.0f,
                             .bias = gpt2_w(m, GPT2_ATTPROJB, l), .prologue = TERN_PROLOGUE_ATTENTION,
                             .att = {dc->k_cache[l], dc->v_cache[l], qkv, pos, B, T, NH, NH, C / NH, dc->max_T,

@@ -229,7 +229,7 @@ tern_error *gpu_attention_cached_run(gpu_core *g, tern_buf out, tern_buf k_cache
 
 /* Whether at's product is one the joined kernel computes: GPT-2's q|k|v product of one row
  * (layernorm of x, 16-bit weights B [C, 3C] dense in 16-byte words, alpha 1, no epilogue),
- * KV = NH heads of hs <= 64 in slices of 16 (J = hs / 16 new-position groups a head), C a
+ * KV = NH heads of hs <= 64 in slices of GK_JOIN_SLICE (J = hs / 16 groups a head), C a
  * multiple of the 32 k-lanes and few enough elements a thread for a resident layer norm. */
 static int join_slices(const gpu_core *g, const tern_matmul_attention *at) {
     const tern_matmul *pm = at->product;
@@ -239,7 +239,7 @@ static int join_slices(const gpu_core *g, const tern_matmul_attention *at) {
      * (their q, k and v right), and OpenCL launches nothing early for the join to save */
     if (!(g->cuda || g->host)) return 0;
     if (!g->tune.ac_join || !g->tune.ac_defer || at->B != 1 || at->T != 1 || at->KV != at->NH) return 0;
-    if (hs > 64 || hs % 16 != 0 || C % (GPU_JOIN_GROUP / GK_JOIN_WORDS) != 0 ||
+    if (hs > 64 || hs % GK_JOIN_SLICE != 0 || C % (GPU_JOIN_GROUP / GK_JOIN_WORDS) != 0 ||
         C > GPU_JOIN_GROUP * GK_GEMV_NORM_PER_THREAD)
         return 0;
     if (pm->prologue != TERN_PROLOGUE_LAYERNORM || pm->epilogue != TERN_EPILOGUE_NONE || pm->trans_b ||
@@ -248,7 +248,7 @@ static int join_slices(const gpu_core *g, const tern_matmul_attention *at) {
         tern_matmul_composite(at->qkv, pm) || tern_present(pm->bias_grad))
         return 0;
     if (tern_dtype_size(at->w.dtype) != 2 || gpu_width(&at->w, 1, (size_t)3 * C) != 8) return 0;
-    return hs / 16;
+    return hs / GK_JOIN_SLICE;
 }
 
 tern_error *gpu_attention_joined_run(gpu_core *g, tern_buf out, const tern_matmul_attention *at, int *left,
