@@ -399,6 +399,65 @@ void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transpo
 #define tern_load_matrix(buf, row_index, transposed, out) \
     tern_load_matrix_at(TERN_HERE, buf, row_index, transposed, out)
 
+/* ---- warpgroup products (CUDA: Hopper's wgmma) ----
+ * A warpgroup is four consecutive SIMD groups of a threadgroup: threads 128 w .. 128 w + 127
+ * by local index. A warpgroup product is a collective of every thread of the threadgroup
+ * (like tern_mma_bf16: all reach it), each warpgroup multiplying its own operands; a
+ * threadgroup that uses one has a multiple of 128 threads.
+ *
+ * Tiles. Operands in threadgroup memory are bf16 tiles in one layout, the one the tensor
+ * cores read without bank conflicts (CUDA's 128-byte swizzle): a tile of `rows` rows (a
+ * multiple of 8) whose columns come in panels of 64 holds element (r, c) at
+ *
+ *     at + (c / 64) * rows * 64 + r * 64 + ((c % 64) / 8 ^ r % 8) * 8 + c % 8
+ *
+ * of a threadgroup array made by tern_shared_tiles, where `at` is a multiple of 512 (1,024
+ * bytes: the array starts on such a boundary). Eight columns from a multiple of 8 stay
+ * consecutive, so a row's 16 bytes are one tern_copy_async. A tile's rows are either its
+ * matrix's rows (m or n, "K-major": each row runs along k) or its k (k_rows: each row runs
+ * along m or n); the product reads its first 64, n or k rows from `at` (which may point at
+ * any row that is a multiple of 8 of a taller tile: the panels stay `rows` apart).
+ *
+ * tern_wgmma_bf16: D[64 x n] = A[64 x k] B[k x n] + C, bf16 multiplicands, f32 accumulate.
+ *   A: either registers, a (k / 2 values: for each step s of 16 along k, a[8 s .. 8 s + 7]
+ *      in tern_mma_bf16's a layout for the 16 rows of the thread's SIMD group: SIMD group
+ *      j = (local index / 32) % 4 of the warpgroup holds rows 16 j .. 16 j + 15; f32 values,
+ *      rounded to bf16 by the operation), or a tile, a_tile (64 rows of k, or k_rows: k rows
+ *      of 64); exactly one of a and a_tile is given.
+ *   B: a tile, b_tile: n rows of k, or (k_rows) k rows of n.
+ *   c, d: n / 2 f32 values each, tern_mma_bf16's c layout for each block of 8 columns:
+ *      d[4 b + r] = D[16 j + g + 8 (r / 2)][8 b + 2 t + r % 2], g = lane / 4, t = lane % 4;
+ *      d may be c.
+ *   n: a multiple of 8 from 8 to 256 (a multiple of 64 where B's tile has k_rows); k: a
+ *   multiple of 16 from 16 to 256. The tiles' `at` is uniform across the warpgroup.
+ * The tiles are read after a tern_barrier that follows their writes (and the wait of any
+ * asynchronous copy into them). Results agree with the other targets to f32 rounding: the
+ * host adds k in order, tensor cores in their own. CUDA on sm_90 (compiled as sm_90a) issues
+ * wgmma.mma_async for each step of 16 along k and waits for them; other GPUs, OpenCL and
+ * Metal run the same product as tern_mma_bf16 tiles per SIMD group (correct, slower). */
+typedef struct tern_wg_tile {
+    tern_v buf;   /* a tern_shared_tiles array */
+    tern_v at;    /* the element index of the tile's row 0 in it, a multiple of 512 */
+    int rows;     /* rows a panel of 64 columns has (the panels' distance / 64), multiple of 8 */
+    bool k_rows;  /* the tile's rows are k (it is A^T or B), else A's rows m or B's columns n */
+} tern_wg_tile;
+
+/* A bf16 threadgroup array for tiles: as tern_shared, aligned to 1,024 bytes. */
+tern_v tern_shared_tiles_at(tern_loc at, tern_kb *kb, const char *name, size_t count);
+/* The element index of (row, col) of a tile of `rows` rows at `at` (the layout above). */
+tern_v tern_wg_tile_index_at(tern_loc loc, tern_v at, int rows, tern_v row, tern_v col);
+void tern_wgmma_bf16_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
+                        const tern_wg_tile *b_tile, const tern_v *c, tern_v *d);
+#define tern_shared_tiles(kb, name, count) tern_shared_tiles_at(TERN_HERE, kb, name, count)
+#define tern_wg_tile_index(at, rows, row, col) tern_wg_tile_index_at(TERN_HERE, at, rows, row, col)
+#define tern_wgmma_bf16(kb, n, k, a, a_tile, b_tile, c, d) \
+    tern_wgmma_bf16_at(TERN_HERE, kb, n, k, a, a_tile, b_tile, c, d)
+
+/* The same index on the host (for tests and for data laid out in advance). */
+static inline size_t tern_wg_tile_offset(size_t rows, size_t row, size_t col) {
+    return (col / 64) * rows * 64 + row * 64 + (((col % 64) / 8) ^ (row % 8)) * 8 + col % 8;
+}
+
 /* ---- asynchronous copies from device to threadgroup memory ----
  * What lets a kernel stage the next tile of its input in threadgroup memory while it
  * computes on the current one, without the data passing through registers (CUDA: PTX

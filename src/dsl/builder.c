@@ -363,7 +363,7 @@ tern_v tern_param_scalar_at(tern_loc at, tern_kb *kb, const char *name, tern_typ
     return kb_value(kb, v);
 }
 
-tern_v tern_shared_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem, size_t count) {
+tern_v kb_shared(tern_kb *kb, tern_loc at, const char *name, tern_type elem, size_t count, size_t align) {
     if (!kb_ok(kb)) return kb_none(kb);
     if (!kb_name_free(kb, at, name, "threadgroup array")) return kb_none(kb);
     if (!ir_type_is_storage(elem)) {
@@ -373,12 +373,13 @@ tern_v tern_shared_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem
     }
     size_t size = tern_type_size(elem);
     const size_t limit = 256 * 1024; /* above every target's threadgroup memory */
-    if (count == 0 || count > limit / size || kb->k->shared_bytes + count * size > limit) {
+    if (count == 0 || count > limit / size ||
+        ((kb->k->shared_bytes + align - 1) & ~(align - 1)) + count * size > limit) {
         kb_fail(kb, at, "threadgroup array '%s' of %zu elements: threadgroup memory is limited "
                 "to %zu bytes in all", name, count, limit);
         return kb_none(kb);
     }
-    size_t offset = (kb->k->shared_bytes + 15) & ~(size_t)15;
+    size_t offset = (kb->k->shared_bytes + align - 1) & ~(align - 1);
     ir_buf b = {.elem = (uint8_t)elem, .intent = TERN_READ_WRITE, .shared = true,
                 .name = ir_add_string(kb->k, name), .param = -1, .count = count,
                 .offset = offset};
@@ -396,6 +397,10 @@ tern_v tern_shared_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem
     v.kind = TERN_V_BUF;
     v.type = (uint8_t)elem;
     return v;
+}
+
+tern_v tern_shared_at(tern_loc at, tern_kb *kb, const char *name, tern_type elem, size_t count) {
+    return kb_shared(kb, at, name, elem, count, 16);
 }
 
 /* ---- variables and names ---- */

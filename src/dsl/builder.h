@@ -53,6 +53,9 @@ int32_t kb_use(tern_kb *kb, tern_loc at, tern_v v, int type, const char *what);
 /* A buffer operand's id, checking it is a buffer of this kernel. -1 after an error. */
 int32_t kb_buf(tern_kb *kb, tern_loc at, tern_v v, const char *what);
 
+/* A threadgroup array (tern_shared) whose offset is a multiple of `align` (a power of two
+ * from 16). */
+tern_v kb_shared(tern_kb *kb, tern_loc at, const char *name, tern_type elem, size_t count, size_t align);
 /* Result handles. */
 tern_v kb_value(tern_kb *kb, int32_t id);
 tern_v kb_none(tern_kb *kb);

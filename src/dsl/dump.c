@@ -55,6 +55,37 @@ static void put_mma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
     }
 }
 
+/* "wgmma_bf16 m64n64k16 a {..8} | a tile[v3] (64 rows), b tile[v4] (k rows of 64), c {..}" */
+static void put_wgmma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
+    ir_wg_shape s = ir_wg_unpack(in->imm);
+    bool a_tile = in->a[1] >= 0;
+    sb_printf(sb, "wgmma_bf16 m64n%dk%d", s.n, s.k);
+    int count = ir_wg_operands(s, a_tile);
+    if (in->a[0] < 0 || in->a[0] + count > k->nextra) return;
+    const int32_t *ops = &k->extra[in->a[0]];
+    int j = 0;
+    if (a_tile) {
+        sb_printf(sb, " a %s[", buf_name(k, in->a[1]));
+        put_val(sb, k, ops[j++]);
+        sb_printf(sb, "] (%d rows%s)", s.a_rows, s.a_k_rows ? " of k" : "");
+    } else {
+        sb_puts(sb, " a {");
+        for (; j < s.k / 2; j++) {
+            if (j) sb_puts(sb, ", ");
+            put_val(sb, k, ops[j]);
+        }
+        sb_puts(sb, "}");
+    }
+    sb_printf(sb, ", b %s[", buf_name(k, in->a[2]));
+    put_val(sb, k, ops[j++]);
+    sb_printf(sb, "] (%d rows%s), c {", s.b_rows, s.b_k_rows ? " of k" : "");
+    for (int first = j; j < count; j++) {
+        if (j > first) sb_puts(sb, ", ");
+        put_val(sb, k, ops[j]);
+    }
+    sb_puts(sb, "}");
+}
+
 static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
     const ir_ins *in = &k->ins[i];
     const int32_t *a = in->a;
@@ -63,6 +94,7 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
         if (in->op == IR_VLOAD) sb_printf(sb, "..+%d", in->aux - 1);
         if (in->op == IR_LOAD_MATRIX) sb_puts(sb, "..+7");
         if (in->op == IR_MMA) sb_printf(sb, "..+%d", IR_MMA_RESULTS - 1);
+        if (in->op == IR_WGMMA) sb_printf(sb, "..+%d", ir_wg_unpack(in->imm).n / 2 - 1);
         sb_printf(sb, ": %s = ", tern_type_name(in->type));
     }
     const char *bname = ((in->op >= IR_LOAD && in->op <= IR_ATOMIC_CAS) || in->op == IR_LOAD_MATRIX) &&
@@ -167,6 +199,7 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
         }
         break;
     case IR_MMA: put_mma(sb, k, in); break;
+    case IR_WGMMA: put_wgmma(sb, k, in); break;
     case IR_PRINT:
         sb_puts(sb, "print \"");
         sb_put_c_string(sb, ir_string(k, (int32_t)in->imm), false);

@@ -28,6 +28,7 @@ enum {
     NEED_WAIT_PREVIOUS = 1 << 8,
     NEED_PREFETCH = 1 << 9,
     NEED_COPY_ASYNC = 1 << 10,
+    NEED_WGMMA = 1 << 11, /* tern_wg_at (and CUDA's tern_wg_desc) */
 };
 
 /* Sizes of the spelling tables (tern_op1 and tern_op2 end with TERN_ISINF and TERN_LOR). */
@@ -61,6 +62,7 @@ typedef struct dialect {
     void (*simd)(emitter *e, int32_t ins);
     void (*mma)(emitter *e, int32_t ins);
     void (*load_matrix)(emitter *e, int32_t ins);
+    void (*wgmma)(emitter *e, int32_t ins);
     void (*print)(emitter *e, int32_t ins);
     const char *barrier;
     const char *fence; /* tern_fence_device: a device-scope memory fence */
@@ -173,6 +175,13 @@ void emit_mma_call(emitter *e, int32_t i, const char *extra_arg, emit_pair_fn pa
 /* tern_load_matrix as shuffles and loads (OpenCL, Metal): lane is the lane's expression,
  * shuffle a printf format of the value and the lane (ints) giving that lane's value. */
 void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char *shuffle);
+/* tern_wgmma_bf16 (emit_wgmma.c). CUDA: wgmma.mma_async where compiled for sm_90a, else the
+ * fallback; OpenCL and Metal: the fallback, tern_mma_bf16 tiles per SIMD group, whose helper
+ * takes mma_extra last. emit_wgmma_fallback writes the fallback's block for accumulators
+ * `acc` (packed: the helper takes bf16 pairs as words, as CUDA's does). */
+void emit_cuda_wgmma(emitter *e, int32_t i);
+void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra);
+void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, const char *mma_extra);
 /* A statement that does nothing on this target, as the comment "/<star> what: why <star>/". */
 void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why);
 /* "&buf[index]" of a prefetch statement, into out. */

@@ -590,6 +590,7 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
     case IR_SIMD: e->d->simd(e, i); return;
     case IR_MMA: e->d->mma(e, i); return;
     case IR_LOAD_MATRIX: e->d->load_matrix(e, i); return;
+    case IR_WGMMA: e->d->wgmma(e, i); return;
     case IR_PRINT: e->d->print(e, i); return;
     case IR_BARRIER:
         emit_line_start(e, i);
@@ -820,7 +821,7 @@ void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char
 
 const char *emit_type_suffix(int t) { return tern_type_name((tern_type)t); }
 
-bool emit_needs_common(const emitter *e) { return e->need & (NEED_F32_BITS | NEED_BF16 | NEED_F16); }
+bool emit_needs_common(const emitter *e) { return e->need & (NEED_F32_BITS | NEED_BF16 | NEED_F16 | NEED_WGMMA); }
 
 void emit_common_prelude(emitter *e, strbuf *out) {
     if (e->need & NEED_F32_BITS)
@@ -846,6 +847,10 @@ void emit_common_prelude(emitter *e, strbuf *out) {
         if (cuda) sb_puts(out, "#endif\n");
         sb_puts(out, "}\n");
     }
+    if (e->need & NEED_WGMMA) /* tern_wg_tile_offset's layout (tern/kernel.h) */
+        sb_puts(out, "TERN_FN int tern_wg_at(int at, int rows, int r, int c) {\n"
+                     "    return at + (c >> 6) * rows * 64 + r * 64 + ((((c >> 3) & 7) ^ (r & 7)) << 3) + (c & 7);\n"
+                     "}\n");
     if (e->need & NEED_F16) {
         sb_puts(out,
                 "TERN_FN float tern_f16_to_f32(unsigned short h) {\n"

@@ -523,15 +523,18 @@ static void exp2_helper(const emitter *e, strbuf *out) {
 static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
     const ir_buf *B = &e->k->bufs[b];
     if (e->k->shared_bytes <= CUDA_STATIC_SHARED_LIMIT) {
-        /* an asynchronous copy's destination: 16-byte aligned, as the copies need */
-        const char *align = B->used & IR_BUF_COPIED ? "__align__(16) " : "";
+        /* an asynchronous copy's destination: 16-byte aligned, as the copies need; tiles
+         * of warpgroup products on the 1,024-byte boundaries their layout starts on */
+        const char *align = B->used & IR_BUF_TILES ? "__align__(1024) " : B->used & IR_BUF_COPIED ? "__align__(16) " : "";
         sb_printf(out, "    __shared__ %s%s %s[%zu];\n", align, cuda_type(B->elem), e->buf_name[b], B->count);
         return;
     }
     /* more than static shared memory allows: carve the dynamic allocation */
     bool first = true;
     for (int32_t j = 0; j < b; j++) first = first && !e->k->bufs[j].shared;
-    if (first) sb_puts(out, "    extern __shared__ __align__(16) unsigned char tern_shared_mem[];\n");
+    if (first) /* the offsets of tile arrays are multiples of 1,024 (kb_shared) */
+        sb_printf(out, "    extern __shared__ __align__(%d) unsigned char tern_shared_mem[];\n",
+                  e->k->uses & IR_USES_WGMMA ? 1024 : 16);
     sb_printf(out, "    %s *%s = (%s *)(tern_shared_mem + %zu); /* %zu elements */\n", cuda_type(B->elem),
               e->buf_name[b], cuda_type(B->elem), B->offset, B->count);
 }
@@ -606,6 +609,11 @@ static void cuda_prelude(emitter *e, strbuf *out) {
         for (int t = 0; t < TERN_TYPE_COUNT; t++)
             if (e->simd_need[op] & (1u << t)) simd_helper(out, (tern_simd_op)op, t);
     if (e->need & NEED_MMA) mma_helper(out);
+    if (e->need & NEED_WGMMA) /* wgmma's shared memory descriptor: 128-byte swizzle, 8 rows 1,024 bytes apart */
+        sb_puts(out, "__device__ __forceinline__ unsigned long long tern_wg_desc(unsigned int addr, unsigned int lead) {\n"
+                     "    return (unsigned long long)((addr & 0x3ffffu) >> 4) | (unsigned long long)((lead >> 4) & 0x3fffu) << 16 |\n"
+                     "           (unsigned long long)(1024u >> 4) << 32 | 1ull << 62;\n"
+                     "}\n");
 
     pdl_helpers(e, out);
     copy_async_helpers(e, out);
@@ -638,6 +646,7 @@ const dialect emit_cuda_dialect = {
     .simd = cuda_simd,
     .mma = cuda_mma,
     .load_matrix = cuda_load_matrix,
+    .wgmma = emit_cuda_wgmma,
     .print = cuda_print,
     .barrier = "__syncthreads()",
     .fence = "__threadfence()",

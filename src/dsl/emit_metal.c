@@ -49,6 +49,7 @@ static uint32_t attrs_needed(const emitter *e) {
         if (in->op == IR_THREAD && e->use_count[in->dst]) need |= 1u << in->aux;
         if (in->op == IR_SIMD && in->aux == TERN_SIMD_PREFIX_SUM) need |= 1u << TERN_SIMD_LANE;
         if (in->op == IR_MMA || in->op == IR_LOAD_MATRIX) need |= 1u << TERN_SIMD_LANE;
+        if (in->op == IR_WGMMA) need |= 1u << TERN_SIMD_LANE | 1u << TERN_SIMD_GROUP;
     }
     return need;
 }
@@ -255,6 +256,8 @@ static void mtl_load_matrix(emitter *e, int32_t i) {
     emit_load_matrix_gather(e, i, "(int)tern_tiisg", "simd_shuffle(%s, (ushort)((%s) & 31))");
 }
 
+static void mtl_wgmma(emitter *e, int32_t i) { emit_wgmma_emulated(e, i, "tern_tiisg"); }
+
 static void mtl_mma(emitter *e, int32_t i) {
     e->need |= NEED_BF16;
     emit_mma_call(e, i, "tern_tiisg", NULL);
@@ -427,6 +430,7 @@ const dialect emit_metal_dialect = {
     .simd = mtl_simd,
     .mma = mtl_mma,
     .load_matrix = mtl_load_matrix,
+    .wgmma = mtl_wgmma,
     .print = mtl_print,
     .barrier = "threadgroup_barrier(mem_flags::mem_threadgroup | mem_flags::mem_device)",
     /* MSL 3.2's scoped fence: the strongest ordering of device memory Metal has */

@@ -152,6 +152,11 @@ static void cl_mma(emitter *e, int32_t i) {
     emit_mma_call(e, i, "tern_simd_scratch", NULL);
 }
 
+static void cl_wgmma(emitter *e, int32_t i) {
+    e->need |= NEED_LOCAL_INDEX;
+    emit_wgmma_emulated(e, i, "tern_simd_scratch");
+}
+
 static void cl_load_matrix(emitter *e, int32_t i) {
     e->need |= NEED_LOCAL_INDEX;
     e->simd_need[TERN_SIMD_SHUFFLE] |= 1u << TERN_T_I32;
@@ -351,6 +356,7 @@ const dialect emit_opencl_dialect = {
     .simd = cl_simd,
     .mma = cl_mma,
     .load_matrix = cl_load_matrix,
+    .wgmma = cl_wgmma,
     .print = cl_print,
     .barrier = "barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)",
     /* OpenCL C 1.2 (what the runtime builds) has no scoped fence; mem_fence orders this

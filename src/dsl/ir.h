@@ -69,6 +69,8 @@ typedef enum ir_op {
                     * asynchronously (tern_copy_async) */
     IR_COPY_COMMIT, /* closes this thread's batch of asynchronous copies */
     IR_COPY_WAIT,  /* waits until at most aux of this thread's batches are in flight */
+    IR_WGMMA,      /* dst .. dst+n/2-1 = tern_wgmma_bf16 (ir_wg_* below): operands in extra from
+                    * a0, a1 A's tile buffer or -1 (A in registers), a2 B's tile buffer */
     IR_OP_COUNT
 } ir_op;
 
@@ -110,7 +112,9 @@ typedef struct ir_buf {
 } ir_buf;
 /* IR_BUF_COPIED: the destination of an asynchronous copy, which needs the array aligned to
  * 16 bytes (emitters declare it so; a target only promises its element type's alignment) */
-enum { IR_BUF_LOADED = 1, IR_BUF_STORED = 2, IR_BUF_ATOMIC = 4, IR_BUF_COPIED = 8 };
+/* IR_BUF_TILES: a tern_shared_tiles array, aligned to 1,024 bytes (its offset, and emitters'
+ * declarations) */
+enum { IR_BUF_LOADED = 1, IR_BUF_STORED = 2, IR_BUF_ATOMIC = 4, IR_BUF_COPIED = 8, IR_BUF_TILES = 16 };
 
 typedef struct ir_param {
     bool is_buf;
@@ -136,6 +140,7 @@ enum {
     IR_USES_I64 = 1 << 11,
     IR_USES_WAIT_PREVIOUS = 1 << 12, /* the cuda runtime launches it to overlap the previous kernel */
     IR_USES_FENCE = 1 << 13,
+    IR_USES_WGMMA = 1 << 14, /* CUDA on sm_90 compiles it as sm_90a */
 };
 
 /* IR_COPY_WAIT: the largest pending count (PTX wants an immediate, and no pipeline needs more
@@ -144,6 +149,28 @@ enum {
 
 /* IR_MMA: its operands (a, b, c) in extra, its results (the f32 fragment d). */
 enum { IR_MMA_OPERANDS = 16, IR_MMA_RESULTS = 4 };
+
+/* IR_WGMMA's shape in imm: n, k, the tiles' rows (A's 0 when A is in registers) and which
+ * tiles have k rows. Its operands in extra from a0: A's k/2 registers, or A's tile index
+ * (one value); B's tile index; C's n/2 values. Results: D's n/2 values. */
+typedef struct ir_wg_shape {
+    int n, k, a_rows, b_rows;
+    bool a_k_rows, b_k_rows;
+} ir_wg_shape;
+static inline int64_t ir_wg_pack(ir_wg_shape s) {
+    return (int64_t)s.n | (int64_t)s.k << 9 | (int64_t)s.a_rows << 18 | (int64_t)s.b_rows << 30 |
+           (int64_t)s.a_k_rows << 42 | (int64_t)s.b_k_rows << 43;
+}
+static inline ir_wg_shape ir_wg_unpack(int64_t imm) {
+    ir_wg_shape s = {(int)(imm & 511), (int)(imm >> 9 & 511), (int)(imm >> 18 & 4095),
+                     (int)(imm >> 30 & 4095), (imm >> 42 & 1) != 0, (imm >> 43 & 1) != 0};
+    return s;
+}
+/* How many operands (in extra) an IR_WGMMA of this shape and A's place has. */
+static inline int ir_wg_operands(ir_wg_shape s, bool a_tile) { return (a_tile ? 1 : s.k / 2) + 1 + s.n / 2; }
+#define IR_WG_MAX_N 256
+#define IR_WG_MAX_K 256
+#define IR_WG_MAX_ROWS 4095
 
 struct interp_prog;
 
@@ -219,9 +246,9 @@ static inline int ir_type_bits(int t) {
 bool ir_op_has_effect(ir_op op);
 /* Whether `op` opens a block (IF, FOR, WHILE). */
 bool ir_op_opens(ir_op op);
-/* The value operands of instruction `in` into out (at most 4 + 16), their count returned. */
+/* The value operands of instruction `in` into out (at most IR_MAX_OPERANDS), their count returned. */
 int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out);
-#define IR_MAX_OPERANDS 20
+#define IR_MAX_OPERANDS (IR_WG_MAX_K / 2 + 1 + IR_WG_MAX_N / 2) /* IR_WGMMA's most */
 
 /* The constant of a CONST instruction as int64 (ints, bool), or as a double (f32). */
 static inline double ir_const_f(const ir_ins *in) {

@@ -185,10 +185,14 @@ static tern_error *cu_get(cu_rt *c, const tern_kernel *k, int maxrreg, cu_entry 
             return NULL;
         }
     }
+    /* warpgroup products are sm_90a instructions: such a kernel compiles for that target
+     * on sm_90 (and emits the fallback for any other) */
+    char arch[sizeof c->arch + 1];
+    snprintf(arch, sizeof arch, "%s%s", c->arch, (k->uses & IR_USES_WGMMA) && !strcmp(c->arch, "sm_90") ? "a" : "");
     char *src = NULL;
     int32_t *lines = NULL, nlines = 0;
     TERN_TRY(emit_source(k, &emit_cuda_dialect, &src, &lines, &nlines));
-    uint64_t key = hash_finish(hash_u64(hash_str(hash_str(HASH_SEED, c->arch), src), (uint64_t)maxrreg));
+    uint64_t key = hash_finish(hash_u64(hash_str(hash_str(HASH_SEED, arch), src), (uint64_t)maxrreg));
     for (int i = 0; i < c->nentries; i++)
         if (c->entries[i].key == key && c->entries[i].maxrreg == maxrreg && !strcmp(c->entries[i].source, src)) {
             c->entries[i].kernel = k;
@@ -201,16 +205,16 @@ static tern_error *cu_get(cu_rt *c, const tern_kernel *k, int maxrreg, cu_entry 
     tern_error *err = NULL;
     /* the disk key: everything the cubin depends on */
     const char *ver = nvrtc_version_string();
-    size_t klen = strlen(ver) + strlen(c->arch) + strlen(src) + 32;
+    size_t klen = strlen(ver) + strlen(arch) + strlen(src) + 32;
     char *disk_key = malloc(klen);
     void *cubin = NULL;
     size_t size = 0;
     if (!disk_key) {
         err = tern_errorf("kernel '%s': out of memory", k->name);
     } else {
-        snprintf(disk_key, klen, "%s\n%s\nmaxrregcount=%d\n%s", ver, c->arch, maxrreg, src);
+        snprintf(disk_key, klen, "%s\n%s\nmaxrregcount=%d\n%s", ver, arch, maxrreg, src);
         if (!disk_cache_load("cuda", disk_key, &cubin, &size)) {
-            err = nvrtc_compile_source(k, src, lines, nlines, c->arch, maxrreg, &cubin, &size);
+            err = nvrtc_compile_source(k, src, lines, nlines, arch, maxrreg, &cubin, &size);
             if (!err) disk_cache_store("cuda", disk_key, cubin, size);
         }
     }

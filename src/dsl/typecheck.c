@@ -100,6 +100,41 @@ static void check_mma(verifier *v, int32_t i) {
              "mma results");
 }
 
+/* WGMMA: a valid shape, tiles in tile arrays, its operands' types (A's registers or A's
+ * tile index, B's tile index, C) and n/2 consecutive f32 results defined here. */
+static void check_wgmma(verifier *v, int32_t i) {
+    const tern_kernel *k = v->k;
+    const ir_ins *in = &k->ins[i];
+    ir_wg_shape s = ir_wg_unpack(in->imm);
+    bool a_tile = in->a[1] >= 0;
+    if (s.n < 8 || s.n > IR_WG_MAX_N || s.n % 8 || s.k < 16 || s.k > IR_WG_MAX_K || s.k % 16 ||
+        (s.b_k_rows && s.n % 64) || s.b_rows % 8 || s.b_rows < (s.b_k_rows ? s.k : s.n) ||
+        (a_tile && (s.a_rows % 8 || s.a_rows < (s.a_k_rows ? s.k : 64)))) {
+        fail(v, "wgmma shape");
+        return;
+    }
+    int count = ir_wg_operands(s, a_tile);
+    if (in->a[0] < 0 || in->a[0] + count > k->nextra || in->type != TERN_T_F32 || in->dst < 0 ||
+        in->dst + s.n / 2 > k->nvals) {
+        fail(v, "wgmma operands or results");
+        return;
+    }
+    for (int t = a_tile ? 1 : 2; t < 3; t++) {
+        const ir_buf *b = buf(v, in->a[t]);
+        want(v, b && b->shared && b->elem == TERN_T_BF16 && (b->used & IR_BUF_TILES), "wgmma tiles");
+    }
+    const int32_t *ops = &k->extra[in->a[0]];
+    int j = 0;
+    if (a_tile)
+        want(v, val(v, ops[j++]) == TERN_T_I32, "wgmma A tile index");
+    else
+        for (; j < s.k / 2; j++) want(v, val(v, ops[j]) == TERN_T_F32, "wgmma A registers");
+    want(v, val(v, ops[j++]) == TERN_T_I32, "wgmma B tile index");
+    for (; j < count; j++) want(v, val(v, ops[j]) == TERN_T_F32, "wgmma C");
+    for (int r = 1; r < s.n / 2; r++)
+        want(v, k->vals[in->dst + r].def == i && k->vals[in->dst + r].type == TERN_T_F32, "wgmma results");
+}
+
 static void check_ins(verifier *v, int32_t i) {
     const tern_kernel *k = v->k;
     const ir_ins *in = &k->ins[i];
@@ -205,6 +240,7 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     }
     case IR_MMA: check_mma(v, i); break;
+    case IR_WGMMA: check_wgmma(v, i); break;
     case IR_PRINT:
         if (a[0] < 0 || a[1] < 0 || a[1] > 16 || a[0] + a[1] > k->nextra || in->imm < 0 ||
             in->imm >= k->nstrings) {

@@ -879,6 +879,69 @@ done:
     return rc;
 }
 
+/* ---- wgmma_bf16: per warpgroup, D = A B + C for A 64 x 32 (registers), B 32 x 64 (a tile
+ * of k rows, as V in O += P V), small integers: exact in any order ---- */
+
+#define WZ_K 32
+#define WZ_N 64
+
+static void wgmma_trace(tern_kb *kb, void *user) {
+    (void)user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_F32, TERN_READ);   /* [groups][64][WZ_K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_F32, TERN_READ);   /* [groups][WZ_K][WZ_N] */
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);  /* [groups][64][WZ_N] */
+    tern_v tile = tern_shared_tiles(kb, "tile", WZ_K * WZ_N);
+    tern_v tid = tern_local_index(kb), grp = tern_group_id(kb, 0);
+    TERN_FOR(kb, e, tid, tern_int(WZ_K * WZ_N), tern_int(128)) {
+        tern_v k = tern_div(e, tern_int(WZ_N)), n = tern_rem(e, tern_int(WZ_N));
+        tern_store(tile, tern_wg_tile_index(tern_int(0), WZ_K, k, n),
+                   tern_load(B, tern_add(tern_mul(grp, tern_int(WZ_K * WZ_N)), e)));
+    }
+    tern_barrier(kb);
+    tern_v lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
+    tern_v row = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4)));
+    tern_v t2 = tern_mul(tern_rem(lane, tern_int(4)), tern_int(2));
+    tern_v a[WZ_K / 2], c[WZ_N / 2], d[WZ_N / 2];
+    for (int j = 0; j < WZ_K / 2; j++) { /* tern_mma_bf16's a layout, step j / 8 */
+        int r = j % 8;
+        tern_v m = tern_add(row, tern_int(r & 2 ? 8 : 0));
+        tern_v k = tern_add(t2, tern_int(16 * (j / 8) + (r & 4 ? 8 : 0) + (r & 1)));
+        a[j] = tern_load(A, tern_add(tern_mul(grp, tern_int(64 * WZ_K)), tern_add(tern_mul(m, tern_int(WZ_K)), k)));
+    }
+    for (int j = 0; j < WZ_N / 2; j++) c[j] = tern_f32((float)(j % 3));
+    tern_wg_tile b = {tile, tern_int(0), WZ_K, true};
+    tern_wgmma_bf16(kb, WZ_N, WZ_K, a, NULL, &b, c, d);
+    for (int j = 0; j < WZ_N / 2; j++) {
+        tern_v m = tern_add(row, tern_int(j % 4 >= 2 ? 8 : 0));
+        tern_v n = tern_add(t2, tern_int(8 * (j / 4) + (j & 1)));
+        tern_store(D, tern_add(tern_mul(grp, tern_int(64 * WZ_N)), tern_add(tern_mul(m, tern_int(WZ_N)), n)), d[j]);
+    }
+}
+
+static int wgmma_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
+    const int groups = 2, na = groups * 64 * WZ_K, nb = groups * WZ_K * WZ_N, nd = groups * 64 * WZ_N;
+    int rc = 0;
+    float *A = malloc(4 * (size_t)na), *B = malloc(4 * (size_t)nb), *D = poisoned(4 * (size_t)nd), *want = malloc(4 * (size_t)nd);
+    for (int i = 0; i < na; i++) A[i] = (float)(int)uniform(r, -8, 8);
+    for (int i = 0; i < nb; i++) B[i] = (float)(int)uniform(r, -8, 8);
+    for (int g = 0; g < groups; g++)
+        for (int m = 0; m < 64; m++)
+            for (int n = 0; n < WZ_N; n++) {
+                /* c[j] = j % 3 for the thread's j = 4 (n / 8) + 2 (m % 16 >= 8) + n % 2 */
+                int j = 4 * (n / 8) + 2 * (m % 16 >= 8) + n % 2;
+                double acc = j % 3;
+                for (int kk = 0; kk < WZ_K; kk++)
+                    acc += (double)A[(g * 64 + m) * WZ_K + kk] * B[(g * WZ_K + kk) * WZ_N + n];
+                want[(g * 64 + m) * WZ_N + n] = (float)acc;
+            }
+    LAUNCH(rt, k, tern_dims1(groups), tern_dims1(128), tern_arg_host_in(TERN_T_F32, A, na),
+           tern_arg_host_in(TERN_T_F32, B, nb), tern_arg_host(TERN_T_F32, D, nd));
+    rc = cmp_u32("wgmma_bf16", (uint32_t *)D, (uint32_t *)want, (size_t)nd);
+done:
+    free(A), free(B), free(D), free(want);
+    return rc;
+}
+
 /* ---- atomics: integer ops on global memory, a CAS loop, f32 add ---- */
 
 static void atomics_trace(tern_kb *kb, void *user) {
@@ -1309,6 +1372,7 @@ const zoo_case zoo_cases[] = {
     {"simd", simd_trace, NULL, simd_run},
     {"mma_bf16", mma_trace, NULL, mma_run},
     {"load_matrix", load_matrix_trace, NULL, load_matrix_run},
+    {"wgmma_bf16", wgmma_trace, NULL, wgmma_run},
     {"atomics", atomics_trace, NULL, atomics_run},
     {"grid3d", grid3d_trace, NULL, grid3d_run},
     {"call", call_trace, NULL, call_run},

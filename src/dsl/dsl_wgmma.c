@@ -1,0 +1,130 @@
+/* Warpgroup products (tern_wgmma_bf16) and their tiles: the trace side. The layout and the
+ * operands' meaning are in tern/kernel.h; ir.h's ir_wg_shape is how the instruction keeps
+ * them. */
+#include <stdio.h>
+
+#include "dsl/builder.h"
+
+tern_v tern_shared_tiles_at(tern_loc at, tern_kb *kb, const char *name, size_t count) {
+    tern_v v = kb_shared(kb, at, name, TERN_T_BF16, count, 1024);
+    if (v.kind == TERN_V_BUF) kb->k->bufs[v.id].used |= IR_BUF_TILES;
+    return v;
+}
+
+tern_v tern_wg_tile_index_at(tern_loc loc, tern_v at, int rows, tern_v row, tern_v col) {
+    tern_kb *kb = kb_of((tern_v[]){at, row, col}, 3);
+    if (rows <= 0 || rows % 8 || rows > IR_WG_MAX_ROWS) {
+        if (kb_ok(kb))
+            kb_fail(kb, loc, "wg_tile_index: a tile of %d rows; rows are a multiple of 8 up to %d", rows,
+                    IR_WG_MAX_ROWS);
+        return kb ? kb_none(kb) : kb_poison(loc, 0, 0, 0);
+    }
+    /* at + (col / 64) * rows * 64 + row * 64 + ((col % 64) / 8 ^ row % 8) * 8 + col % 8, for
+     * non-negative row and col */
+    tern_v panel = tern_binary_at(loc, TERN_MUL, tern_binary_at(loc, TERN_SHR, col, tern_int(6)), tern_int(rows * 64));
+    tern_v chunk = tern_binary_at(loc, TERN_XOR, tern_binary_at(loc, TERN_AND, tern_binary_at(loc, TERN_SHR, col, tern_int(3)), tern_int(7)),
+                                  tern_binary_at(loc, TERN_AND, row, tern_int(7)));
+    tern_v within = tern_binary_at(loc, TERN_ADD, tern_binary_at(loc, TERN_SHL, chunk, tern_int(3)),
+                                   tern_binary_at(loc, TERN_AND, col, tern_int(7)));
+    tern_v r = tern_binary_at(loc, TERN_ADD, at, panel);
+    r = tern_binary_at(loc, TERN_ADD, r, tern_binary_at(loc, TERN_SHL, row, tern_int(6)));
+    return tern_binary_at(loc, TERN_ADD, r, within);
+}
+
+/* A tile operand: its array (a tern_shared_tiles one) and the value of its index. */
+static bool tile_operand(tern_kb *kb, tern_loc loc, const tern_wg_tile *t, const char *which, int need_rows,
+                         int32_t *buf, int32_t *at) {
+    int32_t b = kb_buf(kb, loc, t->buf, "wgmma_bf16");
+    if (b < 0) return false;
+    const ir_buf *B = &kb->k->bufs[b];
+    if (!B->shared || !(B->used & IR_BUF_TILES)) {
+        kb_fail(kb, loc, "wgmma_bf16: %s's tile is in '%s', not a tern_shared_tiles array", which,
+                ir_string(kb->k, B->name));
+        return false;
+    }
+    if (t->rows <= 0 || t->rows % 8 || t->rows > IR_WG_MAX_ROWS || t->rows < need_rows) {
+        kb_fail(kb, loc, "wgmma_bf16: %s's tile has %d rows; it needs at least %d, a multiple of 8 up to %d",
+                which, t->rows, need_rows, IR_WG_MAX_ROWS);
+        return false;
+    }
+    int type = kb_type_of(kb, t->at);
+    if (t->at.kind == TERN_V_CONST && t->at.weak) type = TERN_T_I32;
+    if (type != TERN_T_I32) {
+        kb_fail(kb, loc, "wgmma_bf16: %s's tile index is %s; it is an i32", which, tern_type_name(type));
+        return false;
+    }
+    *at = kb_use(kb, loc, t->at, TERN_T_I32, "the tile's index");
+    if (*at < 0) return false;
+    kb->k->bufs[b].used |= IR_BUF_LOADED;
+    *buf = b;
+    return true;
+}
+
+/* The trace of one product, its operands read into ids; false after an error. */
+static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
+                        const tern_wg_tile *b_tile, const tern_v *c, tern_v *d) {
+    if (!(n >= 8 && n <= IR_WG_MAX_N && n % 8 == 0 && k >= 16 && k <= IR_WG_MAX_K && k % 16 == 0)) {
+        kb_fail(kb, loc, "wgmma_bf16: n %d, k %d; n is a multiple of 8 from 8 to %d, k of 16 from 16 to %d", n, k,
+                IR_WG_MAX_N, IR_WG_MAX_K);
+        return false;
+    }
+    if (!d || !c || !b_tile || !a == !a_tile) {
+        kb_fail(kb, loc, "wgmma_bf16: %s", !d ? "d is NULL" : !c ? "c is NULL" : !b_tile ? "b_tile is NULL"
+                                           : a ? "a and a_tile are both given; A is one of them"
+                                               : "a and a_tile are both NULL; A is one of them");
+        return false;
+    }
+    if (b_tile->k_rows && n % 64) {
+        kb_fail(kb, loc, "wgmma_bf16: n %d with B's tile of k rows; such a tile's rows are whole panels of 64", n);
+        return false;
+    }
+    ir_wg_shape s = {.n = n, .k = k, .b_rows = b_tile->rows, .b_k_rows = b_tile->k_rows};
+    int32_t ids[IR_MAX_OPERANDS];
+    int count = 0;
+    int32_t a_buf = -1, b_buf = -1;
+    if (a) {
+        for (int j = 0; j < k / 2; j++) {
+            char what[48];
+            snprintf(what, sizeof what, "wgmma_bf16's a[%d]", j);
+            if ((ids[count++] = kb_use(kb, loc, a[j], TERN_T_F32, what)) < 0) return false;
+        }
+    } else {
+        s.a_rows = a_tile->rows;
+        s.a_k_rows = a_tile->k_rows;
+        if (!tile_operand(kb, loc, a_tile, "A", a_tile->k_rows ? k : 64, &a_buf, &ids[count++])) return false;
+    }
+    if (!tile_operand(kb, loc, b_tile, "B", b_tile->k_rows ? k : n, &b_buf, &ids[count++])) return false;
+    for (int j = 0; j < n / 2; j++) {
+        char what[48];
+        snprintf(what, sizeof what, "wgmma_bf16's c[%d]", j);
+        if ((ids[count++] = kb_use(kb, loc, c[j], TERN_T_F32, what)) < 0) return false;
+    }
+    int32_t first = ir_add_extra(kb->k, ids, count);
+    if (first < 0) {
+        kb_fail(kb, loc, "out of memory");
+        return false;
+    }
+    /* d is written only now, every operand read: d may be c */
+    ir_ins in = {.op = IR_WGMMA, .a = {first, a_buf, b_buf, -1}, .imm = ir_wg_pack(s)};
+    int32_t r = kb_emit(kb, loc, &in, TERN_T_F32);
+    if (r < 0) return false;
+    kb->k->uses |= IR_USES_SIMD | IR_USES_WGMMA;
+    int32_t def = kb->k->vals[r].def;
+    d[0] = kb_value(kb, r);
+    for (int j = 1; j < n / 2; j++) {
+        int32_t v = ir_add_value(kb->k, TERN_T_F32, def, kb->k->vals[r].block);
+        if (v != r + j) {
+            kb_fail(kb, loc, "out of memory");
+            return false;
+        }
+        d[j] = kb_value(kb, v);
+    }
+    return true;
+}
+
+void tern_wgmma_bf16_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
+                        const tern_wg_tile *b_tile, const tern_v *c, tern_v *d) {
+    if (kb_ok(kb) && wgmma_trace(kb, loc, n, k, a, a_tile, b_tile, c, d)) return;
+    if (d && n >= 2 && n <= IR_WG_MAX_N) /* no result: what d holds is unusable */
+        for (int j = 0; j < n / 2; j++) d[j] = kb ? kb_none(kb) : kb_poison(loc, 0, 0, 0);
+}
