@@ -35,6 +35,11 @@ typedef struct fl_build {
 typedef struct fl_ctx {
     tern_kb *kb;
     int hs, KS, NT, LD; /* head size; k-steps and 8-wide tiles over it; shared row stride */
+    /* opts.wgmma where the head size allows: tiles [TILE, hs] swizzled (tern_wg_tile_index)
+     * instead of [TILE, LD] rows, products by tern_wgmma_bf16 (a warpgroup is the group's
+     * four SIMD groups, their 64 rows) */
+    bool wg;
+    int tile_size;      /* the elements of one staged tile: TILE hs (wg) or TILE LD */
     int threads, rows;  /* the group's threads, and its query or key rows (16 per SIMD group) */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
@@ -54,6 +59,8 @@ static fl_ctx fl_begin(tern_kb *kb, const fl_build *build, tern_v B, tern_v T, t
     int hs = build->hs, group = build->opts.group > 1 ? build->opts.group : 1;
     fl_ctx f = {.kb = kb, .hs = hs, .KS = hs / 16, .NT = hs / 8, .LD = hs + 8, .threads = build->threads,
                 .rows = build->threads / 2, .group = group};
+    f.wg = build->opts.wgmma && (hs == 64 || hs == 128) && f.threads % 128 == 0;
+    f.tile_size = f.wg ? TILE * hs : TILE * f.LD;
     tern_max_threads(kb, f.threads);
     /* min_groups counts groups of THREADS: as many registers per thread for larger groups */
     if (build->opts.min_groups) tern_min_groups(kb, (build->opts.min_groups * THREADS + f.threads - 1) / f.threads);
@@ -147,6 +154,19 @@ static void a_get(const fl_a *A, int kk, tern_v a[8]) {
     for (int i = 0; i < 8; i++) a[i] = A->frag[kk][i];
 }
 
+/* A staged tile's shared memory: `bufs` tiles of f->tile_size elements. */
+static tern_v fl_tiles(tern_kb *kb, const fl_ctx *f, const char *name, size_t bufs) {
+    return f->wg ? tern_shared_tiles(kb, name, bufs * (size_t)f->tile_size)
+                 : tern_shared(kb, name, TERN_T_BF16, bufs * (size_t)f->tile_size);
+}
+
+/* The index of element (row, col) of the staged tile at off (col a multiple of 8 keeps its
+ * eight columns consecutive in both layouts). */
+static tern_v tile_at(const fl_ctx *f, tern_v off, tern_v row, tern_v col) {
+    if (f->wg) return tern_wg_tile_index(off, TILE, row, col);
+    return tern_add(off, tern_add(tern_mul(row, tern_int(f->LD)), col));
+}
+
 /* Stages rows r0 .. r0 + TILE - 1 of head matrix `part` (of a buffer with `parts` parts) into
  * shared memory, every thread of the group helping, as dst [TILE, LD] (element (row, col) at
  * row LD + col): 16 bytes per global read and per shared write, the eight lanes of a
@@ -163,11 +183,11 @@ static void stage_tile_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v src,
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v from = tern_add(row_index(f, parts, part, tern_add(r0, row)), col);
         if (async) {
-            tern_copy_async(dst, tern_add(off, tern_add(tern_mul(row, tern_int(f->LD)), col)), src, from, 8);
+            tern_copy_async(dst, tile_at(f, off, row, col), src, from, 8);
         } else {
             tern_v x[8];
             tern_load_vec(src, from, 8, x);
-            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(f->LD)), col), 8, x);
+            tern_store_vec(dst, tile_at(f, off, row, col), 8, x);
         }
         if ((i + 1) * n > total) tern_end(f->kb);
     }
@@ -249,6 +269,16 @@ static void zero_tiles(tern_v x[][4], int n) {
  * are (lm_rows_n). */
 static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M, tern_v Mo, int j0, int nj,
                            tern_v x[][4]) {
+    if (f->wg) { /* B = M^T: the tile's rows 8 j0 .. are the n */
+        tern_v a[MAX_HS / 2], c[TILE / 2], d[TILE / 2];
+        for (int kk = 0; kk < f->KS; kk++) a_get(A, kk, a + 8 * kk);
+        for (int e = 0; e < 4 * nj; e++) c[e] = tern_f32(0.0f);
+        tern_wg_tile b = {M, tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
+        tern_wgmma_bf16(kb, 8 * nj, f->hs, a, NULL, &b, c, d);
+        for (int j = 0; j < nj; j++)
+            for (int i = 0; i < 4; i++) x[j][i] = d[4 * j + i];
+        return;
+    }
     tern_v at = tern_add(f->lm_rows_n, Mo);
     zero_tiles(x, nj);
     /* k-steps outside: consecutive products are independent, so the tensor cores' latency
@@ -273,6 +303,17 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M
  * 16kk, columns 8n), (16kk + 8, 8n), (16kk, 8n + 8), (16kk + 8, 8n + 8) (lm_rows_k). */
 static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, tern_v Mo, int kk0, int nk,
                               tern_v acc[][4]) {
+    if (f->wg) { /* B = M: the tile's rows 16 kk0 .. are the k */
+        tern_v a[TILE / 2], c[MAX_HS / 2], d[MAX_HS / 2];
+        for (int kk = 0; kk < nk; kk++) a_from_acc(x, kk, a + 8 * kk);
+        for (int n = 0; n < f->NT; n++)
+            for (int i = 0; i < 4; i++) c[4 * n + i] = acc[n][i];
+        tern_wg_tile b = {M, tern_add(Mo, tern_int(16 * kk0 * 64)), TILE, true};
+        tern_wgmma_bf16(kb, f->hs, 16 * nk, a, NULL, &b, c, d);
+        for (int n = 0; n < f->NT; n++)
+            for (int i = 0; i < 4; i++) tern_assign(acc[n][i], d[4 * n + i]);
+        return;
+    }
     tern_v at = tern_add(f->lm_rows_k, Mo);
     for (int kk = 0; kk < nk; kk++) {
         tern_v a[8];
@@ -381,7 +422,7 @@ typedef struct fwd_state {
 /* Pipelined: starts copying key tile `next` into the other half of Ks and Vs. */
 static void forward_issue(const fl_ctx *f, const void *state, tern_v next) {
     const fwd_state *st = state;
-    tern_v off = pipe_offset(next, TILE * f->LD), k0 = tern_mul(next, tern_int(TILE));
+    tern_v off = pipe_offset(next, f->tile_size), k0 = tern_mul(next, tern_int(TILE));
     stage_tile_async(f, st->Ks, off, st->qkv, 3, 1, k0);
     stage_tile_async(f, st->Vs, off, st->qkv, 3, 2, k0);
 }
@@ -393,7 +434,7 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v
     tern_v off = tern_int(0); /* where the tile is in Ks and Vs */
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
-        off = pipe_offset(kt, TILE * f->LD);
+        off = pipe_offset(kt, f->tile_size);
         pipe_step(kb, f, tern_le(next, st->last), forward_issue, st, next);
     } else {
         tern_barrier(kb); /* everyone is done with the previous tiles */
@@ -444,11 +485,11 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v NH = tern_param_scalar(kb, "NH", TERN_T_I32);
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     fl_ctx f = fl_begin(kb, u, B, T, NH, false);
-    int LD = f.LD, KS = f.KS, NT = f.NT;
+    int KS = f.KS, NT = f.NT;
     bool pipelined = u->opts.pipelined;
     size_t bufs = pipelined ? 2 : 1;
-    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * LD);
-    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, bufs * TILE * LD);
+    tern_v Ks = fl_tiles(kb, &f, "Ks", bufs);
+    tern_v Vs = fl_tiles(kb, &f, "Vs", bufs);
     tern_v scale2 = tern_mul(scale, log2e());
 
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
@@ -638,7 +679,7 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
 static void backward_kv_issue(const fl_ctx *f, const void *state, tern_v next) {
     const bkv_state *st = state;
     tern_v rel = tern_sub(next, tern_div(st->k0, tern_int(TILE)));
-    tern_v off = pipe_offset(rel, TILE * f->LD), q0 = tern_mul(next, tern_int(TILE));
+    tern_v off = pipe_offset(rel, f->tile_size), q0 = tern_mul(next, tern_int(TILE));
     stage_tile_async(f, st->Qs, off, st->qkv, 3, 0, q0);
     stage_tile_async(f, st->dOs, off, st->dout, 1, 0, q0);
 }
@@ -662,7 +703,7 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
         /* the tiles walk from the group's own (buffer 0) upwards */
         tern_v qt = tern_div(q0, tern_int(TILE)), rel = tern_sub(qt, tern_div(st->k0, tern_int(TILE)));
         tern_v next = tern_add(qt, tern_int(1)), rel_next = tern_add(rel, tern_int(1));
-        cur.off = pipe_offset(rel, TILE * f->LD);
+        cur.off = pipe_offset(rel, f->tile_size);
         cur.loff = pipe_offset(rel, TILE);
         pipe_step(kb, f, tern_lt(next, st->tiles), backward_kv_issue, st, next);
         /* the next tile's lse and D: loaded now, stored after the products (a register
@@ -707,11 +748,11 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     fl_bwd in = bwd_begin(kb, u, true);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
-    int LD = f.LD, KS = f.KS, NT = f.NT;
+    int KS = f.KS, NT = f.NT;
     bool pipelined = u->opts.pipelined;
     size_t bufs = pipelined ? 2 : 1;
-    tern_v Qs = tern_shared(kb, "Qs", TERN_T_BF16, bufs * TILE * LD);
-    tern_v dOs = tern_shared(kb, "dOs", TERN_T_BF16, bufs * TILE * LD);
+    tern_v Qs = fl_tiles(kb, &f, "Qs", bufs);
+    tern_v dOs = fl_tiles(kb, &f, "dOs", bufs);
     tern_v scale2 = tern_mul(scale, log2e());
     tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, bufs * TILE);
     tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, bufs * TILE);
@@ -799,8 +840,14 @@ typedef struct bqs_state {
 } bqs_state;
 
 /* The row stride of the staged dS^T tiles of BACKWARD_Q with ds_saved: the group's query
- * rows, padded by 16 bytes. */
+ * rows, padded by 16 bytes; with f->wg a tile of TILE key rows by those query columns,
+ * swizzled. */
 static int ds_ld(const fl_ctx *f) { return f->rows + 8; }
+static int ds_size(const fl_ctx *f) { return TILE * (f->wg ? f->rows : ds_ld(f)); }
+static tern_v ds_at(const fl_ctx *f, tern_v off, tern_v key, tern_v query) {
+    if (f->wg) return tern_wg_tile_index(off, TILE, key, query);
+    return tern_add(off, tern_add(tern_mul(key, tern_int(ds_ld(f))), query));
+}
 
 /* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + rows - 1 (the
  * group's), as dst [TILE, rows + 8] at dst + off. Zeros where nothing was stored: keys past
@@ -809,7 +856,7 @@ static int ds_ld(const fl_ctx *f) { return f->rows + 8; }
  * bytes per load and store, as stage_tile; with `async` the live runs by asynchronous copies
  * (the pipelined kernel), zeros stored at once. */
 static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0, bool async) {
-    int per_row = f->rows / 8, total = TILE * per_row, n = f->threads, ld = ds_ld(f);
+    int per_row = f->rows / 8, total = TILE * per_row, n = f->threads;
     for (int i = 0; i < (total + n - 1) / n; i++) {
         tern_v v = tern_add(f->tid, tern_int(i * n));
         if ((i + 1) * n > total) tern_if(f->kb, tern_lt(v, tern_int(total)));
@@ -823,9 +870,9 @@ static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, t
             tern_v from = ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), tern_min(q, tern_sub(f->T, tern_int(8))));
             tern_load_vec(dsg, from, 8, x);
             for (int e = 0; e < 8; e++) x[e] = tern_select(live, x[e], tern_f32(0.0f));
-            tern_store_vec(dst, tern_add(tern_mul(row, tern_int(ld)), col), 8, x);
+            tern_store_vec(dst, ds_at(f, off, row, col), 8, x);
         } else {
-            tern_v at = tern_add(off, tern_add(tern_mul(row, tern_int(ld)), col));
+            tern_v at = ds_at(f, off, row, col);
             TERN_IF(f->kb, live) {
                 tern_copy_async(dst, at, dsg, ds_index(f, key, q), 8);
             }
@@ -844,8 +891,8 @@ static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, t
 static void backward_q_saved_issue(const fl_ctx *f, const void *state, tern_v next) {
     const bqs_state *st = state;
     tern_v k0 = tern_mul(next, tern_int(TILE));
-    stage_tile_async(f, st->Ks, pipe_offset_n(next, TILE * f->LD, st->stages), st->qkv, 3, 1, k0);
-    stage_ds_copy(f, st->DSs, pipe_offset_n(next, TILE * ds_ld(f), st->stages), st->dsg, k0, st->q0, true);
+    stage_tile_async(f, st->Ks, pipe_offset_n(next, f->tile_size, st->stages), st->qkv, 3, 1, k0);
+    stage_ds_copy(f, st->DSs, pipe_offset_n(next, ds_size(f), st->stages), st->dsg, k0, st->q0, true);
 }
 
 /* dQ += dS K / scale for the key tile at k0, dS's A fragments read transposed from the
@@ -858,14 +905,24 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
     tern_v koff = tern_int(0), doff = tern_int(0); /* where the tile is in Ks and DSs */
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(st->stages - 1));
-        koff = pipe_offset_n(kt, TILE * f->LD, st->stages);
-        doff = pipe_offset_n(kt, TILE * ds_ld(f), st->stages);
+        koff = pipe_offset_n(kt, f->tile_size, st->stages);
+        doff = pipe_offset_n(kt, ds_size(f), st->stages);
         pipe_step_n(kb, f, st->stages, tern_le(next, st->last), backward_q_saved_issue, st, next);
     } else {
         tern_barrier(kb);
         stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
         stage_ds_copy(f, st->DSs, tern_int(0), st->dsg, k0, st->q0, false);
         tern_barrier(kb);
+    }
+    if (f->wg) { /* dQ [64 queries, hs] += dS [queries, keys] K [keys, hs]: both tiles' rows are keys */
+        tern_wg_tile a = {st->DSs, doff, TILE, true}, b = {st->Ks, koff, TILE, true};
+        tern_v c[MAX_HS / 2], d[MAX_HS / 2];
+        for (int n = 0; n < f->NT; n++)
+            for (int i = 0; i < 4; i++) c[4 * n + i] = st->dq[n][i];
+        tern_wgmma_bf16(kb, f->hs, TILE, NULL, &a, &b, c, d);
+        for (int n = 0; n < f->NT; n++)
+            for (int i = 0; i < 4; i++) tern_assign(st->dq[n][i], d[4 * n + i]);
+        return;
     }
     tern_v lm = tern_add(st->lm, doff), lk = tern_add(f->lm_rows_k, koff);
     for (int kk = 0; kk < TILE / 16; kk++) {
@@ -891,8 +948,9 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
     bool pipelined = u->opts.pipelined;
     int stages = u->opts.stages > 2 ? u->opts.stages : 2;
     size_t bufs = pipelined ? (size_t)stages : 1;
-    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, bufs * TILE * f.LD);
-    tern_v DSs = tern_shared(kb, "DSs", TERN_T_BF16, bufs * TILE * (size_t)ds_ld(&f));
+    tern_v Ks = fl_tiles(kb, &f, "Ks", bufs);
+    tern_v DSs = f.wg ? tern_shared_tiles(kb, "DSs", bufs * (size_t)ds_size(&f))
+                      : tern_shared(kb, "DSs", TERN_T_BF16, bufs * (size_t)ds_size(&f));
     tern_v tiles = tern_div(tern_add(in->T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);
     /* lane l names row l % 8 of matrix l / 8 = 2 hi + lo: keys 8 hi + l % 8, queries 8 lo */
@@ -929,9 +987,9 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     }
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
-    int LD = f.LD, KS = f.KS, NT = f.NT;
-    tern_v Ks = tern_shared(kb, "Ks", TERN_T_BF16, (size_t)TILE * LD);
-    tern_v Vs = tern_shared(kb, "Vs", TERN_T_BF16, (size_t)TILE * LD);
+    int KS = f.KS, NT = f.NT;
+    tern_v Ks = fl_tiles(kb, &f, "Ks", 1);
+    tern_v Vs = fl_tiles(kb, &f, "Vs", 1);
 
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v r, r8, qb = query_block(kb, &f, tiles, &r, &r8);

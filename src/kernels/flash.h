@@ -56,6 +56,11 @@ typedef struct gk_flash_opts {
      * step waits mostly on memory: more tiles in flight, more bytes. stages times the two
      * tiles' shared memory. */
     int stages;
+    /* The products as warpgroup products (tern_wgmma_bf16: Hopper's wgmma, tern_mma_bf16
+     * tiles elsewhere), their operands staged as 128-byte-swizzled tiles (tern_shared_tiles)
+     * instead of padded rows; head sizes 64 and 128 (others keep the warp-level products).
+     * Issue 24's way to a faster attention; not yet timed on the H200 (off by default). */
+    bool wgmma;
     /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
      * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
      * be a multiple of it; DELTA ignores it. */

@@ -63,8 +63,9 @@ static tern_error *launch(tern_kernel *k, gk_flash_kernel which, const gk_flash_
 /* The options, for the report. */
 static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
-    snprintf(buf, size, " (groups %d%s%s%s, %d stages)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
-             o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2);
+    snprintf(buf, size, " (groups %d%s%s%s, %d stages%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
+             o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2,
+             o->wgmma ? ", wgmma" : "");
     return buf;
 }
 
@@ -182,21 +183,24 @@ static void test_nvrtc(const gk_flash_opts *given, int group) {
     gk_flash_opts grouped = given ? *given : (gk_flash_opts){0};
     grouped.group = group;
     const gk_flash_opts *opts = group > 1 ? &grouped : given;
+    const char *arch = given && given->wgmma ? "sm_90a" : "sm_90"; /* wgmma.mma_async there */
     for (int w = 0; w < 4; w++) {
         if (group > 1 && w == GK_FLASH_DELTA) continue;
         tern_kernel *k = build((gk_flash_kernel)w, 64, opts);
-        int r = nvrtc_check_compile(k);
+        int r = nvrtc_check_compile_for(k, arch);
         tern_kernel_free(k);
         if (r < 0) return;
         compiled += r;
     }
-    printf("  nvrtc%s, group %d: %d kernels compiled for sm_90\n", opts_name(opts, name, sizeof name), group > 1 ? group : 1, compiled);
+    printf("  nvrtc%s, group %d: %d kernels compiled for %s\n", opts_name(opts, name, sizeof name), group > 1 ? group : 1,
+           compiled, arch);
 }
 
 /* On a GPU runtime (TERN_GPU=cuda on the H200: scripts/h200/merge_check.sh) the same kernels
  * at the Llama family's shapes, T not a multiple of the tile: SmolLM2-135M's heads (NH 9, KV
  * 3) and Llama-3.2-1B's (NH 32, KV 8), and GPT-2's, with no options and the handler's two
- * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ). */
+ * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ), and [6] with
+ * warpgroup products (variants[9]: wgmma.mma_async on the H200). */
 static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
     tern_error *err = tern_rt_open(runtime, &rt);
     if (err || !rt) {
@@ -210,6 +214,7 @@ static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
         test_shape(shapes[i], NULL);
         test_shape(shapes[i], &variants[2]);
         test_shape(shapes[i], &variants[6]);
+        test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products */
     }
     tern_rt_close(rt);
     rt = NULL;
@@ -242,12 +247,17 @@ int main(void) {
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true},
         {.ds_saved = true, .pipelined = true, .stages = 3},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4},
+        /* warpgroup products from swizzled tiles (head size 64 here; 16 and 32 keep the
+         * warp-level products): unstaged, and the handler's sets with wgmma */
+        {.wgmma = true},
+        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .wgmma = true},
+        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
     };
     /* the variants grouped heads run with (the test's time: each grouped shape costs about
      * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
      * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
      * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
-    const bool grouped_variant[] = {false, false, true, false, false, false, true};
+    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)
