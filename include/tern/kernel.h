@@ -448,6 +448,21 @@ tern_v tern_shared_tiles_at(tern_loc at, tern_kb *kb, const char *name, size_t c
 tern_v tern_wg_tile_index_at(tern_loc loc, tern_v at, int rows, tern_v row, tern_v col);
 void tern_wgmma_bf16_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
                         const tern_wg_tile *b_tile, const tern_v *c, tern_v *d);
+/* The asynchronous form: starts the product and returns at once. acc: n / 2 f32 variables
+ * (tern_var), C on entry and D once a tern_wgmma_wait covers the product; until then nothing
+ * may read or assign them (the tracer refuses it), so other work (a softmax, another
+ * product) overlaps the tensor cores. tern_wgmma_wait(kb, pending): at most `pending` (0..7)
+ * of the warpgroup's asynchronous products still in flight, the older ones complete (PTX
+ * wgmma.wait_group). A product is waited for in the block that issued it, and a wait inside
+ * a block may not cover products issued outside it. Everywhere but CUDA on sm_90 the product
+ * is made at once and the wait does nothing: the host cannot see an early read (the tracer
+ * does). */
+void tern_wgmma_bf16_async_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
+                              const tern_wg_tile *b_tile, const tern_v *acc);
+void tern_wgmma_wait_at(tern_loc loc, tern_kb *kb, int pending);
+#define tern_wgmma_bf16_async(kb, n, k, a, a_tile, b_tile, acc) \
+    tern_wgmma_bf16_async_at(TERN_HERE, kb, n, k, a, a_tile, b_tile, acc)
+#define tern_wgmma_wait(kb, pending) tern_wgmma_wait_at(TERN_HERE, kb, pending)
 #define tern_shared_tiles(kb, name, count) tern_shared_tiles_at(TERN_HERE, kb, name, count)
 #define tern_wg_tile_index(at, rows, row, col) tern_wg_tile_index_at(TERN_HERE, at, rows, row, col)
 #define tern_wgmma_bf16(kb, n, k, a, a_tile, b_tile, c, d) \

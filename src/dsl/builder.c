@@ -164,6 +164,7 @@ int32_t kb_use(tern_kb *kb, tern_loc at, tern_v v, int type, const char *what) {
                     what, ir_string(kb->k, var->name));
             return -1;
         }
+        if (kb_wg_var_busy(kb, at, v.id, "read")) return -1;
         if (type != TERN_T_VOID && var->type != type) {
             kb_fail(kb, at, "%s is %s, expected %s", what, tern_type_name(var->type),
                     tern_type_name(type));
@@ -450,7 +451,7 @@ void tern_assign_at(tern_loc at, tern_v var, tern_v value) {
     char what[96];
     snprintf(what, sizeof what, "the value assigned to '%s'", ir_string(kb->k, v->name));
     int32_t x = kb_use(kb, at, value, v->type, what);
-    if (x < 0) return;
+    if (x < 0 || kb_wg_var_busy(kb, at, var.id, "assigned")) return;
     ir_ins in = {.op = IR_ASSIGN, .a = {var.id, x, -1, -1}};
     kb_emit(kb, at, &in, TERN_T_VOID);
 }
@@ -499,6 +500,9 @@ tern_error *tern_kernel_build(const char *name, tern_trace_fn fn, void *user,
     fn(kb, user);
     tern_error *err = kb->err;
     tern_kernel *k = kb->k;
+    if (!err && kb->nwg_pending > 0)
+        err = tern_errorf("kernel '%s': %d wgmma_bf16_async product%s still in flight at its end "
+                          "(tern_wgmma_wait missing)", name, (int)kb->nwg_pending, kb->nwg_pending > 1 ? "s are" : " is");
     if (!err && kb->depth > 0) {
         char where[128];
         int32_t open = kb->frames[kb->depth - 1].ins;

@@ -12,6 +12,15 @@ typedef struct kb_frame {
     bool in_cond; /* a WHILE whose condition is being traced */
 } kb_frame;
 
+/* An asynchronous warpgroup product in flight (tern_wgmma_bf16_async): the block depth it was
+ * issued at and its accumulator variables, which nothing may read or assign until a
+ * tern_wgmma_wait completes it. */
+typedef struct kb_wg_async {
+    int32_t depth;
+    int32_t nvars;
+    int32_t vars[IR_WG_MAX_N / 2];
+} kb_wg_async;
+
 struct tern_kb {
     tern_kernel *k;
     tern_error *err; /* the first error; later DSL calls do nothing */
@@ -21,7 +30,13 @@ struct tern_kb {
     const char *last_file; /* cache of the last location's file string id */
     int32_t last_file_id;
     int32_t thread_vals[9][3]; /* value id + 1 of each thread attribute made so far */
+    kb_wg_async wg_pending[IR_WG_MAX_PENDING]; /* oldest first */
+    int32_t nwg_pending;
 };
+
+/* Whether variable `var` is an accumulator of an asynchronous product in flight; if so the
+ * error (naming `what` done to it) is recorded. */
+bool kb_wg_var_busy(tern_kb *kb, tern_loc at, int32_t var, const char *what);
 
 /* Records the first error: "kernel 'name': <message> (file:line)". */
 void kb_fail(tern_kb *kb, tern_loc at, const char *fmt, ...) TERN_PRINTF(3, 4);

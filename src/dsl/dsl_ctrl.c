@@ -140,6 +140,12 @@ void tern_end_at(tern_loc at, tern_kb *kb) {
         kb_fail(kb, at, "end without an open block");
         return;
     }
+    for (int32_t i = 0; i < kb->nwg_pending; i++)
+        if (kb->wg_pending[i].depth == kb->depth) {
+            kb_fail(kb, at, "a wgmma_bf16_async product issued in this block is still in flight at its end; "
+                    "tern_wgmma_wait inside the block");
+            return;
+        }
     kb_frame f = kb->frames[--kb->depth];
     if (f.ins < 0 || !kb_ok(kb)) return;
     tern_kernel *k = kb->k;

@@ -2,6 +2,7 @@
  * operands' meaning are in tern/kernel.h; ir.h's ir_wg_shape is how the instruction keeps
  * them. */
 #include <stdio.h>
+#include <string.h>
 
 #include "dsl/builder.h"
 
@@ -60,22 +61,39 @@ static bool tile_operand(tern_kb *kb, tern_loc loc, const tern_wg_tile *t, const
     return true;
 }
 
-/* The trace of one product, its operands read into ids; false after an error. */
+bool kb_wg_var_busy(tern_kb *kb, tern_loc at, int32_t var, const char *what) {
+    for (int32_t i = 0; i < kb->nwg_pending; i++)
+        for (int32_t j = 0; j < kb->wg_pending[i].nvars; j++)
+            if (kb->wg_pending[i].vars[j] == var) {
+                kb_fail(kb, at, "variable '%s' %s while a wgmma_bf16_async product writes it; tern_wgmma_wait first",
+                        ir_string(kb->k, kb->k->vars[var].name), what);
+                return true;
+            }
+    return false;
+}
+
+/* The trace of one product: synchronous (c values in, d values out) or asynchronous (acc:
+ * the accumulator variables, C in and D out once waited for). False after an error. */
 static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
-                        const tern_wg_tile *b_tile, const tern_v *c, tern_v *d) {
+                        const tern_wg_tile *b_tile, const tern_v *c, tern_v *d, const tern_v *acc) {
+    const char *op = acc ? "wgmma_bf16_async" : "wgmma_bf16";
     if (!(n >= 8 && n <= IR_WG_MAX_N && n % 8 == 0 && k >= 16 && k <= IR_WG_MAX_K && k % 16 == 0)) {
-        kb_fail(kb, loc, "wgmma_bf16: n %d, k %d; n is a multiple of 8 from 8 to %d, k of 16 from 16 to %d", n, k,
+        kb_fail(kb, loc, "%s: n %d, k %d; n is a multiple of 8 from 8 to %d, k of 16 from 16 to %d", op, n, k,
                 IR_WG_MAX_N, IR_WG_MAX_K);
         return false;
     }
-    if (!d || !c || !b_tile || !a == !a_tile) {
-        kb_fail(kb, loc, "wgmma_bf16: %s", !d ? "d is NULL" : !c ? "c is NULL" : !b_tile ? "b_tile is NULL"
-                                           : a ? "a and a_tile are both given; A is one of them"
-                                               : "a and a_tile are both NULL; A is one of them");
+    if ((!acc && (!d || !c)) || !b_tile || !a == !a_tile) {
+        kb_fail(kb, loc, "%s: %s", op, !acc && !d ? "d is NULL" : !acc && !c ? "c is NULL" : !b_tile ? "b_tile is NULL"
+                                      : a ? "a and a_tile are both given; A is one of them"
+                                          : "a and a_tile are both NULL; A is one of them");
         return false;
     }
     if (b_tile->k_rows && n % 64) {
-        kb_fail(kb, loc, "wgmma_bf16: n %d with B's tile of k rows; such a tile's rows are whole panels of 64", n);
+        kb_fail(kb, loc, "%s: n %d with B's tile of k rows; such a tile's rows are whole panels of 64", op, n);
+        return false;
+    }
+    if (acc && kb->nwg_pending == IR_WG_MAX_PENDING) {
+        kb_fail(kb, loc, "%s: %d products in flight already (tern_wgmma_wait)", op, IR_WG_MAX_PENDING);
         return false;
     }
     ir_wg_shape s = {.n = n, .k = k, .b_rows = b_tile->rows, .b_k_rows = b_tile->k_rows};
@@ -85,7 +103,7 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
     if (a) {
         for (int j = 0; j < k / 2; j++) {
             char what[48];
-            snprintf(what, sizeof what, "wgmma_bf16's a[%d]", j);
+            snprintf(what, sizeof what, "%s's a[%d]", op, j);
             if ((ids[count++] = kb_use(kb, loc, a[j], TERN_T_F32, what)) < 0) return false;
         }
     } else {
@@ -95,20 +113,46 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
     }
     if (!tile_operand(kb, loc, b_tile, "B", b_tile->k_rows ? k : n, &b_buf, &ids[count++])) return false;
     for (int j = 0; j < n / 2; j++) {
-        char what[48];
-        snprintf(what, sizeof what, "wgmma_bf16's c[%d]", j);
-        if ((ids[count++] = kb_use(kb, loc, c[j], TERN_T_F32, what)) < 0) return false;
+        if (!acc) {
+            char what[48];
+            snprintf(what, sizeof what, "wgmma_bf16's c[%d]", j);
+            if ((ids[count++] = kb_use(kb, loc, c[j], TERN_T_F32, what)) < 0) return false;
+            continue;
+        }
+        /* an accumulator: an f32 variable in scope, not written by a product in flight, nor
+         * twice by this one */
+        tern_v v = acc[j];
+        if (v.kind != TERN_V_VAR || v.kb != kb || v.id < 0 || v.id >= kb->k->nvars ||
+            kb->k->vars[v.id].type != TERN_T_F32 || !kb_visible(kb, kb->k->vars[v.id].block)) {
+            kb_fail(kb, loc, "%s: acc[%d] is not an f32 variable in scope (tern_var)", op, j);
+            return false;
+        }
+        if (kb_wg_var_busy(kb, loc, v.id, "is an accumulator")) return false;
+        for (int i = count - j; i < count; i++)
+            if (ids[i] == v.id) {
+                kb_fail(kb, loc, "%s: acc[%d] is also an earlier accumulator of the product", op, j);
+                return false;
+            }
+        ids[count++] = v.id;
     }
     int32_t first = ir_add_extra(kb->k, ids, count);
     if (first < 0) {
         kb_fail(kb, loc, "out of memory");
         return false;
     }
-    /* d is written only now, every operand read: d may be c */
-    ir_ins in = {.op = IR_WGMMA, .a = {first, a_buf, b_buf, -1}, .imm = ir_wg_pack(s)};
-    int32_t r = kb_emit(kb, loc, &in, TERN_T_F32);
-    if (r < 0) return false;
+    ir_ins in = {.op = IR_WGMMA, .aux = acc ? 1 : 0, .a = {first, a_buf, b_buf, -1}, .imm = ir_wg_pack(s)};
+    int32_t r = kb_emit(kb, loc, &in, acc ? TERN_T_VOID : TERN_T_F32);
+    if (r < 0 && !acc) return false;
+    if (!kb_ok(kb)) return false;
     kb->k->uses |= IR_USES_SIMD | IR_USES_WGMMA;
+    if (acc) {
+        kb_wg_async *p = &kb->wg_pending[kb->nwg_pending++];
+        p->depth = kb->depth;
+        p->nvars = n / 2;
+        memcpy(p->vars, ids + count - n / 2, sizeof(int32_t) * (size_t)(n / 2));
+        return true;
+    }
+    /* d is written only now, every operand read: d may be c */
     int32_t def = kb->k->vals[r].def;
     d[0] = kb_value(kb, r);
     for (int j = 1; j < n / 2; j++) {
@@ -124,7 +168,45 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
 
 void tern_wgmma_bf16_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
                         const tern_wg_tile *b_tile, const tern_v *c, tern_v *d) {
-    if (kb_ok(kb) && wgmma_trace(kb, loc, n, k, a, a_tile, b_tile, c, d)) return;
+    if (kb_ok(kb) && wgmma_trace(kb, loc, n, k, a, a_tile, b_tile, c, d, NULL)) return;
     if (d && n >= 2 && n <= IR_WG_MAX_N) /* no result: what d holds is unusable */
         for (int j = 0; j < n / 2; j++) d[j] = kb ? kb_none(kb) : kb_poison(loc, 0, 0, 0);
+}
+
+void tern_wgmma_bf16_async_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a, const tern_wg_tile *a_tile,
+                              const tern_wg_tile *b_tile, const tern_v *acc) {
+    if (!kb_ok(kb)) return;
+    if (!acc) {
+        kb_fail(kb, loc, "wgmma_bf16_async: acc is NULL");
+        return;
+    }
+    wgmma_trace(kb, loc, n, k, a, a_tile, b_tile, NULL, NULL, acc);
+}
+
+void tern_wgmma_wait_at(tern_loc loc, tern_kb *kb, int pending) {
+    if (!kb_ok(kb)) return;
+    if (pending < 0 || pending >= IR_WG_MAX_PENDING) {
+        kb_fail(kb, loc, "wgmma_wait: pending %d is not in 0..%d", pending, IR_WG_MAX_PENDING - 1);
+        return;
+    }
+    for (int32_t i = 0; i < kb->nwg_pending; i++)
+        if (kb->wg_pending[i].depth != kb->depth) {
+            kb_fail(kb, loc, "wgmma_wait inside a block while a product issued outside it is in flight; "
+                    "wait where the products were issued");
+            return;
+        }
+    int done = kb->nwg_pending > pending ? kb->nwg_pending - pending : 0;
+    int32_t ids[IR_WG_MAX_PENDING * (IR_WG_MAX_N / 2)];
+    int count = 0;
+    for (int i = 0; i < done; i++)
+        for (int j = 0; j < kb->wg_pending[i].nvars; j++) ids[count++] = kb->wg_pending[i].vars[j];
+    int32_t first = count ? ir_add_extra(kb->k, ids, count) : 0;
+    if (first < 0) {
+        kb_fail(kb, loc, "out of memory");
+        return;
+    }
+    ir_ins in = {.op = IR_WGMMA_WAIT, .aux = (uint8_t)pending, .a = {first, count, -1, -1}};
+    if (kb_emit(kb, loc, &in, TERN_T_VOID) < 0) return;
+    memmove(kb->wg_pending, kb->wg_pending + done, sizeof(kb_wg_async) * (size_t)(kb->nwg_pending - done));
+    kb->nwg_pending -= done;
 }

@@ -63,6 +63,7 @@ typedef struct dialect {
     void (*mma)(emitter *e, int32_t ins);
     void (*load_matrix)(emitter *e, int32_t ins);
     void (*wgmma)(emitter *e, int32_t ins);
+    void (*wgmma_wait)(emitter *e, int32_t ins); /* NULL: products are made at once (a comment) */
     void (*print)(emitter *e, int32_t ins);
     const char *barrier;
     const char *fence; /* tern_fence_device: a device-scope memory fence */
@@ -180,6 +181,7 @@ void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char
  * takes mma_extra last. emit_wgmma_fallback writes the fallback's block for accumulators
  * `acc` (packed: the helper takes bf16 pairs as words, as CUDA's does). */
 void emit_cuda_wgmma(emitter *e, int32_t i);
+void emit_cuda_wgmma_wait(emitter *e, int32_t i);
 void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra);
 void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, const char *mma_extra);
 /* A statement that does nothing on this target, as the comment "/<star> what: why <star>/". */

@@ -620,6 +620,15 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         }
         return;
     case IR_COPY_ASYNC: e->d->copy_async(e, i); return;
+    case IR_WGMMA_WAIT:
+        if (e->d->wgmma_wait) {
+            e->d->wgmma_wait(e, i);
+        } else {
+            char what[40];
+            snprintf(what, sizeof what, "wgmma_wait %d", in->aux);
+            emit_comment_statement(e, i, what, "products are made at once here");
+        }
+        return;
     case IR_COPY_COMMIT:
         if (e->d->copy_commit) e->d->copy_commit(e, i);
         else emit_comment_statement(e, i, "copy_async_commit", "copies are made at once here");

@@ -647,6 +647,7 @@ const dialect emit_cuda_dialect = {
     .mma = cuda_mma,
     .load_matrix = cuda_load_matrix,
     .wgmma = emit_cuda_wgmma,
+    .wgmma_wait = emit_cuda_wgmma_wait,
     .print = cuda_print,
     .barrier = "__syncthreads()",
     .fence = "__threadfence()",

@@ -30,7 +30,8 @@ static wg_emit wg_begin(emitter *e, int32_t i) {
     return w;
 }
 
-/* "float acc[n/2] = {c...};" and the results named acc[j]. */
+/* "float acc[n/2] = {c...};" and the results named acc[j]; asynchronous: the array holds the
+ * accumulator variables' values (for the fallback, which copies them back: accumulators_back). */
 static void declare_accumulators(emitter *e, int32_t i, wg_emit *w) {
     w->acc = emit_unique(e, "wg_acc");
     strbuf *b = &e->body;
@@ -38,10 +39,14 @@ static void declare_accumulators(emitter *e, int32_t i, wg_emit *w) {
     sb_printf(b, "float %s[%d] = {", w->acc, w->s.n / 2);
     for (int j = 0; j < w->s.n / 2; j++) {
         if (j) sb_puts(b, ", ");
-        emit_expr(e, b, w->c[j]);
+        if (w->in->aux)
+            sb_puts(b, e->var_name[w->c[j]]);
+        else
+            emit_expr(e, b, w->c[j]);
     }
     sb_puts(b, "};");
     emit_line_end(e);
+    if (w->in->aux) return;
     for (int j = 0; j < w->s.n / 2; j++) {
         char name[64];
         snprintf(name, sizeof name, "%s[%d]", w->acc, j);
@@ -94,6 +99,16 @@ static void tile_f32(emitter *e, strbuf *out, int32_t buf, const char *index) {
     }
     emit_from_storage(e, out, TERN_T_BF16, x);
     free(x);
+}
+
+/* Asynchronous, made at once: the variables take the array's results. */
+static void accumulators_back(emitter *e, int32_t i, const wg_emit *w) {
+    for (int j = 0; j < w->s.n / 2; j += 8) {
+        emit_line_start(e, i);
+        for (int q = j; q < j + 8 && q < w->s.n / 2; q++)
+            sb_printf(&e->body, "%s%s = %s[%d];", q > j ? " " : "", e->var_name[w->c[q]], w->acc, q);
+        emit_line_end(e);
+    }
 }
 
 /* The product as tern_mma_bf16 tiles: SIMD group j of the warpgroup computes rows 16 j ..
@@ -216,12 +231,15 @@ static void step_place(int rows, bool k_rows, int s, unsigned *offset, unsigned 
     }
 }
 
-/* CUDA: accumulators, then wgmma.mma_async on sm_90a, the fallback elsewhere. */
+/* CUDA: accumulators, then wgmma.mma_async on sm_90a, the fallback elsewhere. Asynchronous:
+ * the variables are the instruction's accumulators, committed as one group and left in
+ * flight (emit_cuda_wgmma_wait); the fallback makes the product at once. */
 void emit_cuda_wgmma(emitter *e, int32_t i) {
     wg_emit w = wg_begin(e, i);
-    declare_accumulators(e, i, &w);
     const ir_ins *in = w.in;
+    bool async = in->aux != 0;
     strbuf *b = &e->body;
+    if (!async) declare_accumulators(e, i, &w);
     line(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
     line(e, i, "{");
     e->indent++;
@@ -270,7 +288,13 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
             sb_printf(b, "}, {%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %d; }\"", a_first, a_first + 1, a_first + 2,
                       a_first + 3, b_op, w.s.b_k_rows);
         sb_puts(b, " : ");
-        for (int j = 0; j < nacc; j++) sb_printf(b, j ? ", \"+f\"(%s[%d])" : "\"+f\"(%s[%d])", w.acc, j);
+        for (int j = 0; j < nacc; j++) {
+            if (j) sb_puts(b, ", ");
+            if (async)
+                sb_printf(b, "\"+f\"(%s)", e->var_name[w.c[j]]);
+            else
+                sb_printf(b, "\"+f\"(%s[%d])", w.acc, j);
+        }
         sb_puts(b, " : ");
         if (w.a_tile) {
             sb_printf(b, "\"l\"(tern_wg_desc(%s + %uu, %uu)), ", aaddr, aoff, alead);
@@ -281,17 +305,56 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         emit_line_end(e);
     }
     line(e, i, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-    line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    if (!async) line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
     e->indent--;
     line(e, i, "}");
     line(e, i, "#else");
-    emit_wgmma_fallback(e, i, w.acc, true, NULL);
+    if (async) {
+        line(e, i, "{");
+        e->indent++;
+        declare_accumulators(e, i, &w);
+        emit_wgmma_fallback(e, i, w.acc, true, NULL);
+        accumulators_back(e, i, &w);
+        e->indent--;
+        line(e, i, "}");
+    } else {
+        emit_wgmma_fallback(e, i, w.acc, true, NULL);
+    }
     line(e, i, "#endif");
 }
 
-/* OpenCL and Metal: accumulators, then the fallback over the dialect's tern_mma_bf16. */
+/* CUDA: wgmma.wait_group on sm_90a, then each completed accumulator through an empty volatile
+ * asm, so that the compiler moves no read of it above the wait (a register is not memory: the
+ * wait's clobber does not order it). Elsewhere the products were made at once. */
+void emit_cuda_wgmma_wait(emitter *e, int32_t i) {
+    const ir_ins *in = &e->k->ins[i];
+    const int32_t *vars = &e->k->extra[in->a[0]];
+    line(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+    line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", in->aux);
+    for (int j = 0; j < in->a[1]; j += 16) {
+        emit_line_start(e, i);
+        sb_puts(&e->body, "asm volatile(\"\" : ");
+        for (int q = j; q < j + 16 && q < in->a[1]; q++)
+            sb_printf(&e->body, "%s\"+f\"(%s)", q > j ? ", " : "", e->var_name[vars[q]]);
+        sb_puts(&e->body, " :: \"memory\");");
+        emit_line_end(e);
+    }
+    line(e, i, "#endif");
+}
+
+/* OpenCL and Metal: accumulators, then the fallback over the dialect's tern_mma_bf16 (the
+ * asynchronous form made at once, into its variables). */
 void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra) {
     wg_emit w = wg_begin(e, i);
+    if (w.in->aux) {
+        line(e, i, "{");
+        e->indent++;
+    }
     declare_accumulators(e, i, &w);
     emit_wgmma_fallback(e, i, w.acc, false, mma_extra);
+    if (w.in->aux) {
+        accumulators_back(e, i, &w);
+        e->indent--;
+        line(e, i, "}");
+    }
 }

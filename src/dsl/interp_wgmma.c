@@ -1,6 +1,6 @@
 /* tern_wgmma_bf16 in the interpreter: each warpgroup's product from its tiles and registers,
  * k added in order from C (what the OpenCL and Metal emulations do too, a tern_mma_bf16 per
- * step of 16). Also the reference of the tile layout: tern_wg_tile_offset. */
+ * step of 16). The asynchronous form is made at once, into its accumulator variables. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,9 +100,12 @@ void interp_wgmma(ictx *c, int32_t ins, int n_here) {
                     int blk = e / 4, r = e % 4;
                     int m = 16 * j + l / 4 + (r & 2 ? 8 : 0), col = 8 * blk + 2 * (l % 4) + (r & 1);
                     int lane = base + 32 * j + l;
-                    float acc = IREG(c, cv[e])[lane].f;
+                    /* asynchronous: the accumulators are variables, C in and D out */
+                    ev *from = in->aux ? IVAR(c, cv[e]) : IREG(c, cv[e]);
+                    ev *to = in->aux ? IVAR(c, cv[e]) : IREG(c, in->dst + e);
+                    float acc = from[lane].f;
                     for (int kk = 0; kk < k; kk++) acc = fmaf(A[m * k + kk], B[kk * n + col], acc);
-                    IREG(c, in->dst + e)[lane] = ev_from_f(acc);
+                    to[lane] = ev_from_f(acc);
                 }
     }
 done:

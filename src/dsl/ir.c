@@ -123,7 +123,7 @@ const char *ir_op_name(ir_op op) {
         [IR_WAIT_PREVIOUS] = "wait_previous", [IR_PREFETCH] = "prefetch",
         [IR_LOAD_MATRIX] = "load_matrix", [IR_FENCE] = "fence_device",
         [IR_COPY_ASYNC] = "copy_async", [IR_COPY_COMMIT] = "copy_async_commit",
-        [IR_COPY_WAIT] = "copy_async_wait", [IR_WGMMA] = "wgmma_bf16",
+        [IR_COPY_WAIT] = "copy_async_wait", [IR_WGMMA] = "wgmma_bf16", [IR_WGMMA_WAIT] = "wgmma_wait",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -288,7 +288,7 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
         for (int j = 0; j < IR_MMA_OPERANDS; j++) out[n++] = k->extra[a[0] + j];
         break;
     case IR_WGMMA: {
-        int count = ir_wg_operands(ir_wg_unpack(in->imm), a[1] >= 0);
+        int count = ir_wg_values(ir_wg_unpack(in->imm), a[1] >= 0, in->aux != 0);
         for (int j = 0; j < count && j < IR_MAX_OPERANDS; j++) out[n++] = k->extra[a[0] + j];
         break;
     }

@@ -70,7 +70,10 @@ typedef enum ir_op {
     IR_COPY_COMMIT, /* closes this thread's batch of asynchronous copies */
     IR_COPY_WAIT,  /* waits until at most aux of this thread's batches are in flight */
     IR_WGMMA,      /* dst .. dst+n/2-1 = tern_wgmma_bf16 (ir_wg_* below): operands in extra from
-                    * a0, a1 A's tile buffer or -1 (A in registers), a2 B's tile buffer */
+                    * a0, a1 A's tile buffer or -1 (A in registers), a2 B's tile buffer; aux 1:
+                    * tern_wgmma_bf16_async, the accumulators variables (no results) */
+    IR_WGMMA_WAIT, /* tern_wgmma_wait: at most aux asynchronous products in flight; the
+                    * accumulator variables it completes in extra[a0 .. a0+a1-1] */
     IR_OP_COUNT
 } ir_op;
 
@@ -166,8 +169,15 @@ static inline ir_wg_shape ir_wg_unpack(int64_t imm) {
                      (int)(imm >> 30 & 4095), (imm >> 42 & 1) != 0, (imm >> 43 & 1) != 0};
     return s;
 }
-/* How many operands (in extra) an IR_WGMMA of this shape and A's place has. */
+/* How many entries of extra an IR_WGMMA of this shape and A's place has: its value operands
+ * (A's registers or tile index, B's tile index, C), then, when asynchronous, instead of C
+ * the accumulators' variable ids. ir_wg_values: the value operands alone. */
 static inline int ir_wg_operands(ir_wg_shape s, bool a_tile) { return (a_tile ? 1 : s.k / 2) + 1 + s.n / 2; }
+static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
+    return (a_tile ? 1 : s.k / 2) + 1 + (async ? 0 : s.n / 2);
+}
+/* The most asynchronous products in flight at once (PTX wgmma.wait_group takes 0..7). */
+#define IR_WG_MAX_PENDING 8
 #define IR_WG_MAX_N 256
 #define IR_WG_MAX_K 256
 #define IR_WG_MAX_ROWS 4095

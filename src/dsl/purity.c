@@ -31,6 +31,7 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
     case IR_SIMD:
     case IR_MMA:
     case IR_WGMMA:
+    case IR_WGMMA_WAIT:
     case IR_LOAD_MATRIX: return "uses SIMD-group operations";
     case IR_EXIT: return "exits the thread";
     case IR_THREAD:

@@ -114,8 +114,10 @@ static void check_wgmma(verifier *v, int32_t i) {
         return;
     }
     int count = ir_wg_operands(s, a_tile);
-    if (in->a[0] < 0 || in->a[0] + count > k->nextra || in->type != TERN_T_F32 || in->dst < 0 ||
-        in->dst + s.n / 2 > k->nvals) {
+    bool async = in->aux != 0;
+    if (in->aux > 1 || in->a[0] < 0 || in->a[0] + count > k->nextra ||
+        (async ? in->type != TERN_T_VOID || in->dst >= 0
+               : in->type != TERN_T_F32 || in->dst < 0 || in->dst + s.n / 2 > k->nvals)) {
         fail(v, "wgmma operands or results");
         return;
     }
@@ -130,6 +132,13 @@ static void check_wgmma(verifier *v, int32_t i) {
     else
         for (; j < s.k / 2; j++) want(v, val(v, ops[j]) == TERN_T_F32, "wgmma A registers");
     want(v, val(v, ops[j++]) == TERN_T_I32, "wgmma B tile index");
+    if (async) { /* the accumulators: f32 variables */
+        for (; j < count; j++) {
+            const ir_var *x = var(v, ops[j]);
+            want(v, x && x->type == TERN_T_F32, "wgmma accumulators");
+        }
+        return;
+    }
     for (; j < count; j++) want(v, val(v, ops[j]) == TERN_T_F32, "wgmma C");
     for (int r = 1; r < s.n / 2; r++)
         want(v, k->vals[in->dst + r].def == i && k->vals[in->dst + r].type == TERN_T_F32, "wgmma results");
@@ -241,6 +250,13 @@ static void check_ins(verifier *v, int32_t i) {
     }
     case IR_MMA: check_mma(v, i); break;
     case IR_WGMMA: check_wgmma(v, i); break;
+    case IR_WGMMA_WAIT:
+        want(v, in->aux < IR_WG_MAX_PENDING && a[1] >= 0 && a[0] >= 0 && a[0] + a[1] <= k->nextra, "wgmma_wait");
+        for (int j = 0; j < a[1] && a[0] + a[1] <= k->nextra; j++) {
+            const ir_var *x = var(v, k->extra[a[0] + j]);
+            want(v, x && x->type == TERN_T_F32, "wgmma_wait's accumulators");
+        }
+        break;
     case IR_PRINT:
         if (a[0] < 0 || a[1] < 0 || a[1] > 16 || a[0] + a[1] > k->nextra || in->imm < 0 ||
             in->imm >= k->nstrings) {

@@ -157,6 +157,206 @@ static const wg_case cases[] = {
 };
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
 
+static void expect_in(const char *what, const char *text, const char *needle, bool present);
+static int nvrtc(const tern_kernel *k, const char *arch);
+
+/* ---- the asynchronous form ----
+ * Per warpgroup q: x = C + A B1 and y = C + A B2 in flight together; after tern_wgmma_wait(1)
+ * x is done (stored as D1), then x += A B2 is issued behind y; after tern_wgmma_wait(0), D2 =
+ * y and D3 = x. Then a loop of four products into z = C, each waited for in its iteration:
+ * D4 = C + sum of A B_t. A [64 x 32] in registers, B1, B2 and B_t [32 x 64] K-major tiles. */
+#define AS_K 32
+#define AS_N 64
+
+static void k_async(tern_kb *kb, void *user) {
+    (void)user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_F32, TERN_READ);  /* [WGS][64][AS_K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_F32, TERN_READ);  /* [WGS][4][AS_K][AS_N] */
+    tern_v C = tern_param_buf(kb, "C", TERN_T_F32, TERN_READ);  /* [WGS][64][AS_N] */
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE); /* [WGS][4][64][AS_N] */
+    const int tile = AS_N * AS_K; /* one B in memory */
+    const int st = AS_N * 64;     /* ... and as a tile: n rows of a 64-column panel */
+    tern_v bt = tern_shared_tiles(kb, "bt", (size_t)st * 4 * 2);
+    tern_v tid = tern_local_index(kb), wg = tern_div(tid, tern_int(128)), t128 = tern_rem(tid, tern_int(128));
+    tern_v q = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(2)), wg);
+    TERN_FOR(kb, e, t128, tern_int(4 * tile), tern_int(128)) {
+        tern_v which = tern_div(e, tern_int(tile)), rest = tern_rem(e, tern_int(tile));
+        tern_v kk = tern_div(rest, tern_int(AS_N)), col = tern_rem(rest, tern_int(AS_N));
+        tern_v at = tern_add(tern_mul(wg, tern_int(4 * st)), tern_mul(which, tern_int(st)));
+        tern_store(bt, tern_wg_tile_index(at, AS_N, col, kk), tern_load(B, tern_add(tern_mul(q, tern_int(4 * tile)), e)));
+    }
+    tern_barrier(kb);
+    tern_v lane = tern_rem(tid, tern_int(32)), j = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
+    tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
+    tern_v row0 = tern_add(tern_mul(j, tern_int(16)), g);
+    tern_v a[AS_K / 2], x[AS_N / 2], y[AS_N / 2], z[AS_N / 2];
+    for (int s = 0; s < AS_K / 16; s++)
+        for (int r = 0; r < 8; r++) {
+            tern_v m = tern_add(row0, tern_int(r & 2 ? 8 : 0));
+            tern_v kk = tern_add(tern_mul(t, tern_int(2)), tern_int(16 * s + (r & 4 ? 8 : 0) + (r & 1)));
+            a[8 * s + r] = tern_load(A, tern_add(tern_mul(q, tern_int(64 * AS_K)), tern_add(tern_mul(m, tern_int(AS_K)), kk)));
+        }
+    tern_v at_c[AS_N / 2];
+    for (int e = 0; e < AS_N / 2; e++) {
+        tern_v m = tern_add(row0, tern_int(e % 4 >= 2 ? 8 : 0));
+        tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (e / 4) + (e & 1)));
+        at_c[e] = tern_add(tern_mul(m, tern_int(AS_N)), col);
+        tern_v c0 = tern_load(C, tern_add(tern_mul(q, tern_int(64 * AS_N)), at_c[e]));
+        char name[16];
+        snprintf(name, sizeof name, "x%d", e);
+        x[e] = tern_var(kb, name, c0);
+        snprintf(name, sizeof name, "y%d", e);
+        y[e] = tern_var(kb, name, c0);
+        snprintf(name, sizeof name, "z%d", e);
+        z[e] = tern_var(kb, name, c0);
+    }
+    tern_v base = tern_mul(wg, tern_int(4 * st));
+    tern_wg_tile b1 = {bt, base, AS_N, false}, b2 = {bt, tern_add(base, tern_int(st)), AS_N, false};
+    tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b1, x);
+    tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b2, y);
+    tern_wgmma_wait(kb, 1); /* x is done, y may not be */
+    tern_v out = tern_mul(q, tern_int(4 * 64 * AS_N));
+    for (int e = 0; e < AS_N / 2; e++) tern_store(D, tern_add(out, at_c[e]), x[e]);
+    tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b2, x);
+    tern_wgmma_wait(kb, 0);
+    for (int e = 0; e < AS_N / 2; e++) {
+        tern_store(D, tern_add(tern_add(out, tern_int(64 * AS_N)), at_c[e]), y[e]);
+        tern_store(D, tern_add(tern_add(out, tern_int(2 * 64 * AS_N)), at_c[e]), x[e]);
+    }
+    TERN_FOR(kb, it, tern_int(0), tern_int(4), tern_int(1)) {
+        tern_wg_tile bi = {bt, tern_add(base, tern_mul(it, tern_int(st))), AS_N, false};
+        tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &bi, z);
+        tern_wgmma_wait(kb, 0);
+    }
+    for (int e = 0; e < AS_N / 2; e++) tern_store(D, tern_add(tern_add(out, tern_int(3 * 64 * AS_N)), at_c[e]), z[e]);
+}
+
+static void run_async(const char *runtime, const tern_kernel *kern) {
+    tern_rt *rt = NULL;
+    tern_error *err = tern_rt_open(runtime, &rt);
+    if (err) {
+        printf("test_kernel_wgmma: %s skipped: %s\n", runtime, tern_error_message(err));
+        tern_error_free(err);
+        return;
+    }
+    enum { NA = WGS * 64 * AS_K, NB = WGS * 4 * AS_K * AS_N, NC = WGS * 64 * AS_N, ND = 4 * NC };
+    static float A[NA], B[NB], C[NC], D[ND], want[ND];
+    for (int i = 0; i < NA; i++) A[i] = (float)((i * 5 + 2) % 7 - 3);
+    for (int i = 0; i < NB; i++) B[i] = (float)((i * 3 + 1) % 5 - 2);
+    for (int i = 0; i < NC; i++) C[i] = (float)(i % 13 - 6);
+    for (int i = 0; i < ND; i++) D[i] = -12345.0f;
+    for (int q = 0; q < WGS; q++)
+        for (int m = 0; m < 64; m++)
+            for (int col = 0; col < AS_N; col++) {
+                double p[4] = {0, 0, 0, 0}; /* A B_t */
+                for (int u = 0; u < 4; u++)
+                    for (int kk = 0; kk < AS_K; kk++)
+                        p[u] += (double)A[(q * 64 + m) * AS_K + kk] * B[((q * 4 + u) * AS_K + kk) * AS_N + col];
+                double c = C[(q * 64 + m) * AS_N + col];
+                float *w = want + (size_t)q * 4 * 64 * AS_N + m * AS_N + col;
+                w[0] = (float)(c + p[0]);
+                w[64 * AS_N] = (float)(c + p[1]);
+                w[2 * 64 * AS_N] = (float)(c + p[0] + p[1]);
+                w[3 * 64 * AS_N] = (float)(c + p[0] + p[1] + p[2] + p[3]);
+            }
+    tern_arg args[] = {tern_arg_host_in(TERN_T_F32, A, NA), tern_arg_host_in(TERN_T_F32, B, NB),
+                       tern_arg_host_in(TERN_T_F32, C, NC), tern_arg_host(TERN_T_F32, D, ND)};
+    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1(GROUP), args, 4));
+    int bad = 0;
+    for (int i = 0; i < ND; i++)
+        if (D[i] != want[i] && bad++ < 5) fprintf(stderr, "  %s async: D[%d] = %g, want %g\n", runtime, i, D[i], want[i]);
+    CHECKF(bad == 0, "%s, the asynchronous products: %d of %d results differ", runtime, bad, (int)ND);
+    tern_rt_close(rt);
+}
+
+/* The tracer's rules for the asynchronous form. */
+typedef struct as_err {
+    int what; /* 0 read early, 1 assign early, 2 no wait in the block, 3 none at the end, 4 a
+               * nested wait, 5 acc a value, 6 pending 8, 7 acc twice */
+} as_err;
+
+static void e_async(tern_kb *kb, void *u) {
+    const as_err *o = u;
+    tern_v t = tern_shared_tiles(kb, "t", 8192), a[8], acc[8];
+    for (int j = 0; j < 8; j++) {
+        a[j] = tern_f32(1);
+        char name[8];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = o->what == 5 ? tern_f32(0) : tern_var(kb, name, tern_f32(0));
+    }
+    if (o->what == 7) acc[3] = acc[1];
+    tern_wg_tile b = {t, tern_int(0), 16, false};
+    switch (o->what) {
+    case 0:
+    case 1:
+    case 3:
+    case 5:
+    case 7:
+        tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc);
+        if (o->what == 0) tern_var(kb, "early", acc[2]);
+        if (o->what == 1) tern_assign(acc[0], tern_f32(2));
+        break;
+    case 2:
+        TERN_IF(kb, tern_lt(tern_local_index(kb), tern_int(1000))) { tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc); }
+        break;
+    case 4:
+        tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc);
+        TERN_IF(kb, tern_lt(tern_local_index(kb), tern_int(1000))) { tern_wgmma_wait(kb, 0); }
+        tern_wgmma_wait(kb, 0);
+        break;
+    case 6: tern_wgmma_wait(kb, 8); break;
+    }
+}
+
+static void expect_async_error(const char *name, int what, const char *needle) {
+    as_err o = {what};
+    tern_kernel *k = NULL;
+    tern_error *err = tern_kernel_build(name, e_async, &o, &k);
+    const char *msg = err ? tern_error_message(err) : "";
+    CHECKF(err && strstr(msg, needle) && strstr(msg, name), "%s: got '%s', want '%s'", name, err ? msg : "a kernel", needle);
+    CHECK(k == NULL);
+    tern_error_free(err);
+    tern_kernel_free(k);
+}
+
+static void test_async_errors(void) {
+    expect_async_error("read_early", 0, "variable 'acc2' read while a wgmma_bf16_async product writes it; tern_wgmma_wait first");
+    expect_async_error("assign_early", 1, "variable 'acc0' assigned while a wgmma_bf16_async product writes it");
+    expect_async_error("block_end", 2, "a wgmma_bf16_async product issued in this block is still in flight at its end");
+    expect_async_error("kernel_end", 3, "kernel 'kernel_end': 1 wgmma_bf16_async product is still in flight at its end");
+    expect_async_error("nested_wait", 4, "wgmma_wait inside a block while a product issued outside it is in flight");
+    expect_async_error("acc_value", 5, "wgmma_bf16_async: acc[0] is not an f32 variable in scope (tern_var)");
+    expect_async_error("pending", 6, "wgmma_wait: pending 8 is not in 0..7");
+    expect_async_error("acc_twice", 7, "wgmma_bf16_async: acc[3] is also an earlier accumulator of the product");
+}
+
+static void test_async(void) {
+    test_async_errors();
+    tern_kernel *k = NULL;
+    CHECK_OK(tern_kernel_build("async_products", k_async, NULL, &k));
+    if (!k) return;
+    char *dump = tern_kernel_dump(k), *cu = NULL, *cl = NULL;
+    expect_in("dump", dump, "wgmma_bf16_async m64n64k32 a {", true);
+    expect_in("dump", dump, "acc {x0, x1,", true);
+    expect_in("dump", dump, "wgmma_wait 1 (32 accumulators done)", true);
+    free(dump);
+    CHECK_OK(tern_kernel_emit(k, TERN_TARGET_CUDA, &cu));
+    expect_in("cuda", cu, "wgmma.wait_group.sync.aligned 1;", true);
+    expect_in("cuda", cu, "asm volatile(\"\" : \"+f\"(x0), \"+f\"(x1),", true); /* the completed accumulators */
+    expect_in("cuda", cu, "\"+f\"(y31) : ", true);
+    CHECK_OK(tern_kernel_emit(k, TERN_TARGET_OPENCL, &cl));
+    expect_in("opencl", cl, "/* wgmma_wait 1: products are made at once here */", true);
+    free(cu);
+    free(cl);
+    const char *archs[] = {"sm_90a", "sm_80"};
+    for (int a = 0; a < 2; a++)
+        if (nvrtc(k, archs[a]) < 0) break;
+    run_async("host", k);
+    const char *gpu = getenv("TERN_GPU");
+    if (gpu && *gpu && strcmp(gpu, "host")) run_async(gpu, k);
+    tern_kernel_free(k);
+}
+
 /* ---- the builder's checks ---- */
 
 static void e_shape(tern_kb *kb, void *u) {
@@ -362,6 +562,7 @@ static void test_text(tern_kernel *const *kernels) {
 
 int main(void) {
     test_builder_errors();
+    test_async();
     test_interpreter_checks();
     tern_kernel *kernels[NCASES] = {0};
     bool built = true;
