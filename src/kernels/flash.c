@@ -413,24 +413,98 @@ static tern_v query_block(tern_kb *kb, const fl_ctx *f, tern_v tiles, tern_v *r,
 typedef struct fwd_state {
     tern_v qkv, Ks, Vs, scale2, r, r8;
     bool pipelined;
+    int bufs;    /* pipelined: the tile buffers (2, or 3 with overlap) */
     tern_v last; /* pipelined: the last key tile the group walks */
     fl_a qa;               /* the group's Q fragments */
     tern_v *m, *l;         /* running row maxima and sums (rows r and r8) */
     tern_v (*o)[4];        /* the output accumulators */
+    /* overlap (opts.wgmma_overlap): the scores' accumulators and the previous tile's P, as
+     * variables (the products' asynchronous operands), 4 TILE / 8 each */
+    bool overlap;
+    tern_v *sv, *pv;
 } fwd_state;
 
-/* Pipelined: starts copying key tile `next` into the other half of Ks and Vs. */
+/* Pipelined: starts copying key tile `next` into the buffer next % bufs of Ks and Vs. */
 static void forward_issue(const fl_ctx *f, const void *state, tern_v next) {
     const fwd_state *st = state;
-    tern_v off = pipe_offset(next, f->tile_size), k0 = tern_mul(next, tern_int(TILE));
+    tern_v off = pipe_offset_n(next, f->tile_size, st->bufs), k0 = tern_mul(next, tern_int(TILE));
     stage_tile_async(f, st->Ks, off, st->qkv, 3, 1, k0);
     stage_tile_async(f, st->Vs, off, st->qkv, 3, 2, k0);
+}
+
+/* O += P V for the tile whose V is at voff, P the variables pv, asynchronously. */
+static void forward_pv_async(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v voff) {
+    tern_v a[TILE / 2], acc[MAX_HS / 2];
+    for (int e = 0; e < TILE / 2; e++) a[e] = st->pv[e];
+    for (int n = 0; n < f->NT; n++)
+        for (int i = 0; i < 4; i++) acc[4 * n + i] = st->o[n][i];
+    tern_wg_tile v = {st->Vs, voff, TILE, true};
+    tern_wgmma_bf16_async(kb, f->hs, TILE, a, NULL, &v, acc);
+}
+
+/* The key tile at k0 with FlashAttention-3's overlap: the tile's S = Q K^T and the previous
+ * tile's O += P V go to the tensor cores together; once S is done its softmax runs while
+ * O's product still does; then O is rescaled and this tile's P kept for the next step (the
+ * last tile's product follows the walk: forward_pv_async in trace_forward). On the first
+ * tile P is zero and the product adds nothing (V is that tile's own, finite). Stages: the
+ * tile waited for, the next one started into the buffer the tile before last used (its
+ * product completed in the previous step). */
+static void forward_tile_overlap(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v k0, bool masked) {
+    tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
+    tern_v off = pipe_offset_n(kt, f->tile_size, st->bufs);
+    tern_v prev = tern_select(tern_gt(kt, tern_int(0)), tern_sub(kt, tern_int(1)), kt);
+    tern_v voff = pipe_offset_n(prev, f->tile_size, st->bufs);
+    pipe_step(kb, f, tern_le(next, st->last), forward_issue, st, next);
+    for (int e = 0; e < TILE / 2; e++) tern_assign(st->sv[e], tern_f32(0.0f));
+    tern_v q[MAX_HS / 2];
+    for (int kk = 0; kk < f->KS; kk++) a_get(&st->qa, kk, q + 8 * kk);
+    tern_wg_tile kmat = {st->Ks, off, TILE, false};
+    tern_wgmma_bf16_async(kb, TILE, f->hs, q, NULL, &kmat, st->sv);
+    forward_pv_async(kb, f, st, voff);
+    tern_wgmma_wait(kb, 1); /* S is done; O += P V may still run */
+    tern_v s[TILE / 8][4];
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) s[j][i] = st->sv[4 * j + i];
+    tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            tern_v row = i < 2 ? st->r : st->r8;
+            if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
+            mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
+        }
+    tern_v alpha[2], neg_m[2];
+    for (int h = 0; h < 2; h++) {
+        tern_v mnew = quad_max(tern_max(st->m[h], tern_mul(mx[h], st->scale2)));
+        alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
+        tern_assign(st->m[h], mnew);
+        neg_m[h] = tern_neg(st->m[h]);
+    }
+    tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            s[j][i] = tern_exp2(tern_fma(s[j][i], st->scale2, neg_m[i / 2]));
+            sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
+        }
+    for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
+    tern_wgmma_wait(kb, 0); /* O holds the previous tile's product: now in this tile's scale */
+    for (int n = 0; n < f->NT; n++)
+        for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
+    /* this tile's P, as A operands of the next step's product (a_from_acc's order) */
+    for (int kk = 0; kk < TILE / 16; kk++) {
+        tern_v a[8];
+        a_from_acc(s, kk, a);
+        for (int i = 0; i < 8; i++) tern_assign(st->pv[8 * kk + i], a[i]);
+    }
 }
 
 /* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tiles need the
  * causal mask (`masked`): the kernel walks the others without it, and the diagonal last. */
 static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
     const fwd_state *st = state;
+    if (st->overlap) {
+        forward_tile_overlap(kb, f, st, k0, masked);
+        return;
+    }
     tern_v off = tern_int(0); /* where the tile is in Ks and Vs */
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
@@ -486,8 +560,8 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     fl_ctx f = fl_begin(kb, u, B, T, NH, false);
     int KS = f.KS, NT = f.NT;
-    bool pipelined = u->opts.pipelined;
-    size_t bufs = pipelined ? 2 : 1;
+    bool pipelined = u->opts.pipelined, overlap = f.wg && pipelined && u->opts.wgmma_overlap;
+    size_t bufs = overlap ? 3 : pipelined ? 2 : 1;
     tern_v Ks = fl_tiles(kb, &f, "Ks", bufs);
     tern_v Vs = fl_tiles(kb, &f, "Vs", bufs);
     tern_v scale2 = tern_mul(scale, log2e());
@@ -502,8 +576,18 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v o[MAX_HS / 8][4];
     acc_vars(kb, NT, "o", o);
 
+    tern_v sv[TILE / 2], pv[TILE / 2];
+    if (overlap)
+        for (int e = 0; e < TILE / 2; e++) {
+            char name[16];
+            snprintf(name, sizeof name, "s%d", e);
+            sv[e] = tern_var(kb, name, tern_f32(0.0f));
+            snprintf(name, sizeof name, "p%d", e);
+            pv[e] = tern_var(kb, name, tern_f32(0.0f));
+        }
     fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = {.frag = qa},
-                    .m = m, .l = l, .o = o, .pipelined = pipelined};
+                    .m = m, .l = l, .o = o, .pipelined = pipelined, .bufs = (int)bufs, .overlap = overlap,
+                    .sv = sv, .pv = pv};
     if (pipelined) {
         /* the block's last diagonal tile, or the last tile; tile 0 staged ahead */
         int per = f.rows / TILE;
@@ -512,6 +596,10 @@ static void trace_forward(tern_kb *kb, void *user) {
         tern_copy_async_commit(kb);
     }
     walk_key_tiles(kb, &f, qb, tiles, forward_tile, &st);
+    if (overlap) { /* the last tile's O += P V */
+        forward_pv_async(kb, &f, &st, pipe_offset_n(st.last, f.tile_size, st.bufs));
+        tern_wgmma_wait(kb, 0);
+    }
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
     tern_v inv[2] = {tern_div(tern_f32(1.0f), total[0]), tern_div(tern_f32(1.0f), total[1])};

@@ -61,6 +61,11 @@ typedef struct gk_flash_opts {
      * instead of padded rows; head sizes 64 and 128 (others keep the warp-level products).
      * Issue 24's way to a faster attention; not yet timed on the H200 (off by default). */
     bool wgmma;
+    /* FORWARD with wgmma and pipelined: FlashAttention-3's overlap within a warpgroup, each
+     * key tile's S = Q K^T and the previous tile's O += P V issued asynchronously
+     * (tern_wgmma_bf16_async), the softmax running while O's product does; three tile
+     * buffers (the previous tile's V is read while the next tile loads). Untimed. */
+    bool wgmma_overlap;
     /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
      * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
      * be a multiple of it; DELTA ignores it. */

@@ -65,7 +65,7 @@ static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
     snprintf(buf, size, " (groups %d%s%s%s, %d stages%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2,
-             o->wgmma ? ", wgmma" : "");
+             o->wgmma_overlap ? ", wgmma overlapped" : o->wgmma ? ", wgmma" : "");
     return buf;
 }
 
@@ -214,7 +214,8 @@ static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
         test_shape(shapes[i], NULL);
         test_shape(shapes[i], &variants[2]);
         test_shape(shapes[i], &variants[6]);
-        test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products */
+        test_shape(shapes[i], &variants[9]);  /* [6] with warpgroup products */
+        test_shape(shapes[i], &variants[10]); /* ... and the forward's overlap */
     }
     tern_rt_close(rt);
     rt = NULL;
@@ -252,12 +253,15 @@ int main(void) {
         {.wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
+        /* and the forward's products asynchronous, overlapping its softmax */
+        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true,
+         .wgmma_overlap = true},
     };
     /* the variants grouped heads run with (the test's time: each grouped shape costs about
      * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
      * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
      * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
-    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true};
+    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)

@@ -39,8 +39,9 @@ typedef struct cuda_tune {
     int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
-    int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products (0/0/0: not
-                           * yet timed on the H200; scripts/h200/wgmma.sh measures them) */
+    int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products; a forward of 2
+                           * also overlaps them with its softmax (0/0/0: not yet timed on the
+                           * H200; scripts/h200/wgmma.sh measures them) */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows
