@@ -40,6 +40,8 @@ typedef struct fl_ctx {
      * four SIMD groups, their 64 rows) */
     bool wg;
     int tile_size;      /* the elements of one staged tile: TILE hs (wg) or TILE LD */
+    tern_v *xv;         /* wg, the backward kernels: 2 x TILE / 2 variables, the two results
+                         * of a product pair in flight (product_rows_n_pair) */
     int threads, rows;  /* the group's threads, and its query or key rows (16 per SIMD group) */
     tern_v tid, lane, warp, g, t;
     tern_v B, T, NH, C, b, h, bh;
@@ -329,6 +331,66 @@ static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_
             }
         }
     }
+}
+
+/* Two independent products x1 = A1 M1^T and x2 = A2 M2^T (product_rows_n each, the same
+ * tile rows): with f->wg both go to the tensor cores at once, asynchronously, into f->xv, and
+ * are waited for together. */
+static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, tern_v M1, const fl_a *A2, tern_v M2,
+                                tern_v Mo, int j0, int nj, tern_v x1[][4], tern_v x2[][4]) {
+    if (!f->wg) {
+        product_rows_n(kb, f, A1, M1, Mo, j0, nj, x1);
+        product_rows_n(kb, f, A2, M2, Mo, j0, nj, x2);
+        return;
+    }
+    const fl_a *As[2] = {A1, A2};
+    tern_v Ms[2] = {M1, M2};
+    for (int p = 0; p < 2; p++) {
+        tern_v *acc = f->xv + p * (TILE / 2), a[MAX_HS / 2];
+        for (int e = 0; e < 4 * nj; e++) tern_assign(acc[e], tern_f32(0.0f));
+        for (int kk = 0; kk < f->KS; kk++) a_get(As[p], kk, a + 8 * kk);
+        tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
+        tern_wgmma_bf16_async(kb, 8 * nj, f->hs, a, NULL, &b, acc);
+    }
+    tern_wgmma_wait(kb, 0);
+    for (int j = 0; j < nj; j++)
+        for (int i = 0; i < 4; i++) {
+            x1[j][i] = f->xv[4 * j + i];
+            x2[j][i] = f->xv[TILE / 2 + 4 * j + i];
+        }
+}
+
+/* acc1 += X1 M1 and acc2 += X2 M2 (accumulate_rows_k each, the same rows of the tiles): with
+ * f->wg both in flight at once. */
+static void accumulate_rows_k_pair(tern_kb *kb, const fl_ctx *f, tern_v x1[][4], tern_v M1, tern_v acc1[][4],
+                                   tern_v x2[][4], tern_v M2, tern_v acc2[][4], tern_v Mo, int kk0, int nk) {
+    if (!f->wg) {
+        accumulate_rows_k(kb, f, x1, M1, Mo, kk0, nk, acc1);
+        accumulate_rows_k(kb, f, x2, M2, Mo, kk0, nk, acc2);
+        return;
+    }
+    tern_v (*xs[2])[4] = {x1, x2}, (*accs[2])[4] = {acc1, acc2};
+    tern_v Ms[2] = {M1, M2};
+    for (int p = 0; p < 2; p++) {
+        tern_v a[TILE / 2], acc[MAX_HS / 2];
+        for (int kk = 0; kk < nk; kk++) a_from_acc(xs[p], kk, a + 8 * kk);
+        for (int n = 0; n < f->NT; n++)
+            for (int i = 0; i < 4; i++) acc[4 * n + i] = accs[p][n][i];
+        tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(16 * kk0 * 64)), TILE, true};
+        tern_wgmma_bf16_async(kb, f->hs, 16 * nk, a, NULL, &b, acc);
+    }
+    tern_wgmma_wait(kb, 0);
+}
+
+/* f->xv for the product pairs of the wg backward kernels. */
+static void pair_vars(tern_kb *kb, fl_ctx *f, tern_v xv[TILE]) {
+    if (!f->wg) return;
+    for (int e = 0; e < TILE; e++) {
+        char name[16];
+        snprintf(name, sizeof name, "xv%d", e);
+        xv[e] = tern_var(kb, name, tern_f32(0.0f));
+    }
+    f->xv = xv;
 }
 
 /* Variables for 16 x hs accumulators, zeroed. */
@@ -741,9 +803,8 @@ static void copy_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0
 static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal, int j0,
                               int nj) {
     /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
-    tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, &st->ka, st->Qs, st->off, j0, nj, p);
-    product_rows_n(kb, f, &st->va, st->dOs, st->off, j0, nj, dp); /* dP^T = V dO^T */
+    tern_v p[TILE / 8][4], dp[TILE / 8][4]; /* and dP^T = V dO^T */
+    product_rows_n_pair(kb, f, &st->ka, st->Qs, &st->va, st->dOs, st->off, j0, nj, p, dp);
     for (int j = 0; j < nj; j++)
         for (int i = 0; i < 4; i++) {
             tern_v q = col_of(f, q0, j0 + j, i), key = i < 2 ? st->r : st->r8;
@@ -758,8 +819,8 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
         }
     if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
-    accumulate_rows_k(kb, f, p, st->dOs, st->off, j0 / 2, nj / 2, st->dv); /* dV += P^T dO */
-    accumulate_rows_k(kb, f, dp, st->Qs, st->off, j0 / 2, nj / 2, st->dk); /* dK += dS^T Q / scale */
+    /* dV += P^T dO, dK += dS^T Q / scale */
+    accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2);
 }
 
 /* Pipelined: starts copying query tile `next`'s Q and dO rows into the other halves of Qs
@@ -836,6 +897,8 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     fl_bwd in = bwd_begin(kb, u, true);
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
+    tern_v xv[TILE];
+    pair_vars(kb, &f, xv);
     int KS = f.KS, NT = f.NT;
     bool pipelined = u->opts.pipelined;
     size_t bufs = pipelined ? 2 : 1;
@@ -904,9 +967,8 @@ static void backward_q_tile(tern_kb *kb, const fl_ctx *f, const void *state, ter
     stage_tile(f, st->Ks, st->qkv, 3, 1, k0);
     stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
     tern_barrier(kb);
-    tern_v p[TILE / 8][4], dp[TILE / 8][4];
-    product_rows_n(kb, f, &st->qa, st->Ks, tern_int(0), 0, TILE / 8, p);  /* S = Q K^T */
-    product_rows_n(kb, f, &st->da, st->Vs, tern_int(0), 0, TILE / 8, dp); /* dP = dO V^T */
+    tern_v p[TILE / 8][4], dp[TILE / 8][4]; /* S = Q K^T, dP = dO V^T */
+    product_rows_n_pair(kb, f, &st->qa, st->Ks, &st->da, st->Vs, tern_int(0), 0, TILE / 8, p, dp);
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) {
             tern_v row = i < 2 ? st->r : st->r8;
@@ -1075,6 +1137,8 @@ static void trace_backward_q(tern_kb *kb, void *user) {
     }
     tern_v qkv = in.qkv, dout = in.dout, lse = in.lse, D = in.D, dqkv = in.dqkv, scale = in.scale, T = in.T;
     fl_ctx f = in.f;
+    tern_v xv[TILE];
+    pair_vars(kb, &f, xv);
     int KS = f.KS, NT = f.NT;
     tern_v Ks = fl_tiles(kb, &f, "Ks", 1);
     tern_v Vs = fl_tiles(kb, &f, "Vs", 1);
