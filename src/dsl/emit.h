@@ -181,6 +181,8 @@ void emit_load_matrix_gather(emitter *e, int32_t i, const char *lane, const char
  * takes mma_extra last. emit_wgmma_fallback writes the fallback's block for accumulators
  * `acc` (packed: the helper takes bf16 pairs as words, as CUDA's does). */
 void emit_cuda_wgmma(emitter *e, int32_t i);
+/* CUDA: a bf16 pair (lo in the low half) as a 32-bit word, moved as bits where it can be. */
+void emit_cuda_bf16_pair(emitter *e, strbuf *out, int32_t lo, int32_t hi);
 void emit_cuda_wgmma_wait(emitter *e, int32_t i);
 void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra);
 void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, const char *mma_extra);

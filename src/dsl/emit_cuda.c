@@ -175,9 +175,9 @@ static void bf16_pair_bits(emitter *e, strbuf *out, int32_t lo, int32_t hi) {
     sb_printf(out, "__byte_perm(%s, %s, 0x%04xu)", wl, wh, sel);
 }
 
-/* A multiplicand pair of tern_mma_bf16: the bits, the pair declared by cuda_mma, or the two
- * f32 values rounded to bf16. */
-static void mma_pair(emitter *e, strbuf *out, int32_t lo, int32_t hi) {
+/* A multiplicand pair of tern_mma_bf16 (or tern_wgmma_bf16's register A): the bits, the pair
+ * declared by cuda_mma, or the two f32 values rounded to bf16. */
+void emit_cuda_bf16_pair(emitter *e, strbuf *out, int32_t lo, int32_t hi) {
     if (bf16_bits(e, lo) && bf16_bits(e, hi)) {
         bf16_pair_bits(e, out, lo, hi);
         return;
@@ -340,7 +340,7 @@ static void cuda_mma(emitter *e, int32_t i) {
         emit_line_end(e);
         e->bf16_pack[lo] = name, e->bf16_pack_hi[lo] = hi, e->bf16_pack_block[lo] = block;
     }
-    emit_mma_call(e, i, NULL, mma_pair);
+    emit_mma_call(e, i, NULL, emit_cuda_bf16_pair);
     e->need |= NEED_MMA;
 }
 
@@ -572,7 +572,7 @@ static void simd_helper(strbuf *out, tern_simd_op op, int t) {
 }
 
 /* tern_mma_bf16 on the tensor cores (sm_80 or newer): a and b as bf16 pairs, the first
- * element of each pair in the low half (tern_bf16x2 or the loaded bits: mma_pair), then PTX
+ * element of each pair in the low half (tern_bf16x2 or the loaded bits: emit_cuda_bf16_pair), then PTX
  * mma.sync m16n8k16. Not volatile: the product has no effect beyond its outputs, so the
  * compiler may schedule and interleave the products and the loads that feed them. */
 static void mma_helper(strbuf *out) {

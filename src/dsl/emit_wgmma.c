@@ -152,11 +152,7 @@ void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, co
             sb_printf(b, "const %s %s = ", word, name);
             if (!w.a_tile) {
                 if (packed) {
-                    sb_puts(b, "tern_bf16x2(");
-                    emit_expr(e, b, w.ops[8 * s + r]);
-                    sb_puts(b, ", ");
-                    emit_expr(e, b, w.ops[8 * s + r + 1]);
-                    sb_putc(b, ')');
+                    emit_cuda_bf16_pair(e, b, w.ops[8 * s + r], w.ops[8 * s + r + 1]);
                 } else {
                     emit_expr(e, b, w.ops[8 * s + r]);
                 }
@@ -261,11 +257,9 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         for (int p = 0; p < w.s.k / 4; p++) {
             pairs[p] = emit_unique(e, "wg_ap");
             emit_line_start(e, i);
-            sb_printf(b, "const unsigned int %s = tern_bf16x2(", pairs[p]);
-            emit_expr(e, b, w.ops[2 * p]);
-            sb_puts(b, ", ");
-            emit_expr(e, b, w.ops[2 * p + 1]);
-            sb_puts(b, ");");
+            sb_printf(b, "const unsigned int %s = ", pairs[p]);
+            emit_cuda_bf16_pair(e, b, w.ops[2 * p], w.ops[2 * p + 1]);
+            sb_putc(b, ';');
             emit_line_end(e);
         }
     /* the tiles were written through the generic proxy (stores, cp.async); wgmma reads them
