@@ -236,6 +236,8 @@ int main(void) {
          * heads over 3 */
         {2, 72, 4, 2, 64},
         {1, 72, 9, 3, 64},
+        /* the largest head size: two panels of 64 columns in the warpgroup products' tiles */
+        {1, 72, 2, 2, 128},
     };
     /* the options: the register hint changes nothing here, the halves change the order */
     const gk_flash_opts variants[] = {
