@@ -1,7 +1,8 @@
-/* tern_wgmma_bf16 in the emitted source: the accumulators as an array, then either Hopper's
- * wgmma.mma_async (CUDA compiled for sm_90a) or the same product as tern_mma_bf16 tiles per
- * SIMD group (every other target, and CUDA elsewhere). The layout of the tiles and of the
- * fragments is tern/kernel.h's; the interpreter (interp_wgmma.c) is the reference. */
+/* tern_wgmma_bf16 and its asynchronous form in the emitted source: the accumulators (an
+ * array, or the form's variables), then either Hopper's wgmma.mma_async (CUDA compiled for
+ * sm_90a) or the same product as tern_mma_bf16 tiles per SIMD group (every other target, and
+ * CUDA elsewhere), and tern_wgmma_wait. The layout of the tiles and of the fragments is
+ * tern/kernel.h's; the interpreter (interp_wgmma.c) is the reference. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ typedef struct wg_emit {
     bool a_tile;
     const int32_t *ops;  /* the operands in extra */
     int32_t a_idx, b_idx; /* the tiles' index values (a_idx -1 for A in registers) */
-    const int32_t *c;    /* C's n/2 values */
+    const int32_t *c;    /* C's n/2 values, or (asynchronous) the accumulator variables */
     const char *acc;     /* the accumulators' array */
 } wg_emit;
 
