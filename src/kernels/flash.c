@@ -494,6 +494,38 @@ static void forward_issue(const fl_ctx *f, const void *state, tern_v next) {
     stage_tile_async(f, st->Vs, off, st->qkv, 3, 2, k0);
 }
 
+/* The online softmax of one key tile's scores s (at k0; the causal mask where `masked`):
+ * the running maxima m and sums l updated, s replaced by P = exp(scale s - m) (base 2), and
+ * alpha[h] = exp(m_old - m_new), the factor the output accumulators take. The maxima are of
+ * the raw scores, scaled once per row (the scale is positive), so that each score is scaled
+ * inside its exponential's multiply-add. */
+static void online_softmax(const fl_ctx *f, const fwd_state *st, tern_v s[][4], tern_v k0, bool masked,
+                           tern_v alpha[2]) {
+    tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            tern_v row = i < 2 ? st->r : st->r8;
+            if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
+            mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
+        }
+    tern_v neg_m[2];
+    for (int h = 0; h < 2; h++) {
+        /* finite: tile 0, the first, has a key at or before every row; a later tile with
+         * none (walk_key_tiles) leaves m, and with alpha = 1 and P = 0 l and o, unchanged */
+        tern_v mnew = quad_max(tern_max(st->m[h], tern_mul(mx[h], st->scale2)));
+        alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
+        tern_assign(st->m[h], mnew);
+        neg_m[h] = tern_neg(st->m[h]);
+    }
+    tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
+    for (int j = 0; j < TILE / 8; j++)
+        for (int i = 0; i < 4; i++) {
+            s[j][i] = tern_exp2(tern_fma(s[j][i], st->scale2, neg_m[i / 2]));
+            sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
+        }
+    for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
+}
+
 /* O += P V for the tile whose V is at voff, P the variables pv, asynchronously. */
 static void forward_pv_async(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v voff) {
     tern_v a[TILE / 2], acc[MAX_HS / 2];
@@ -524,30 +556,10 @@ static void forward_tile_overlap(tern_kb *kb, const fl_ctx *f, const fwd_state *
     tern_wgmma_bf16_async(kb, TILE, f->hs, q, NULL, &kmat, st->sv);
     forward_pv_async(kb, f, st, voff);
     tern_wgmma_wait(kb, 1); /* S is done; O += P V may still run */
-    tern_v s[TILE / 8][4];
+    tern_v s[TILE / 8][4], alpha[2];
     for (int j = 0; j < TILE / 8; j++)
         for (int i = 0; i < 4; i++) s[j][i] = st->sv[4 * j + i];
-    tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
-    for (int j = 0; j < TILE / 8; j++)
-        for (int i = 0; i < 4; i++) {
-            tern_v row = i < 2 ? st->r : st->r8;
-            if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
-            mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
-        }
-    tern_v alpha[2], neg_m[2];
-    for (int h = 0; h < 2; h++) {
-        tern_v mnew = quad_max(tern_max(st->m[h], tern_mul(mx[h], st->scale2)));
-        alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
-        tern_assign(st->m[h], mnew);
-        neg_m[h] = tern_neg(st->m[h]);
-    }
-    tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
-    for (int j = 0; j < TILE / 8; j++)
-        for (int i = 0; i < 4; i++) {
-            s[j][i] = tern_exp2(tern_fma(s[j][i], st->scale2, neg_m[i / 2]));
-            sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
-        }
-    for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
+    online_softmax(f, st, s, k0, masked, alpha);
     tern_wgmma_wait(kb, 0); /* O holds the previous tile's product: now in this tile's scale */
     for (int n = 0; n < f->NT; n++)
         for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
@@ -578,34 +590,9 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v
         stage_tile(f, st->Vs, st->qkv, 3, 2, k0);
         tern_barrier(kb);
     }
-    tern_v s[TILE / 8][4];
+    tern_v s[TILE / 8][4], alpha[2];
     product_rows_n(kb, f, &st->qa, st->Ks, off, 0, TILE / 8, s);
-    /* mask above the diagonal, and the new row maxima: of the raw scores, scaled once per
-     * row (the scale is positive), so that each score is scaled inside its exponential's
-     * multiply-add */
-    tern_v mx[2] = {tern_f32(-INFINITY), tern_f32(-INFINITY)};
-    for (int j = 0; j < TILE / 8; j++)
-        for (int i = 0; i < 4; i++) {
-            tern_v row = i < 2 ? st->r : st->r8;
-            if (masked) s[j][i] = tern_select(tern_le(col_of(f, k0, j, i), row), s[j][i], tern_f32(-INFINITY));
-            mx[i / 2] = tern_max(mx[i / 2], s[j][i]);
-        }
-    tern_v alpha[2], neg_m[2];
-    for (int h = 0; h < 2; h++) {
-        /* finite: tile 0, the first, has a key at or before every row; a later tile with
-         * none (walk_key_tiles) leaves m, and with alpha = 1 and P = 0 l and o, unchanged */
-        tern_v mnew = quad_max(tern_max(st->m[h], tern_mul(mx[h], st->scale2)));
-        alpha[h] = tern_exp2(tern_sub(st->m[h], mnew));
-        tern_assign(st->m[h], mnew);
-        neg_m[h] = tern_neg(st->m[h]);
-    }
-    tern_v sum[2] = {tern_f32(0.0f), tern_f32(0.0f)};
-    for (int j = 0; j < TILE / 8; j++)
-        for (int i = 0; i < 4; i++) {
-            s[j][i] = tern_exp2(tern_fma(s[j][i], st->scale2, neg_m[i / 2]));
-            sum[i / 2] = tern_add(sum[i / 2], s[j][i]);
-        }
-    for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
+    online_softmax(f, st, s, k0, masked, alpha);
     for (int n = 0; n < f->NT; n++)
         for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
     accumulate_rows_k(kb, f, s, st->Vs, off, 0, TILE / 16, st->o);
