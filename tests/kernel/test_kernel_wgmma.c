@@ -359,66 +359,35 @@ static void test_async(void) {
 
 /* ---- the builder's checks ---- */
 
-static void e_shape(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), c[8], d[8];
-    for (int j = 0; j < 8; j++) c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 64, false};
-    tern_wgmma_bf16(kb, 12, 16, NULL, &b, &b, c, d);
-}
-static void e_k(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), c[8], d[8];
-    for (int j = 0; j < 8; j++) c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 64, false};
-    tern_wgmma_bf16(kb, 16, 24, NULL, &b, &b, c, d);
-}
-static void e_both(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), a[8], c[8], d[8];
-    for (int j = 0; j < 8; j++) a[j] = c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 64, false};
-    tern_wgmma_bf16(kb, 16, 16, a, &b, &b, c, d);
-}
-static void e_plain_shared(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared(kb, "plain", TERN_T_BF16, 8192), a[8], c[8], d[8];
-    for (int j = 0; j < 8; j++) a[j] = c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 64, false};
-    tern_wgmma_bf16(kb, 16, 16, a, NULL, &b, c, d);
-}
-static void e_krows_n(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), a[8], c[16], d[16];
+/* One product that the builder refuses, by its options. */
+typedef struct e_opts {
+    int n, k;
+    bool a_tile_too; /* A given both ways */
+    bool plain;      /* B in a tern_shared array */
+    bool k_rows;     /* B's tile has k rows */
+    int rows;        /* B's tile's rows */
+    bool at_f32;     /* B's index an f32 */
+} e_opts;
+
+static void e_product(tern_kb *kb, void *u) {
+    const e_opts *o = u;
+    tern_v t = o->plain ? tern_shared(kb, "plain", TERN_T_BF16, 8192) : tern_shared_tiles(kb, "t", 8192);
+    tern_v a[8], c[128], d[128];
     for (int j = 0; j < 8; j++) a[j] = tern_f32(0);
-    for (int j = 0; j < 16; j++) c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 64, true};
-    tern_wgmma_bf16(kb, 32, 16, a, NULL, &b, c, d);
+    for (int j = 0; j < 128; j++) c[j] = tern_f32(0);
+    tern_wg_tile b = {t, o->at_f32 ? tern_f32(0) : tern_int(0), o->rows, o->k_rows};
+    tern_wgmma_bf16(kb, o->n, o->k, a, o->a_tile_too ? &b : NULL, &b, c, d);
 }
-static void e_rows(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), a[8], c[32], d[32];
-    for (int j = 0; j < 8; j++) a[j] = tern_f32(0);
-    for (int j = 0; j < 32; j++) c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_int(0), 32, false};
-    tern_wgmma_bf16(kb, 64, 16, a, NULL, &b, c, d);
-}
-static void e_at_type(tern_kb *kb, void *u) {
-    (void)u;
-    tern_v t = tern_shared_tiles(kb, "t", 8192), a[8], c[8], d[8];
-    for (int j = 0; j < 8; j++) a[j] = c[j] = tern_f32(0);
-    tern_wg_tile b = {t, tern_f32(0), 64, false};
-    tern_wgmma_bf16(kb, 16, 16, a, NULL, &b, c, d);
-}
+
 static void e_index_rows(tern_kb *kb, void *u) {
     (void)u;
     tern_v t = tern_shared_tiles(kb, "t", 8192);
     tern_store(t, tern_wg_tile_index(tern_int(0), 12, tern_local_index(kb), tern_int(0)), tern_f32(1));
 }
 
-static void expect_error(const char *name, tern_trace_fn fn, const char *needle) {
+static void expect_error(const char *name, tern_trace_fn fn, const void *user, const char *needle) {
     tern_kernel *k = NULL;
-    tern_error *err = tern_kernel_build(name, fn, NULL, &k);
+    tern_error *err = tern_kernel_build(name, fn, (void *)user, &k);
     const char *msg = err ? tern_error_message(err) : "";
     CHECKF(err && strstr(msg, needle) && strstr(msg, name) && strstr(msg, "test_kernel_wgmma.c:"),
            "%s: got '%s', want '%s'", name, err ? msg : "a kernel", needle);
@@ -428,14 +397,19 @@ static void expect_error(const char *name, tern_trace_fn fn, const char *needle)
 }
 
 static void test_builder_errors(void) {
-    expect_error("shape", e_shape, "wgmma_bf16: n 12, k 16; n is a multiple of 8 from 8 to 256");
-    expect_error("shape_k", e_k, "wgmma_bf16: n 16, k 24;");
-    expect_error("both", e_both, "wgmma_bf16: a and a_tile are both given; A is one of them");
-    expect_error("plain_shared", e_plain_shared, "wgmma_bf16: B's tile is in 'plain', not a tern_shared_tiles array");
-    expect_error("krows_n", e_krows_n, "wgmma_bf16: n 32 with B's tile of k rows; such a tile's rows are whole panels of 64");
-    expect_error("rows", e_rows, "wgmma_bf16: B's tile has 32 rows; it needs at least 64, a multiple of 8");
-    expect_error("at_type", e_at_type, "wgmma_bf16: B's tile index is f32; it is an i32");
-    expect_error("index_rows", e_index_rows, "wg_tile_index: a tile of 12 rows; rows are a multiple of 8");
+    static const e_opts shape = {12, 16, .rows = 64}, shape_k = {16, 24, .rows = 64},
+                        both = {16, 16, .a_tile_too = true, .rows = 64}, plain = {16, 16, .plain = true, .rows = 64},
+                        krows_n = {32, 16, .k_rows = true, .rows = 64}, rows = {64, 16, .rows = 32},
+                        at_type = {16, 16, .rows = 64, .at_f32 = true};
+    expect_error("shape", e_product, &shape, "wgmma_bf16: n 12, k 16; n is a multiple of 8 from 8 to 256");
+    expect_error("shape_k", e_product, &shape_k, "wgmma_bf16: n 16, k 24;");
+    expect_error("both", e_product, &both, "wgmma_bf16: a and a_tile are both given; A is one of them");
+    expect_error("plain_shared", e_product, &plain, "wgmma_bf16: B's tile is in 'plain', not a tern_shared_tiles array");
+    expect_error("krows_n", e_product, &krows_n,
+                 "wgmma_bf16: n 32 with B's tile of k rows; such a tile's rows are whole panels of 64");
+    expect_error("rows", e_product, &rows, "wgmma_bf16: B's tile has 32 rows; it needs at least 64, a multiple of 8");
+    expect_error("at_type", e_product, &at_type, "wgmma_bf16: B's tile index is f32; it is an i32");
+    expect_error("index_rows", e_index_rows, NULL, "wg_tile_index: a tile of 12 rows; rows are a multiple of 8");
 }
 
 /* ---- the interpreter's checks ---- */
