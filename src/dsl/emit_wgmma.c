@@ -251,6 +251,11 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         line(e, i, "const unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s) + 2u * (unsigned int)%s;",
              aaddr, e->buf_name[in->a[1]], aat);
     }
+    /* the swizzle is of address bits: a tile off a 1,024-byte boundary would be read in
+     * another order than it was written. The arrays are declared so aligned and `at` is a
+     * multiple of 512 (the host checks it); should either not hold, fault rather than be
+     * silently wrong */
+    line(e, i, "if ((%s%s%s) & 1023u) __trap();", baddr, aaddr ? " | " : "", aaddr ? aaddr : "");
     /* A's registers as bf16 pairs, all made before the first product: registers written
      * between two wgmma instructions make ptxas wait for the products in flight */
     const char *pairs[IR_WG_MAX_K / 4];

@@ -507,6 +507,7 @@ static void test_text(tern_kernel *const *kernels) {
     expect_in("cuda", cu, "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 {%0, %1,", true);
     expect_in("cuda", cu, "p, 1, 1, 1; }", true); /* B of k rows: transposed */
     expect_in("cuda", cu, "fence.proxy.async.shared::cta;", true);
+    expect_in("cuda", cu, "& 1023u) __trap();", true); /* a tile off its 1,024-byte boundary faults */
     expect_in("cuda", cu, "wgmma.commit_group.sync.aligned;", true);
     expect_in("cuda", cu, "wgmma.wait_group.sync.aligned 0;", true);
     expect_in("cuda", cu, "__shared__ __align__(1024) unsigned short bt[", true);
