@@ -13,7 +13,7 @@
 #      alternated WGMMA_ROUNDS times (2);
 #      then Nsight Compute's flash kernel durations of one step each way when ncu is there
 #      (WGMMA_NCU=0: not).
-#   OUT=$OUT bash scripts/h200/wgmma.sh          (carry .deb .fixtures)
+#   OUT=$OUT bash scripts/h200/wgmma.sh          (carry .deb .fixtures; WGMMA_TRAIN=0: 1 and 2 only)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -35,6 +35,7 @@ for shape in ${WGMMA_SHAPES:-528:256 1056:512}; do
     step "bench_wgmma ${shape/:/ groups, reps }" 120 "bench-${shape/:/-}.log" $b/bench/dsl/bench_wgmma cuda ${shape/:/ }
     grep -h -E 'TFLOP|note' "$logs/bench-${shape/:/-}.log" >> "$summary"
 done
+[ "${WGMMA_TRAIN:-1}" = 0 ] && exit 0 # the checks and the bench only
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 10 --warmup 3)
 variants=${WGMMA_VARIANTS:-default flash_wgmma=1/1/1 flash_wgmma=2/1/1 flash_wgmma=2/1/1,flash_pipelined=1/1/1 flash_wgmma=2/1/1,flash_kv_halves=0}
 for round in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
