@@ -9,7 +9,8 @@
 #      tern_mma_bf16 (the flash kernels' way), TFLOP/s of each.
 #   3. The training step, GPT-2 124M B=16 T=1024 bf16: WGMMA_VARIANTS (default, all three
 #      kernels, the forward overlapped (2), with dK dV staged ahead too or in whole query
-#      tiles (n = 64 products instead of 32); a kernel alone: flash_wgmma=0/1/0 ...)
+#      tiles (n = 64 products instead of 32), forward and dQ over 128 query rows; a kernel
+#      alone: flash_wgmma=0/1/0 ...)
 #      alternated WGMMA_ROUNDS times (2);
 #      then Nsight Compute's flash kernel durations of one step each way when ncu is there
 #      (WGMMA_NCU=0: not).
@@ -37,7 +38,7 @@ for shape in ${WGMMA_SHAPES:-528:256 1056:512}; do
 done
 [ "${WGMMA_TRAIN:-1}" = 0 ] && exit 0 # the checks and the bench only
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 10 --warmup 3)
-variants=${WGMMA_VARIANTS:-default flash_wgmma=1/1/1 flash_wgmma=2/1/1 flash_wgmma=2/1/1,flash_pipelined=1/1/1 flash_wgmma=2/1/1,flash_kv_halves=0}
+variants=${WGMMA_VARIANTS:-default flash_wgmma=1/1/1 flash_wgmma=2/1/1 flash_wgmma=2/1/1,flash_pipelined=1/1/1 flash_wgmma=2/1/1,flash_kv_halves=0 flash_wgmma=2/1/1,flash_rows128=1}
 for round in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
     for v in $variants; do
         if [ "$v" = default ]; then env=(); else env=(TERN_CUDA_TUNE=$v); fi

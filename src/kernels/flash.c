@@ -1051,8 +1051,10 @@ static void backward_q_saved_tile(tern_kb *kb, const fl_ctx *f, const void *stat
         stage_ds_copy(f, st->DSs, tern_int(0), st->dsg, k0, st->q0, false);
         tern_barrier(kb);
     }
-    if (f->wg) { /* dQ [64 queries, hs] += dS [queries, keys] K [keys, hs]: both tiles' rows are keys */
-        tern_wg_tile a = {st->DSs, doff, TILE, true}, b = {st->Ks, koff, TILE, true};
+    if (f->wg) { /* dQ [64 queries, hs] += dS [queries, keys] K [keys, hs]: both tiles' rows are keys;
+                  * a warpgroup's queries are its panel of the staged dS^T */
+        tern_v panel = tern_mul(tern_div(f->warp, tern_int(4)), tern_int(TILE * 64));
+        tern_wg_tile a = {st->DSs, tern_add(doff, panel), TILE, true}, b = {st->Ks, koff, TILE, true};
         tern_v c[MAX_HS / 2], d[MAX_HS / 2];
         for (int n = 0; n < f->NT; n++)
             for (int i = 0; i < 4; i++) c[4 * n + i] = st->dq[n][i];
@@ -1153,8 +1155,10 @@ static void trace_backward_q(tern_kb *kb, void *user) {
 }
 
 int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts) {
-    (void)opts; /* every tiled kernel covers one tile (the 128-row variant was deleted) */
-    return which == GK_FLASH_DELTA ? THREADS : TILE;
+    if (which == GK_FLASH_DELTA) return THREADS;
+    /* one tile of rows, or with wgmma and rows128 the query-row kernels two */
+    bool two = opts && opts->wgmma && opts->rows128 && (which == GK_FLASH_FORWARD || which == GK_FLASH_BACKWARD_Q);
+    return two ? 2 * TILE : TILE;
 }
 
 int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts) {

@@ -66,6 +66,10 @@ typedef struct gk_flash_opts {
      * (tern_wgmma_bf16_async), the softmax running while O's product does; three tile
      * buffers (the previous tile's V is read while the next tile loads). Untimed. */
     bool wgmma_overlap;
+    /* FORWARD and BACKWARD_Q with wgmma: groups of 128 query rows, two warpgroups sharing each
+     * staged key tile (half the tile traffic a row). Measured level with the warp-level
+     * products (bench/h200/NOTES.md run 23, then deleted); untimed with wgmma. */
+    bool rows128;
     /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
      * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
      * be a multiple of it; DELTA ignores it. */

@@ -30,6 +30,7 @@ static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool s
         o.pipelined = t->flash_pipelined[k] != 0;
         o.wgmma = t->flash_wgmma[k] != 0;
         o.wgmma_overlap = which == GK_FLASH_FORWARD && t->flash_wgmma[k] == 2;
+        o.rows128 = t->flash_rows128;
     }
     if (which == GK_FLASH_BACKWARD_Q) o.stages = t->flash_stages;
     return o;

@@ -42,6 +42,8 @@ typedef struct cuda_tune {
     int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products; a forward of 2
                            * also overlaps them with its softmax (0/0/0: not yet timed on the
                            * H200; scripts/h200/wgmma.sh measures them) */
+    bool flash_rows128;   /* flash_rows128: with flash_wgmma, forward and dQ over 128 query
+                           * rows a group (off: untimed) */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows
