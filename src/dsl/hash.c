@@ -52,7 +52,9 @@ uint64_t ir_hash_kernel(const tern_kernel *k) {
     }
     for (int32_t i = 0; i < k->nbufs; i++) {
         const ir_buf *b = &k->bufs[i];
-        h = hash_u64(h, (uint64_t)b->elem | (uint64_t)b->intent << 8 | (uint64_t)b->shared << 16);
+        /* a tiles array's alignment changes what is emitted; other arrays hash as before */
+        h = hash_u64(h, (uint64_t)b->elem | (uint64_t)b->intent << 8 | (uint64_t)b->shared << 16 |
+                            (uint64_t)((b->used & IR_BUF_TILES) != 0) << 24);
         h = hash_u64(h, b->count);
         h = hash_str(h, ir_string(k, b->name));
     }
