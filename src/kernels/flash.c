@@ -582,7 +582,7 @@ static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v
     tern_v off = tern_int(0); /* where the tile is in Ks and Vs */
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
-        off = pipe_offset(kt, f->tile_size);
+        off = pipe_offset_n(kt, f->tile_size, st->bufs);
         pipe_step(kb, f, tern_le(next, st->last), forward_issue, st, next);
     } else {
         tern_barrier(kb); /* everyone is done with the previous tiles */

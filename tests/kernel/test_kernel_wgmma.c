@@ -32,6 +32,37 @@ static int tile_rows(const wg_case *c, int used) { return used + c->extra_rows; 
 /* The tile array's elements per warpgroup for an operand of `used` rows and `cols` columns. */
 static int tile_elems(const wg_case *c, int used, int cols) { return (cols + 63) / 64 * tile_rows(c, used) * 64; }
 
+/* This thread's registers of A [64 x k] (row-major at A[base]) in tern_mma_bf16's a layout:
+ * rows row0 (= 16 j + g) and row0 + 8, columns 2 t .. of each step of 16. */
+static void load_a(tern_v A, tern_v base, int k, tern_v row0, tern_v t, tern_v *a) {
+    for (int s = 0; s < k / 16; s++)
+        for (int r = 0; r < 8; r++) {
+            tern_v m = tern_add(row0, tern_int(r & 2 ? 8 : 0));
+            tern_v kk = tern_add(tern_mul(t, tern_int(2)), tern_int(16 * s + (r & 4 ? 8 : 0) + (r & 1)));
+            a[8 * s + r] = tern_load(A, tern_add(base, tern_add(tern_mul(m, tern_int(k)), kk)));
+        }
+}
+
+/* The index in a row-major [64 x n] matrix of this thread's accumulator e: row row0 (+ 8),
+ * column 8 (e / 4) + 2 t (+ 1). */
+static tern_v frag_at(int n, tern_v row0, tern_v t, int e) {
+    tern_v m = tern_add(row0, tern_int(e % 4 >= 2 ? 8 : 0));
+    tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (e / 4) + (e & 1)));
+    return tern_add(tern_mul(m, tern_int(n)), col);
+}
+
+/* The runtime, or NULL (said) when it cannot open here. */
+static tern_rt *open_runtime(const char *runtime) {
+    tern_rt *rt = NULL;
+    tern_error *err = tern_rt_open(runtime, &rt);
+    if (err) {
+        printf("test_kernel_wgmma: %s skipped: %s\n", runtime, tern_error_message(err));
+        tern_error_free(err);
+        return NULL;
+    }
+    return rt;
+}
+
 /* ---- the kernel ----
  * Product q = group * 2 + warpgroup: D[q] = A[q] B[q] + C[q], A [64][k], B [k][n], C and D
  * [64][n], all f32 in memory (A and B small integers, exact in bf16). The warpgroup's threads
@@ -78,37 +109,17 @@ static void k_product(tern_kb *kb, void *user) {
     tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
     tern_v row0 = tern_add(tern_mul(j, tern_int(16)), g);
     tern_v a[128], cv[128], d[128];
-    if (!c->a_place)
-        for (int s = 0; s < k / 16; s++)
-            for (int r = 0; r < 8; r++) {
-                tern_v m = tern_add(row0, tern_int(r & 2 ? 8 : 0));
-                tern_v kk = tern_add(tern_mul(t, tern_int(2)), tern_int(16 * s + (r & 4 ? 8 : 0) + (r & 1)));
-                a[8 * s + r] = tern_load(A, tern_add(tern_mul(q, tern_int(64 * k)), tern_add(tern_mul(m, tern_int(k)), kk)));
-            }
-    for (int e = 0; e < n / 2; e++) {
-        tern_v m = tern_add(row0, tern_int(e % 4 >= 2 ? 8 : 0));
-        tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (e / 4) + (e & 1)));
-        tern_v at_c = tern_add(tern_mul(q, tern_int(64 * n)), tern_add(tern_mul(m, tern_int(n)), col));
-        cv[e] = tern_load(C, at_c);
-    }
+    if (!c->a_place) load_a(A, tern_mul(q, tern_int(64 * k)), k, row0, t, a);
+    for (int e = 0; e < n / 2; e++) cv[e] = tern_load(C, tern_add(tern_mul(q, tern_int(64 * n)), frag_at(n, row0, t, e)));
     tern_wg_tile b_tile = {bt, b_at, tile_rows(c, b_used), c->b_k_rows};
     tern_wg_tile a_tile = {at, a_at, tile_rows(c, a_used), c->a_place == 2};
     tern_wgmma_bf16(kb, n, k, c->a_place ? NULL : a, c->a_place ? &a_tile : NULL, &b_tile, cv, d);
-    for (int e = 0; e < n / 2; e++) {
-        tern_v m = tern_add(row0, tern_int(e % 4 >= 2 ? 8 : 0));
-        tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (e / 4) + (e & 1)));
-        tern_store(D, tern_add(tern_mul(q, tern_int(64 * n)), tern_add(tern_mul(m, tern_int(n)), col)), d[e]);
-    }
+    for (int e = 0; e < n / 2; e++) tern_store(D, tern_add(tern_mul(q, tern_int(64 * n)), frag_at(n, row0, t, e)), d[e]);
 }
 
 static void run_case(const char *runtime, const wg_case *c, const tern_kernel *kern) {
-    tern_rt *rt = NULL;
-    tern_error *err = tern_rt_open(runtime, &rt);
-    if (err) {
-        printf("test_kernel_wgmma: %s skipped: %s\n", runtime, tern_error_message(err));
-        tern_error_free(err);
-        return;
-    }
+    tern_rt *rt = open_runtime(runtime);
+    if (!rt) return;
     const int n = c->n, k = c->k;
     size_t na = (size_t)WGS * 64 * k, nb = (size_t)WGS * k * n, nc = (size_t)WGS * 64 * n;
     float *A = malloc(na * sizeof *A), *B = malloc(nb * sizeof *B), *C = malloc(nc * sizeof *C);
@@ -190,17 +201,10 @@ static void k_async(tern_kb *kb, void *user) {
     tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
     tern_v row0 = tern_add(tern_mul(j, tern_int(16)), g);
     tern_v a[AS_K / 2], x[AS_N / 2], y[AS_N / 2], z[AS_N / 2];
-    for (int s = 0; s < AS_K / 16; s++)
-        for (int r = 0; r < 8; r++) {
-            tern_v m = tern_add(row0, tern_int(r & 2 ? 8 : 0));
-            tern_v kk = tern_add(tern_mul(t, tern_int(2)), tern_int(16 * s + (r & 4 ? 8 : 0) + (r & 1)));
-            a[8 * s + r] = tern_load(A, tern_add(tern_mul(q, tern_int(64 * AS_K)), tern_add(tern_mul(m, tern_int(AS_K)), kk)));
-        }
+    load_a(A, tern_mul(q, tern_int(64 * AS_K)), AS_K, row0, t, a);
     tern_v at_c[AS_N / 2];
     for (int e = 0; e < AS_N / 2; e++) {
-        tern_v m = tern_add(row0, tern_int(e % 4 >= 2 ? 8 : 0));
-        tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (e / 4) + (e & 1)));
-        at_c[e] = tern_add(tern_mul(m, tern_int(AS_N)), col);
+        at_c[e] = frag_at(AS_N, row0, t, e);
         tern_v c0 = tern_load(C, tern_add(tern_mul(q, tern_int(64 * AS_N)), at_c[e]));
         char name[16];
         snprintf(name, sizeof name, "x%d", e);
@@ -232,13 +236,8 @@ static void k_async(tern_kb *kb, void *user) {
 }
 
 static void run_async(const char *runtime, const tern_kernel *kern) {
-    tern_rt *rt = NULL;
-    tern_error *err = tern_rt_open(runtime, &rt);
-    if (err) {
-        printf("test_kernel_wgmma: %s skipped: %s\n", runtime, tern_error_message(err));
-        tern_error_free(err);
-        return;
-    }
+    tern_rt *rt = open_runtime(runtime);
+    if (!rt) return;
     enum { NA = WGS * 64 * AS_K, NB = WGS * 4 * AS_K * AS_N, NC = WGS * 64 * AS_N, ND = 4 * NC };
     static float A[NA], B[NB], C[NC], D[ND], want[ND];
     for (int i = 0; i < NA; i++) A[i] = (float)((i * 5 + 2) % 7 - 3);
