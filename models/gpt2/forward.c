@@ -65,29 +65,25 @@ static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved
     a->lnf_rstd = MODEL_FN(take)(p, POOL_F32, BT);
     /* logits [logit_rows, Vp]: a training layout holds some rows at a time (logits_and_loss) */
     a->logit_rows = with_grad ? logit_chunk_rows(m, (int)BT) : (int)BT;
-    a->logits = MODEL_FN(take)(p, POOL_ACT, (size_t)a->logit_rows * (size_t)m->Vp);
+    size_t logits_len = (size_t)a->logit_rows * (size_t)m->Vp;
+    /* The backward's buffers dres, datty [BT, C], dqkv [BT, 3C] and dfch [BT, 4C] live in the
+     * logits' room, grown to hold them when the logits are smaller (GPT-2 1.5B at B=16,
+     * T=1024: 9 BT C = 236M elements against 206M of logits): the logits are dead once
+     * logits_and_loss has taken their gradient through the output projection into dln, and
+     * backward writes these only after that. */
+    size_t backward_len = 2 * ((BT * C + 63) / 64 * 64) + (BT * 3 * C + 63) / 64 * 64 + BT * 4 * C;
+    size_t room_len = with_grad && backward_len > logits_len ? backward_len : logits_len;
+    tern_buf room = MODEL_FN(take)(p, POOL_ACT, room_len);
+    a->logits = tern_view(room, 0, logits_len);
     a->losses = MODEL_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
     a->dln = MODEL_FN(take)(p, POOL_ACT, BT * C);
-    /* The backward's other buffers live in the logits' room when it is large enough (GPT-2
-     * at B=16, T=1024: 9 BT C of 4096 Vp): the logits are dead once logits_and_loss has
-     * taken their gradient through the output projection into dln, and backward writes
-     * these only after that. */
-    size_t need = 2 * ((BT * C + 63) / 64 * 64) + (BT * 3 * C + 63) / 64 * 64 + BT * 4 * C;
-    bool in_logits = need <= (size_t)a->logit_rows * (size_t)m->Vp;
-    if (in_logits) {
-        size_t used = 0;
-        a->dres = carve(a->logits, &used, BT * C);
-        a->datty = carve(a->logits, &used, BT * C);
-        a->dqkv = carve(a->logits, &used, BT * 3 * C);
-        a->dfch = carve(a->logits, &used, BT * 4 * C);
-    } else {
-        a->dres = MODEL_FN(take)(p, POOL_ACT, BT * C);
-        a->datty = MODEL_FN(take)(p, POOL_ACT, BT * C);
-        a->dqkv = MODEL_FN(take)(p, POOL_ACT, BT * 3 * C);
-        a->dfch = MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
-    }
+    size_t used = 0;
+    a->dres = carve(room, &used, BT * C);
+    a->datty = carve(room, &used, BT * C);
+    a->dqkv = carve(room, &used, BT * 3 * C);
+    a->dfch = carve(room, &used, BT * 4 * C);
 }
 
 void GPT2_FN(free_acts)(tern_gpt2 *m) {
