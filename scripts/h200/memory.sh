@@ -5,7 +5,8 @@
 # libraries' workspaces and every allocation included), sampled every 50 ms. Each size runs
 # A with every recomputation choice (none, gelu, layernorm, both). Without .old/old.tar.gz
 # there is no B (A alone fits the device tool's carry with .deb only), and without .fixtures
-# no fixture checks at the end.
+# no fixture checks at the end. MEM_PROFILE=1: then the 1.5B step's time by operation
+# (TERN_CUDA_TUNE=profile=1: each operation synchronised, cuBLASLt's products by shape).
 #   OUT=$OUT bash scripts/h200/memory.sh          (carry .deb .fixtures .old)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -54,6 +55,11 @@ run "1.5B-A" $b/tern "${xl[@]}"
 run "1.5B-A-gelu" $b/tern "${xl[@]}" --recompute gelu
 run "1.5B-A-ln" $b/tern "${xl[@]}" --recompute layernorm
 run "1.5B-A-gelu,ln" $b/tern "${xl[@]}" --recompute gelu,layernorm
+if [ "${MEM_PROFILE:-0}" = 1 ]; then # where the 1.5B step goes, operation by operation (serialised)
+    step "1.5B per-operation profile" 180 xl-profile.log env TERN_CUDA_TUNE=profile=1 $b/tern \
+        bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 3 --warmup 1
+    grep -A40 '^cuda profile' "$logs/xl-profile.log" >> "$summary"
+fi
 export TERN_TEST_HANDLER=cuda
 if [ -d .fixtures ]; then
     step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
