@@ -333,6 +333,20 @@ int main(int argc, char **argv) {
             BENCH("fill 124M f32 (zero grads)", 3, 4.0 * (double)n, "GB/s", die_on(o->fill(dev, g, 0), "fill"));
             o->free(dev, &p); o->free(dev, &g); o->free(dev, &m); o->free(dev, &v);
         }
+        if (!filter || strstr("adamw 124M bf16 split", filter) || strstr("adamw 124M bf16 shadow", filter)) {
+            /* bf16 training's step: bf16 gradients, the f32 master as u16 low halves beside the
+             * bf16 weights (26 bytes a parameter), against an f32 master with a bf16 shadow (28) */
+            tern_buf lo = buf(TERN_U16, n, 0, 65535), hi = buf(TERN_BF16, n, -1, 1), g = buf(TERN_BF16, n, -1, 1);
+            tern_buf m = buf(TERN_F32, n, 0, 0), v = buf(TERN_F32, n, 0, 0);
+            tern_adamw h = {3e-4f, 0.9f, 0.999f, 1e-8f, 0.01f, 1, 1.0f};
+            BENCH("adamw 124M bf16 split", 3, 26.0 * (double)n, "GB/s",
+                  die_on(o->adamw(dev, lo, hi, g, m, v, &h), "adamw"));
+            die_on(o->free(dev, &lo), "free");
+            tern_buf p = buf(TERN_F32, n, -1, 1);
+            BENCH("adamw 124M bf16 shadow", 3, 28.0 * (double)n, "GB/s",
+                  die_on(o->adamw(dev, p, hi, g, m, v, &h), "adamw"));
+            o->free(dev, &p); o->free(dev, &hi); o->free(dev, &g); o->free(dev, &m); o->free(dev, &v);
+        }
     }
     die_on(o->close(dev), "close");
     return 0;

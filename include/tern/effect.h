@@ -331,6 +331,11 @@ typedef struct tern_adamw {
  *                   cumulative weight exceeds u * total (the last one otherwise).
  *   adamw           param, m, v f32 [n], grad [n]; see tern_adamw. shadow, when present [n],
  *                   receives the updated param in its own dtype (e.g. bf16 compute weights).
+ *                   Split form: param u16 and shadow bf16 [n] hold the low and high halves of
+ *                   an f32 parameter (tern_f32_split, tern/half.h); the step joins them, updates
+ *                   the f32 exactly as the f32 form (the same bits) and splits it back, so
+ *                   shadow is the high half (nearest, ties away from zero), not the f32
+ *                   form's round to nearest even. A u16 param without a bf16 shadow: error.
  * across processes
  *   allreduce       buf (f32 or bf16) becomes the sum of every rank's buf, in place; every rank
  *                   calls it with the same length and dtype. comm NULL or of one rank: no-op.

@@ -24,7 +24,8 @@ typedef struct tern_gpt2 tern_gpt2;
 typedef enum tern_precision {
     TERN_PRECISION_FP32, /* f32 weights and activations */
     TERN_PRECISION_BF16, /* bf16 weights and activations, f32 accumulation; training keeps
-                            f32 master weights and optimizer state */
+                            f32 master weights (the bf16 weights plus their 16 low bits,
+                            exactly) and optimizer state */
 } tern_precision;
 
 tern_error *tern_precision_parse(const char *text, tern_precision *out);
@@ -88,7 +89,7 @@ tern_error *tern_gpt2_set_memory(tern_gpt2 *m, const tern_gpt2_memory *memory);
 tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm);
 
 /* ZeRO-1: each of the communicator's N ranks keeps AdamW's m and v, and in bf16 the f32
- * master weights, for 1/N of the parameters only (the flat parameters padded to split
+ * master weights' low halves, for 1/N of the parameters only (the flat parameters padded to split
  * evenly). update still sums the whole gradient and clips by its global norm, then each rank
  * steps its part and the ranks gather the updated weights (the Tensor effect's allgather), so
  * the steps are those without it. Call after tern_gpt2_set_dist and before the first
@@ -97,9 +98,9 @@ tern_error *tern_gpt2_set_dist(tern_gpt2 *m, tern_dist *comm);
  * number of ranks, with or without it. */
 tern_error *tern_gpt2_shard_optimizer(tern_gpt2 *m);
 
-/* Bytes of optimizer state this rank holds (or will hold at the first update): m and v, and
- * the f32 master weights where they are not the compute weights (bf16). About 1/N of one
- * process's with ZeRO-1 on N ranks. */
+/* Bytes of optimizer state this rank holds (or will hold at the first update): m and v (f32),
+ * and in bf16 the master weights' low halves (u16: the bf16 compute weights are their high
+ * halves). About 1/N of one process's with ZeRO-1 on N ranks. */
 size_t tern_gpt2_optimizer_bytes(const tern_gpt2 *m);
 
 typedef struct tern_gpt2_adamw {
@@ -118,7 +119,7 @@ tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value);
 
 /* Reading tensors back (tests, checkpoints). Names are Hugging Face's without a prefix
  * ("wte.weight", "h.0.attn.c_attn.weight", ...); wte is [V, C]. count must match. With ZeRO-1
- * in bf16, read_param gathers the f32 master weights from the ranks: every rank must call
+ * in bf16, read_param gathers the master weights' low halves from the ranks: every rank must call
  * it. */
 tern_error *tern_gpt2_read_param(tern_gpt2 *m, const char *name, float *out, size_t count);
 tern_error *tern_gpt2_read_grad(tern_gpt2 *m, const char *name, float *out, size_t count);
@@ -130,7 +131,7 @@ tern_error *tern_gpt2_read_losses(tern_gpt2 *m, float *out);
 /* Writes DIR/config.json and DIR/model.safetensors (save_pretrained's layout, loadable by
  * Hugging Face transformers), each atomically. The weights file's metadata records the
  * optimizer step ("tern_step"). With a communicator of several ranks only rank 0 writes;
- * with ZeRO-1 in bf16 every rank must call it (the f32 master weights are gathered). */
+ * with ZeRO-1 in bf16 every rank must call it (the master weights' low halves are gathered). */
 tern_error *tern_gpt2_save(tern_gpt2 *m, const char *dir);
 /* The same with the weights stored as `dtype` (f32, bf16 or f16): a half-precision
  * checkpoint is half the size; resuming from it continues from the rounded weights. */

@@ -68,4 +68,26 @@ static inline uint16_t tern_f32_to_f16(float f) {
     return (uint16_t)(sign | ((abs - 0x38000000u) >> 13));
 }
 
+/* An f32 kept as two 16-bit halves (AdamW's split master, effect.h): with M the f32's bit
+ * pattern, in uint32 arithmetic modulo 2^32,
+ *   hi = (M + 0x8000) >> 16      the bf16 value nearest M, ties away from zero in magnitude
+ *   lo = (M + 0x8000) & 0xffff   the rest, biased
+ * and M = (hi << 16) + lo - 0x8000 rebuilds M exactly, for every bit pattern (NaN
+ * included). hi is a bf16 compute weight as it is; only magnitudes above about 3.39e38
+ * round it to inf (M itself still comes back). */
+static inline void tern_f32_split(float x, uint16_t *hi, uint16_t *lo) {
+    uint32_t bits;
+    memcpy(&bits, &x, sizeof bits);
+    bits += 0x8000u;
+    *hi = (uint16_t)(bits >> 16);
+    *lo = (uint16_t)bits;
+}
+
+static inline float tern_f32_join(uint16_t hi, uint16_t lo) {
+    uint32_t bits = ((uint32_t)hi << 16) + lo - 0x8000u;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
 #endif

@@ -47,8 +47,9 @@ tern_error *model_flat_shard_optimizer(model_flat *f, bool *moved) {
 }
 
 size_t model_flat_optimizer_bytes(const model_flat *f) {
-    size_t master = f->weights.len ? f->master.len : 0; /* fp32: the master is the weights */
-    return (2 * f->shard_len + master) * sizeof(float);
+    /* fp32: the master is the weights; bf16: its low halves are state of their own */
+    size_t master = f->weights.len ? f->master.len * tern_dtype_size(f->master.dtype) : 0;
+    return 2 * f->shard_len * sizeof(float) + master;
 }
 
 tern_error *model_flat_mean_across_ranks(model_flat *f, float *loss) {
@@ -59,8 +60,7 @@ tern_error *model_flat_mean_across_ranks(model_flat *f, float *loss) {
 }
 
 tern_error *model_flat_read_params(model_flat *f, size_t offset, size_t count, float *out) {
-    if (model_flat_master_sharded(f)) return f->ops->read_gathered(f, f->master, offset, count, out);
-    return out ? f->ops->read(f, f->master, offset, count, out) : NULL;
+    return f->ops->read_params(f, offset, count, out);
 }
 
 /* The optimizer file's view of f's tensors: names, places and their counts. */

@@ -1,17 +1,48 @@
 /* The flat-parameter training state's operations on this handler (flat_state.h):
  * model_<h>_flat_ops. */
 #include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
 
 #include "flat_state.h"
+#include "tern/half.h"
 
 #define OP(name) TERN_OP(name)
 
+/* Host elements a split or a join of the bf16 master goes through at a time: bounded
+ * scratch, not a second copy of the parameters. */
+#define SPLIT_CHUNK ((size_t)1 << 20)
+
+/* bf16: the host params [n_flat] split (tern_f32_split) into the compute weights (the high
+ * halves) and the master (the low halves), uploaded a chunk at a time. */
+static tern_error *upload_split(model_flat *f, const float *params) {
+    size_t chunk = f->n_flat < SPLIT_CHUNK ? f->n_flat : SPLIT_CHUNK;
+    uint16_t *hi = malloc(2 * (chunk ? chunk : 1) * sizeof *hi); /* [chunk] high halves, [chunk] low */
+    if (!hi) return tern_errorf("out of memory splitting the master weights");
+    uint16_t *lo = hi + chunk;
+    tern_error *err = NULL;
+    for (size_t at = 0; !err && at < f->n_flat; at += chunk) {
+        size_t len = f->n_flat - at < chunk ? f->n_flat - at : chunk;
+        for (size_t i = 0; i < len; i++) tern_f32_split(params[at + i], &hi[i], &lo[i]);
+        err = OP(upload)(f->dev, tern_view(f->weights, at, len), hi);
+        if (!err) err = OP(upload)(f->dev, tern_view(f->master, at, len), lo);
+    }
+    free(hi);
+    return err;
+}
+
+/* fp32: the master is the compute weights. bf16: the f32 master is kept as the bf16 compute
+ * weights (its high halves) and a u16 master of its low halves, 4 bytes a parameter in all
+ * instead of 6, exactly (tern_f32_split; adamw steps the two together). The buffers are
+ * f's, freed with it on failure too. */
 static tern_error *open_flat(model_flat *f, const float *params) {
-    TERN_TRY(OP(alloc)(f->dev, TERN_F32, f->n_flat, &f->master));
-    TERN_TRY(OP(upload)(f->dev, f->master, params));
-    if (f->wdtype == TERN_F32) return NULL;
+    if (f->wdtype == TERN_F32) {
+        TERN_TRY(OP(alloc)(f->dev, TERN_F32, f->n_flat, &f->master));
+        return OP(upload)(f->dev, f->master, params);
+    }
+    TERN_TRY(OP(alloc)(f->dev, TERN_U16, f->n_flat, &f->master));
     TERN_TRY(OP(alloc)(f->dev, f->wdtype, f->n_flat, &f->weights));
-    return OP(copy)(f->dev, f->weights, f->master);
+    return upload_split(f, params);
 }
 
 static tern_error *read_flat(model_flat *f, tern_buf flat, size_t offset, size_t count, float *out) {
@@ -33,6 +64,44 @@ static tern_error *read_gathered(model_flat *f, tern_buf part, size_t offset, si
     return err;
 }
 
+/* bf16: the f32 parameters [offset, offset + count) joined on the host from the compute
+ * weights (the high halves) and `lo`, the low halves of the whole flat layout, a chunk of
+ * each downloaded at a time. */
+static tern_error *download_joined(model_flat *f, tern_buf lo, size_t offset, size_t count, float *out) {
+    size_t chunk = count < SPLIT_CHUNK ? count : SPLIT_CHUNK;
+    uint16_t *hi_host = malloc(2 * (chunk ? chunk : 1) * sizeof *hi_host); /* [chunk] high halves, [chunk] low */
+    if (!hi_host) return tern_errorf("out of memory reading the master weights");
+    uint16_t *lo_host = hi_host + chunk;
+    tern_error *err = NULL;
+    for (size_t at = 0; !err && at < count; at += chunk) {
+        size_t len = count - at < chunk ? count - at : chunk;
+        err = OP(download)(f->dev, hi_host, tern_view(f->weights, offset + at, len));
+        if (!err) err = OP(download)(f->dev, lo_host, tern_view(lo, offset + at, len));
+        for (size_t i = 0; !err && i < len; i++) out[at + i] = tern_f32_join(hi_host[i], lo_host[i]);
+    }
+    free(hi_host);
+    return err;
+}
+
+/* The f32 parameters [offset, offset + count) on the host (model_flat_read_params). In bf16
+ * with ZeRO-1 the low halves are gathered from the ranks first (collective; out NULL: this
+ * rank only gives its part); the compute weights are whole on every rank already. */
+static tern_error *read_params(model_flat *f, size_t offset, size_t count, float *out) {
+    if (!f->weights.len) return out ? read_flat(f, f->master, offset, count, out) : NULL; /* fp32 */
+    if (f->shards <= 1) return out ? download_joined(f, f->master, offset, count, out) : NULL;
+    tern_buf all = tern_none(); /* [n_full] u16: every rank's low halves */
+    TERN_TRY(OP(alloc)(f->dev, TERN_U16, f->n_full, &all));
+    tern_error *err = OP(copy)(f->dev, tern_view(all, f->shard_off, f->shard_len), f->master);
+    /* allgather takes f32 or bf16 and moves bf16 as its 16 bits, untouched (effects.md):
+     * the low halves travel relabelled as bf16. */
+    tern_buf bits = all;
+    bits.dtype = TERN_BF16;
+    if (!err) err = OP(allgather)(f->dev, bits, f->dist);
+    if (!err && out) err = download_joined(f, all, offset, count, out);
+    tern_error_free(OP(free)(f->dev, &all));
+    return err;
+}
+
 static tern_error *ensure_optimizer(model_flat *f) {
     if (f->adam_m.len) return NULL;
     TERN_TRY(OP(alloc)(f->dev, TERN_F32, f->shard_len, &f->adam_m));
@@ -42,13 +111,15 @@ static tern_error *ensure_optimizer(model_flat *f) {
 }
 
 /* A new buffer of `len` elements of src's dtype: src's elements [from, from + len) as far as
- * src has them, zero after. */
+ * src has them, zero after (for the bf16 master's u16 low halves 0x8000, zero's low half:
+ * tern_f32_split(0) is hi 0, lo 0x8000). */
 static tern_error *cut(model_flat *f, tern_buf src, size_t from, size_t len, tern_buf *out) {
     size_t have = from < src.len ? src.len - from : 0;
     if (have > len) have = len;
+    double zero = src.dtype == TERN_U16 ? 0x8000 : 0.0;
     TERN_TRY(OP(alloc)(f->dev, src.dtype, len, out));
     tern_error *err = have ? OP(copy)(f->dev, tern_view(*out, 0, have), tern_view(src, from, have)) : NULL;
-    if (!err && have < len) err = OP(fill)(f->dev, tern_view(*out, have, len - have), 0.0);
+    if (!err && have < len) err = OP(fill)(f->dev, tern_view(*out, have, len - have), zero);
     if (err) tern_error_free(OP(free)(f->dev, out));
     return err;
 }
@@ -148,6 +219,7 @@ const model_flat_ops MODEL_FN(flat_ops) = {
     .read = read_flat,
     .write = write_flat,
     .read_gathered = read_gathered,
+    .read_params = read_params,
     .ensure_optimizer = ensure_optimizer,
     .shard = shard,
     .alloc_grads = alloc_grads,

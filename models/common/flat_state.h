@@ -1,8 +1,9 @@
 /* The flat-parameter training state every model shares: the parameters, their gradients and
  * AdamW's moments as flat buffers in the model's flat layout (each tensor at its offset),
- * the f32 master weights and, in bf16, the compute copy; the job's ranks; and ZeRO-1, which
- * cuts the optimizer state into one part per rank. A model describes its tensors once
- * (model_flat_tensors) and keeps everything else (activations, its own gradient clearing).
+ * the f32 master weights (in bf16 split in two: the bf16 compute weights and the low
+ * halves); the job's ranks; and ZeRO-1, which cuts the optimizer state into one part per
+ * rank. A model describes its tensors once (model_flat_tensors) and keeps everything else
+ * (activations, its own gradient clearing).
  *
  * Handler-independent calls are model_flat_<name> (flat_front.c, compiled once); the ones
  * that call operations are this handler's model_flat_ops (flat_state.c, compiled once per
@@ -31,7 +32,7 @@ typedef struct model_flat_ops model_flat_ops;
 typedef struct model_flat {
     const model_flat_ops *ops; /* the model's handler's */
     tern_dev *dev;             /* the model's device (not owned) */
-    tern_dtype wdtype;         /* compute weights: f32, or bf16 beside the f32 master */
+    tern_dtype wdtype;         /* compute weights: f32 (the master), or bf16 */
     tern_dtype adtype;         /* activations and gradients */
     size_t n_flat;             /* elements of the flat layout (host arrays, checkpoints) */
     /* ZeRO-1 (model_flat_shard_optimizer): the flat layout, padded to n_full elements, is cut
@@ -41,8 +42,13 @@ typedef struct model_flat {
     size_t n_full;    /* elements of full flat buffers: n_flat, or a multiple of 64 * shards */
     size_t shard_len; /* elements of this rank's part: n_full / shards */
     size_t shard_off; /* where this rank's part starts: rank * shard_len */
-    tern_buf master;  /* f32 parameters [n_full]; sharded in bf16: this rank's part only */
-    tern_buf weights; /* [n_full] compute copy (absent in fp32: master is used) */
+    /* The master weights. fp32: the f32 parameters [n_full], also the compute weights.
+     * bf16: the f32 parameters split (tern_f32_split, tern/half.h) into their high halves,
+     * `weights`, and their low halves, `master` [n_full] u16, or with ZeRO-1 this rank's
+     * part [shard_len] u16; adamw steps the pair as one f32 (effect.h), and the f32 value
+     * is rebuilt only on the host (model_flat_read_params). 4 bytes a parameter, not 6. */
+    tern_buf master;
+    tern_buf weights; /* [n_full] bf16 compute weights, the master's high halves (absent in fp32) */
     tern_buf grads;   /* [n_full] adtype; the gaps and ZeRO-1's padding stay zero */
     tern_buf adam_m;  /* [shard_len] f32 */
     tern_buf adam_v;  /* [shard_len] f32 */
@@ -57,7 +63,7 @@ typedef struct model_flat {
 
 /* What calls operations, one table per handler (flat_state.c). */
 struct model_flat_ops {
-    /* The master (and in bf16 the compute copy) from host params [n_flat]. */
+    /* The master (and in bf16 the compute weights) from host params [n_flat] f32. */
     tern_error *(*open)(model_flat *f, const float *params);
     /* Elements [offset, offset + count) of a flat buffer as f32 on the host, and back. */
     tern_error *(*read)(model_flat *f, tern_buf flat, size_t offset, size_t count, float *out);
@@ -66,6 +72,10 @@ struct model_flat_ops {
      * `part` (the whole buffer without ZeRO-1), gathered from the ranks: collective, every
      * rank calls it; out NULL: this rank only gives its part. */
     tern_error *(*read_gathered)(model_flat *f, tern_buf part, size_t offset, size_t count, float *out);
+    /* The f32 parameters [offset, offset + count) on the host, from the master (in bf16 both
+     * halves joined); with ZeRO-1 in bf16 collective, as read_gathered (out NULL: this
+     * rank only gives its part). */
+    tern_error *(*read_params)(model_flat *f, size_t offset, size_t count, float *out);
     tern_error *(*ensure_optimizer)(model_flat *f); /* allocates zeroed moments */
     /* ZeRO-1: this rank keeps part `rank` of `shards` (before any gradient or moment exists);
      * the weights may move, so replayable sections must be captured anew. */
@@ -96,7 +106,7 @@ void model_flat_free_tensors(model_flat *f);
 static inline bool model_flat_master_sharded(const model_flat *f) {
     return f->shards > 1 && f->weights.len > 0;
 }
-/* The compute weights: the bf16 copy, or the f32 master. */
+/* The compute weights: the bf16 high halves, or the f32 master. */
 static inline tern_buf model_flat_weights(const model_flat *f) {
     return f->weights.len ? f->weights : f->master;
 }
@@ -106,7 +116,8 @@ tern_error *model_flat_set_dist(model_flat *f, tern_dist *comm);
 /* ZeRO-1 over the communicator's ranks; a no-op on one rank or when already sharded.
  * *moved: whether the weights may have moved (replayable sections are captured anew). */
 tern_error *model_flat_shard_optimizer(model_flat *f, bool *moved);
-/* Bytes of optimizer state this rank holds: m, v and a master that is not the weights. */
+/* Bytes of optimizer state this rank holds: m and v (f32), and in bf16 the master's low
+ * halves (u16; the high halves are the weights). */
 size_t model_flat_optimizer_bytes(const model_flat *f);
 /* With ranks, forward_backward scales the loss by 1/world, and the mean loss it reports is
  * the global batch's: *loss summed across the ranks, divided by world. */

@@ -55,11 +55,15 @@ tern_error *gpu_adamw(tern_dev *d, tern_buf param, tern_buf shadow, tern_buf gra
     gpu_core *g = gpu_core_of(d);
     size_t n = param.len;
     TERN_TRY(gpu_check_index("adamw", "param", n));
-    bool has_shadow = tern_present(shadow);
+    bool has_shadow = tern_present(shadow), split = param.dtype == TERN_U16;
+    /* The split form (param the low halves, shadow the high halves of the f32 parameter):
+     * the kernel moves the shadow's bf16 as bits, so it binds it as u16. */
+    if (split) shadow.dtype = TERN_U16;
     tern_buf all[5] = {param, grad, m, v, shadow};
     gk_spec s = {0};
     s.t[0] = gpu_t(grad);
     s.t[1] = has_shadow ? gpu_t(shadow) : 0;
+    s.t[2] = split ? TERN_T_U16 : 0; /* 0: param f32 */
     s.n[0] = gpu_width(all, has_shadow ? 5 : 4, 0);
     s.n[1] = has_shadow;
     /* bias corrections in double, as the cpu handler */

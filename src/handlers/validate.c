@@ -1037,9 +1037,12 @@ tern_error *tern_validate_adamw(tern_dev *d, tern_buf param, tern_buf shadow, te
         !(h->weight_decay >= 0) || !isfinite(h->weight_decay))
         return tern_errorf("%s: lr, eps and weight_decay must be finite and >= 0", op);
     if (!isfinite(h->grad_scale)) return tern_errorf("%s: grad_scale must be finite", op);
-    TERN_TRY(tern_check_view(op, "param", param, TERN_DT_F32));
+    TERN_TRY(tern_check_view(op, "param", param, TERN_DT_F32 | TERN_DT(TERN_U16)));
     size_t n = param.len;
     TERN_TRY(tern_check_optional(op, "shadow", shadow, TERN_DT_FLOAT2, n, "param's length"));
+    if (param.dtype == TERN_U16 && !(tern_present(shadow) && shadow.dtype == TERN_BF16))
+        return tern_errorf("%s: a u16 param (the low halves of a split f32) needs a bf16 shadow (the high "
+                           "halves), not %s", op, tern_present(shadow) ? tern_dtype_name(shadow.dtype) : "none");
     TERN_TRY(tern_check_buf(op, "grad", grad, TERN_DT_FLOAT2, n, "param's length"));
     TERN_TRY(tern_check_buf(op, "m", m, TERN_DT_F32, n, "param's length"));
     TERN_TRY(tern_check_buf(op, "v", v, TERN_DT_F32, n, "param's length"));

@@ -246,7 +246,7 @@ static void compare_zero1(tern_dist *comm, tern_precision precision, bool decay_
     tern_gpt2 *plain = open_tiny(comm, precision, false), *zero = open_tiny(comm, precision, true);
     if (!plain || !zero) goto done;
 
-    /* m and v (and the bf16 run's f32 master) shrink to 1/world, less the padding. */
+    /* m and v (and the bf16 run's master low halves) shrink to 1/world, less the padding. */
     size_t pb = tern_gpt2_optimizer_bytes(plain), zb = tern_gpt2_optimizer_bytes(zero);
     CHECKF(zb * (size_t)world >= pb && zb <= pb / (size_t)world + 3 * 64 * sizeof(float),
            "%s: %zu bytes of optimizer state per rank, %zu without ZeRO-1", what, zb, pb);
@@ -323,6 +323,15 @@ static void check_zero1_errors(tern_dist *comm) {
     tern_gpt2 *alone = open_tiny(NULL, TERN_PRECISION_BF16, true);
     m = open_tiny(NULL, TERN_PRECISION_BF16, false);
     if (m && alone) CHECK(tern_gpt2_optimizer_bytes(alone) == tern_gpt2_optimizer_bytes(m));
+    /* bf16 holds the f32 master as the bf16 weights plus a u16 of low halves: 10 bytes of
+     * optimizer state a parameter (m, v and the low halves) against fp32's 8 (m and v; the
+     * f32 weights are the master). */
+    tern_gpt2 *fp32 = open_tiny(NULL, TERN_PRECISION_FP32, false);
+    if (m && fp32)
+        CHECKF(tern_gpt2_optimizer_bytes(m) * 8 == tern_gpt2_optimizer_bytes(fp32) * 10,
+               "bf16: %zu bytes of optimizer state, fp32: %zu", tern_gpt2_optimizer_bytes(m),
+               tern_gpt2_optimizer_bytes(fp32));
+    tern_gpt2_free(fp32);
     tern_gpt2_free(alone);
     tern_gpt2_free(m);
 }

@@ -1,6 +1,7 @@
 /* add, sum_rows, norm2, gelu, gelu_backward and adamw against double-precision references,
  * over every f32/bf16 combination, odd sizes, views at offsets and in-place use; gelu's
- * backward also against finite differences; then each operation's validation errors. */
+ * backward also against finite differences; adamw's split form against its f32 form, bit for
+ * bit; then each operation's validation errors. */
 #include "ops_test.h"
 
 /* f32 arithmetic against a double reference: a few ulp per element, so 1e-5 norm-wise
@@ -300,12 +301,89 @@ static void test_adamw(ot_ctx *c) {
     bad.lr = NAN;
     CHECK_ERR(o->adamw(c->d, p.view, tern_none(), g.view, m.view, v.view, &bad), "adamw: lr, eps and weight_decay");
     CHECK_ERR(o->adamw(c->d, p.view, tern_none(), g.view, m.view, v.view, NULL), "adamw: h is NULL");
-    CHECK_ERR(o->adamw(c->d, p16.view, tern_none(), g.view, m.view, v.view, &hp), "adamw: param is bf16, needs f32");
+    CHECK_ERR(o->adamw(c->d, p16.view, tern_none(), g.view, m.view, v.view, &hp), "adamw: param is bf16, needs f32 or u16");
     CHECK_ERR(o->adamw(c->d, p.view, s.view, g.view, m.view, v.view, &hp), "adamw: shadow has 7 elements");
     CHECK_ERR(o->adamw(c->d, p.view, tern_none(), g.view, tern_view(m.view, 0, 7), v.view, &hp), "adamw: m has 7 elements");
     CHECK_ERR(o->adamw(c->d, p.view, tern_none(), g.view, p.view, v.view, &hp), "adamw: param and m overlap");
     CHECK_ERR(o->adamw(c->d, p.view, tern_none(), m.view, m.view, v.view, &hp), "adamw: m and grad overlap");
     ot_free(c, &p), ot_free(c, &p16), ot_free(c, &s), ot_free(c, &g), ot_free(c, &m), ot_free(c, &v);
+}
+
+static float from_bits(uint32_t b) {
+    float x;
+    memcpy(&x, &b, 4);
+    return x;
+}
+
+/* Raw 16-bit elements to and from a view (ot_make converts from f32 values). */
+static void put_u16(ot_ctx *c, ot_buf b, const uint16_t *x) { CHECK_OK(c->ops->upload(c->d, b.view, x)); }
+static void get_bits(ot_ctx *c, ot_buf b, void *out) { CHECK_OK(c->ops->download(c->d, out, b.view)); }
+
+/* The split form (param u16 low halves, shadow bf16 high halves of an f32: tern_f32_split)
+ * against the f32 form, step after step with the same gradients: the rebuilt f32, m and v
+ * equal the f32 form's bit for bit, and the shadow is the high half of the f32 form's
+ * param (not its round to nearest even). */
+static void test_adamw_split(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(26);
+    const size_t sizes[] = {1031, 100003};
+    for (size_t si = 0; si < 2; si++)
+        for (int gi = 0; gi < 2; gi++) {
+            size_t n = sizes[si];
+            float *p = ot_random(n, -1, 1), *m = ot_random(n, -0.1f, 0.1f), *v = ot_random(n, 0, 0.1f);
+            /* the encoding's edges: zeros, a tie (low bits 0x8000, hi rounds away from zero),
+             * the largest low half, a subnormal, a huge value */
+            const uint32_t edges[] = {0x00000000u, 0x80000000u, 0x3f808000u, 0xbf808000u, 0x3f80ffffu,
+                                      0x00000001u, 0x7f000000u};
+            for (size_t e = 0; e < sizeof edges / sizeof edges[0]; e++) p[e * 7] = from_bits(edges[e]);
+            uint16_t *hi = malloc(n * 2), *lo = malloc(n * 2);
+            for (size_t i = 0; i < n; i++) tern_f32_split(p[i], &hi[i], &lo[i]);
+            size_t k = si ? 0 : 1; /* views at odd offsets (element by element), or at 0 (vector accesses) */
+            ot_buf bp = ot_make(c, TERN_F32, n, k, p), bm = ot_make(c, TERN_F32, n, 3 * k, m), bv = ot_make(c, TERN_F32, n, 4 * k, v);
+            ot_buf blo = ot_make(c, TERN_U16, n, 5 * k, NULL), bhi = ot_make(c, TERN_BF16, n, 6 * k, NULL);
+            ot_buf bm2 = ot_make(c, TERN_F32, n, 7 * k, m), bv2 = ot_make(c, TERN_F32, n, 2 * k, v);
+            put_u16(c, blo, lo);
+            put_u16(c, bhi, hi);
+            for (int step = 1; step <= 4; step++) {
+                tern_adamw hp = {1e-2f, 0.9f, 0.95f, 1e-6f, 0.1f, step, step == 2 ? 1.0f : 0.5f};
+                float *g = ot_random(n, -2, 2);
+                ot_buf bg = ot_make(c, ot_float2[gi], n, 8 * k, g);
+                CHECK_OK(o->adamw(c->d, bp.view, tern_none(), bg.view, bm.view, bv.view, &hp));
+                CHECK_OK(o->adamw(c->d, blo.view, bhi.view, bg.view, bm2.view, bv2.view, &hp));
+                ot_free(c, &bg);
+                free(g);
+            }
+            float *want = malloc(n * 4), *m1 = malloc(n * 4), *v1 = malloc(n * 4), *m2 = malloc(n * 4), *v2 = malloc(n * 4);
+            get_bits(c, bp, want), get_bits(c, bm, m1), get_bits(c, bv, v1), get_bits(c, bm2, m2), get_bits(c, bv2, v2);
+            get_bits(c, blo, lo), get_bits(c, bhi, hi);
+            size_t bad_p = 0, bad_hi = 0, first = n;
+            for (size_t i = 0; i < n; i++) {
+                float got = tern_f32_join(hi[i], lo[i]);
+                uint16_t want_hi, want_lo;
+                tern_f32_split(want[i], &want_hi, &want_lo);
+                if (memcmp(&got, &want[i], 4)) bad_p++, first = first < i ? first : i;
+                if (hi[i] != want_hi) bad_hi++;
+            }
+            CHECKF(bad_p == 0, "adamw split n %zu grad %s: %zu rebuilt params differ from the f32 form's (first %zu)", n,
+                   tern_dtype_name(ot_float2[gi]), bad_p, first);
+            CHECKF(bad_hi == 0, "adamw split n %zu: %zu shadows are not the high half", n, bad_hi);
+            CHECKF(!memcmp(m1, m2, n * 4) && !memcmp(v1, v2, n * 4), "adamw split n %zu: m or v differ from the f32 form's", n);
+            CHECKF(ot_guard_ok(c, blo) && ot_guard_ok(c, bhi), "adamw split n %zu: the guards changed", n);
+            ot_free(c, &bp), ot_free(c, &bm), ot_free(c, &bv), ot_free(c, &blo), ot_free(c, &bhi);
+            ot_free(c, &bm2), ot_free(c, &bv2);
+            free(p), free(m), free(v), free(hi), free(lo), free(want), free(m1), free(v1), free(m2), free(v2);
+        }
+    /* errors */
+    ot_buf lo = ot_make(c, TERN_U16, 8, 0, NULL), hi = ot_make(c, TERN_BF16, 8, 0, NULL), f = ot_make(c, TERN_F32, 8, 0, NULL);
+    ot_buf g = ot_make(c, TERN_F32, 8, 0, NULL), m = ot_make(c, TERN_F32, 8, 0, NULL), v = ot_make(c, TERN_F32, 8, 0, NULL);
+    tern_adamw hp = {1e-3f, 0.9f, 0.999f, 1e-8f, 0, 1, 1};
+    CHECK_ERR(o->adamw(c->d, lo.view, tern_none(), g.view, m.view, v.view, &hp),
+              "adamw: a u16 param (the low halves of a split f32) needs a bf16 shadow (the high halves), not none");
+    CHECK_ERR(o->adamw(c->d, lo.view, f.view, g.view, m.view, v.view, &hp), "needs a bf16 shadow (the high halves), not f32");
+    CHECK_ERR(o->adamw(c->d, lo.view, tern_view(hi.view, 0, 7), g.view, m.view, v.view, &hp), "adamw: shadow has 7 elements");
+    CHECK_ERR(o->adamw(c->d, lo.view, lo.view, g.view, m.view, v.view, &hp), "adamw: shadow is u16");
+    CHECK_ERR(o->adamw(c->d, lo.view, hi.view, g.view, m.view, lo.view, &hp), "adamw: v is u16, needs f32");
+    ot_free(c, &lo), ot_free(c, &hi), ot_free(c, &f), ot_free(c, &g), ot_free(c, &m), ot_free(c, &v);
 }
 
 static void test_all(ot_ctx *c) {
@@ -314,6 +392,7 @@ static void test_all(ot_ctx *c) {
     test_norm2(c);
     test_gelu(c);
     test_adamw(c);
+    test_adamw_split(c);
 }
 
 int main(void) {

@@ -28,6 +28,16 @@ static tern_buf pick_buf(void) {
     return pool[i].view;
 }
 
+/* The first n elements of a random pool buffer of dtype dt holding at least n, or `dflt`. */
+static tern_buf pick_fit(tern_dtype dt, size_t n, tern_buf dflt) {
+    int start = ot_randint(0, POOL);
+    for (int k = 0; k < POOL; k++) {
+        int i = (start + k) % POOL;
+        if (pool[i].view.dtype == dt && pool[i].view.len >= n) return tern_view(pool[i].view, 0, n);
+    }
+    return dflt;
+}
+
 static int pick_int(void) {
     static const int values[] = {-7, -1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64, 100, 1 << 20, INT_MAX};
     return values[ot_randint(0, (int)(sizeof values / sizeof values[0]))];
@@ -107,6 +117,10 @@ static void call_random(ot_ctx *c, int op) {
     case 20: err = o->sample(d, a, b, i1, i2, i3, f, pick_int(), 7, x); break;
     case 21: {
         tern_adamw h = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.0f, ot_randint(0, 3), ot_randint(0, 2) ? 1.0f : f};
+        if (a.dtype == TERN_U16 && ot_randint(0, 2)) { /* the split form, its shadow bf16 of a's length */
+            b = pick_fit(TERN_BF16, a.len, b);
+            x = pick_fit(TERN_F32, a.len, x), y = pick_fit(TERN_F32, a.len, y), z = pick_fit(TERN_F32, a.len, z);
+        }
         err = o->adamw(d, a, b, x, y, z, ot_randint(0, 10) ? &h : NULL);
         break;
     }
