@@ -5,7 +5,8 @@
 # libraries' workspaces and every allocation included), sampled every 50 ms. Each size runs
 # A with every recomputation choice (none, gelu, layernorm, both). Without .old/old.tar.gz
 # there is no B (A alone fits the device tool's carry with .deb only), and without .fixtures
-# no fixture checks at the end. MEM_PROFILE=1: then the 1.5B step's time by operation
+# no fixture checks at the end. MEM_CHOICES: the --recompute choices A runs (default none gelu
+# layernorm gelu,layernorm); MEM_SMALL=0: 1.5B only. MEM_PROFILE=1: then the 1.5B step's time by operation
 # (TERN_CUDA_TUNE=profile=1: each operation synchronised, cuBLASLt's products by shape).
 #   OUT=$OUT bash scripts/h200/memory.sh          (carry .deb .fixtures .old)
 set -uo pipefail
@@ -43,18 +44,23 @@ run() {
 small=(bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
 xl=(bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 8 --warmup 3)
 have_b() { [ -x $base/build-h200/tern ] && [ -f .old/old.tar.gz ]; }
-for r in $(seq 1 "${MEM_ROUNDS:-2}"); do
-    have_b && run "124M-B-r$r" $base/build-h200/tern "${small[@]}"
-    run "124M-A-r$r" $b/tern "${small[@]}"
-    run "124M-A-gelu-r$r" $b/tern "${small[@]}" --recompute gelu
-    run "124M-A-ln-r$r" $b/tern "${small[@]}" --recompute layernorm
-    run "124M-A-gelu,ln-r$r" $b/tern "${small[@]}" --recompute gelu,layernorm
-done
+choices=${MEM_CHOICES:-none gelu layernorm gelu,layernorm} # the --recompute choices A runs
+run_choices() { # size name, arguments...
+    local size=$1 c
+    shift
+    for c in $choices; do
+        if [ "$c" = none ]; then run "$size-A" $b/tern "$@"
+        else run "$size-A-$c" $b/tern "$@" --recompute "$c"; fi
+    done
+}
+if [ "${MEM_SMALL:-1}" = 1 ]; then
+    for r in $(seq 1 "${MEM_ROUNDS:-2}"); do
+        have_b && run "124M-B-r$r" $base/build-h200/tern "${small[@]}"
+        run_choices "124M-r$r" "${small[@]}"
+    done
+fi
 have_b && run "1.5B-B" $base/build-h200/tern "${xl[@]}"
-run "1.5B-A" $b/tern "${xl[@]}"
-run "1.5B-A-gelu" $b/tern "${xl[@]}" --recompute gelu
-run "1.5B-A-ln" $b/tern "${xl[@]}" --recompute layernorm
-run "1.5B-A-gelu,ln" $b/tern "${xl[@]}" --recompute gelu,layernorm
+run_choices 1.5B "${xl[@]}"
 if [ "${MEM_PROFILE:-0}" = 1 ]; then # where the 1.5B step goes, operation by operation (serialised)
     step "1.5B per-operation profile" 180 xl-profile.log env TERN_CUDA_TUNE=profile=1 $b/tern \
         bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 3 --warmup 1
