@@ -7,9 +7,18 @@ mkdir -p "$logs"
 summary=$OUT/summary.txt
 touch "$summary"
 note() { echo "$*" | tee -a "$summary"; }
+# CALL_END (epoch seconds), when set: the device call's end; a step gets at most the time left
+# and is skipped, with a note, when under 15 s are.
+call_left() { echo $((${CALL_END:-0} - $(date +%s))); }
 step() { # name, timeout seconds, log file name, command...
     local name=$1 limit=$2 log=$logs/$3 start=$SECONDS
     shift 3
+    if [ -n "${CALL_END:-}" ]; then
+        local left
+        left=$(call_left)
+        if [ "$left" -lt 15 ]; then note "skip $name (the call's time is spent)"; return 0; fi
+        [ "$limit" -gt "$left" ] && limit=$left
+    fi
     if timeout "$limit" "$@" > "$log" 2>&1; then note "ok   $name ($((SECONDS - start)) s)"
     else note "FAIL $name ($((SECONDS - start)) s, exit $?): $(tail -2 "$log" | tr '\n' ' ' | cut -c1-300)"; fi
 }
