@@ -68,10 +68,13 @@ if [ "${MEM_PROFILE:-0}" = 1 ]; then # where the 1.5B step goes, operation by op
     grep -A40 '^cuda profile' "$logs/xl-profile.log" >> "$summary"
 fi
 export TERN_TEST_HANDLER=cuda
+# adamw's split form (the bf16 master as the compute weights and a u16 of low halves) against
+# its f32 form, bit for bit, on cuda
+step "ops: test_ops_elementwise on cuda" 60 ops-elementwise.log $b/tests/ops/test_ops_elementwise
 if [ -d .fixtures ]; then
     step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
     TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
 else
     note "no .fixtures: the fixture checks not run"
 fi
-grep -h -E 'checks (passed|failed)|: loss|chunks' "$logs"/fixture-*.log >> "$summary" 2>/dev/null
+grep -h -E 'checks (passed|failed)|: loss|chunks' "$logs"/fixture-*.log "$logs"/ops-elementwise.log >> "$summary" 2>/dev/null
