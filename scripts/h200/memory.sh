@@ -15,6 +15,9 @@ OUT=${OUT:-out}
 source scripts/h200/lib.sh
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
 build_tern
+# adamw's split form (the bf16 master as the compute weights and a u16 of low halves) against
+# its f32 form, bit for bit, on cuda
+TERN_TEST_HANDLER=cuda step "ops: test_ops_elementwise on cuda" 60 ops-elementwise.log $b/tests/ops/test_ops_elementwise
 base=/tmp/tern-mem-old
 if [ -f .old/old.tar.gz ]; then
     rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
@@ -68,9 +71,6 @@ if [ "${MEM_PROFILE:-0}" = 1 ]; then # where the 1.5B step goes, operation by op
     grep -A40 '^cuda profile' "$logs/xl-profile.log" >> "$summary"
 fi
 export TERN_TEST_HANDLER=cuda
-# adamw's split form (the bf16 master as the compute weights and a u16 of low halves) against
-# its f32 form, bit for bit, on cuda
-step "ops: test_ops_elementwise on cuda" 60 ops-elementwise.log $b/tests/ops/test_ops_elementwise
 if [ -d .fixtures ]; then
     step "fixture, cuda fp32" 120 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture
     TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16" 120 fixture-bf16.log $b/tests/gpt2/test_gpt2_fixture
