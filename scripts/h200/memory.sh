@@ -18,6 +18,10 @@ build_tern
 # adamw's split form (the bf16 master as the compute weights and a u16 of low halves) against
 # its f32 form, bit for bit, on cuda
 TERN_TEST_HANDLER=cuda step "ops: test_ops_elementwise on cuda" 60 ops-elementwise.log $b/tests/ops/test_ops_elementwise
+# cuBLASLt's tuning times products that read no C into their own output (no scratch): every
+# product against the reference on cuda, tuned afresh
+TERN_CACHE_DIR=/tmp/kc-ops-matmul TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 180 ops-matmul.log \
+    $b/tests/ops/test_ops_matmul
 base=/tmp/tern-mem-old
 if [ -f .old/old.tar.gz ]; then
     rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
@@ -77,4 +81,4 @@ if [ -d .fixtures ]; then
 else
     note "no .fixtures: the fixture checks not run"
 fi
-grep -h -E 'checks (passed|failed)|: loss|chunks' "$logs"/fixture-*.log "$logs"/ops-elementwise.log >> "$summary" 2>/dev/null
+grep -h -E 'checks (passed|failed)|: loss|chunks' "$logs"/fixture-*.log "$logs"/ops-*.log >> "$summary" 2>/dev/null

@@ -155,10 +155,15 @@ static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlg
 }
 
 /* Picks p->algo among the heuristic's `found` candidates (p->algo holds the first): from the
- * disk cache when it has this shape, else by timing each on scratch output. Any failure
- * leaves the heuristic's first choice: tuning is an optimisation, never an error. */
+ * disk cache when it has this shape, else by timing each. A product that reads no C (beta 0)
+ * is timed into its own C and aux (c_out, aux_out), which it is about to overwrite: no
+ * scratch as large as its output, which at GPT-2 1.5B (the fc product's C and aux, 420 MB)
+ * stood on top of the first step's peak memory. One that adds into C is timed on scratch
+ * output. Any failure leaves the heuristic's first choice: tuning is an optimisation, never
+ * an error. */
 static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHeuristicResult_t *results,
-                        int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b) {
+                        int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c_out,
+                        CUdeviceptr aux_out) {
     if (found < 2 || !d->tune.gemm_tune) return;
     char key[512];
     tune_key(d, &p->key, key, sizeof key);
@@ -170,38 +175,39 @@ static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHe
         if (size == sizeof p->algo) return;
     }
     if (d->capturing >= 0) return; /* no timing inside a graph capture */
-    /* scratch for C (and the GELU epilogues' aux, zeros for DGELU to read), laid out as the
-     * plan's C; a separate addend is timed as C itself (the same layout) */
+    /* adding into C: scratch for C (and the GELU epilogues' aux, zeros for DGELU to read),
+     * laid out as the plan's C; a separate addend is timed as C itself (the same layout) */
     const plan_key *k = &p->key;
     size_t elems = (size_t)(k->batch - 1) * (size_t)k->stride_c + (size_t)(k->m - 1) * (size_t)k->ldc + (size_t)k->n;
     size_t bytes = elems * tern_dtype_size(k->tc);
-    bool aux = epilogue_has_aux(k->epilogue);
+    bool aux = epilogue_has_aux(k->epilogue), in_place = k->beta_zero;
     size_t aux_bytes = aux ? (size_t)k->m * (size_t)k->n * tern_dtype_size(k->tc) : 0;
-    CUdeviceptr scratch = 0;
+    CUdeviceptr scratch = 0, c = c_out, aux_ptr = aux_out;
     CUevent start = NULL, stop = NULL;
-    if (d->cu->cuMemAlloc(&scratch, bytes + aux_bytes + 256) != CUDA_SUCCESS) return;
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
-    if (d->cu->cuMemsetD8Async(scratch, 0, bytes + aux_bytes + 256, d->stream) != CUDA_SUCCESS ||
-        d->cu->cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
+    if (!in_place) {
+        if (d->cu->cuMemAlloc(&scratch, bytes + aux_bytes + 256) != CUDA_SUCCESS) return;
+        if (d->cu->cuMemsetD8Async(scratch, 0, bytes + aux_bytes + 256, d->stream) != CUDA_SUCCESS) goto done;
+        c = scratch;
+        aux_ptr = (scratch + bytes + 255) & ~(CUdeviceptr)255;
+    }
+    if (d->cu->cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
         d->cu->cuEventCreate(&stop, CU_EVENT_DEFAULT) != CUDA_SUCCESS)
         goto done;
     if (bias && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias))
         goto done;
-    if (aux) {
-        CUdeviceptr aux_ptr = (scratch + bytes + 255) & ~(CUdeviceptr)255;
-        if (cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr,
-                                           sizeof aux_ptr))
-            goto done;
-    }
+    if (aux && cublasLtMatmulDescSetAttribute(p->desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, &aux_ptr,
+                                              sizeof aux_ptr))
+        goto done;
     /* enough repetitions for about a millisecond per candidate, judged by the first */
     float best = -1;
     int best_i = 0;
     for (int i = 0; i < found; i++) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        float once = time_algo(d, p, &results[i].algo, a, b, scratch, start, stop, 1); /* warm-up */
+        float once = time_algo(d, p, &results[i].algo, a, b, c, start, stop, 1); /* warm-up */
         if (once < 0) continue;
         int reps = once > 0.5f ? 2 : once > 0.05f ? 5 : 20;
-        float t = time_algo(d, p, &results[i].algo, a, b, scratch, start, stop, reps);
+        float t = time_algo(d, p, &results[i].algo, a, b, c, start, stop, reps);
         if (t >= 0 && (best < 0 || t < best)) best = t, best_i = i;
     }
     if (best >= 0) {
@@ -212,13 +218,14 @@ done:
     if (start) d->cu->cuEventDestroy(start);
     if (stop) d->cu->cuEventDestroy(stop);
     d->cu->cuStreamSynchronize(d->stream);
-    d->cu->cuMemFree(scratch);
+    if (scratch) d->cu->cuMemFree(scratch);
 }
 
 /* *refused is set when cuBLASLt cannot do this product at all (its heuristic says not
  * supported or offers nothing), as opposed to failing (out of memory, ...). */
 static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a,
-                               CUdeviceptr b, cuda_matmul_plan **out, bool *refused) {
+                               CUdeviceptr b, CUdeviceptr c, CUdeviceptr aux, cuda_matmul_plan **out,
+                               bool *refused) {
     cuda_matmul_plan *p = calloc(1, sizeof *p);
     if (!p) return tern_errorf("out of memory");
     p->key = *k;
@@ -287,7 +294,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
         goto fail;
     }
     p->algo = results[0].algo;
-    choose_algo(d, p, results, found, bias, a, b);
+    choose_algo(d, p, results, found, bias, a, b, c, aux);
     *out = p;
     return NULL;
 fail:
@@ -295,8 +302,10 @@ fail:
     return err;
 }
 
+/* The plan of key k, made (and its algorithm chosen on these operands: bias, a, b, and c and
+ * aux as the product will write them) on its first use. */
 static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b,
-                             cuda_matmul_plan **out, bool *refused) {
+                             CUdeviceptr c, CUdeviceptr aux, cuda_matmul_plan **out, bool *refused) {
     *refused = false;
     for (cuda_matmul_plan *p = d->plans; p; p = p->next) {
         if (!memcmp(&p->key, k, sizeof *k)) {
@@ -304,7 +313,7 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
             return NULL;
         }
     }
-    TERN_TRY(plan_create(d, k, bias, a, b, out, refused));
+    TERN_TRY(plan_create(d, k, bias, a, b, c, aux, out, refused));
     (*out)->next = d->plans;
     d->plans = *out;
     return NULL;
@@ -476,7 +485,8 @@ tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
     cuda_matmul_plan *p = NULL;
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
     bool refused = false;
-    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), &p, &refused);
+    CUdeviceptr paux = has_aux ? address(mm->aux) : 0;
+    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), address(c), paux, &p, &refused);
     if (err && refused) {
         tern_error_free(err);
         return fallback(d, c, a, b, mm, &dims);
