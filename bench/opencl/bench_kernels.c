@@ -96,13 +96,13 @@ static tern_error *op_layernorm(void *p) {
 }
 static tern_error *op_layernorm_backward(void *p) {
     ctx *c = p;
-    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, tern_none(), c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, tern_none(), tern_none(), c->y, c->x, c->w, tern_none(), c->mean, c->rstd, c->B * c->T,
                                   c->C, 1.0f);
 }
 /* as the model's training step calls it: dsum (a projection's bias gradient), written */
 static tern_error *op_layernorm_backward_dsum(void *p) {
     ctx *c = p;
-    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, c->ds, c->y, c->x, c->w, c->mean, c->rstd, c->B * c->T,
+    return gpu_layernorm_backward(gpu_dev(&G), c->dx, c->dw, c->db, c->ds, tern_none(), c->y, c->x, c->w, tern_none(), c->mean, c->rstd, c->B * c->T,
                                   c->C, 0.0f);
 }
 static tern_error *op_gelu(void *p) {

@@ -257,7 +257,7 @@ int main(int argc, char **argv) {
         BENCH("layernorm 256x768", 50, bytes, "GB/s",
               die_on(o->layernorm(dev, out, mean, rstd, x, w, b, BT, C, 1e-5f), "layernorm"));
         BENCH("layernorm_backward 256x768", 50, 2 * bytes, "GB/s",
-              die_on(o->layernorm_backward(dev, dx, dw, db, tern_none(), out, x, w, mean, rstd, BT, C, 1.0f), "lnb"));
+              die_on(o->layernorm_backward(dev, dx, dw, db, tern_none(), tern_none(), out, x, w, tern_none(), mean, rstd, BT, C, 1.0f), "lnb"));
         tern_buf h = buf(TERN_F32, (size_t)BT * 4 * C, -3, 3), hg = buf(TERN_F32, (size_t)BT * 4 * C, 0, 0);
         BENCH("gelu 256x3072", 50, 2.0 * BT * 4 * C * 4, "GB/s", die_on(o->gelu(dev, hg, h), "gelu"));
         BENCH("gelu_backward 256x3072", 50, 3.0 * BT * 4 * C * 4, "GB/s",

@@ -290,6 +290,10 @@ typedef struct tern_adamw {
  *                   the column sums of the updated dx (when dx is a residual's gradient: the
  *                   bias gradient of the layer whose output was added into that residual).
  *                   grad_beta 0: dw, db, dsum are written, not read (they may hold NaN).
+ *                   out, when present [rows, C], = the forward's output (x - mean) rstd w + b
+ *                   again, written as layernorm writes it (b [C] then required): a backward
+ *                   that recomputes the layer norm's output for the weight gradient that
+ *                   reads it next, in the pass that reads x anyway, instead of keeping it.
  *   rmsnorm         per row of x [rows, C]: rrms = 1 / sqrt(mean(x^2) + eps); out = x rrms w,
  *                   w [C]; rrms f32 [rows], stored when present. out disjoint from the rest.
  *   rmsnorm_backward  xhat = x rrms; dx += rrms (w dout - xhat mean(w dout xhat)) (accumulates);
@@ -409,10 +413,10 @@ typedef struct tern_adamw {
                   tern_buf w, tern_buf b, int rows, int C, float eps),                     \
       (d, out, mean, rstd, x, w, b, rows, C, eps))                                         \
     X(layernorm_backward, (tern_dev * d, tern_buf dx, tern_buf dw, tern_buf db,            \
-                           tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w,           \
-                           tern_buf mean, tern_buf rstd, int rows, int C,                  \
-                           float grad_beta),                                               \
-      (d, dx, dw, db, dsum, dout, x, w, mean, rstd, rows, C, grad_beta))                   \
+                           tern_buf dsum, tern_buf out, tern_buf dout, tern_buf x,         \
+                           tern_buf w, tern_buf b, tern_buf mean, tern_buf rstd, int rows, \
+                           int C, float grad_beta),                                        \
+      (d, dx, dw, db, dsum, out, dout, x, w, b, mean, rstd, rows, C, grad_beta))           \
     X(gelu, (tern_dev * d, tern_buf out, tern_buf x), (d, out, x))                         \
     X(gelu_backward, (tern_dev * d, tern_buf dx, tern_buf dout, tern_buf x), (d, dx, dout, x)) \
     X(attention_saved_len, (tern_dev * d, int B, int T, int NH, size_t *out),              \

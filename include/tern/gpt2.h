@@ -71,8 +71,9 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
  * logits. recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
  * input in the backward pass (4 C values a token a layer less memory, one more pass over
  * them). recompute_layernorm: one layer-norm output [B T, C] for both layer norms of all
- * layers, recomputed in the backward pass (2 C values a token a layer less, two more
- * passes). Passes without a backward share those buffers in any case. */
+ * layers, written again by each layer norm's backward pass, which reads its input anyway
+ * (2 C values a token a layer less, 2 C more written; the same values bit for bit).
+ * Passes without a backward share those buffers in any case. */
 typedef struct tern_gpt2_memory {
     int logit_rows;
     bool recompute_gelu;

@@ -40,7 +40,8 @@ static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved
     a->gelu_shared = shared_gelu;
     tern_buf gelu_all = shared_gelu ? MODEL_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
     /* ln1, ln2 [BT, C]: likewise, one for both layer norms of every layer when the backward
-     * recomputes them (m->memory.recompute_layernorm) or reads none */
+     * recomputes them (m->memory.recompute_layernorm: each layer norm's backward writes its
+     * output again, for the weight gradient after it) or reads none */
     bool shared_ln = !with_grad || m->memory.recompute_layernorm;
     a->ln_shared = shared_ln;
     tern_buf ln_all = shared_ln ? MODEL_FN(take)(p, POOL_ACT, BT * C) : tern_none();
@@ -157,19 +158,23 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
     return NULL;
 }
 
-/* Gradient of a linear layer y = x @ w + b, given dy [rows, out]:
- * dx [rows, in] = dy @ w^T (overwritten), dw [in, out] += x^T @ dy, db [out] += sum of dy
- * (in the same product: its bias gradient), or = when grad_beta is 0 (the gradients were
- * just zeroed: nothing to read back). db may be absent: the residual projections' bias
- * gradients come from the layer norm backward that makes their dy (see block_backward).
- * dx_epilogue GELU_BACKWARD (with dx_aux, the GELU's pre-activation [rows, in]) takes dx on
- * through the GELU that made x: dx = gelu'(dx_aux) * (dy @ w^T), in the same product. */
-static tern_error *linear_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dy,
-                                   tern_buf x, tern_buf w, int rows, int in, int out,
-                                   tern_epilogue dx_epilogue, tern_buf dx_aux, float grad_beta) {
+/* Gradient of a linear layer y = x @ w + b, given dy [rows, out], in two products:
+ * linear_dx: dx [rows, in] = dy @ w^T (overwritten); dx_epilogue GELU_BACKWARD (with dx_aux,
+ * the GELU's pre-activation [rows, in]) takes dx on through the GELU that made x:
+ * dx = gelu'(dx_aux) * (dy @ w^T), in the same product.
+ * linear_dw: dw [in, out] += x^T @ dy, db [out] += sum of dy (in the same product: its bias
+ * gradient), or = when grad_beta is 0 (the gradients were just zeroed: nothing to read
+ * back). db may be absent: the residual projections' bias gradients come from the layer
+ * norm backward that makes their dy (see block_backward). */
+static tern_error *linear_dx(tern_dev *d, tern_buf dx, tern_buf dy, tern_buf w, int rows, int in, int out,
+                             tern_epilogue dx_epilogue, tern_buf dx_aux) {
     tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0,
                          .epilogue = dx_epilogue, .aux = dx_aux};
-    TERN_TRY(OP(matmul)(d, dx, dy, w, &dx_mm));
+    return OP(matmul)(d, dx, dy, w, &dx_mm);
+}
+
+static tern_error *linear_dw(tern_dev *d, tern_buf dw, tern_buf db, tern_buf dy, tern_buf x, int rows, int in,
+                             int out, float grad_beta) {
     tern_matmul dw_mm = {.m = in, .n = out, .k = rows, .trans_a = true, .alpha = 1, .beta = grad_beta,
                          .bias_grad = db};
     return OP(matmul)(d, dw, x, dy, &dw_mm);
@@ -203,39 +208,40 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* fch_gelu [BT, 4C] = gelu(fch), again, when the layers share it (the last layer's is
      * still there from the forward pass) */
     if (a->gelu_shared && l != cfg->n_layer - 1) TERN_TRY(OP(gelu)(d, la->fch_gelu, la->fch));
-    TERN_TRY(linear_backward(d, a->dfch, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu,
-                             gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD, la->fch, gb));
-    /* ln2 [BT, C] = ln_2(res2), again, when the layer norms share it (the last layer's ln_2
-     * is the last written there by the forward pass) */
-    if (a->ln_shared && l != cfg->n_layer - 1)
-        TERN_TRY(OP(layernorm)(d, la->ln2, la->ln2_mean, la->ln2_rstd, la->res2,
-                               gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), BT, C, cfg->ln_eps));
-    /* dln [BT, C] = dfch @ W_fc^T; d(W_fc) [C, 4C], d(b_fc) [4C] */
-    TERN_TRY(linear_backward(d, a->dln, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2,
-                             gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
+    TERN_TRY(linear_dx(d, a->dfch, a->dres, gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD,
+                       la->fch));
+    TERN_TRY(linear_dw(d, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu, BT, 4 * C, C, gb));
+    /* dln [BT, C] = dfch @ W_fc^T */
+    TERN_TRY(linear_dx(d, a->dln, a->dfch, gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none()));
     /* dres [BT, C] += ln_2's backward of dln: now d(res2). d(ln_2 w), d(ln_2 b) [C], and
-     * dsum: d(b_attproj) [C] = sum over rows of d(res2) */
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), a->dln,
-                                    la->res2, gpt2_w(m, GPT2_LN2W, l), la->ln2_mean, la->ln2_rstd, BT, C, gb));
+     * dsum: d(b_attproj) [C] = sum over rows of d(res2). When the layer norms share their
+     * output (m->memory.recompute_layernorm), it writes ln2 = ln_2(res2) again for d(W_fc)
+     * below (not for the last layer: its ln_2 is the last written there by the forward). */
+    tern_buf ln2_again = a->ln_shared && l != cfg->n_layer - 1 ? la->ln2 : tern_none();
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), ln2_again, a->dln,
+                                    la->res2, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), la->ln2_mean,
+                                    la->ln2_rstd, BT, C, gb));
+    /* d(W_fc) [C, 4C] = ln2^T @ dfch, d(b_fc) [4C] */
+    TERN_TRY(linear_dw(d, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2, BT, C, 4 * C, gb));
 
     /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
     /* datty [BT, C] = dres @ W_attproj^T; d(W_attproj) [C, C]. d(b_attproj): summed above. */
-    TERN_TRY(linear_backward(d, a->datty, G(GPT2_ATTPROJW), tern_none(), a->dres, la->atty,
-                             gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE, tern_none(), gb));
+    TERN_TRY(linear_dx(d, a->datty, a->dres, gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE,
+                       tern_none()));
+    TERN_TRY(linear_dw(d, G(GPT2_ATTPROJW), tern_none(), a->dres, la->atty, BT, C, C, gb));
     /* dqkv [BT, 3C] = the gradient of qkv through the attention */
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     NH, NH, C / NH));
-    /* ln1 [BT, C] = ln_1(x), again, when the layer norms share it */
-    if (a->ln_shared)
-        TERN_TRY(OP(layernorm)(d, la->ln1, la->ln1_mean, la->ln1_rstd, x, gpt2_w(m, GPT2_LN1W, l),
-                               gpt2_w(m, GPT2_LN1B, l), BT, C, cfg->ln_eps));
-    /* dln [BT, C] = dqkv @ W_qkv^T; d(W_qkv) [C, 3C], d(b_qkv) [3C] */
-    TERN_TRY(linear_backward(d, a->dln, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1,
-                             gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none(), gb));
+    /* dln [BT, C] = dqkv @ W_qkv^T */
+    TERN_TRY(linear_dx(d, a->dln, a->dqkv, gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
     /* dres [BT, C] += ln_1's backward of dln: now d(x). d(ln_1 w), d(ln_1 b) [C], and dsum:
-     * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1) */
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), dfcproj_b_prev, a->dln, x,
-                                    gpt2_w(m, GPT2_LN1W, l), la->ln1_mean, la->ln1_rstd, BT, C, gb));
+     * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1). When the
+     * layer norms share their output, it writes ln1 = ln_1(x) again for d(W_qkv) below. */
+    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), dfcproj_b_prev,
+                                    a->ln_shared ? la->ln1 : tern_none(), a->dln, x, gpt2_w(m, GPT2_LN1W, l),
+                                    gpt2_w(m, GPT2_LN1B, l), la->ln1_mean, la->ln1_rstd, BT, C, gb));
+    /* d(W_qkv) [C, 3C] = ln1^T @ dqkv, d(b_qkv) [3C] */
+    TERN_TRY(linear_dw(d, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1, BT, C, 3 * C, gb));
 #undef G
     return NULL;
 }
@@ -259,8 +265,9 @@ static tern_error *backward(tern_gpt2 *m) {
     tern_buf dfcproj_b_last = L ? gpt2_tensor_view(cfg, m->flat.grads, GPT2_FCPROJB, L - 1) : tern_none();
     TERN_TRY(OP(fill)(d, a->dres, 0.0));
     TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFW, 0),
-                                    gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFB, 0), dfcproj_b_last, a->dln,
-                                    last, gpt2_w(m, GPT2_LNFW, 0), a->lnf_mean, a->lnf_rstd, BT, C, gb));
+                                    gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFB, 0), dfcproj_b_last,
+                                    tern_none(), a->dln, last, gpt2_w(m, GPT2_LNFW, 0), tern_none(), a->lnf_mean,
+                                    a->lnf_rstd, BT, C, gb));
     for (int l = L - 1; l >= 0; l--) {
         tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
         TERN_TRY(block_backward(m, l, x, &a->layers[l]));

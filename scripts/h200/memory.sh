@@ -18,6 +18,9 @@ build_tern
 # adamw's split form (the bf16 master as the compute weights and a u16 of low halves) against
 # its f32 form, bit for bit, on cuda
 TERN_TEST_HANDLER=cuda step "ops: test_ops_elementwise on cuda" 60 ops-elementwise.log $b/tests/ops/test_ops_elementwise
+# layernorm_backward writing the forward's output again (--recompute layernorm): bit for bit
+# the forward's, on cuda
+TERN_TEST_HANDLER=cuda step "ops: test_ops_layernorm on cuda" 60 ops-layernorm.log $b/tests/ops/test_ops_layernorm
 # cuBLASLt's tuning times products that read no C into their own output (no scratch): every
 # product against the reference on cuda, tuned afresh
 TERN_CACHE_DIR=/tmp/kc-ops-matmul TERN_TEST_HANDLER=cuda step "ops: test_ops_matmul on cuda" 180 ops-matmul.log \

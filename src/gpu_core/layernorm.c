@@ -52,10 +52,11 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
  * H200 (bench/h200/NOTES.md, run 51, partial rows then per SIMD group): the layer norm
  * backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
 tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
-                                   tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                   tern_buf rstd, int rows, int C, float grad_beta) {
+                                   tern_buf out, tern_buf dout, tern_buf x, tern_buf w, tern_buf b,
+                                   tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
+    bool with_out = tern_present(out);
     /* P partial rows per SIMD group: dw's and db's column sums, and dsum's when asked for */
     int P = tern_present(dsum) ? 3 : 2;
     /* SIMD groups: about lnb_rows rows each (enough in flight to hide memory latency; the
@@ -69,20 +70,33 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     TERN_TRY(gpu_check_index("layernorm_backward", "the partial sums", plen));
     tern_dbuf scratch;
     TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "layernorm_backward"));
-    tern_buf all[4] = {dx, dout, x, w};
+    tern_buf all[6] = {dx, dout, x, w, out, b};
     gk_spec s = {0};
     s.t[0] = gpu_t(dx);
     s.t[1] = gpu_t(dout);
     s.t[2] = gpu_t(x);
     s.t[3] = gpu_t(w);
-    s.n[1] = gpu_ln_row_path(all, 4, C, &s.n[0]);
+    if (with_out) s.t[4] = gpu_t(out), s.t[5] = gpu_t(b);
+    s.n[1] = gpu_ln_row_path(all, with_out ? 6 : 4, C, &s.n[0]);
     s.n[2] = P;
-    tern_arg partial = gpu_scratch_arg(scratch, 0, plen);
-    tern_arg args[] = {tern_arg_buf(dx), partial, tern_arg_buf(dout), tern_arg_buf(x), tern_arg_buf(w),
-                       tern_arg_buf(mean), tern_arg_buf(rstd), tern_arg_i32(rows), tern_arg_i32(C),
-                       tern_arg_i32((int32_t)S), tern_arg_i32((int32_t)iters)};
+    s.n[3] = with_out;
+    tern_arg args[13];
+    size_t c = 0;
+    args[c++] = tern_arg_buf(dx);
+    args[c++] = gpu_scratch_arg(scratch, 0, plen);
+    if (with_out) args[c++] = tern_arg_buf(out);
+    args[c++] = tern_arg_buf(dout);
+    args[c++] = tern_arg_buf(x);
+    args[c++] = tern_arg_buf(w);
+    if (with_out) args[c++] = tern_arg_buf(b);
+    args[c++] = tern_arg_buf(mean);
+    args[c++] = tern_arg_buf(rstd);
+    args[c++] = tern_arg_i32(rows);
+    args[c++] = tern_arg_i32(C);
+    args[c++] = tern_arg_i32((int32_t)S);
+    args[c++] = tern_arg_i32((int32_t)iters);
     TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
-                     tern_dims1(32 * GK_LN_ROWS), args, 11));
+                     tern_dims1(32 * GK_LN_ROWS), args, c));
     /* the partial rows: one per group, or one per SIMD group */
     size_t count = gk_lnb_group_partials(s.n[1], P) ? S / GK_LN_ROWS : S;
     /* Partial row p is added into outs[p]. Outputs that follow each other in one buffer (as

@@ -872,7 +872,9 @@ tern_error *tern_validate_layernorm(tern_dev *d, tern_buf out, tern_buf mean, te
     return NULL;
 }
 
-tern_error *tern_validate_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum, tern_buf dout, tern_buf x, tern_buf w, tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
+tern_error *tern_validate_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
+                                             tern_buf out, tern_buf dout, tern_buf x, tern_buf w, tern_buf b,
+                                             tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     const char *op = "layernorm_backward";
     TERN_TRY(tern_check_positive(op, "rows", rows));
     TERN_TRY(tern_check_positive(op, "C", C));
@@ -883,20 +885,23 @@ tern_error *tern_validate_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf 
     TERN_TRY(tern_check_buf(op, "dw", dw, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_buf(op, "db", db, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_optional(op, "dsum", dsum, TERN_DT_FLOAT2, SZ(C), "C"));
+    TERN_TRY(tern_check_optional(op, "out", out, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "w", w, TERN_DT_FLOAT2, SZ(C), "C"));
+    if (tern_present(out)) TERN_TRY(tern_check_buf(op, "b (out is written)", b, TERN_DT_FLOAT2, SZ(C), "C"));
+    else TERN_TRY(tern_check_optional(op, "b", b, TERN_DT_FLOAT2, SZ(C), "C"));
     TERN_TRY(tern_check_buf(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
     TERN_TRY(tern_check_buf(op, "rstd", rstd, TERN_DT_F32, SZ(rows), "rows"));
-    /* dsum absent has len 0, which overlaps nothing */
-    const tern_buf outs[4] = {dx, dw, db, dsum};
-    const char *out_names[4] = {"dx", "dw", "db", "dsum"};
-    const tern_buf ins[5] = {dout, x, w, mean, rstd};
-    const char *in_names[5] = {"dout", "x", "w", "mean", "rstd"};
-    for (int i = 0; i < 4; i++) {
-        for (int j = 0; j < 5; j++)
+    /* dsum, out and b absent have len 0, which overlaps nothing */
+    const tern_buf outs[5] = {dx, dw, db, dsum, out};
+    const char *out_names[5] = {"dx", "dw", "db", "dsum", "out"};
+    const tern_buf ins[6] = {dout, x, w, b, mean, rstd};
+    const char *in_names[6] = {"dout", "x", "w", "b", "mean", "rstd"};
+    for (int i = 0; i < 5; i++) {
+        for (int j = 0; j < 6; j++)
             TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], in_names[j], ins[j]));
-        for (int j = i + 1; j < 4; j++)
+        for (int j = i + 1; j < 5; j++)
             TERN_TRY(tern_check_disjoint(op, out_names[i], outs[i], out_names[j], outs[j]));
     }
     return NULL;

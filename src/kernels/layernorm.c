@@ -129,10 +129,12 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     }
 }
 
-/* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w; n[0] W, n[1] C or 0 (as the forward);
- * n[2] = P, the partial rows per SIMD group: 2 (dw, db) or 3 (dw, db, dsum). Parameters: dx,
- * partial, dout, x, w, mean, rstd, rows, C, S (SIMD groups in the grid), iters =
- * ceil(rows / S).
+/* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w, t[4] out, t[5] b; n[0] W, n[1] C or 0
+ * (as the forward); n[2] = P, the partial rows per SIMD group: 2 (dw, db) or 3 (dw, db,
+ * dsum); n[3] = 1: the forward's output is written again (out, from b). Parameters: dx,
+ * partial, [out], dout, x, w, [b], mean, rstd, rows, C, S (SIMD groups in the grid), iters =
+ * ceil(rows / S). out is the forward's expression on the same values (x, the stored mean
+ * and rstd, w, b), so it equals what layernorm wrote.
  * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; SIMD group s sums
  * dout xhat, dout and (P = 3) the updated dx over its rows s, s + S, ... into partial[s, 0, :],
  * partial[s, 1, :] and partial[s, 2, :] (f32 [S, P, C]), which partial_add then adds into dw,
@@ -141,12 +143,14 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int W = s->n[0], Cc = s->n[1], P = s->n[2];
-    bool with_dsum = P == 3;
+    bool with_dsum = P == 3, with_out = s->n[3];
     tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
+    tern_v out = with_out ? ku_buf(kb, "out", s->t[4], TERN_WRITE) : tern_int(0);
     tern_v dout = ku_buf(kb, "dout", s->t[1], TERN_READ);
     tern_v x = ku_buf(kb, "x", s->t[2], TERN_READ);
     tern_v w = ku_buf(kb, "w", s->t[3], TERN_READ);
+    tern_v b = with_out ? ku_buf(kb, "b", s->t[5], TERN_READ) : tern_int(0);
     tern_v mean = tern_param_buf(kb, "mean", TERN_T_F32, TERN_READ);
     tern_v rstd = tern_param_buf(kb, "rstd", TERN_T_F32, TERN_READ);
     tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
@@ -211,6 +215,12 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                         if (with_dsum) tern_assign(ds[q], tern_add(ds[q], o[j]));
                     }
                     ku_store(dx, at, W, o);
+                    if (with_out) { /* the forward's output: gk_ln_row_out's expression */
+                        tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)), bv[8];
+                        ku_load(b, col, W, bv);
+                        for (int j = 0; j < W; j++) o[j] = tern_fma(xh[k * W + j], wv[k * W + j], bv[j]);
+                        ku_store(out, at, W, o);
+                    }
                 }
             }
         }
@@ -284,6 +294,8 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                     tern_v d = tern_sub(tern_sub(tern_mul(tern_load(w, j), gj), m1), tern_mul(xhat, m2));
                     tern_v o = tern_fma(d, rs, tern_load(dx, at));
                     tern_store(dx, at, o);
+                    /* the forward's output, as the forward's generic path computes it */
+                    if (with_out) tern_store(out, at, tern_fma(xhat, tern_load(w, j), tern_load(b, j)));
                     tern_v pw = tern_add(pbase, j), pb = tern_add(pw, C);
                     tern_store(partial, pw, tern_fma(gj, xhat, tern_load(partial, pw)));
                     tern_store(partial, pb, tern_add(tern_load(partial, pb), gj));

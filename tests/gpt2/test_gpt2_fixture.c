@@ -221,13 +221,10 @@ static float *read_all_grads(tern_gpt2 *m, size_t *n, size_t total) {
     return all;
 }
 
-static void test_grad_accumulation(tern_gpt2 *m) {
-    int32_t x[256], y[256];
-    ref_ids("inputs", x, 256);
-    ref_ids("targets", y, 256);
-    float loss;
+/* Each parameter's length (n[i], wte's last) and their total. */
+static size_t grad_lengths(tern_gpt2 *m, size_t n[N_PARAM_NAMES + 1]) {
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
-    size_t n[N_PARAM_NAMES + 1], total = 0;
+    size_t total = 0;
     for (size_t i = 0; i <= N_PARAM_NAMES; i++) {
         char key[160];
         snprintf(key, sizeof key, "grad.%s", i < N_PARAM_NAMES ? param_names[i] : "");
@@ -235,6 +232,15 @@ static void test_grad_accumulation(tern_gpt2 *m) {
         else n[i] = (size_t)cfg->vocab_size * cfg->n_embd;
         total += n[i];
     }
+    return total;
+}
+
+static void test_grad_accumulation(tern_gpt2 *m) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    float loss;
+    size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
     CHECK_OK(tern_gpt2_zero_grad(m));
     CHECK_OK(tern_gpt2_forward_backward(m, x, y, 2, 64, 1.0f, &loss));
     CHECK_OK(tern_gpt2_forward_backward(m, x + 128, y + 128, 2, 64, 1.0f, &loss));
@@ -258,6 +264,35 @@ static void test_grad_accumulation(tern_gpt2 *m) {
     }
     printf("  accumulated gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
     free(both), free(halves[0]), free(halves[1]);
+}
+
+/* The layer norms recomputed in the backward pass (recompute_layernorm: their backward
+ * writes their output again, for the weight gradient after it) change no value: the same
+ * expression on the same values as the forward's, so every gradient bit for bit as without
+ * it, the loss too. */
+static void test_layernorm_recompute_exact(tern_gpt2 *m) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
+    float loss[2], *grads[2];
+    for (int pass = 0; pass < 2; pass++) {
+        tern_gpt2_memory memory = {.recompute_layernorm = pass == 1};
+        CHECK_OK(tern_gpt2_set_memory(m, &memory));
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
+        grads[pass] = read_all_grads(m, n, total);
+    }
+    size_t differ = 0;
+    for (size_t k = 0; k < total && grads[0] && grads[1]; k++)
+        differ += memcmp(&grads[0][k], &grads[1][k], sizeof(float)) != 0;
+    CHECKF(differ == 0 && memcmp(&loss[0], &loss[1], sizeof(float)) == 0,
+           "layer norms recomputed: %zu of %zu gradient values and the loss (%.9g, %.9g) differ", differ, total,
+           loss[0], loss[1]);
+    printf("  layer norms recomputed: gradients bit for bit as kept (%zu values)\n", total);
+    tern_gpt2_memory none = {0};
+    CHECK_OK(tern_gpt2_set_memory(m, &none));
+    free(grads[0]), free(grads[1]);
 }
 
 /* Compares one parameter after the AdamW steps with the fixture (see the tolerance note at
@@ -449,6 +484,7 @@ int main(void) {
             test_gradients(m);
             test_grad_accumulation(m);
             test_memory_settings(m);
+            test_layernorm_recompute_exact(m);
         }
         if (!bf16 && decode) test_greedy(m);
         if (!bf16 && training) test_adamw(m);

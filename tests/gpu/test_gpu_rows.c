@@ -37,12 +37,13 @@ static void test_layernorm(void) {
                 GT_BOTH(layernorm, V(po), tern_none(), tern_none(), V(px), V(pw), V(pb), rows, C, 1e-5f);
                 GT_EXPECT(po, gt_tol(dt, 1e-5), "layernorm without stats %dx%d", rows, C);
                 /* backward accumulates into dx, dw, db and dsum (grad_beta 1; dsum: the column
-                 * sums of the updated dx) */
+                 * sums of the updated dx) and writes the forward's output again (py) */
                 gt_pair pg = gt_make(dt, n, 0, g), pdx = gt_make(dt, n, off * 3, dx0);
                 gt_pair pdw = gt_make(dt, (size_t)C, 0, dw0), pdb = gt_make(dt, (size_t)C, 1, db0);
-                gt_pair pds = gt_make(dt, (size_t)C, 2 + off, dw0);
-                GT_BOTH(layernorm_backward, V(pdx), V(pdw), V(pdb), V(pds), V(pg), V(px), V(pw), V(pm), V(pr), rows, C,
-                        1.0f);
+                gt_pair pds = gt_make(dt, (size_t)C, 2 + off, dw0), py = gt_make(dt, n, 1 + off, NULL);
+                GT_BOTH(layernorm_backward, V(pdx), V(pdw), V(pdb), V(pds), V(py), V(pg), V(px), V(pw), V(pb), V(pm),
+                        V(pr), rows, C, 1.0f);
+                GT_EXPECT(py, gt_tol(dt, 1e-5), "layernorm_backward out %dx%d %s", rows, C, tern_dtype_name(dt));
                 GT_EXPECT(pdx, gt_tol(dt, 1e-5), "layernorm_backward dx %dx%d %s", rows, C, tern_dtype_name(dt));
                 GT_EXPECT(pdw, gt_tol(dt, 1e-5), "layernorm_backward dw %dx%d", rows, C);
                 GT_EXPECT(pdb, gt_tol(dt, 1e-5), "layernorm_backward db %dx%d", rows, C);
@@ -50,13 +51,13 @@ static void test_layernorm(void) {
                 /* grad_beta 0: dw, db, dsum hold NaN and are written, not read */
                 gt_pair nw = gt_make(dt, (size_t)C, 0, NULL), nb = gt_make(dt, (size_t)C, 3, NULL);
                 gt_pair nds = gt_make(dt, (size_t)C, 1, NULL);
-                GT_BOTH(layernorm_backward, V(pdx), V(nw), V(nb), V(nds), V(pg), V(px), V(pw), V(pm), V(pr), rows, C,
-                        0.0f);
+                GT_BOTH(layernorm_backward, V(pdx), V(nw), V(nb), V(nds), tern_none(), V(pg), V(px), V(pw),
+                        tern_none(), V(pm), V(pr), rows, C, 0.0f);
                 GT_EXPECT(pdx, gt_tol(dt, 1e-5), "layernorm_backward grad_beta 0 dx %dx%d", rows, C);
                 GT_EXPECT(nw, gt_tol(dt, 1e-5), "layernorm_backward grad_beta 0 dw %dx%d", rows, C);
                 GT_EXPECT(nb, gt_tol(dt, 1e-5), "layernorm_backward grad_beta 0 db %dx%d", rows, C);
                 GT_EXPECT(nds, gt_tol(dt, 1e-5), "layernorm_backward grad_beta 0 dsum %dx%d", rows, C);
-                gt_pair *all[] = {&px, &pw, &pb, &po, &pm, &pr, &pg, &pdx, &pdw, &pdb, &pds, &nw, &nb, &nds};
+                gt_pair *all[] = {&px, &pw, &pb, &po, &pm, &pr, &pg, &pdx, &pdw, &pdb, &pds, &py, &nw, &nb, &nds};
                 for (size_t k = 0; k < sizeof all / sizeof all[0]; k++) gt_free(all[k]);
             }
         }

@@ -1,7 +1,8 @@
 /* layernorm and layernorm_backward against double-precision references, over shapes
  * (C = 1, odd C, GPT-2's 768), mixed f32/bf16 buffers, views at offsets, present and absent
  * mean/rstd and dsum; layernorm_backward's dsum against the column sums of the dx it
- * updated, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the reference
+ * updated, its out (the forward's output written again) bit for bit against the handler's
+ * own forward, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the reference
  * backward against finite differences of the reference forward,
  * and the handler's backward against finite differences of its own forward; then errors. */
 #include "ops_test.h"
@@ -127,8 +128,22 @@ static void test_forward_backward(ot_ctx *c) {
             ot_buf bg = ot_make(c, d_g, n, 7, g), bdx = ot_make(c, d_dx, n, 8, dx0),
                    bdw = ot_make(c, d_dw, C, 9, dw0), bdb = ot_make(c, d_db, C, 10, db0),
                    bds = ot_make(c, d_dw, C, 11, dw0);
+            /* out on combos 0 and 1 mod 4 (so with and without dsum), in out's dtype: the
+             * same expression on the same values as the forward, so its very bits */
+            bool with_out = combo % 4 < 2;
+            ot_buf by = ot_make(c, d_out, n, 12, NULL);
             CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, with_dsum ? bds.view : tern_none(),
-                                           bg.view, bx.view, bw.view, bm.view, br.view, rows, C, 1.0f));
+                                           with_out ? by.view : tern_none(), bg.view, bx.view, bw.view,
+                                           with_out ? bb.view : tern_none(), bm.view, br.view, rows, C, 1.0f));
+            if (with_out) {
+                float *fwd = malloc(n * sizeof(float)), *again = malloc(n * sizeof(float));
+                ot_read(c, bo, fwd), ot_read(c, by, again);
+                size_t bad = 0;
+                for (size_t i = 0; i < n; i++) bad += memcmp(&fwd[i], &again[i], sizeof(float)) != 0;
+                CHECKF(bad == 0, "%s: layernorm_backward out %dx%d combo %d: %zu of %zu values differ from the forward's",
+                       c->handler, rows, C, combo, bad, n);
+                free(fwd), free(again);
+            }
             /* dx has cancellations (dnorm minus its means), still ~1e-6 norm-wise in f32 */
             OT_EXPECT(c, bdx, want_dx, ot_tol(d_dx, 2e-5), "layernorm_backward dx %dx%d combo %d", rows, C, combo);
             OT_EXPECT(c, bdw, want_dw, ot_tol(d_dw, 2e-5), "layernorm_backward dw %dx%d combo %d", rows, C, combo);
@@ -139,6 +154,7 @@ static void test_forward_backward(ot_ctx *c) {
                           "layernorm_backward dsum %dx%d combo %d", rows, C, combo);
             ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &bo), ot_free(c, &bm), ot_free(c, &br);
             ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb), ot_free(c, &bds);
+            ot_free(c, &by);
             free(want_ds);
             free(x), free(w), free(b), free(g), free(dx0), free(dw0), free(db0);
             free(out), free(mean), free(rstd), free(gx), free(gw), free(gb);
@@ -174,7 +190,7 @@ static void test_backward_adjacent_grads(ot_ctx *c) {
             ot_buf bm = ot_make(c, TERN_F32, rows, 6, fm), br = ot_make(c, TERN_F32, rows, 7, fr);
             CHECK_OK(o->fill(c->d, bdx.view, 0.0));
             CHECK_OK(o->layernorm_backward(c->d, bdx.view, tern_view(bwb.view, 0, C), tern_view(bwb.view, C, C),
-                                           tern_none(), bg.view, bx.view, bw.view, bm.view, br.view, rows, C, 1.0f));
+                                           tern_none(), tern_none(), bg.view, bx.view, bw.view, tern_none(), bm.view, br.view, rows, C, 1.0f));
             OT_EXPECT(c, bwb, want, ot_tol(dt, 2e-5), "layernorm_backward dw|db adjacent %dx%d %s", rows, C,
                       tern_dtype_name(dt));
             ot_free(c, &bx), ot_free(c, &bw), ot_free(c, &bg), ot_free(c, &bdx), ot_free(c, &bwb);
@@ -239,8 +255,8 @@ static void test_backward_dsum_beta(ot_ctx *c) {
                         view[k] = home[k] < 0 ? tern_none()
                                               : tern_view(bo[home[k]].view, (size_t)(k - first[home[k]]) * C, C);
                     ot_buf bdx = ot_make(c, dt, n, 4, dx0);
-                    CHECK_OK(o->layernorm_backward(c->d, bdx.view, view[0], view[1], view[2], bg.view, bx.view,
-                                                   bw.view, bm.view, br.view, rows, C, beta));
+                    CHECK_OK(o->layernorm_backward(c->d, bdx.view, view[0], view[1], view[2], tern_none(), bg.view, bx.view,
+                                                   bw.view, tern_none(), bm.view, br.view, rows, C, beta));
                     ot_read(c, bdx, dxh);
                     for (int j = 0; j < C; j++) {
                         double sum = 0;
@@ -336,7 +352,7 @@ static void test_finite_differences(ot_ctx *c) {
     ot_buf bg = ot_make(c, TERN_F32, n, 0, G), bdx = ot_make(c, TERN_F32, n, 0, zeros_n);
     ot_buf bdw = ot_make(c, TERN_F32, C, 0, zeros_c), bdb = ot_make(c, TERN_F32, C, 0, zeros_c);
     CHECK_OK(o->layernorm(c->d, bo.view, bm.view, br.view, bx.view, bw.view, bb.view, rows, C, 1e-5f));
-    CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, tern_none(), bg.view, bx.view, bw.view, bm.view,
+    CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, tern_none(), tern_none(), bg.view, bx.view, bw.view, tern_none(), bm.view,
                                    br.view, rows, C, 1.0f));
     float gx2[512], gw2[64], gb2[64];
     ot_read(c, bdx, gx2), ot_read(c, bdw, gw2), ot_read(c, bdb, gb2);
@@ -379,37 +395,50 @@ static void test_errors(ot_ctx *c) {
     ot_buf dx = ot_make(c, TERN_F32, 128, 0, NULL), dw = ot_make(c, TERN_F32, 32, 0, NULL);
     ot_buf db = ot_make(c, TERN_F32, 32, 0, NULL), rstd = ot_make(c, TERN_F32, 4, 0, NULL);
     ot_buf ds = ot_make(c, TERN_F32, 32, 0, NULL), ds_i32 = ot_make(c, TERN_I32, 32, 0, NULL);
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, w.view, db.view, none, out.view, x128.view, w.view, mean.view,
+    ot_buf ds_out = ot_make(c, TERN_F32, 128, 0, NULL);
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, w.view, db.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dw and w overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, x128.view, dw.view, db.view, none, out.view, x128.view, w.view, mean.view,
+    CHECK_ERR(o->layernorm_backward(c->d, x128.view, dw.view, db.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dx and x overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, out.view, x128.view, w.view, none,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), none,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: mean is absent");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, none, out.view, x128.view, w.view, mean.view,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dw and db overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, out.view, x128.view, w.view, mean.view,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 33, 1.0f),
               "layernorm_backward: dx has 128 elements, rows * C needs 132");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(ds.view, 0, 31), out.view, x128.view,
-                                    w.view, mean.view, rstd.view, 4, 32, 1.0f),
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(ds.view, 0, 31), tern_none(), out.view, x128.view,
+                                    w.view, tern_none(), mean.view, rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dsum has 31 elements, C needs 32");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds_i32.view, out.view, x128.view, w.view,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds_i32.view, tern_none(), out.view, x128.view, w.view, tern_none(),
                                     mean.view, rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dsum is i32, needs f32 or bf16");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(dx.view, 0, 32), out.view, x128.view,
-                                    w.view, mean.view, rstd.view, 4, 32, 1.0f),
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, tern_view(dx.view, 0, 32), tern_none(), out.view, x128.view,
+                                    w.view, tern_none(), mean.view, rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dx and dsum overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, db.view, out.view, x128.view, w.view, mean.view,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, db.view, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: db and dsum overlap");
-    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds.view, out.view, x128.view, w.view, mean.view,
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, ds.view, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, NAN),
               "layernorm_backward: grad_beta must be finite");
-    ot_free(c, &ds), ot_free(c, &ds_i32);
+    /* out (the forward's output written again) needs b, and overlaps nothing */
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, ds_out.view, out.view, x128.view, w.view,
+                                    none, mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: b (out is written) is absent");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, x128.view, out.view, x128.view, w.view,
+                                    b.view, mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: out and x overlap");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, tern_view(ds_out.view, 0, 127), out.view,
+                                    x128.view, w.view, b.view, mean.view, rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: out has 127 elements, rows * C needs 128");
+    CHECK_OK(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, ds_out.view, out.view, x128.view, w.view,
+                                   b.view, mean.view, rstd.view, 4, 32, 1.0f));
+    ot_free(c, &ds), ot_free(c, &ds_i32), ot_free(c, &ds_out);
     CHECK_OK(o->layernorm(c->d, out.view, mean.view, rstd.view, x128.view, w.view, b.view, 4, 32, 1e-5f));
     ot_free(c, &x), ot_free(c, &out), ot_free(c, &w), ot_free(c, &b), ot_free(c, &mean), ot_free(c, &m16);
     ot_free(c, &x128), ot_free(c, &i32), ot_free(c, &dx), ot_free(c, &dw), ot_free(c, &db), ot_free(c, &rstd);

@@ -104,7 +104,9 @@ static void call_random(ot_ctx *c, int op) {
     case 11: err = o->layernorm(d, a, b, x, y, z, w, i1, i2, ot_randint(0, 2) ? 1e-5f : f); break;
     case 12: {
         tern_buf dsum = ot_randint(0, 2) ? tern_none() : pick_buf(), mean = pick_buf(), rstd = pick_buf();
-        err = o->layernorm_backward(d, a, b, x, dsum, y, z, w, mean, rstd, i1, i2, ot_randint(0, 3) ? 1.0f : f);
+        tern_buf out = ot_randint(0, 2) ? tern_none() : pick_buf(), bias = ot_randint(0, 2) ? tern_none() : pick_buf();
+        err = o->layernorm_backward(d, a, b, x, dsum, out, y, z, w, bias, mean, rstd, i1, i2,
+                                    ot_randint(0, 3) ? 1.0f : f);
         break;
     }
     case 13: err = o->gelu(d, a, ot_randint(0, 4) ? b : a); break;

@@ -42,29 +42,31 @@ tern_error *cpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
 }
 
 tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
-                                        tern_buf dout, tern_buf x, tern_buf w, tern_buf mean,
-                                        tern_buf rstd, int rows, int C, float grad_beta) {
+                                   tern_buf out, tern_buf dout, tern_buf x, tern_buf w, tern_buf b,
+                                   tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     int threads = (size_t)rows * c > 16384 ? d->threads : 1;
-    bool with_dsum = tern_present(dsum);
-    /* shared: w as f32; per thread: the partial sums of dw, db and dsum ([3, C]), and three
-     * row buffers */
-    size_t per_thread = 6 * row_bytes;
+    bool with_dsum = tern_present(dsum), with_out = tern_present(out);
+    /* shared: w and b as f32; per thread: the partial sums of dw, db and dsum ([3, C]), and
+     * four row buffers */
+    size_t per_thread = 7 * row_bytes;
     unsigned char *s;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, row_bytes + per_thread * (size_t)threads, (void **)&s),
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, 2 * row_bytes + per_thread * (size_t)threads, (void **)&s),
                              "layernorm_backward"));
-    float *w32 = (float *)s;
+    float *w32 = (float *)s, *b32 = (float *)(s + row_bytes);
     cpu_to_f32(w32, cpu_ptr(w), w.dtype, c);
+    if (with_out) cpu_to_f32(b32, cpu_ptr(b), b.dtype, c);
+    unsigned char *parts = s + 2 * row_bytes; /* the threads' parts, per_thread bytes each */
     const float *mean32 = cpu_ptr(mean), *rstd32 = cpu_ptr(rstd);
     for (int t = 0; t < threads; t++) /* OpenMP may give fewer threads: zero every partial */
-        memset(s + row_bytes + per_thread * (size_t)t, 0, 3 * row_bytes);
+        memset(parts + per_thread * (size_t)t, 0, 3 * row_bytes);
 #pragma omp parallel num_threads(threads)
     {
-        unsigned char *mine = s + row_bytes + per_thread * (size_t)omp_get_thread_num();
+        unsigned char *mine = parts + per_thread * (size_t)omp_get_thread_num();
         float *dw_part = (float *)mine, *db_part = (float *)(mine + row_bytes);
         float *ds_part = (float *)(mine + 2 * row_bytes);
         float *t_dout = (float *)(mine + 3 * row_bytes), *t_x = (float *)(mine + 4 * row_bytes);
-        float *t_dx = (float *)(mine + 5 * row_bytes);
+        float *t_dx = (float *)(mine + 5 * row_bytes), *t_out = (float *)(mine + 6 * row_bytes);
 #pragma omp for schedule(static)
         for (int r = 0; r < rows; r++) {
             size_t at = (size_t)r * c;
@@ -80,6 +82,12 @@ tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
                 s_norm += dnorm * xhat;
                 dw_part[j] = fmaf(g[j], xhat, dw_part[j]);
                 db_part[j] += g[j];
+            }
+            if (with_out) { /* the forward's output, as cpu_layernorm computes it */
+                float *y = cpu_row_out(out, at, t_out);
+#pragma omp simd
+                for (size_t j = 0; j < c; j++) y[j] = fmaf((xr[j] - mu) * rs, w32[j], b32[j]);
+                cpu_row_out_done(out, at, c, y);
             }
             float dnorm_mean = s_mean / (float)C;
             float dnorm_norm_mean = s_norm / (float)C;
@@ -101,7 +109,7 @@ tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     /* dw = grad_beta dw + the sum of the partials, db and dsum likewise, in thread order
      * (deterministic); grad_beta 0 reads nothing back. Thread 0's row buffers are free now
      * and hold the totals. */
-    unsigned char *t0 = s + row_bytes;
+    unsigned char *t0 = parts;
     float *total = (float *)(t0 + 3 * row_bytes), *cur = (float *)(t0 + 4 * row_bytes);
     float *res = (float *)(t0 + 5 * row_bytes);
     for (int which = 0; which < (with_dsum ? 3 : 2); which++) {
