@@ -305,7 +305,18 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         emit_line_end(e);
     }
     line(e, i, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
-    if (!async) line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+    if (!async) {
+        /* the wait, then the accumulators through an empty volatile asm, as
+         * emit_cuda_wgmma_wait: no read of them may move above the wait */
+        line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+        for (int j = 0; j < nacc; j += 16) {
+            emit_line_start(e, i);
+            sb_puts(b, "asm volatile(\"\" : ");
+            for (int q = j; q < j + 16 && q < nacc; q++) sb_printf(b, "%s\"+f\"(%s[%d])", q > j ? ", " : "", w.acc, q);
+            sb_puts(b, " :: \"memory\");");
+            emit_line_end(e);
+        }
+    }
     e->indent--;
     line(e, i, "}");
     line(e, i, "#else");
