@@ -15,9 +15,9 @@ static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};
 
 static void test_layernorm(void) {
     /* C = 64: the register path (vector widths per dtype); C = 40 and 100: generic;
-     * C = 256: four chunks per lane */
-    int shapes[4][2] = {{7, 64}, {13, 40}, {3, 100}, {21, 256}};
-    for (int s = 0; s < 4; s++) {
+     * C = 256: four chunks per lane; C = 1600 (GPT-2 1.5B): 50 values a lane */
+    int shapes[5][2] = {{7, 64}, {13, 40}, {3, 100}, {21, 256}, {5, 1600}};
+    for (int s = 0; s < 5; s++) {
         int rows = shapes[s][0], C = shapes[s][1];
         size_t n = (size_t)rows * C;
         float *x = gt_random(n, -2, 3), *w = gt_random((size_t)C, 0.5f, 1.5f), *b = gt_random((size_t)C, -1, 1);
