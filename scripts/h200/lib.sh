@@ -41,6 +41,23 @@ build_tern() { # the Release build with the cuda handler, without OpenCL (no CLB
     note "ok   build ($((SECONDS - start)) s)"
     export TERN_CACHE_DIR=$PWD/$b/kernel-cache
 }
+peak_run() { # log path, command...: runs it, sampling its process's used GPU memory (nvidia-smi,
+    # every 50 ms; CUDA context, libraries' workspaces and every allocation included) into
+    # the .smi file beside the log; sets PEAK_RC (its exit status) and PEAK_MIB (its peak)
+    local log=$1 smi=${1%.log}.smi pid
+    shift
+    "$@" > "$log" 2>&1 &
+    pid=$!
+    : > "$smi"
+    while kill -0 $pid 2> /dev/null; do
+        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >> "$smi" 2> /dev/null
+        sleep 0.05
+    done
+    wait $pid
+    PEAK_RC=$?
+    PEAK_MIB=$(awk -F', *' -v p=$pid '$1 == p && $2 > m { m = $2 } END { print m + 0 }' "$smi")
+}
+gib() { awk -v m="$1" 'BEGIN { printf "%.2f GiB", m / 1024 }'; }
 build_targets() { # the same Release build, only the named targets (tern_cli, tests)
     local start=$SECONDS
     { cmake -S . -B $b -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&

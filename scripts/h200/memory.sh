@@ -37,20 +37,11 @@ fi
 
 # run NAME BINARY ARGS...: the step's median and the process's peak memory
 run() {
-    local name=$1 bin=$2 log=$logs/mem-$1.log smi=$logs/mem-$1.smi
+    local name=$1 bin=$2 log=$logs/mem-$1.log
     shift 2
     if [ -n "${CALL_END:-}" ] && [ "$(call_left)" -lt 60 ]; then note "skip $name (the call's time is spent)"; return 0; fi
-    TERN_CACHE_DIR=/tmp/kc-$name "$bin" "$@" > "$log" 2>&1 &
-    local pid=$!
-    : > "$smi"
-    while kill -0 $pid 2> /dev/null; do
-        nvidia-smi --query-compute-apps=pid,used_memory --format=csv,noheader,nounits >> "$smi" 2> /dev/null
-        sleep 0.05
-    done
-    wait $pid
-    local rc=$? peak
-    peak=$(awk -F', *' -v p=$pid '$1 == p && $2 > m { m = $2 } END { print m + 0 }' "$smi")
-    note "$name: exit $rc, peak $(awk -v m="$peak" 'BEGIN { printf "%.2f GiB", m / 1024 }'), $(grep '^bench:' "$log" | tail -1 | sed 's/.*: median/median/')"
+    peak_run "$log" env TERN_CACHE_DIR=/tmp/kc-$name "$bin" "$@"
+    note "$name: exit $PEAK_RC, peak $(gib "$PEAK_MIB"), $(grep '^bench:' "$log" | tail -1 | sed 's/.*: median/median/')"
 }
 small=(bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 20 --warmup 5)
 xl=(bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 8 --warmup 3)
