@@ -135,16 +135,16 @@ static bool epilogue_has_aux(int epilogue) {
            epilogue == CUBLASLT_EPILOGUE_DGELU;
 }
 
-/* Runs plan p with algorithm `algo` `reps` times into scratch c (and aux); the mean time in
- * ms, or a negative value when the algorithm fails. */
+/* Runs plan p with algorithm `algo` `reps` times, reading c_in (what beta multiplies) and
+ * writing c (and aux); the mean time in ms, or a negative value when the algorithm fails. */
 static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlgo_t *algo, CUdeviceptr a,
-                       CUdeviceptr b, CUdeviceptr c, CUevent start, CUevent stop, int reps) {
+                       CUdeviceptr b, CUdeviceptr c_in, CUdeviceptr c, CUevent start, CUevent stop, int reps) {
     float alpha = 1, beta = p->key.beta_zero ? 0.0f : 1.0f, ms = -1;
     if (d->cu->cuEventRecord(start, d->stream) != CUDA_SUCCESS) return -1;
     for (int i = 0; i < reps; i++) {
         gpu_inflight_unknown(&d->core); /* work the core did not launch */
         cublasStatus_t s = cublasLtMatmul(d->lt, p->desc, &alpha, (const void *)b, p->la, (const void *)a, p->lb,
-                                          &beta, (const void *)c, p->lc, (void *)c, p->lc, algo,
+                                          &beta, (const void *)c_in, p->lc, (void *)c, p->lc, algo,
                                           (void *)d->workspace, d->workspace_size, (cudaStream_t)d->stream);
         if (s != CUBLAS_STATUS_SUCCESS) return -1;
     }
@@ -154,41 +154,60 @@ static float time_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulAlg
     return ms / (float)reps;
 }
 
+/* The disk cache's choice for tuning key `key`, into p->algo; whether it had one. */
+static bool cached_algo(cuda_matmul_plan *p, const char *key) {
+    void *cached = NULL;
+    size_t size = 0;
+    if (!disk_cache_load("gemm", key, &cached, &size)) return false;
+    if (size == sizeof p->algo) memcpy(&p->algo, cached, sizeof p->algo);
+    free(cached);
+    return size == sizeof p->algo;
+}
+
 /* Picks p->algo among the heuristic's `found` candidates (p->algo holds the first): from the
- * disk cache when it has this shape, else by timing each. A product that reads no C (beta 0)
- * is timed into its own C and aux (c_out, aux_out), which it is about to overwrite: no
- * scratch as large as its output, which at GPT-2 1.5B (the fc product's C and aux, 420 MB)
- * stood on top of the first step's peak memory. One that adds into C is timed on scratch
- * output. Any failure leaves the heuristic's first choice: tuning is an optimisation, never
- * an error. */
+ * disk cache when it has this shape, else by timing each. The timing writes the product's
+ * own C and aux (c_out, aux_out), which it is about to overwrite, whenever that cannot
+ * change what the product reads: when it reads no C (beta 0), or adds a separate addend
+ * (c_in) that C does not overlap. No scratch as large as its output, then, which at GPT-2
+ * 1.5B (the fc product's C and aux, 420 MB; a residual product's 52 MB) stood on top of the
+ * first step's peak memory. A product that adds into C itself takes the choice made for
+ * the same product without the addition (beta 0: the same candidates, ranked by the same
+ * arithmetic) when that one was timed already (GPT-2's output-projection gradient, whose
+ * chunks after the first add into it: 161 MB at 1.5B), else is timed on scratch. Any
+ * failure leaves the heuristic's first choice: tuning is an optimisation, never an error. */
 static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHeuristicResult_t *results,
-                        int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c_out,
-                        CUdeviceptr aux_out) {
+                        int found, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b, CUdeviceptr c_in,
+                        CUdeviceptr c_out, CUdeviceptr aux_out) {
     if (found < 2 || !d->tune.gemm_tune) return;
     char key[512];
     tune_key(d, &p->key, key, sizeof key);
-    void *cached = NULL;
-    size_t size = 0;
-    if (disk_cache_load("gemm", key, &cached, &size)) {
-        if (size == sizeof p->algo) memcpy(&p->algo, cached, sizeof p->algo);
-        free(cached);
-        if (size == sizeof p->algo) return;
-    }
-    if (d->capturing >= 0) return; /* no timing inside a graph capture */
-    /* adding into C: scratch for C (and the GELU epilogues' aux, zeros for DGELU to read),
-     * laid out as the plan's C; a separate addend is timed as C itself (the same layout) */
+    if (cached_algo(p, key)) return;
     const plan_key *k = &p->key;
     size_t elems = (size_t)(k->batch - 1) * (size_t)k->stride_c + (size_t)(k->m - 1) * (size_t)k->ldc + (size_t)k->n;
     size_t bytes = elems * tern_dtype_size(k->tc);
-    bool aux = epilogue_has_aux(k->epilogue), in_place = k->beta_zero;
+    bool separate = c_in != c_out && (c_in + bytes <= c_out || c_out + bytes <= c_in);
+    if (!k->beta_zero && !separate) { /* adding into C: the beta-0 twin's choice, when made */
+        plan_key twin = *k;
+        twin.beta_zero = true;
+        char twin_key[512];
+        tune_key(d, &twin, twin_key, sizeof twin_key);
+        if (cached_algo(p, twin_key)) {
+            disk_cache_store("gemm", key, &p->algo, sizeof p->algo);
+            return;
+        }
+    }
+    if (d->capturing >= 0) return; /* no timing inside a graph capture */
+    /* adding into C: scratch for C (and the GELU epilogues' aux, zeros for DGELU to read),
+     * laid out as the plan's C, read and written */
+    bool aux = epilogue_has_aux(k->epilogue), in_place = k->beta_zero || separate;
     size_t aux_bytes = aux ? (size_t)k->m * (size_t)k->n * tern_dtype_size(k->tc) : 0;
-    CUdeviceptr scratch = 0, c = c_out, aux_ptr = aux_out;
+    CUdeviceptr scratch = 0, c = c_out, aux_ptr = aux_out, in = k->beta_zero ? c_out : c_in;
     CUevent start = NULL, stop = NULL;
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
     if (!in_place) {
         if (d->cu->cuMemAlloc(&scratch, bytes + aux_bytes + 256) != CUDA_SUCCESS) return;
         if (d->cu->cuMemsetD8Async(scratch, 0, bytes + aux_bytes + 256, d->stream) != CUDA_SUCCESS) goto done;
-        c = scratch;
+        c = in = scratch;
         aux_ptr = (scratch + bytes + 255) & ~(CUdeviceptr)255;
     }
     if (d->cu->cuEventCreate(&start, CU_EVENT_DEFAULT) != CUDA_SUCCESS ||
@@ -204,10 +223,10 @@ static void choose_algo(tern_dev *d, cuda_matmul_plan *p, const cublasLtMatmulHe
     int best_i = 0;
     for (int i = 0; i < found; i++) {
         if (results[i].state != CUBLAS_STATUS_SUCCESS) continue;
-        float once = time_algo(d, p, &results[i].algo, a, b, c, start, stop, 1); /* warm-up */
+        float once = time_algo(d, p, &results[i].algo, a, b, in, c, start, stop, 1); /* warm-up */
         if (once < 0) continue;
         int reps = once > 0.5f ? 2 : once > 0.05f ? 5 : 20;
-        float t = time_algo(d, p, &results[i].algo, a, b, c, start, stop, reps);
+        float t = time_algo(d, p, &results[i].algo, a, b, in, c, start, stop, reps);
         if (t >= 0 && (best < 0 || t < best)) best = t, best_i = i;
     }
     if (best >= 0) {
@@ -224,8 +243,8 @@ done:
 /* *refused is set when cuBLASLt cannot do this product at all (its heuristic says not
  * supported or offers nothing), as opposed to failing (out of memory, ...). */
 static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a,
-                               CUdeviceptr b, CUdeviceptr c, CUdeviceptr aux, cuda_matmul_plan **out,
-                               bool *refused) {
+                               CUdeviceptr b, CUdeviceptr c_in, CUdeviceptr c, CUdeviceptr aux,
+                               cuda_matmul_plan **out, bool *refused) {
     cuda_matmul_plan *p = calloc(1, sizeof *p);
     if (!p) return tern_errorf("out of memory");
     p->key = *k;
@@ -294,7 +313,7 @@ static tern_error *plan_create(tern_dev *d, const plan_key *k, CUdeviceptr bias,
         goto fail;
     }
     p->algo = results[0].algo;
-    choose_algo(d, p, results, found, bias, a, b, c, aux);
+    choose_algo(d, p, results, found, bias, a, b, c_in, c, aux);
     *out = p;
     return NULL;
 fail:
@@ -302,10 +321,12 @@ fail:
     return err;
 }
 
-/* The plan of key k, made (and its algorithm chosen on these operands: bias, a, b, and c and
- * aux as the product will write them) on its first use. */
+/* The plan of key k, made (and its algorithm chosen on these operands: bias, a, b, what
+ * beta multiplies (c_in: C or the addend), and c and aux as the product will write them) on
+ * its first use. */
 static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, CUdeviceptr a, CUdeviceptr b,
-                             CUdeviceptr c, CUdeviceptr aux, cuda_matmul_plan **out, bool *refused) {
+                             CUdeviceptr c_in, CUdeviceptr c, CUdeviceptr aux, cuda_matmul_plan **out,
+                             bool *refused) {
     *refused = false;
     for (cuda_matmul_plan *p = d->plans; p; p = p->next) {
         if (!memcmp(&p->key, k, sizeof *k)) {
@@ -313,7 +334,7 @@ static tern_error *find_plan(tern_dev *d, const plan_key *k, CUdeviceptr bias, C
             return NULL;
         }
     }
-    TERN_TRY(plan_create(d, k, bias, a, b, c, aux, out, refused));
+    TERN_TRY(plan_create(d, k, bias, a, b, c_in, c, aux, out, refused));
     (*out)->next = d->plans;
     d->plans = *out;
     return NULL;
@@ -486,7 +507,8 @@ tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
     CUdeviceptr pbias = tern_present(mm->bias) ? address(mm->bias) : 0;
     bool refused = false;
     CUdeviceptr paux = has_aux ? address(mm->aux) : 0;
-    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), address(c), paux, &p, &refused);
+    tern_error *err = find_plan(d, &key, pbias, address(a), address(b), address(lt_c(c, mm)), address(c), paux, &p,
+                                &refused);
     if (err && refused) {
         tern_error_free(err);
         return fallback(d, c, a, b, mm, &dims);
