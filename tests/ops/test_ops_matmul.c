@@ -2,8 +2,9 @@
  * allows (A f32/bf16, B f32/bf16/f16, C f32/bf16), transposes, row strides, batches with
  * strides, alpha/beta, bias, the GELU epilogue with aux, views at offsets, the small-m
  * kernels (m <= 8) and the blocked sgemm path; a separate addend (beta reads it instead of
- * C) with all of those; the GELU_BACKWARD epilogue against the reference and against the
- * same handler's matmul then gelu_backward; the SWIGLU epilogue against the reference and
+ * C) with all of those; a product written then accumulated in chunks; the GELU_BACKWARD
+ * epilogue against the reference and against the same handler's matmul then
+ * gelu_backward; the SWIGLU epilogue against the reference and
  * against the same handler's matmul then swiglu, the ROPE epilogue likewise against matmul
  * then rope; then every validation error. */
 #include "ops_test.h"
@@ -296,6 +297,39 @@ static void test_addend(ot_ctx *c) {
         t.addend = true;
         t.da = t.db = t.dc = t.dbias = t.daux = ot_float2[dc];
         run_case(c, &t, 2300 + dc);
+    }
+}
+
+/* A weight gradient over chunks of rows, as GPT-2's output projection takes it: C [m, n] =
+ * A1^T B1 (beta 0), then C += A2^T B2 (beta 1, the same shape and alignment), f32 and bf16 C.
+ * (The cuda handler tunes the second product by the first one's choice: the result must
+ * not tell.) */
+static void test_accumulate_after_write(ot_ctx *c) {
+    ot_seed(12);
+    const int m = 96, n = 64, k = 128;
+    for (int dc = 0; dc < 2; dc++) {
+        tern_dtype dt = ot_float2[dc];
+        size_t na = (size_t)k * m, nb = (size_t)k * n, nc = (size_t)m * n;
+        float *a = ot_random(2 * na, -1, 1), *b = ot_random(2 * nb, -1, 1);
+        ot_round(a, 2 * na, dt), ot_round(b, 2 * nb, dt);
+        float *want = malloc(nc * sizeof *want);
+        for (size_t i = 0; i < (size_t)m; i++)
+            for (size_t j = 0; j < (size_t)n; j++) {
+                double sum = 0;
+                for (size_t chunk = 0; chunk < 2; chunk++)
+                    for (size_t r = 0; r < (size_t)k; r++)
+                        sum += (double)a[chunk * na + r * m + i] * b[chunk * nb + r * n + j];
+                want[i * n + j] = (float)sum;
+            }
+        ot_buf ba = ot_make(c, dt, 2 * na, 0, a), bb = ot_make(c, dt, 2 * nb, 0, b), bc = ot_make(c, dt, nc, 0, NULL);
+        for (int chunk = 0; chunk < 2; chunk++) {
+            tern_matmul mm = {.m = m, .n = n, .k = k, .trans_a = true, .alpha = 1, .beta = chunk ? 1.0f : 0.0f};
+            CHECK_OK(c->ops->matmul(c->d, bc.view, tern_view(ba.view, chunk * na, na), tern_view(bb.view, chunk * nb, nb),
+                                    &mm));
+        }
+        OT_EXPECT(c, bc, want, ot_tol(dt, 2e-5), "written, then accumulated: %s", tern_dtype_name(dt));
+        ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bc);
+        free(a), free(b), free(want);
     }
 }
 
@@ -1122,6 +1156,7 @@ static void test_all(ot_ctx *c) {
     test_random(c);
     test_combinations(c);
     test_addend(c);
+    test_accumulate_after_write(c);
     test_gelu_backward(c);
     test_bias_grad(c);
     test_swiglu(c);
