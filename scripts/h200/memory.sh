@@ -64,7 +64,7 @@ fi
 have_b && run "1.5B-B" $base/build-h200/tern "${xl[@]}"
 run_choices 1.5B "${xl[@]}"
 if [ "${MEM_PROFILE:-0}" = 1 ]; then # where the 1.5B step goes, operation by operation (serialised)
-    step "1.5B per-operation profile" 180 xl-profile.log env TERN_CUDA_TUNE=profile=1 $b/tern \
+    step "1.5B per-operation profile" 180 xl-profile.log env TERN_CUDA_TUNE=profile=1,graphs=0 $b/tern \
         bench train --init gpt2-xl --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 3 --warmup 1
     grep -A40 '^cuda profile' "$logs/xl-profile.log" >> "$summary"
 fi

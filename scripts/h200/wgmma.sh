@@ -42,8 +42,9 @@ variants=${WGMMA_VARIANTS:-default flash_wgmma=1/1/1 flash_wgmma=2/1/1 flash_wgm
 for round in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
     for v in $variants; do
         if [ "$v" = default ]; then env=(); else env=(TERN_CUDA_TUNE=$v); fi
-        step "train round $round, $v" 120 "train-$round-$v.log" env "${env[@]}" "${train[@]}"
-        note "  $(grep '^bench:' "$logs/train-$round-$v.log" | tail -1)"
+        log="train-$round-${v//[\/=,]/-}.log" # a file name: no slashes
+        step "train round $round, $v" 120 "$log" env "${env[@]}" "${train[@]}"
+        note "  $(grep '^bench:' "$logs/$log" | tail -1)"
     done
 done
 if [ "${WGMMA_NCU:-1}" != 0 ] && command -v ncu > /dev/null; then
