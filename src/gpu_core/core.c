@@ -144,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .lnb_lane_max = 24, .ln_merge = true,
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
                       .argmax_parts = true, .ln_fit_group = true, .replay_steps = 1};
 }
 
@@ -160,7 +160,6 @@ const tern_option gpu_tune_keys[] = {
     {"ac_defer", TERN_OPTION_BOOL, offsetof(gpu_tune, ac_defer), 0, 1},
     {"ac_join", TERN_OPTION_BOOL, offsetof(gpu_tune, ac_join), 0, 1},
     {"lnb_rows", TERN_OPTION_INT, offsetof(gpu_tune, lnb_rows), 1, 64},
-    {"lnb_lane_max", TERN_OPTION_INT, offsetof(gpu_tune, lnb_lane_max), 0, GK_LN_MAX_PER_LANE},
     {"ln_merge", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_merge), 0, 1},
     {"ce_group", TERN_OPTION_INT, offsetof(gpu_tune, ce_group), 0, 1024},
     {"argmax_parts", TERN_OPTION_BOOL, offsetof(gpu_tune, argmax_parts), 0, 1},

@@ -80,9 +80,6 @@ typedef struct gpu_tune {
     bool ac_join;      /* ac_join: the ATTENTION prologue's q|k|v product computed in the split
                         * attention's groups, within the rule (else a GEMV before it) */
     int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
-    int lnb_lane_max;  /* lnb_lane_max: layernorm_backward keeps a row in registers up to this
-                        * many values a lane (C / 32), else loops over it: at GPT-2 1.5B's 50
-                        * the register path takes 255 registers and spills */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
     bool argmax_parts; /* argmax_parts: greedy sampling of few rows shared among groups */

@@ -78,7 +78,6 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     s.t[3] = gpu_t(w);
     if (with_out) s.t[4] = gpu_t(out), s.t[5] = gpu_t(b);
     s.n[1] = gpu_ln_row_path(all, with_out ? 6 : 4, C, &s.n[0]);
-    if (C / 32 > g->tune.lnb_lane_max) s.n[1] = 0, s.n[0] = 1; /* the loop over the row */
     s.n[2] = P;
     s.n[3] = with_out;
     tern_arg args[13];

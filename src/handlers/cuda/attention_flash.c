@@ -19,7 +19,8 @@
  * forward and dQ tiles staged one ahead by asynchronous copies, dK dV not (run 40: forward
  * 1.89 -> 1.60 ms a step, dQ 1.37 -> 1.28, but dK dV 3.55 -> 3.64, its fragments already
  * fill the registers); the dQ pass from the stored dS^T with 3 tiles in flight (run 54: L2
- * bound, 104.7 -> 99.5 us a layer); warpgroup products (flash_wgmma) off until timed. `saved`:
+ * bound, 104.7 -> 99.5 us a layer); warpgroup products (flash_wgmma) on Hopper (its products
+ * twice mma.sync's rate: a 124M step 3% faster on an H100, the twenty-fourth session). `saved`:
  * the backward pair that hands dS^T over. */
 static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved, int group) {
     const cuda_tune *t = &d->tune;
@@ -28,8 +29,8 @@ static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool s
         int k = which == GK_FLASH_FORWARD ? 0 : which == GK_FLASH_BACKWARD_KV ? 1 : 2;
         o.min_groups = t->flash_groups[k];
         o.pipelined = t->flash_pipelined[k] != 0;
-        o.wgmma = t->flash_wgmma[k] != 0;
-        o.wgmma_overlap = which == GK_FLASH_FORWARD && t->flash_wgmma[k] == 2;
+        o.wgmma = d->hopper && t->flash_wgmma[k] != 0;
+        o.wgmma_overlap = o.wgmma && which == GK_FLASH_FORWARD && t->flash_wgmma[k] == 2;
         o.rows128 = t->flash_rows128;
     }
     if (which == GK_FLASH_BACKWARD_Q) o.stages = t->flash_stages;

@@ -39,9 +39,10 @@ typedef struct cuda_tune {
     int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
-    int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products; a forward of 2
-                           * also overlaps them with its softmax (0/0/0: not yet timed on the
-                           * H200; scripts/h200/wgmma.sh measures them) */
+    int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products where the device
+                           * has them (compute capability 9); a forward of 2 also overlaps them
+                           * with its softmax (1/1/1: GPT-2 124M's step 31.2-31.6 -> 30.3-30.5
+                           * ms on an H100, bench/h200/NOTES.md, the twenty-fourth session) */
     bool flash_rows128;   /* flash_rows128: with flash_wgmma, forward and dQ over 128 query
                            * rows a group (off: untimed) */
 } cuda_tune;
@@ -67,6 +68,7 @@ struct tern_dev {
     CUcontext ctx;
     CUstream stream;
     char name[256];
+    bool hopper; /* compute capability 9 (sm_90a): the warpgroup products (wgmma) */
     cublasLtHandle_t lt;
     CUdeviceptr workspace;
     size_t workspace_size;

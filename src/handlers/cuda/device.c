@@ -29,7 +29,7 @@ static tern_error *pick_device(const tern_cuda_api *cu, int index, CUdevice *out
 static const cuda_tune tune_defaults = {
     .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = 2,
     .flash_groups = {4, 2, 4}, .flash_kv_halves = true, .flash_pipelined = {1, 0, 1}, .flash_stages = 4,
-    .flash_ds_saved = true,
+    .flash_ds_saved = true, .flash_wgmma = {1, 1, 1},
 };
 
 #define KEY(name, kind, field, lo, hi) {name, kind, offsetof(cuda_tune, field), lo, hi}
@@ -93,6 +93,7 @@ tern_error *tern_cuda_open(const char *options, tern_dev **out) {
     const tern_option_set sets[] = {{tune_keys, sizeof tune_keys / sizeof tune_keys[0], &d->tune},
                                     {gpu_tune_keys, gpu_tune_key_count, &core_tune}};
     tern_error *err = tern_options_apply("cuda", "TERN_CUDA_TUNE", options, sets, 2);
+    int major = 0; /* the device's compute capability */
     if (!err && d->tune.profile && !(d->profile = calloc(CUDA_PROFILE_SLOTS, sizeof *d->profile)))
         err = tern_errorf("out of memory");
     if (err) {
@@ -109,12 +110,15 @@ tern_error *tern_cuda_open(const char *options, tern_dev **out) {
     }
     if (!(err = cuda_make_current(d)) &&
         !(err = CU(cuDeviceGetName(d->name, sizeof d->name, d->device), "cuDeviceGetName")) &&
+        !(err = CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->device),
+                   "cuDeviceGetAttribute")) &&
         !(err = CU(cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")) &&
         !(err = CU(cuMemAlloc(&d->workspace, CUDA_WORKSPACE_BYTES), "cuMemAlloc (cuBLASLt workspace)"))) {
         d->workspace_size = CUDA_WORKSPACE_BYTES;
         cublasStatus_t s = cublasLtCreate(&d->lt);
         if (s != CUBLAS_STATUS_SUCCESS) err = tern_errorf("cublasLtCreate: %s", cublasLtGetStatusString(s));
     }
+    d->hopper = major == 9;
     if (!err) err = tern_rt_wrap_cuda(d->ctx, d->stream, &d->rt);
     if (!err && !d->tune.pdl) tern_rt_no_overlap(d->rt);
     if (!err && !(err = gpu_core_init(&d->core, d->rt, &cuda_hooks, d->name, &core_tune))) d->core_ready = true;
