@@ -10,6 +10,8 @@
 #     log names held slashes): GPT-2 124M with each WGMMA_VARIANTS, alternated
 #     LNB_ROUNDS times (2), then 1.5B with flash_wgmma=2/1/1.
 #   OUT=$OUT bash scripts/h200/lnb.sh          (carry .deb)
+# Ran once (run 110 of bench/h200/NOTES.md) on the tree of its commit: the lnb_lane_max rule
+# lost and was deleted after it, and so were the wgmma variants 2 (overlap) and rows128.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}

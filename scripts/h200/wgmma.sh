@@ -7,11 +7,9 @@
 #      flash_wgmma=1/1/1, and the GPT-2 fixture in bf16 with it.
 #   2. bench_wgmma: the same products by tern_wgmma_bf16 and by tern_load_matrix +
 #      tern_mma_bf16 (the flash kernels' way), TFLOP/s of each.
-#   3. The training step, GPT-2 124M B=16 T=1024 bf16: WGMMA_VARIANTS (default, all three
-#      kernels, the forward overlapped (2), with dK dV staged ahead too or in whole query
-#      tiles (n = 64 products instead of 32), forward and dQ over 128 query rows; a kernel
-#      alone: flash_wgmma=0/1/0 ...)
-#      alternated WGMMA_ROUNDS times (2);
+#   3. The training step, GPT-2 124M B=16 T=1024 bf16: WGMMA_VARIANTS (the default, which
+#      on Hopper is flash_wgmma=1/1/1, and the mma.sync kernels, flash_wgmma=0/0/0; a kernel
+#      alone: flash_wgmma=0/1/0 ...) alternated WGMMA_ROUNDS times (2);
 #      then Nsight Compute's flash kernel durations of one step each way when ncu is there
 #      (WGMMA_NCU=0: not).
 #   OUT=$OUT bash scripts/h200/wgmma.sh          (carry .deb .fixtures; WGMMA_TRAIN=0: 1 and 2 only)
@@ -38,7 +36,7 @@ for shape in ${WGMMA_SHAPES:-528:256 1056:512}; do
 done
 [ "${WGMMA_TRAIN:-1}" = 0 ] && exit 0 # the checks and the bench only
 train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 10 --warmup 3)
-variants=${WGMMA_VARIANTS:-default flash_wgmma=1/1/1 flash_wgmma=2/1/1 flash_wgmma=2/1/1,flash_pipelined=1/1/1 flash_wgmma=2/1/1,flash_kv_halves=0 flash_wgmma=2/1/1,flash_rows128=1}
+variants=${WGMMA_VARIANTS:-default flash_wgmma=0/0/0}
 for round in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
     for v in $variants; do
         if [ "$v" = default ]; then env=(); else env=(TERN_CUDA_TUNE=$v); fi
@@ -48,7 +46,7 @@ for round in $(seq 1 "${WGMMA_ROUNDS:-2}"); do
     done
 done
 if [ "${WGMMA_NCU:-1}" != 0 ] && command -v ncu > /dev/null; then
-    for v in default flash_wgmma=2/1/1; do
+    for v in default flash_wgmma=0/0/0; do
         if [ "$v" = default ]; then env=(); else env=(TERN_CUDA_TUNE=$v); fi
         step "ncu flash kernels, $v" 300 "ncu-$v.log" env "${env[@]}" ncu --kernel-name regex:flash --launch-skip 48 \
             --launch-count 48 --metrics gpu__time_duration.sum --csv \

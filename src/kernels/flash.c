@@ -437,33 +437,18 @@ static tern_v col_of(const fl_ctx *f, tern_v c0, int j, int i) {
  * for the tiles that hold keys after some of the group's rows. */
 typedef void (*fl_key_tile)(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked);
 
-/* The key tiles of query block qb (rows qb f->rows ..) in order: those before the block
- * unmasked, then its diagonal tiles (one per TILE rows of the block) masked; tiles past T
- * are skipped (the block's rows there are past T too). In a 128-row block the first
- * diagonal tile is a whole tile for the upper four SIMD groups (the mask keeps everything)
- * and the second lies after every row of the lower four (it masks everything: their
- * results are unchanged). Skipping that compute would take a branch per SIMD group around
- * the tensor-core operations, which the DSL does not allow (threadgroup-uniform control
- * flow for SIMD-group operations): it costs one tile in 2 qb + 2 for half the groups. */
-static void walk_key_tiles(tern_kb *kb, const fl_ctx *f, tern_v qb, tern_v tiles, fl_key_tile fn, const void *state) {
-    int per = f->rows / TILE;
-    /* the first diagonal tile (traced as the 64-row kernels always were) */
-    tern_v d0 = per == 1 ? qb : tern_mul(qb, tern_int(per));
-    TERN_FOR(kb, kt, tern_int(0), d0, tern_int(1)) { fn(kb, f, state, tern_mul(kt, tern_int(TILE)), false); }
-    for (int d = 0; d < per; d++) {
-        tern_v kt = d ? tern_add(d0, tern_int(d)) : d0;
-        if (d) tern_if(kb, tern_lt(kt, tiles));
-        fn(kb, f, state, tern_mul(kt, tern_int(TILE)), true);
-        if (d) tern_end(kb);
-    }
+/* The key tiles of query block qb (rows qb TILE ..) in order: those before the block
+ * unmasked, then its diagonal tile masked. */
+static void walk_key_tiles(tern_kb *kb, const fl_ctx *f, tern_v qb, fl_key_tile fn, const void *state) {
+    TERN_FOR(kb, kt, tern_int(0), qb, tern_int(1)) { fn(kb, f, state, tern_mul(kt, tern_int(TILE)), false); }
+    fn(kb, f, state, tern_mul(qb, tern_int(TILE)), true);
 }
 
 /* The query block of this group, of `tiles` key tiles, and the group's rows: r = the SIMD
  * group's first row (its lane's g), r8 = r + 8. The last blocks have the most key tiles:
  * they go first. */
 static tern_v query_block(tern_kb *kb, const fl_ctx *f, tern_v tiles, tern_v *r, tern_v *r8) {
-    tern_v blocks = f->rows == TILE ? tiles : tern_div(tern_add(f->T, tern_int(f->rows - 1)), tern_int(f->rows));
-    tern_v qb = tern_sub(tern_sub(blocks, tern_int(1)), tern_group_id(kb, 0));
+    tern_v qb = tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0));
     *r = tern_add(tern_add(tern_mul(qb, tern_int(f->rows)), tern_mul(f->warp, tern_int(16))), f->g);
     *r8 = tern_add(*r, tern_int(8));
     return qb;
@@ -475,15 +460,11 @@ static tern_v query_block(tern_kb *kb, const fl_ctx *f, tern_v tiles, tern_v *r,
 typedef struct fwd_state {
     tern_v qkv, Ks, Vs, scale2, r, r8;
     bool pipelined;
-    int bufs;    /* pipelined: the tile buffers (2, or 3 with overlap) */
+    int bufs;    /* pipelined: the tile buffers (2) */
     tern_v last; /* pipelined: the last key tile the group walks */
     fl_a qa;               /* the group's Q fragments */
     tern_v *m, *l;         /* running row maxima and sums (rows r and r8) */
     tern_v (*o)[4];        /* the output accumulators */
-    /* overlap (opts.wgmma_overlap): the scores' accumulators and the previous tile's P, as
-     * variables (the products' asynchronous operands), 4 TILE / 8 each */
-    bool overlap;
-    tern_v *sv, *pv;
 } fwd_state;
 
 /* Pipelined: starts copying key tile `next` into the buffer next % bufs of Ks and Vs. */
@@ -526,59 +507,10 @@ static void online_softmax(const fl_ctx *f, const fwd_state *st, tern_v s[][4], 
     for (int h = 0; h < 2; h++) tern_assign(st->l[h], tern_fma(st->l[h], alpha[h], sum[h]));
 }
 
-/* O += P V for the tile whose V is at voff, P the variables pv, asynchronously. */
-static void forward_pv_async(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v voff) {
-    tern_v a[TILE / 2], acc[MAX_HS / 2];
-    for (int e = 0; e < TILE / 2; e++) a[e] = st->pv[e];
-    for (int n = 0; n < f->NT; n++)
-        for (int i = 0; i < 4; i++) acc[4 * n + i] = st->o[n][i];
-    tern_wg_tile v = {st->Vs, voff, TILE, true};
-    tern_wgmma_bf16_async(kb, f->hs, TILE, a, NULL, &v, acc);
-}
-
-/* The key tile at k0 with FlashAttention-3's overlap: the tile's S = Q K^T and the previous
- * tile's O += P V go to the tensor cores together; once S is done its softmax runs while
- * O's product still does; then O is rescaled and this tile's P kept for the next step (the
- * last tile's product follows the walk: forward_pv_async in trace_forward). On the first
- * tile P is zero and the product adds nothing (V is that tile's own, finite). Stages: the
- * tile waited for, the next one started into the buffer the tile before last used (its
- * product completed in the previous step). */
-static void forward_tile_overlap(tern_kb *kb, const fl_ctx *f, const fwd_state *st, tern_v k0, bool masked) {
-    tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
-    tern_v off = pipe_offset_n(kt, f->tile_size, st->bufs);
-    tern_v prev = tern_select(tern_gt(kt, tern_int(0)), tern_sub(kt, tern_int(1)), kt);
-    tern_v voff = pipe_offset_n(prev, f->tile_size, st->bufs);
-    pipe_step(kb, f, tern_le(next, st->last), forward_issue, st, next);
-    for (int e = 0; e < TILE / 2; e++) tern_assign(st->sv[e], tern_f32(0.0f));
-    tern_v q[MAX_HS / 2];
-    for (int kk = 0; kk < f->KS; kk++) a_get(&st->qa, kk, q + 8 * kk);
-    tern_wg_tile kmat = {st->Ks, off, TILE, false};
-    tern_wgmma_bf16_async(kb, TILE, f->hs, q, NULL, &kmat, st->sv);
-    forward_pv_async(kb, f, st, voff);
-    tern_wgmma_wait(kb, 1); /* S is done; O += P V may still run */
-    tern_v s[TILE / 8][4], alpha[2];
-    for (int j = 0; j < TILE / 8; j++)
-        for (int i = 0; i < 4; i++) s[j][i] = st->sv[4 * j + i];
-    online_softmax(f, st, s, k0, masked, alpha);
-    tern_wgmma_wait(kb, 0); /* O holds the previous tile's product: now in this tile's scale */
-    for (int n = 0; n < f->NT; n++)
-        for (int i = 0; i < 4; i++) tern_assign(st->o[n][i], tern_mul(st->o[n][i], alpha[i / 2]));
-    /* this tile's P, as A operands of the next step's product (a_from_acc's order) */
-    for (int kk = 0; kk < TILE / 16; kk++) {
-        tern_v a[8];
-        a_from_acc(s, kk, a);
-        for (int i = 0; i < 8; i++) tern_assign(st->pv[8 * kk + i], a[i]);
-    }
-}
-
 /* The key tile at k0: scores, online softmax, o += P V. Only the diagonal tiles need the
  * causal mask (`masked`): the kernel walks the others without it, and the diagonal last. */
 static void forward_tile(tern_kb *kb, const fl_ctx *f, const void *state, tern_v k0, bool masked) {
     const fwd_state *st = state;
-    if (st->overlap) {
-        forward_tile_overlap(kb, f, st, k0, masked);
-        return;
-    }
     tern_v off = tern_int(0); /* where the tile is in Ks and Vs */
     if (st->pipelined) {
         tern_v kt = tern_div(k0, tern_int(TILE)), next = tern_add(kt, tern_int(1));
@@ -609,8 +541,8 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v scale = tern_param_scalar(kb, "scale", TERN_T_F32);
     fl_ctx f = fl_begin(kb, u, B, T, NH, false);
     int KS = f.KS, NT = f.NT;
-    bool pipelined = u->opts.pipelined, overlap = f.wg && pipelined && u->opts.wgmma_overlap;
-    size_t bufs = overlap ? 3 : pipelined ? 2 : 1;
+    bool pipelined = u->opts.pipelined;
+    size_t bufs = pipelined ? 2 : 1;
     tern_v Ks = fl_tiles(kb, &f, "Ks", bufs);
     tern_v Vs = fl_tiles(kb, &f, "Vs", bufs);
     tern_v scale2 = tern_mul(scale, log2e());
@@ -625,30 +557,15 @@ static void trace_forward(tern_kb *kb, void *user) {
     tern_v o[MAX_HS / 8][4];
     acc_vars(kb, NT, "o", o);
 
-    tern_v sv[TILE / 2], pv[TILE / 2];
-    if (overlap)
-        for (int e = 0; e < TILE / 2; e++) {
-            char name[16];
-            snprintf(name, sizeof name, "s%d", e);
-            sv[e] = tern_var(kb, name, tern_f32(0.0f));
-            snprintf(name, sizeof name, "p%d", e);
-            pv[e] = tern_var(kb, name, tern_f32(0.0f));
-        }
     fwd_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale2 = scale2, .r = r, .r8 = r8, .qa = {.frag = qa},
-                    .m = m, .l = l, .o = o, .pipelined = pipelined, .bufs = (int)bufs, .overlap = overlap,
-                    .sv = sv, .pv = pv};
+                    .m = m, .l = l, .o = o, .pipelined = pipelined, .bufs = (int)bufs};
     if (pipelined) {
-        /* the block's last diagonal tile, or the last tile; tile 0 staged ahead */
-        int per = f.rows / TILE;
-        st.last = tern_min(tern_add(tern_mul(qb, tern_int(per)), tern_int(per - 1)), tern_sub(tiles, tern_int(1)));
+        /* the block's diagonal tile, the last it walks; tile 0 staged ahead */
+        st.last = qb;
         forward_issue(&f, &st, tern_int(0));
         tern_copy_async_commit(kb);
     }
-    walk_key_tiles(kb, &f, qb, tiles, forward_tile, &st);
-    if (overlap) { /* the last tile's O += P V */
-        forward_pv_async(kb, &f, &st, pipe_offset_n(st.last, f.tile_size, st.bufs));
-        tern_wgmma_wait(kb, 0);
-    }
+    walk_key_tiles(kb, &f, qb, forward_tile, &st);
     /* each lane summed its own columns: the row sums need the quad */
     tern_v total[2] = {quad_sum(l[0]), quad_sum(l[1])};
     tern_v inv[2] = {tern_div(tern_f32(1.0f), total[0]), tern_div(tern_f32(1.0f), total[1])};
@@ -1001,7 +918,6 @@ static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, t
         tern_v col = tern_mul(tern_rem(v, tern_int(per_row)), tern_int(8));
         tern_v key = tern_add(k0, row), q = tern_add(q0, col);
         tern_v live = tern_lt(key, f->T);
-        if (f->rows > TILE) live = tern_land(live, tern_land(tern_ge(q, k0), tern_lt(q, f->T)));
         if (!async) {
             tern_v x[8];
             tern_v from = ds_index(f, tern_min(key, tern_sub(f->T, tern_int(1))), tern_min(q, tern_sub(f->T, tern_int(8))));
@@ -1099,10 +1015,7 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
                          tern_add(tern_mul(lo, tern_int(8)), tern_mul(f.warp, tern_int(16))));
     tern_v dq[MAX_HS / 8][4];
     acc_vars(kb, f.NT, "dq", dq);
-    /* the last key tile the group walks: its last diagonal one (of 64-row groups, qb) */
-    int per = f.rows / TILE;
-    tern_v last = per == 1 ? qb : tern_min(tern_add(tern_mul(qb, tern_int(per)), tern_int(per - 1)),
-                                          tern_sub(tiles, tern_int(1)));
+    tern_v last = qb; /* the last key tile the group walks: its diagonal one */
     bqs_state st = {.qkv = in->qkv, .dsg = dsg, .Ks = Ks, .DSs = DSs, .q0 = tern_mul(qb, tern_int(f.rows)), .lm = lm,
                     .dq = dq, .pipelined = pipelined, .stages = stages, .last = last};
     if (pipelined) { /* tiles 0 .. stages - 2 staged ahead, a batch each (empty past the last) */
@@ -1113,7 +1026,7 @@ static void trace_backward_q_saved(tern_kb *kb, const fl_build *u, fl_bwd *in) {
             tern_copy_async_commit(kb);
         }
     }
-    walk_key_tiles(kb, &f, qb, tiles, backward_q_saved_tile, &st);
+    walk_key_tiles(kb, &f, qb, backward_q_saved_tile, &st);
     store_rows(&f, in->dqkv, 3, 0, r, dq, in->scale, in->scale); /* dS's scale, taken out of the loop */
 }
 
@@ -1150,15 +1063,13 @@ static void trace_backward_q(tern_kb *kb, void *user) {
 
     bq_state st = {.qkv = qkv, .Ks = Ks, .Vs = Vs, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8,
                    .L = L, .Dr = Dr, .qa = {.frag = qa}, .da = {.frag = da}, .dq = dq};
-    walk_key_tiles(kb, &f, qb, tiles, backward_q_tile, &st);
+    walk_key_tiles(kb, &f, qb, backward_q_tile, &st);
     store_rows(&f, dqkv, 3, 0, r, dq, scale, scale); /* dS's scale, taken out of the loop */
 }
 
 int gk_flash_rows(gk_flash_kernel which, const gk_flash_opts *opts) {
-    if (which == GK_FLASH_DELTA) return THREADS;
-    /* one tile of rows, or with wgmma and rows128 the query-row kernels two */
-    bool two = opts && opts->wgmma && opts->rows128 && (which == GK_FLASH_FORWARD || which == GK_FLASH_BACKWARD_Q);
-    return two ? 2 * TILE : TILE;
+    (void)opts;
+    return which == GK_FLASH_DELTA ? THREADS : TILE; /* one tile of query (or key) rows */
 }
 
 int gk_flash_threads(gk_flash_kernel which, const gk_flash_opts *opts) {

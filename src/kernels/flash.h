@@ -59,17 +59,9 @@ typedef struct gk_flash_opts {
     /* The products as warpgroup products (tern_wgmma_bf16: Hopper's wgmma, tern_mma_bf16
      * tiles elsewhere), their operands staged as 128-byte-swizzled tiles (tern_shared_tiles)
      * instead of padded rows; head sizes 64 and 128 (others keep the warp-level products).
-     * Issue 24's way to a faster attention; not yet timed on the H200 (off by default). */
+     * The cuda handler's default on Hopper (bench/h200/NOTES.md, the twenty-fourth session:
+     * GPT-2 124M's step 3.4% faster, 1.5B's 2.5%, on an H100). */
     bool wgmma;
-    /* FORWARD with wgmma and pipelined: FlashAttention-3's overlap within a warpgroup, each
-     * key tile's S = Q K^T and the previous tile's O += P V issued asynchronously
-     * (tern_wgmma_bf16_async), the softmax running while O's product does; three tile
-     * buffers (the previous tile's V is read while the next tile loads). Untimed. */
-    bool wgmma_overlap;
-    /* FORWARD and BACKWARD_Q with wgmma: groups of 128 query rows, two warpgroups sharing each
-     * staged key tile (half the tile traffic a row). Measured level with the warp-level
-     * products (bench/h200/NOTES.md run 23, then deleted); untimed with wgmma. */
-    bool rows128;
     /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
      * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
      * be a multiple of it; DELTA ignores it. */

@@ -65,8 +65,7 @@ static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
     snprintf(buf, size, " (groups %d%s%s%s, %d stages%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2,
-             o->wgmma_overlap ? ", wgmma overlapped" : o->wgmma ? ", wgmma" : "");
-    if (o->rows128) snprintf(buf + strlen(buf) - 1, size - strlen(buf) + 1, ", 128 rows)");
+             o->wgmma ? ", wgmma" : "");
     return buf;
 }
 
@@ -215,9 +214,7 @@ static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
         test_shape(shapes[i], NULL);
         test_shape(shapes[i], &variants[2]);
         test_shape(shapes[i], &variants[6]);
-        test_shape(shapes[i], &variants[9]);  /* [6] with warpgroup products */
-        test_shape(shapes[i], &variants[10]); /* ... and the forward's overlap */
-        test_shape(shapes[i], &variants[12]); /* ... and 128 query rows a group */
+        test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products (cuda's default on Hopper) */
     }
     tern_rt_close(rt);
     rt = NULL;
@@ -257,20 +254,12 @@ int main(void) {
         {.wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
-        /* and the forward's products asynchronous, overlapping its softmax */
-        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true,
-         .wgmma_overlap = true},
-        /* ... and 128 query rows a group (two warpgroups on each key tile): unstaged with dQ
-         * recomputing, and staged, overlapped, from the stored dS^T */
-        {.wgmma = true, .rows128 = true},
-        {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true,
-         .wgmma_overlap = true, .rows128 = true},
     };
     /* the variants grouped heads run with (the test's time: each grouped shape costs about
      * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
      * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
      * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
-    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true, true, false, true};
+    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)

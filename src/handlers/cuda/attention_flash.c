@@ -30,8 +30,6 @@ static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool s
         o.min_groups = t->flash_groups[k];
         o.pipelined = t->flash_pipelined[k] != 0;
         o.wgmma = d->hopper && t->flash_wgmma[k] != 0;
-        o.wgmma_overlap = o.wgmma && which == GK_FLASH_FORWARD && t->flash_wgmma[k] == 2;
-        o.rows128 = t->flash_rows128;
     }
     if (which == GK_FLASH_BACKWARD_Q) o.stages = t->flash_stages;
     return o;

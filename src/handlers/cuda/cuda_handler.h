@@ -40,11 +40,9 @@ typedef struct cuda_tune {
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
     int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products where the device
-                           * has them (compute capability 9); a forward of 2 also overlaps them
-                           * with its softmax (1/1/1: GPT-2 124M's step 31.2-31.6 -> 30.3-30.5
-                           * ms on an H100, bench/h200/NOTES.md, the twenty-fourth session) */
-    bool flash_rows128;   /* flash_rows128: with flash_wgmma, forward and dQ over 128 query
-                           * rows a group (off: untimed) */
+                           * has them (compute capability 9; 1/1/1: GPT-2 124M's step 31.3 ->
+                           * 30.2 ms, 1.5B's 326 -> 318 on an H100, bench/h200/NOTES.md runs
+                           * 110-111) */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows

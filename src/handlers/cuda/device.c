@@ -47,8 +47,7 @@ static const tern_option tune_keys[] = {
     KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),
     KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
     KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
-    KEY("flash_wgmma", TERN_OPTION_INT3, flash_wgmma, 0, 2),
-    KEY("flash_rows128", TERN_OPTION_BOOL, flash_rows128, 0, 1),
+    KEY("flash_wgmma", TERN_OPTION_INT3, flash_wgmma, 0, 1),
 };
 #undef KEY
 
