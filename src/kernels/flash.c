@@ -905,10 +905,8 @@ static tern_v ds_at(const fl_ctx *f, tern_v off, tern_v key, tern_v query) {
 
 /* Stages keys k0 .. k0 + TILE - 1 of the stored dS^T, queries q0 .. q0 + rows - 1 (the
  * group's), as dst [TILE, rows + 8] at dst + off. Zeros where nothing was stored: keys past
- * T, queries past T, and queries in a tile before the key tile (the lower half of a 128-row
- * group, against its second diagonal tile: BACKWARD_KV stores the causal tiles only). 16
- * bytes per load and store, as stage_tile; with `async` the live runs by asynchronous copies
- * (the pipelined kernel), zeros stored at once. */
+ * T. 16 bytes per load and store, as stage_tile; with `async` the live runs by asynchronous
+ * copies (the pipelined kernel), zeros stored at once. */
 static void stage_ds_copy(const fl_ctx *f, tern_v dst, tern_v off, tern_v dsg, tern_v k0, tern_v q0, bool async) {
     int per_row = f->rows / 8, total = TILE * per_row, n = f->threads;
     for (int i = 0; i < (total + n - 1) / n; i++) {
