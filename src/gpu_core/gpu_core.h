@@ -79,7 +79,7 @@ typedef struct gpu_tune {
                         * decoding step's split parts as it stages A (else the attention does) */
     bool ac_join;      /* ac_join: the ATTENTION prologue's q|k|v product computed in the split
                         * attention's groups, within the rule (else a GEMV before it) */
-    int lnb_rows;      /* lnb_rows: layernorm_backward's rows per SIMD group (16, run 51) */
+    int lnb_rows;      /* lnb_rows: layernorm_backward's rows per team (16, run 51) */
     bool ln_merge;     /* ln_merge: a layer norm's dw|db and dsum sums in one launch */
     int ce_group;      /* ce_group: cross-entropy threads a row; 0 the runtime's (cuda 1,024: run 42) */
     bool argmax_parts; /* argmax_parts: greedy sampling of few rows shared among groups */

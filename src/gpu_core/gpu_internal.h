@@ -58,10 +58,10 @@ tern_error *gpu_partial_add(gpu_core *g, const char *op, tern_buf acc, tern_dbuf
 tern_error *gpu_partial_add2(gpu_core *g, const char *op, tern_buf acc, tern_buf acc2, tern_dbuf scratch, size_t count,
                              int C, int C2, int stride, int offset, int offset2, float beta) TERN_MUST_USE;
 
-/* A row kernel's path (layernorm.c; layer norm and RMS norm share it): register-resident
- * (returns C, sets *w to the widest width with C % (32 w) == 0 that the buffers allow) or
- * generic (returns 0, *w = 1). */
-int gpu_ln_row_path(const tern_buf *bufs, int count, int C, int *w);
+/* A row kernel's path (layernorm.c; layer norm and RMS norm share it) for rows spread over
+ * `lanes` lanes (32 a SIMD group): register-resident (returns C, sets *w to the widest
+ * width with C % (lanes w) == 0 that the buffers allow) or generic (returns 0, *w = 1). */
+int gpu_ln_row_path(const tern_buf *bufs, int count, int C, int lanes, int *w);
 
 /* The fault buffer as a launch argument. */
 static inline tern_arg gpu_fault_arg(gpu_core *g) { return tern_arg_dev(g->fault); }

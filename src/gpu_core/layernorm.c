@@ -4,13 +4,13 @@
 
 #include "gpu_core/gpu_internal.h"
 
-int gpu_ln_row_path(const tern_buf *bufs, int count, int C, int *w) {
-    if (C % 32 != 0 || C / 32 > GK_LN_MAX_PER_LANE) {
+int gpu_ln_row_path(const tern_buf *bufs, int count, int C, int lanes, int *w) {
+    if (C % lanes != 0 || C / lanes > GK_LN_MAX_PER_LANE) {
         *w = 1;
         return 0;
     }
     int width = gpu_width(bufs, count, (size_t)C);
-    while (width > 1 && (C / 32) % width != 0) width /= 2;
+    while (width > 1 && (C / lanes) % width != 0) width /= 2;
     *w = width;
     return C;
 }
@@ -25,7 +25,7 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
     s.t[1] = gpu_t(x);
     s.t[2] = gpu_t(w);
     s.t[3] = gpu_t(b);
-    s.n[1] = gpu_ln_row_path(all, 4, C, &s.n[0]);
+    s.n[1] = gpu_ln_row_path(all, 4, C, 32, &s.n[0]);
     s.n[2] = (tern_present(mean) ? 1 : 0) | (tern_present(rstd) ? 2 : 0) | (rows <= GK_LN_EARLY_ROWS ? 4 : 0);
     tern_arg args[9];
     size_t c = 0;
@@ -46,30 +46,20 @@ tern_error *gpu_layernorm(tern_dev *d, tern_buf out, tern_buf mean, tern_buf rst
                    tern_dims1(32 * simd_groups), args, c);
 }
 
-/* The rows per SIMD group of layernorm_backward: the lnb_rows option, 16 by default. With 16 rows rather than 8, GPT-2's 16,384 rows take half as many SIMD
- * groups (1,024: still one wave of the H200's 132 multiprocessors at the one group of 8
- * SIMD groups each that the kernel's registers allow), so half as many partial sums. On the
- * H200 (bench/h200/NOTES.md, run 51, partial rows then per SIMD group): the layer norm
- * backward 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
+/* The rows per team of layernorm_backward: the lnb_rows option, 16 by default. With 16
+ * rows rather than 8, GPT-2 124M's 16,384 rows take half as many SIMD groups (1,024: still
+ * one wave of the H200's 132 multiprocessors at the one group of 8 SIMD groups each that
+ * the kernel's registers allow), so half as many partial sums. On the H200
+ * (bench/h200/NOTES.md, run 51, partial rows then per SIMD group): the layer norm backward
+ * 0.86 -> 0.80 ms a step, its partial sums 0.20 -> 0.14. */
 tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum,
                                    tern_buf out, tern_buf dout, tern_buf x, tern_buf w, tern_buf b,
                                    tern_buf mean, tern_buf rstd, int rows, int C, float grad_beta) {
     gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
     bool with_out = tern_present(out);
-    /* P partial rows per SIMD group: dw's and db's column sums, and dsum's when asked for */
+    /* P partial rows per team: dw's and db's column sums, and dsum's when asked for */
     int P = tern_present(dsum) ? 3 : 2;
-    /* SIMD groups: about lnb_rows rows each (enough in flight to hide memory latency; the
-     * partial rows cost P * C floats each), at most 4096, a whole number of groups */
-    size_t per = (size_t)g->tune.lnb_rows;
-    size_t S = ((size_t)rows + per - 1) / per;
-    if (S > 4096) S = 4096;
-    S = (S + GK_LN_ROWS - 1) / GK_LN_ROWS * GK_LN_ROWS;
-    size_t iters = ((size_t)rows + S - 1) / S;
-    size_t stride = (size_t)P * (size_t)C, plen = S * stride;
-    TERN_TRY(gpu_check_index("layernorm_backward", "the partial sums", plen));
-    tern_dbuf scratch;
-    TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "layernorm_backward"));
     tern_buf all[6] = {dx, dout, x, w, out, b};
     gk_spec s = {0};
     s.t[0] = gpu_t(dx);
@@ -77,9 +67,25 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     s.t[2] = gpu_t(x);
     s.t[3] = gpu_t(w);
     if (with_out) s.t[4] = gpu_t(out), s.t[5] = gpu_t(b);
-    s.n[1] = gpu_ln_row_path(all, with_out ? 6 : 4, C, &s.n[0]);
+    /* a team of R SIMD groups a row on the register path (wide rows, gk_lnb_team); the
+     * generic path's rows are one SIMD group's each */
+    int R = gk_lnb_team(C);
+    s.n[1] = gpu_ln_row_path(all, with_out ? 6 : 4, C, 32 * R, &s.n[0]);
+    if (!s.n[1]) R = 1;
     s.n[2] = P;
     s.n[3] = with_out;
+    s.n[4] = R;
+    /* teams: about lnb_rows rows each (enough in flight to hide memory latency; the partial
+     * rows cost P * C floats each), at most 4096 SIMD groups, a whole number of groups */
+    size_t per = (size_t)g->tune.lnb_rows, teams_per_group = (size_t)(GK_LN_ROWS / R);
+    size_t S = ((size_t)rows + per - 1) / per;
+    if (S > 4096 / (size_t)R) S = 4096 / (size_t)R;
+    S = (S + teams_per_group - 1) / teams_per_group * teams_per_group;
+    size_t iters = ((size_t)rows + S - 1) / S;
+    size_t stride = (size_t)P * (size_t)C, plen = S * stride;
+    TERN_TRY(gpu_check_index("layernorm_backward", "the partial sums", plen));
+    tern_dbuf scratch;
+    TERN_TRY(tern_error_wrap(gpu_scratch(g, plen, &scratch), "layernorm_backward"));
     tern_arg args[13];
     size_t c = 0;
     args[c++] = tern_arg_buf(dx);
@@ -95,10 +101,10 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     args[c++] = tern_arg_i32(C);
     args[c++] = tern_arg_i32((int32_t)S);
     args[c++] = tern_arg_i32((int32_t)iters);
-    TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / GK_LN_ROWS)),
+    TERN_TRY(gpu_run(g, "layernorm_backward", GK_LAYERNORM_BACKWARD, &s, tern_dims1((uint32_t)(S / teams_per_group)),
                      tern_dims1(32 * GK_LN_ROWS), args, c));
-    /* the partial rows: one per group, or one per SIMD group */
-    size_t count = gk_lnb_group_partials(s.n[1], P) ? S / GK_LN_ROWS : S;
+    /* the partial rows: one per group, or one per team */
+    size_t count = gk_lnb_group_partials(s.n[1], P, R) ? S / teams_per_group : S;
     /* Partial row p is added into outs[p]. Outputs that follow each other in one buffer (as
      * a model's flat gradients lay out a layer norm's gain and bias) are added by one pass:
      * a run of k adjacent outputs is k C columns of the one allocation. */

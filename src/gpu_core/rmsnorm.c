@@ -4,7 +4,7 @@
 
 /* The row path of layernorm, at most 4 wide (the widths the kernels are tested at). */
 static int rms_row_path(const tern_buf *bufs, int count, int C, int *w) {
-    int cc = gpu_ln_row_path(bufs, count, C, w);
+    int cc = gpu_ln_row_path(bufs, count, C, 32, w);
     if (*w > 4) *w = 4; /* (C / 32) % 8 == 0 implies % 4 == 0 */
     return cc;
 }

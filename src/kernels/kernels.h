@@ -101,19 +101,31 @@ enum {
 
 /* LAYERNORM: one SIMD group per row, GK_LN_ROWS rows per group of 32 * GK_LN_ROWS (fewer
  * rows: one group of 32 * rows).
- * LAYERNORM_BACKWARD: the same groups; SIMD group s of the grid takes rows s, s + S, ...
- * and writes its partial dw, db (and dsum) to partial[s, P, C]; or, when
- * gk_lnb_group_partials, the group's SIMD groups add theirs first (through threadgroup
- * memory, in a fixed tree) and group g writes partial[g, P, C]. */
+ * LAYERNORM_BACKWARD: the same groups, a team of R SIMD groups per row (gk_lnb_team); team s
+ * of the grid takes rows s, s + S, ... and writes its partial dw, db (and dsum) to
+ * partial[s, P, C]; or, when gk_lnb_group_partials, the group's teams add theirs first
+ * (through threadgroup memory, in a fixed tree) and group g writes partial[g, P, C]. */
 #define GK_LN_ROWS 8
 /* n[1] = C when the row fits in registers (C % 32 == 0, C / 32 <= GK_LN_MAX_PER_LANE):
  * the unrolled path; 0: C is a runtime scalar (generic path). */
 #define GK_LN_MAX_PER_LANE 64
-/* Whether LAYERNORM_BACKWARD's register path (C = Cc) with P partial rows adds its SIMD
- * groups' partial sums within each group: when the tree's GK_LN_ROWS / 2 slots of P Cc
- * floats fit in 48 KB of threadgroup memory. */
-static inline bool gk_lnb_group_partials(int Cc, int P) {
-    return Cc > 0 && (long)(GK_LN_ROWS / 2) * P * Cc * 4 <= 48 * 1024;
+/* LAYERNORM_BACKWARD's register path holds seven or eight values a column a lane (w, [b],
+ * the row's dout, xhat and dx, the dw, db, dsum sums): past GK_LNB_LANE_MAX columns a lane
+ * the registers spill (ptxas, sm_90: 32 a lane spill with out; GPT-2 1.5B's 50 took 255
+ * registers and spilled), so R SIMD groups share a row instead: the fewest of 1, 2, 4 that
+ * bring a lane's share to at most GK_LNB_LANE_MAX (or, when C does not split so, the most
+ * that divide it evenly). */
+#define GK_LNB_LANE_MAX 24
+static inline int gk_lnb_team(int C) {
+    int R = 1;
+    while (R < 4 && C / (32 * R) > GK_LNB_LANE_MAX && C % (64 * R) == 0) R *= 2;
+    return R;
+}
+/* Whether LAYERNORM_BACKWARD's register path (C = Cc) with P partial rows and teams of R
+ * SIMD groups adds its teams' partial sums within each group: when the tree's
+ * GK_LN_ROWS / R / 2 slots of P Cc floats fit in 48 KB of threadgroup memory. */
+static inline bool gk_lnb_group_partials(int Cc, int P, int R) {
+    return Cc > 0 && (long)(GK_LN_ROWS / R / 2) * P * Cc * 4 <= 48 * 1024;
 }
 /* The forward's register path also loads w and b with x, before the statistics, when a
  * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers; and

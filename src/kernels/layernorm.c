@@ -131,18 +131,20 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 
 /* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w, t[4] out, t[5] b; n[0] W, n[1] C or 0
  * (as the forward); n[2] = P, the partial rows per SIMD group: 2 (dw, db) or 3 (dw, db,
- * dsum); n[3] = 1: the forward's output is written again (out, from b). Parameters: dx,
- * partial, [out], dout, x, w, [b], mean, rstd, rows, C, S (SIMD groups in the grid), iters =
- * ceil(rows / S). out is the forward's expression on the same values (x, the stored mean
- * and rstd, w, b), so it equals what layernorm wrote.
- * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; SIMD group s sums
- * dout xhat, dout and (P = 3) the updated dx over its rows s, s + S, ... into partial[s, 0, :],
+ * dsum); n[3] = 1: the forward's output is written again (out, from b); n[4] = R, the SIMD
+ * groups sharing a row on the register path (gk_lnb_team: 1, or 2 or 4 for wide rows; 0
+ * reads as 1). Parameters: dx, partial, [out], dout, x, w, [b], mean, rstd, rows, C, S (row
+ * teams of R SIMD groups in the grid), iters = ceil(rows / S). out is the forward's
+ * expression on the same values (x, the stored mean and rstd, w, b), so it equals what
+ * layernorm wrote.
+ * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; team s sums dout
+ * xhat, dout and (P = 3) the updated dx over its rows s, s + S, ... into partial[s, 0, :],
  * partial[s, 1, :] and partial[s, 2, :] (f32 [S, P, C]), which partial_add then adds into dw,
  * db and dsum in a fixed order. The updated dx is summed as computed, in f32, before its
  * store rounds it to dx's dtype. */
 void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int W = s->n[0], Cc = s->n[1], P = s->n[2];
+    int W = s->n[0], Cc = s->n[1], P = s->n[2], R = s->n[4] > 1 ? s->n[4] : 1;
     bool with_dsum = P == 3, with_out = s->n[3];
     tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
@@ -158,36 +160,54 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     tern_v S = tern_param_scalar(kb, "S", TERN_T_I32);
     tern_v iters = tern_param_scalar(kb, "iters", TERN_T_I32);
 
-    tern_v lane = tern_simd_lane(kb);
-    tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
+    tern_v lane = tern_simd_lane(kb), warp = tern_simd_group(kb);
+    /* the row team: R SIMD groups of one group, part q of the team holding every R-th
+     * stretch of 32 W columns (R a power of two) */
+    int teams = GK_LN_ROWS / R, log_r = R == 4 ? 2 : R == 2 ? 1 : 0;
+    tern_v tw = tern_shr(warp, tern_int(log_r)), q = tern_and(warp, tern_int(R - 1));
+    tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(teams)), tw);
     tern_v C = Cc ? tern_i32(Cc) : Cv;
     tern_v Cf = tern_cast(C, TERN_T_F32);
     tern_v pbase = tern_mul(sg, tern_mul(C, tern_int(P)));
     tern_v last = tern_sub(rows, tern_int(1));
 
     if (Cc) {
-        int chunks = Cc / 32 / W, per = chunks * W;
-        tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE], ds[GK_LN_MAX_PER_LANE];
+        int chunks = Cc / 32 / R / W, per = chunks * W;
+        /* the first column of chunk k held by this lane */
+        tern_v lc = tern_add(tern_mul(q, tern_int(32)), lane);
+        tern_v cols[GK_LN_MAX_PER_LANE];
+        for (int k = 0; k < chunks; k++) cols[k] = tern_mul(tern_add(tern_int(k * 32 * R), lc), tern_int(W));
+        tern_v wv[GK_LN_MAX_PER_LANE], bv[GK_LN_MAX_PER_LANE];
+        tern_v dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE], ds[GK_LN_MAX_PER_LANE];
         for (int k = 0; k < chunks; k++) {
-            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-            ku_load(w, col, W, wv + k * W);
+            ku_load(w, cols[k], W, wv + k * W);
+            if (with_out) ku_load(b, cols[k], W, bv + k * W);
         }
         for (int j = 0; j < per; j++) {
             dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
             db[j] = tern_var(kb, "db", tern_f32(0.0f));
             if (with_dsum) ds[j] = tern_var(kb, "ds", tern_f32(0.0f));
         }
+        /* a team's two row sums meet here: [iteration parity][SIMD group][2], two halves so
+         * that one barrier an iteration suffices (a half is written again only after the next
+         * iteration's barrier, which every reader of it has passed) */
+        tern_v xch = R > 1 ? tern_shared(kb, "xch", TERN_T_F32, 2 * GK_LN_ROWS * 2) : tern_int(0);
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
             tern_v row = tern_add(sg, tern_mul(it, S));
             tern_v valid = tern_lt(row, rows);
             tern_v rowc = tern_min(row, last);
             tern_v base = tern_mul(rowc, C);
             tern_v mu = tern_load(mean, rowc), rs = tern_load(rstd, rowc);
-            tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE];
+            /* every load of the row before any store: the compiler cannot tell dx and out
+             * from the buffers read, so a load after a store waits for it, and chunk by
+             * chunk that was a memory round trip each (with out: 446 us a call at 1.5B
+             * against 101 without, bench/h200/NOTES.md run 113) */
+            tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE], o[GK_LN_MAX_PER_LANE];
             for (int k = 0; k < chunks; k++) {
-                tern_v at = tern_add(base, tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)));
+                tern_v at = tern_add(base, cols[k]);
                 ku_load(dout, at, W, g + k * W);
                 ku_load(x, at, W, xh + k * W);
+                ku_load(dx, at, W, o + k * W);
             }
             tern_v s_mean = tern_f32(0.0f), s_norm = tern_f32(0.0f);
             for (int j = 0; j < per; j++) {
@@ -200,71 +220,79 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
                 tern_assign(dw[j], tern_fma(g[j], xh[j], dw[j]));
                 tern_assign(db[j], tern_add(db[j], g[j]));
             }
-            tern_v m1 = tern_div(tern_simd_sum(s_mean), Cf);
-            tern_v m2 = tern_div(tern_simd_sum(s_norm), Cf);
+            s_mean = tern_simd_sum(s_mean), s_norm = tern_simd_sum(s_norm);
+            if (R > 1) {
+                tern_v half = tern_mul(tern_and(it, tern_int(1)), tern_int(GK_LN_ROWS * 2));
+                TERN_IF(kb, tern_eq(lane, tern_int(0))) {
+                    tern_v at = tern_add(half, tern_mul(warp, tern_int(2)));
+                    tern_store(xch, at, s_mean);
+                    tern_store(xch, tern_add(at, tern_int(1)), s_norm);
+                }
+                tern_barrier(kb);
+                /* the parts added in team order: every part gets the same sums */
+                tern_v first = tern_add(half, tern_mul(tern_sub(warp, q), tern_int(2)));
+                s_mean = tern_load(xch, first), s_norm = tern_load(xch, tern_add(first, tern_int(1)));
+                for (int r = 1; r < R; r++) {
+                    s_mean = tern_add(s_mean, tern_load(xch, tern_add(first, tern_int(2 * r))));
+                    s_norm = tern_add(s_norm, tern_load(xch, tern_add(first, tern_int(2 * r + 1))));
+                }
+            }
+            tern_v m1 = tern_div(s_mean, Cf);
+            tern_v m2 = tern_div(s_norm, Cf);
             TERN_IF(kb, valid) {
                 for (int k = 0; k < chunks; k++) {
-                    tern_v at = tern_add(base, tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)));
-                    tern_v o[8];
-                    ku_load(dx, at, W, o);
+                    tern_v at = tern_add(base, cols[k]);
                     for (int j = 0; j < W; j++) {
-                        int q = k * W + j;
-                        tern_v d = tern_sub(tern_sub(tern_mul(wv[q], g[q]), m1), tern_mul(xh[q], m2));
-                        o[j] = tern_fma(d, rs, o[j]);
+                        int i = k * W + j;
+                        tern_v d = tern_sub(tern_sub(tern_mul(wv[i], g[i]), m1), tern_mul(xh[i], m2));
+                        o[i] = tern_fma(d, rs, o[i]);
                         /* valid rows only (inside the if): dsum is the sum over real rows */
-                        if (with_dsum) tern_assign(ds[q], tern_add(ds[q], o[j]));
+                        if (with_dsum) tern_assign(ds[i], tern_add(ds[i], o[i]));
                     }
-                    ku_store(dx, at, W, o);
+                    ku_store(dx, at, W, o + k * W);
                     if (with_out) { /* the forward's output: gk_ln_row_out's expression */
-                        tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W)), bv[8];
-                        ku_load(b, col, W, bv);
-                        for (int j = 0; j < W; j++) o[j] = tern_fma(xh[k * W + j], wv[k * W + j], bv[j]);
-                        ku_store(out, at, W, o);
+                        tern_v y[8];
+                        for (int j = 0; j < W; j++) y[j] = tern_fma(xh[k * W + j], wv[k * W + j], bv[k * W + j]);
+                        ku_store(out, at, W, y);
                     }
                 }
             }
         }
         tern_v *sums[3] = {dw, db, ds};
-        if (gk_lnb_group_partials(Cc, P)) {
-            /* the SIMD groups' sums added in a fixed tree: in each round SIMD groups [h, 2h)
-             * put theirs in slots 0 .. h - 1 and SIMD groups [0, h) add them; SIMD group 0
-             * writes the group's partial row. 8x fewer partial rows to write and to add. */
-            tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)(GK_LN_ROWS / 2) * P * Cc);
-            tern_v warp = tern_simd_group(kb);
-            for (int h = GK_LN_ROWS / 2; h >= 1; h /= 2) {
-                TERN_IF(kb, tern_land(tern_ge(warp, tern_int(h)), tern_lt(warp, tern_int(2 * h)))) {
-                    tern_v slot = tern_mul(tern_sub(warp, tern_int(h)), tern_int(P * Cc));
+        if (gk_lnb_group_partials(Cc, P, R)) {
+            /* the teams' sums added in a fixed tree: in each round teams [h, 2h) put theirs in
+             * slots 0 .. h - 1 and teams [0, h) add them; team 0 writes the group's partial
+             * row. GK_LN_ROWS / R times fewer partial rows to write and to add. */
+            tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)(teams / 2) * P * Cc);
+            for (int h = teams / 2; h >= 1; h /= 2) {
+                TERN_IF(kb, tern_land(tern_ge(tw, tern_int(h)), tern_lt(tw, tern_int(2 * h)))) {
+                    tern_v slot = tern_mul(tern_sub(tw, tern_int(h)), tern_int(P * Cc));
                     for (int p = 0; p < P; p++)
-                        for (int k = 0; k < chunks; k++) {
-                            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-                            ku_store_f32(red, tern_add(slot, tern_add(col, tern_int(p * Cc))), W, sums[p] + k * W);
-                        }
+                        for (int k = 0; k < chunks; k++)
+                            ku_store_f32(red, tern_add(slot, tern_add(cols[k], tern_int(p * Cc))), W, sums[p] + k * W);
                 }
                 tern_barrier(kb);
-                TERN_IF(kb, tern_lt(warp, tern_int(h))) {
-                    tern_v slot = tern_mul(warp, tern_int(P * Cc));
+                TERN_IF(kb, tern_lt(tw, tern_int(h))) {
+                    tern_v slot = tern_mul(tw, tern_int(P * Cc));
                     for (int p = 0; p < P; p++)
-                        for (int k = 0; k < chunks; k++) {
-                            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
+                        for (int k = 0; k < chunks; k++)
                             for (int j = 0; j < W; j++) {
-                                tern_v v = tern_load(red, tern_add(slot, tern_add(col, tern_int(p * Cc + j))));
+                                tern_v v = tern_load(red, tern_add(slot, tern_add(cols[k], tern_int(p * Cc + j))));
                                 tern_assign(sums[p][k * W + j], tern_add(sums[p][k * W + j], v));
                             }
-                        }
                 }
                 if (h > 1) tern_barrier(kb); /* the slots are free for the next round */
             }
             pbase = tern_mul(tern_group_id(kb, 0), tern_mul(C, tern_int(P)));
-            tern_if(kb, tern_eq(warp, tern_int(0)));
+            tern_if(kb, tern_eq(tw, tern_int(0)));
         }
         for (int k = 0; k < chunks; k++) {
-            tern_v col = tern_mul(tern_add(tern_int(k * 32), lane), tern_int(W));
-            tern_v at = tern_add(pbase, col);
+            tern_v at = tern_add(pbase, cols[k]);
             ku_store_f32(partial, at, W, dw + k * W);
             ku_store_f32(partial, tern_add(at, C), W, db + k * W);
             if (with_dsum) ku_store_f32(partial, tern_add(at, tern_mul(C, tern_int(2))), W, ds + k * W);
         }
-        if (gk_lnb_group_partials(Cc, P)) tern_end(kb);
+        if (gk_lnb_group_partials(Cc, P, R)) tern_end(kb);
     } else {
         TERN_FOR(kb, j, lane, C, tern_int(32)) {
             for (int p = 0; p < P; p++)

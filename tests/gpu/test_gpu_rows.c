@@ -15,9 +15,12 @@ static const tern_dtype floats[2] = {TERN_F32, TERN_BF16};
 
 static void test_layernorm(void) {
     /* C = 64: the register path (vector widths per dtype); C = 40 and 100: generic;
-     * C = 256: four chunks per lane; C = 1600 (GPT-2 1.5B): 50 values a lane */
-    int shapes[5][2] = {{7, 64}, {13, 40}, {3, 100}, {21, 256}, {5, 1600}};
-    for (int s = 0; s < 5; s++) {
+     * C = 256: four chunks per lane; C = 1600 (GPT-2 1.5B) and 1280: the backward's rows
+     * shared by two SIMD groups (gk_lnb_team), 2048 by four; several rows a team (37, 70,
+     * 45 rows), the group's tree of partial sums (1,600, 1,280, 2,048) and without it (1,056:
+     * 33 values a lane, one SIMD group a row as 1056 % 64 != 0) */
+    int shapes[9][2] = {{7, 64}, {13, 40}, {3, 100}, {21, 256}, {5, 1600}, {37, 1600}, {70, 1280}, {45, 2048}, {9, 1056}};
+    for (int s = 0; s < 9; s++) {
         int rows = shapes[s][0], C = shapes[s][1];
         size_t n = (size_t)rows * C;
         float *x = gt_random(n, -2, 3), *w = gt_random((size_t)C, 0.5f, 1.5f), *b = gt_random((size_t)C, -1, 1);
