@@ -9,22 +9,22 @@
  * 2^28 logits (512 MiB in bf16): GPT-2 at B=16, T=1024 in 4 chunks of 4096 rows. Each
  * chunk after the first reads and writes dwte once more (docs/PERFORMANCE.md, "Training
  * memory", has the cost). */
-static int logit_chunk_rows(const tern_gpt2 *m, int BT) {
+static int logit_chunk_rows(const tern_gpt2 *m, int BT, size_t backward_len) {
     int rows = m->memory.logit_rows;
     if (rows <= 0) {
+        /* 2^28 elements of logits at most; no more than the backward's own buffers, which
+         * share their room, when those are 2^26 elements or more (GPT-2 1.5B at B=16,
+         * T=1024: 2,368 rows, 119M elements within the backward's 131M, where 4,096 rows
+         * took 206M): chunks of at least ~1,300 rows of GPT-2's vocabulary */
         size_t all = (size_t)BT * (size_t)m->Vp, budget = (size_t)1 << 28;
+        if (backward_len >= (size_t)1 << 26 && backward_len < budget) budget = backward_len;
         size_t chunks = (all + budget - 1) / budget;
         size_t r = ((size_t)BT + chunks - 1) / chunks;
-        rows = (int)((r + 63) / 64 * 64);
+        size_t cap = budget / (size_t)m->Vp / 64 * 64; /* whole 64-row blocks within budget */
+        r = (r + 63) / 64 * 64;
+        rows = (int)(cap >= 64 && r > cap ? cap : r);
     }
     return rows < BT ? rows : BT;
-}
-
-/* The next len elements of room at *used (views at multiples of 64 elements, as take's). */
-static tern_buf carve(tern_buf room, size_t *used, size_t len) {
-    tern_buf v = tern_view(room, *used, len);
-    *used += (len + 63) / 64 * 64;
-    return v;
 }
 
 /* Lays out the activations of a B x T pass (see model_pools). */
@@ -61,30 +61,36 @@ static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved
         la->fch_gelu = shared_gelu ? gelu_all : MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
         la->res3 = MODEL_FN(take)(p, POOL_ACT, BT * C);
     }
-    a->lnf = MODEL_FN(take)(p, POOL_ACT, BT * C);
+    /* lnf [BT, C]: the layer norms' shared buffer too when they share one (the backward
+     * then writes every layer's ln_2 again, the last one's included) */
+    a->lnf = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
     a->lnf_mean = MODEL_FN(take)(p, POOL_F32, BT);
     a->lnf_rstd = MODEL_FN(take)(p, POOL_F32, BT);
-    /* logits [logit_rows, Vp]: a training layout holds some rows at a time (logits_and_loss) */
-    a->logit_rows = with_grad ? logit_chunk_rows(m, (int)BT) : (int)BT;
+    /* The backward's buffers share one room with the logits, by when each is live:
+     *   [0, C)    dln [BT, C] (from the output projection's backward on), and datty [BT, C]
+     *             in each block's attention part until dln is written over it;
+     *   [C, 2C)   dres [BT, C] (from the final layer norm's backward on);
+     *   [2C, 6C)  dfch [BT, 4C] in the MLP part, dqkv [BT, 3C] in the attention part;
+     * in units of BT C elements, each slot a multiple of 64 elements. The logits
+     * [logit_rows, Vp] take the room from C on: logits_and_loss writes dln while they live,
+     * and nothing else until it has taken their gradient into dln. GPT-2 1.5B at B=16,
+     * T=1024: 157M elements, where separate dln and datty and logits of 4,096 rows took
+     * 262M (0.2 GiB more). */
+    size_t slot = (BT * C + 63) / 64 * 64;
+    size_t backward_len = slot + (BT * 4 * C + 63) / 64 * 64; /* from C on: dres, dfch|dqkv */
+    a->logit_rows = with_grad ? logit_chunk_rows(m, (int)BT, backward_len) : (int)BT;
     size_t logits_len = (size_t)a->logit_rows * (size_t)m->Vp;
-    /* The backward's buffers dres, datty [BT, C], dqkv [BT, 3C] and dfch [BT, 4C] live in the
-     * logits' room, grown to hold them when the logits are smaller (GPT-2 1.5B at B=16,
-     * T=1024: 9 BT C = 236M elements against 206M of logits): the logits are dead once
-     * logits_and_loss has taken their gradient through the output projection into dln, and
-     * backward writes these only after that. */
-    size_t backward_len = 2 * ((BT * C + 63) / 64 * 64) + (BT * 3 * C + 63) / 64 * 64 + BT * 4 * C;
-    size_t room_len = with_grad && backward_len > logits_len ? backward_len : logits_len;
-    tern_buf room = MODEL_FN(take)(p, POOL_ACT, room_len);
-    a->logits = tern_view(room, 0, logits_len);
+    size_t from_c = with_grad && backward_len > logits_len ? backward_len : logits_len;
+    tern_buf room = MODEL_FN(take)(p, POOL_ACT, (with_grad ? slot : 0) + from_c);
+    a->logits = tern_view(room, with_grad ? slot : 0, logits_len);
     a->losses = MODEL_FN(take)(p, POOL_F32, BT);
     a->has_grad_buffers = with_grad;
     if (!with_grad) return;
-    a->dln = MODEL_FN(take)(p, POOL_ACT, BT * C);
-    size_t used = 0;
-    a->dres = carve(room, &used, BT * C);
-    a->datty = carve(room, &used, BT * C);
-    a->dqkv = carve(room, &used, BT * 3 * C);
-    a->dfch = carve(room, &used, BT * 4 * C);
+    a->dln = tern_view(room, 0, BT * C);
+    a->datty = tern_view(room, 0, BT * C);
+    a->dres = tern_view(room, slot, BT * C);
+    a->dfch = tern_view(room, 2 * slot, BT * 4 * C);
+    a->dqkv = tern_view(room, 2 * slot, BT * 3 * C);
 }
 
 void GPT2_FN(free_acts)(tern_gpt2 *m) {
@@ -216,8 +222,8 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* dres [BT, C] += ln_2's backward of dln: now d(res2). d(ln_2 w), d(ln_2 b) [C], and
      * dsum: d(b_attproj) [C] = sum over rows of d(res2). When the layer norms share their
      * output (m->memory.recompute_layernorm), it writes ln2 = ln_2(res2) again for d(W_fc)
-     * below (not for the last layer: its ln_2 is the last written there by the forward). */
-    tern_buf ln2_again = a->ln_shared && l != cfg->n_layer - 1 ? la->ln2 : tern_none();
+     * below (the last layer's too: ln_f's output was written there after it). */
+    tern_buf ln2_again = a->ln_shared ? la->ln2 : tern_none();
     TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), ln2_again, a->dln,
                                     la->res2, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), la->ln2_mean,
                                     la->ln2_rstd, BT, C, gb));
