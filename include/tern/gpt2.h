@@ -67,8 +67,9 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
 
 /* How training passes trade memory for time; the next pass lays its buffers out anew.
  * logit_rows: rows of logits [rows, Vp] a training pass holds at once (the loss and its
- * gradient through the output projection run over chunks of rows), 0: as many as 2^27
- * logits. recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
+ * gradient through the output projection run over chunks of rows), 0: chosen (at most
+ * 2^28 logits, and no more than the backward's own buffers where those are large).
+ * recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
  * input in the backward pass (4 C values a token a layer less memory, one more pass over
  * them). recompute_layernorm: one layer-norm output [B T, C] for both layer norms of all
  * layers, written again by each layer norm's backward pass, which reads its input anyway
