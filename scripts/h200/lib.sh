@@ -57,6 +57,18 @@ peak_run() { # log path, command...: runs it, sampling its process's used GPU me
     PEAK_RC=$?
     PEAK_MIB=$(awk -F', *' -v p=$pid '$1 == p && $2 > m { m = $2 } END { print m + 0 }' "$smi")
 }
+build_with_old() { # A's build (build_tern) beside B's tern_cli, B the tree carried as
+    # .old/old.tar.gz (`git archive`), unpacked in $base: exits on either's failure
+    base=/tmp/tern-ab-old
+    rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
+    local start=$SECONDS bpid
+    ( cmake -S $base -B $base/build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
+      cmake --build $base/build-h200 -j 6 --target tern_cli ) > "$logs/ab-build.log" 2>&1 &
+    bpid=$!
+    build_tern
+    wait $bpid || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
+    note "ok   B build ($((SECONDS - start)) s)"
+}
 gib() { awk -v m="$1" 'BEGIN { printf "%.2f GiB", m / 1024 }'; }
 build_targets() { # the same Release build, only the named targets (tern_cli, tests)
     local start=$SECONDS

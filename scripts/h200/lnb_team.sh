@@ -18,16 +18,7 @@ OUT=${OUT:-out}
 source scripts/h200/lib.sh
 export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-560}))}
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
-base=/tmp/tern-ab-old
-rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
-start=$SECONDS
-# B's tern_cli builds beside A's whole build
-( cmake -S $base -B $base/build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $base/build-h200 -j 6 --target tern_cli ) > "$logs/ab-build.log" 2>&1 &
-bpid=$!
-build_tern
-wait $bpid || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
-note "ok   B build ($((SECONDS - start)) s)"
+build_with_old
 
 if [ -z "${LNB_NO_CHECKS:-}" ]; then
 TERN_GPU_TEST_RUNTIMES=cuda step "test_gpu_rows on cuda against cpu" 60 gpu-rows.log $b/tests/gpu/test_gpu_rows
