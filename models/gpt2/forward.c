@@ -5,10 +5,11 @@
 #include "instance.h"
 
 /* Rows of logits a training pass holds at once (logits_and_loss): m->memory.logit_rows, or
- * by default the BT rows cut into the fewest equal chunks (multiples of 64 rows) of at most
- * 2^28 logits (512 MiB in bf16): GPT-2 at B=16, T=1024 in 4 chunks of 4096 rows. Each
- * chunk after the first reads and writes dwte once more (docs/PERFORMANCE.md, "Training
- * memory", has the cost). */
+ * by default the BT rows cut into the fewest equal chunks (multiples of 64 rows) within a
+ * budget of logits: 2^28 (512 MiB in bf16), or the backward's buffers' backward_len when
+ * smaller (below). GPT-2 124M at B=16, T=1024: 4 chunks of 4096 rows; 1.5B: 7 of 2,368.
+ * Each chunk after the first reads and writes dwte once more (docs/PERFORMANCE.md,
+ * "Training memory", has the cost). */
 static int logit_chunk_rows(const tern_gpt2 *m, int BT, size_t backward_len) {
     int rows = m->memory.logit_rows;
     if (rows <= 0) {

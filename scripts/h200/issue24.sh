@@ -21,8 +21,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-570}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+call_start 570
 build_tern
 peers=.fixtures/bench/gpu_torch_peers.py
 [ -f $peers ] || note "FAIL no $peers (scripts/h200/fetch-debs copies it): item 1 without its peer"

@@ -10,6 +10,11 @@ note() { echo "$*" | tee -a "$summary"; }
 # CALL_END (epoch seconds), when set: the device call's end; a step gets at most the time left
 # and is skipped, with a note, when under 15 s are.
 call_left() { echo $((${CALL_END:-0} - $(date +%s))); }
+call_start() { # default seconds: the call's end (CALL_END, from CALL_SECONDS or the default)
+    # and the GPU in the summary's first line
+    export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-$1}))}
+    note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+}
 step() { # name, timeout seconds, log file name, command...
     local name=$1 limit=$2 log=$logs/$3 start=$SECONDS
     shift 3

@@ -16,8 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-400}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader)"
+call_start 400
 build_tern
 TERN_GPU_TEST_RUNTIMES=cuda step "test_gpu_rows on cuda (layer norms against cpu, C up to 1,600)" 60 gpu-rows.log \
     $b/tests/gpu/test_gpu_rows

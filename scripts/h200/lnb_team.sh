@@ -16,8 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-560}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+call_start 560
 build_with_old
 
 if [ -z "${LNB_NO_CHECKS:-}" ]; then

@@ -15,8 +15,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-400}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+call_start 400
 build_with_old
 A=$b/tern B=$base/build-h200/tern
 if [ -n "${ROOM_AGAIN:-}" ]; then # a second call: 124M A and B alternated 4 times, 1.5B's recomputation twice

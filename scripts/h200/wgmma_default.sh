@@ -10,8 +10,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-240}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,noheader)"
+call_start 240
 build_tern
 if [ -d .fixtures ]; then
     TERN_TEST_HANDLER=cuda step "fixture, cuda fp32" 60 fixture-fp32.log $b/tests/gpt2/test_gpt2_fixture

@@ -130,7 +130,7 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 }
 
 /* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w, t[4] out, t[5] b; n[0] W, n[1] C or 0
- * (as the forward); n[2] = P, the partial rows per SIMD group: 2 (dw, db) or 3 (dw, db,
+ * (as the forward); n[2] = P, the partial rows per team: 2 (dw, db) or 3 (dw, db,
  * dsum); n[3] = 1: the forward's output is written again (out, from b); n[4] = R, the SIMD
  * groups sharing a row on the register path (gk_lnb_team: 1, or 2 or 4 for wide rows; 0
  * reads as 1). Parameters: dx, partial, [out], dout, x, w, [b], mean, rstd, rows, C, S (row
