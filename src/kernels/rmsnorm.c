@@ -97,12 +97,14 @@ void gk_trace_rmsnorm(tern_kb *kb, void *spec) {
     }
 }
 
-/* Backward. Parameters: dx, partial, dout, x, w, rrms, rows, C, S (SIMD groups in the grid),
- * iters = ceil(rows / S). SIMD group s takes rows s, s + S, ... and writes its dw partial sums
- * to partial[s, :] (f32 [S, C]), which partial_add then adds into dw in a fixed order. */
+/* Backward. Parameters: dx, partial, dout, x, w, rrms, rows, C, S (row teams in the grid),
+ * iters = ceil(rows / S). n[4] = R: on the register path a team of R SIMD groups shares each
+ * row (gk_lnb_team, as layernorm_backward: 1, or 2 or 4 for wide rows; 0 reads as 1). Team s
+ * takes rows s, s + S, ... and writes its dw partial sums to partial[s, :] (f32 [S, C]),
+ * which partial_add then adds into dw in a fixed order. */
 void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
-    int W = s->n[0], Cc = s->n[1];
+    int W = s->n[0], Cc = s->n[1], R = s->n[4] > 1 ? s->n[4] : 1;
     tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
     tern_v dout = ku_buf(kb, "dout", s->t[1], TERN_READ);
@@ -114,8 +116,12 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
     tern_v S = tern_param_scalar(kb, "S", TERN_T_I32);
     tern_v iters = tern_param_scalar(kb, "iters", TERN_T_I32);
 
-    tern_v lane = tern_simd_lane(kb);
-    tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS)), tern_simd_group(kb));
+    tern_v lane = tern_simd_lane(kb), warp = tern_simd_group(kb);
+    /* the row team: R SIMD groups of one group; part q holds every R-th stretch of 32 W
+     * columns (R a power of two) */
+    int log_r = R == 4 ? 2 : R == 2 ? 1 : 0;
+    tern_v q = tern_and(warp, tern_int(R - 1));
+    tern_v sg = tern_add(tern_mul(tern_group_id(kb, 0), tern_int(GK_LN_ROWS / R)), tern_shr(warp, tern_int(log_r)));
     tern_v C = Cc ? tern_i32(Cc) : Cv;
     tern_v Cf = tern_cast(C, TERN_T_F32);
     tern_v pbase = tern_mul(sg, C);
@@ -123,44 +129,57 @@ void gk_trace_rmsnorm_backward(tern_kb *kb, void *spec) {
     tern_wait_previous(kb);
 
     if (Cc) {
-        int chunks = Cc / 32 / W, per = chunks * W;
+        int L = 32 * R, chunks = Cc / L / W, per = chunks * W;
+        tern_v rl = tern_add(tern_mul(q, tern_int(32)), lane); /* this lane among the row's L */
         tern_v wv[GK_LN_MAX_PER_LANE], dw[GK_LN_MAX_PER_LANE];
-        for (int k = 0; k < chunks; k++) ku_load(w, rms_col(lane, k, 32, W), W, wv + k * W);
+        for (int k = 0; k < chunks; k++) ku_load(w, rms_col(rl, k, L, W), W, wv + k * W);
         for (int j = 0; j < per; j++) dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
+        /* a team's row sums meet here: [iteration parity][SIMD group], as layernorm_backward */
+        tern_v xch = R > 1 ? tern_shared(kb, "xch", TERN_T_F32, 2 * GK_LN_ROWS) : tern_int(0);
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {
             tern_v row = tern_add(sg, tern_mul(it, S));
             tern_v valid = tern_lt(row, rows);
             tern_v rowc = tern_min(row, last);
             tern_v base = tern_mul(rowc, C);
             tern_v r = tern_load(rrms, rowc);
-            tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE], dn[GK_LN_MAX_PER_LANE];
+            /* every load of the row before any store (see layernorm_backward) */
+            tern_v g[GK_LN_MAX_PER_LANE], xh[GK_LN_MAX_PER_LANE], o[GK_LN_MAX_PER_LANE];
             for (int k = 0; k < chunks; k++) {
-                tern_v at = tern_add(base, rms_col(lane, k, 32, W));
+                tern_v at = tern_add(base, rms_col(rl, k, L, W));
                 ku_load(dout, at, W, g + k * W);
                 ku_load(x, at, W, xh + k * W);
+                ku_load(dx, at, W, o + k * W);
             }
             tern_v s_norm = tern_f32(0.0f);
             for (int j = 0; j < per; j++) {
                 xh[j] = tern_mul(xh[j], r);
                 g[j] = tern_select(valid, g[j], tern_f32(0.0f)); /* rows past the end add nothing */
-                dn[j] = tern_mul(wv[j], g[j]);
-                s_norm = j ? tern_fma(dn[j], xh[j], s_norm) : tern_mul(dn[j], xh[j]);
+                tern_v dn = tern_mul(wv[j], g[j]);
+                s_norm = j ? tern_fma(dn, xh[j], s_norm) : tern_mul(dn, xh[j]);
                 tern_assign(dw[j], tern_fma(g[j], xh[j], dw[j]));
             }
-            tern_v m = tern_div(tern_simd_sum(s_norm), Cf);
+            s_norm = tern_simd_sum(s_norm);
+            if (R > 1) {
+                tern_v half = tern_mul(tern_and(it, tern_int(1)), tern_int(GK_LN_ROWS));
+                TERN_IF(kb, tern_eq(lane, tern_int(0))) { tern_store(xch, tern_add(half, warp), s_norm); }
+                tern_barrier(kb);
+                /* the parts added in team order: every part gets the same sum */
+                tern_v first = tern_add(half, tern_sub(warp, q));
+                s_norm = tern_load(xch, first);
+                for (int p = 1; p < R; p++) s_norm = tern_add(s_norm, tern_load(xch, tern_add(first, tern_int(p))));
+            }
+            tern_v m = tern_div(s_norm, Cf);
             TERN_IF(kb, valid) {
                 for (int k = 0; k < chunks; k++) {
-                    tern_v at = tern_add(base, rms_col(lane, k, 32, W)), o[8];
-                    ku_load(dx, at, W, o);
                     for (int j = 0; j < W; j++) {
-                        int q = k * W + j;
-                        o[j] = tern_fma(tern_sub(dn[q], tern_mul(xh[q], m)), r, o[j]);
+                        int i = k * W + j;
+                        o[i] = tern_fma(tern_sub(tern_mul(wv[i], g[i]), tern_mul(xh[i], m)), r, o[i]);
                     }
-                    ku_store(dx, at, W, o);
+                    ku_store(dx, tern_add(base, rms_col(rl, k, L, W)), W, o + k * W);
                 }
             }
         }
-        for (int k = 0; k < chunks; k++) ku_store_f32(partial, tern_add(pbase, rms_col(lane, k, 32, W)), W, dw + k * W);
+        for (int k = 0; k < chunks; k++) ku_store_f32(partial, tern_add(pbase, rms_col(rl, k, L, W)), W, dw + k * W);
     } else {
         TERN_FOR(kb, j, lane, C, tern_int(32)) { tern_store(partial, tern_add(pbase, j), tern_f32(0.0f)); }
         TERN_FOR(kb, it, tern_int(0), iters, tern_int(1)) {

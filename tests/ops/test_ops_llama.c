@@ -68,14 +68,17 @@ static void ref_rmsnorm_backward(const float *dx0, const float *dw0, const float
 }
 
 /* C 128: the register path (width 4 at offset 0), f32 and bf16; C 37 at odd offsets: the
- * generic path, bf16. rows 13 > GK_LN_ROWS, so the backward's SIMD groups take several rows. */
+ * generic path, bf16. rows 13 > GK_LN_ROWS, so the backward's SIMD groups take several rows.
+ * C 896 (Qwen2-0.5B) and 2048 (Llama-3.2-1B): the backward's rows shared by teams of two
+ * and four SIMD groups on the GPU core (gk_lnb_team), several rows a team. */
 static void test_rmsnorm(ot_ctx *c) {
     const tern_ops *o = c->ops;
-    /* rows, C, view offset, bf16; the last: decoding's few rows, a row split over SIMD groups
-     * on the GPU core (forward only: the backward has no few-row path) */
-    const int shapes[4][4] = {{13, 128, 0, 0}, {13, 128, 0, 1}, {5, 37, 1, 1}, {3, 512, 0, 1}};
+    /* rows, C, view offset, bf16; the fourth: decoding's few rows, a row split over SIMD
+     * groups on the GPU core (forward only: the backward has no few-row path) */
+    const int shapes[6][4] = {{13, 128, 0, 0}, {13, 128, 0, 1}, {5, 37, 1, 1}, {3, 512, 0, 1}, {37, 896, 0, 1},
+                              {21, 2048, 0, 0}};
     ot_seed(221);
-    for (int s = 0; s < 4; s++) {
+    for (int s = 0; s < 6; s++) {
         int rows = shapes[s][0], C = shapes[s][1];
         size_t off = (size_t)shapes[s][2], n = (size_t)rows * C;
         tern_dtype dt = ot_float2[shapes[s][3]];
