@@ -15,15 +15,7 @@ OUT=${OUT:-out}
 source scripts/h200/lib.sh
 export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-400}))}
 note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
-base=/tmp/tern-ab-old
-rm -rf $base && mkdir -p $base && tar -xzf .old/old.tar.gz -C $base
-start=$SECONDS
-( cmake -S $base -B $base/build-h200 -DCMAKE_BUILD_TYPE=Release -DTERN_CUDA_HANDLER=ON -DTERN_WITH_OPENCL=OFF &&
-  cmake --build $base/build-h200 -j 6 --target tern_cli ) > "$logs/ab-build.log" 2>&1 &
-bpid=$!
-build_tern
-wait $bpid || { note "FAIL B build: $(grep -m3 -E 'error|Error' "$logs/ab-build.log")"; exit 1; }
-note "ok   B build ($((SECONDS - start)) s)"
+build_with_old
 export TERN_TEST_HANDLER=cuda
 step "ops: test_ops_llama on cuda" 90 ops-llama.log $b/tests/ops/test_ops_llama
 [ -d .fixtures ] && step "llama fixture on cuda" 120 llama-fixture.log $b/tests/llama/test_llama_fixture
