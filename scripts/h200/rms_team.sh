@@ -8,6 +8,7 @@
 #   training steps, A and B alternated twice: Llama-3.2-1B and SmolLM2-135M at B=4 T=1024
 #   bf16 (the first timing of the Llama family's training on the GPU: no peer yet).
 #   mkdir -p .old && git archive main -- . ':!models/brown-mini/model.safetensors' | gzip > .old/old.tar.gz
+# RMS_NO_NCU=1 leaves ncu out.
 #   OUT=$OUT bash scripts/h200/rms_team.sh          (carry .deb .fixtures .old)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -22,7 +23,7 @@ step "ops: test_ops_llama on cuda" 90 ops-llama.log $b/tests/ops/test_ops_llama
 unset TERN_TEST_HANDLER
 grep -h -E 'checks (passed|failed)' "$logs"/ops-llama.log "$logs"/llama-fixture.log >> "$summary"
 A=$b/tern B=$base/build-h200/tern
-if command -v ncu > /dev/null; then
+if [ -z "${RMS_NO_NCU:-}" ] && command -v ncu > /dev/null; then
     for side in A B; do
         bin=$A
         [ $side = B ] && bin=$B
