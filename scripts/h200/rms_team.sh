@@ -14,8 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
-export CALL_END=${CALL_END:-$(($(date +%s) + ${CALL_SECONDS:-400}))}
-note "gpu: $(nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv,noheader)"
+call_start 400
 build_with_old
 export TERN_TEST_HANDLER=cuda
 step "ops: test_ops_llama on cuda" 90 ops-llama.log $b/tests/ops/test_ops_llama
