@@ -44,3 +44,13 @@ for r in 1 2; do
         done
     done
 done
+# Where GPT-2's training step goes now (A; GPT-2 has no rmsnorm, so A's GPT-2 is main's), every
+# kernel under ncu, 124M then 1.5B when the call has time left: STEP_NCU=0 leaves it out.
+if [ "${STEP_NCU:-1}" = 1 ] && command -v ncu > /dev/null; then
+    for init in gpt2 gpt2-xl; do
+        step "ncu step $init" 200 "ncu-step-$init.log" ncu --clock-control none --metrics gpu__time_duration.sum \
+            --csv "$A" bench train --init $init --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 1 --warmup 1
+        note "ncu, GPT-2 $init B=16 T=1024 bf16 (per step):"
+        python3 scripts/h200/ncu_sum.py "$logs/ncu-step-$init.log" 2 >> "$summary"
+    done
+fi
