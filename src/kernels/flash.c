@@ -146,9 +146,10 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
 }
 
 /* A product's A operand, the SIMD group's 16 rows over the head dimension: fragments held
- * in registers. */
+ * in registers, or (warpgroup products only) the warpgroup's 64 rows as a staged tile. */
 typedef struct fl_a {
     tern_v (*frag)[8];
+    const tern_wg_tile *tile; /* when set, frag is unused */
 } fl_a;
 
 /* The A fragment of k-step kk. */
@@ -273,10 +274,11 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M
                            tern_v x[][4]) {
     if (f->wg) { /* B = M^T: the tile's rows 8 j0 .. are the n */
         tern_v a[MAX_HS / 2], c[TILE / 2], d[TILE / 2];
-        for (int kk = 0; kk < f->KS; kk++) a_get(A, kk, a + 8 * kk);
+        if (!A->tile)
+            for (int kk = 0; kk < f->KS; kk++) a_get(A, kk, a + 8 * kk);
         for (int e = 0; e < 4 * nj; e++) c[e] = tern_f32(0.0f);
         tern_wg_tile b = {M, tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
-        tern_wgmma_bf16(kb, 8 * nj, f->hs, a, NULL, &b, c, d);
+        tern_wgmma_bf16(kb, 8 * nj, f->hs, A->tile ? NULL : a, A->tile, &b, c, d);
         for (int j = 0; j < nj; j++)
             for (int i = 0; i < 4; i++) x[j][i] = d[4 * j + i];
         return;
@@ -348,9 +350,10 @@ static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, te
     for (int p = 0; p < 2; p++) {
         tern_v *acc = f->xv + p * (TILE / 2), a[MAX_HS / 2];
         for (int e = 0; e < 4 * nj; e++) tern_assign(acc[e], tern_f32(0.0f));
-        for (int kk = 0; kk < f->KS; kk++) a_get(As[p], kk, a + 8 * kk);
+        if (!As[p]->tile)
+            for (int kk = 0; kk < f->KS; kk++) a_get(As[p], kk, a + 8 * kk);
         tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
-        tern_wgmma_bf16_async(kb, 8 * nj, f->hs, a, NULL, &b, acc);
+        tern_wgmma_bf16_async(kb, 8 * nj, f->hs, As[p]->tile ? NULL : a, As[p]->tile, &b, acc);
     }
     tern_wgmma_wait(kb, 0);
     for (int j = 0; j < nj; j++)
@@ -824,13 +827,27 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
                     .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved,
                     .pipelined = pipelined, .tiles = tiles, .off = tern_int(0), .loff = tern_int(0)};
     if (pipelined && f.group == 1) backward_kv_prologue(kb, &f, &st, kt);
+    /* the group's K and V rows, the A operands of every tile's first two products: with
+     * warpgroup products staged once as tiles (the first tile's barrier covers the stores),
+     * which leaves 32 registers a thread to the rest; else fragments in registers */
     tern_v ka[MAX_HS / 16][8], va[MAX_HS / 16][8];
-    for (int kk = 0; kk < KS; kk++) {
-        a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
-        a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
+    tern_wg_tile kt_tile, vt_tile;
+    if (f.wg) {
+        tern_v Ks = fl_tiles(kb, &f, "Ks", 1), Vs = fl_tiles(kb, &f, "Vs", 1);
+        stage_tile(&f, Ks, qkv, 3, 1, st.k0);
+        stage_tile(&f, Vs, qkv, 3, 2, st.k0);
+        kt_tile = (tern_wg_tile){Ks, tern_int(0), TILE, false};
+        vt_tile = (tern_wg_tile){Vs, tern_int(0), TILE, false};
+        st.ka = (fl_a){.tile = &kt_tile};
+        st.va = (fl_a){.tile = &vt_tile};
+    } else {
+        for (int kk = 0; kk < KS; kk++) {
+            a_frag(&f, qkv, row_index(&f, 3, 1, r), row_index(&f, 3, 1, r8), kk, ka[kk]);
+            a_frag(&f, qkv, row_index(&f, 3, 2, r), row_index(&f, 3, 2, r8), kk, va[kk]);
+        }
+        st.ka = (fl_a){.frag = ka};
+        st.va = (fl_a){.frag = va};
     }
-    st.ka = (fl_a){.frag = ka};
-    st.va = (fl_a){.frag = va};
     tern_v dk[MAX_HS / 8][4], dv[MAX_HS / 8][4];
     acc_vars(kb, NT, "dk", dk);
     acc_vars(kb, NT, "dv", dv);

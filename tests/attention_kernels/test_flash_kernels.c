@@ -199,8 +199,9 @@ static void test_nvrtc(const gk_flash_opts *given, int group) {
 /* On a GPU runtime (TERN_GPU=cuda on the H200: scripts/h200/merge_check.sh) the same kernels
  * at the Llama family's shapes, T not a multiple of the tile: SmolLM2-135M's heads (NH 9, KV
  * 3) and Llama-3.2-1B's (NH 32, KV 8), and GPT-2's, with no options and the handler's two
- * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ), and [6] with
- * warpgroup products (variants[9]: wgmma.mma_async on the H200). */
+ * option sets (variants[2]: its dK dV; variants[6]: its forward and dQ), [6] with
+ * warpgroup products (variants[9]: wgmma.mma_async on the H200), and the handler's set for
+ * those (variants[10]). */
 static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
     tern_error *err = tern_rt_open(runtime, &rt);
     if (err || !rt) {
@@ -214,7 +215,8 @@ static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
         test_shape(shapes[i], NULL);
         test_shape(shapes[i], &variants[2]);
         test_shape(shapes[i], &variants[6]);
-        test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products (cuda's default on Hopper) */
+        test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products */
+        test_shape(shapes[i], &variants[10]); /* cuda's default on Hopper */
     }
     tern_rt_close(rt);
     rt = NULL;
@@ -254,12 +256,14 @@ int main(void) {
         {.wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .wgmma = true},
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
+        /* the cuda handler's warpgroup set (flash_wg_*): dK dV whole query tiles, staged ahead */
+        {.min_groups = 3, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
     };
     /* the variants grouped heads run with (the test's time: each grouped shape costs about
      * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
      * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
      * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
-    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true};
+    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)

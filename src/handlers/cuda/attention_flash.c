@@ -20,16 +20,19 @@
  * 1.89 -> 1.60 ms a step, dQ 1.37 -> 1.28, but dK dV 3.55 -> 3.64, its fragments already
  * fill the registers); the dQ pass from the stored dS^T with 3 tiles in flight (run 54: L2
  * bound, 104.7 -> 99.5 us a layer); warpgroup products (flash_wgmma) on Hopper (its products
- * twice mma.sync's rate: a 124M step 3% faster on an H100, the twenty-fourth session). `saved`:
- * the backward pair that hands dS^T over. */
+ * twice mma.sync's rate: a 124M step 3% faster on an H100, the twenty-fourth session), with
+ * their own register budgets and staging (flash_wg_*: their dK dV, K and V in shared memory,
+ * fits three groups a multiprocessor and takes whole query tiles staged ahead). `saved`: the
+ * backward pair that hands dS^T over. */
 static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved, int group) {
     const cuda_tune *t = &d->tune;
-    gk_flash_opts o = {.kv_halves = t->flash_kv_halves, .ds_saved = saved, .group = group};
+    gk_flash_opts o = {.ds_saved = saved, .group = group};
     if (which != GK_FLASH_DELTA) {
         int k = which == GK_FLASH_FORWARD ? 0 : which == GK_FLASH_BACKWARD_KV ? 1 : 2;
-        o.min_groups = t->flash_groups[k];
-        o.pipelined = t->flash_pipelined[k] != 0;
         o.wgmma = d->hopper && t->flash_wgmma[k] != 0;
+        o.min_groups = o.wgmma ? t->flash_wg_groups[k] : t->flash_groups[k];
+        o.pipelined = (o.wgmma ? t->flash_wg_pipelined[k] : t->flash_pipelined[k]) != 0;
+        o.kv_halves = o.wgmma ? t->flash_wg_kv_halves : t->flash_kv_halves;
     }
     if (which == GK_FLASH_BACKWARD_Q) o.stages = t->flash_stages;
     return o;

@@ -33,10 +33,18 @@ typedef struct cuda_tune {
     int gemv;             /* gemv: products with at most this many rows of A (m) to the GEMV
                            * kernels, 0 .. GK_GEMV_MAX_M (2: cuBLASLt was faster from m = 4
                            * at GPT-2's shapes, bench/h200/NOTES.md run 80; 0: none) */
+    /* the flash kernels on warp-level products (tern_mma_bf16: every GPU but Hopper, or
+     * flash_wgmma=0), measured on the H200 with them: */
     int flash_groups[3];  /* flash_groups: f/kv/q groups a multiprocessor's registers are
                            * budgeted for (4/2/4; 0: no hint; run 22) */
     bool flash_kv_halves; /* flash_kv_halves: dK dV walks each query tile in halves (on) */
     int flash_pipelined[3]; /* flash_pipelined: f/kv/q tiles staged ahead (1/0/1; run 40) */
+    /* the same for the kernels on warpgroup products (Hopper), whose dK dV holds K and V in
+     * shared memory, not registers: 4/3/4, off, 1/1/1 (runs 120-121: its kernel 3.08 ->
+     * 2.71 ms a 124M step on an H200, which with 4/2/4, halves and 1/0/1 took 3.23) */
+    int flash_wg_groups[3];
+    bool flash_wg_kv_halves;
+    int flash_wg_pipelined[3];
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
     int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products where the device

@@ -30,6 +30,7 @@ static const cuda_tune tune_defaults = {
     .graphs = true, .pdl = true, .gemm_tune = true, .gemm_candidates = 8, .gemv = 2,
     .flash_groups = {4, 2, 4}, .flash_kv_halves = true, .flash_pipelined = {1, 0, 1}, .flash_stages = 4,
     .flash_ds_saved = true, .flash_wgmma = {1, 1, 1},
+    .flash_wg_groups = {4, 3, 4}, .flash_wg_kv_halves = false, .flash_wg_pipelined = {1, 1, 1},
 };
 
 #define KEY(name, kind, field, lo, hi) {name, kind, offsetof(cuda_tune, field), lo, hi}
@@ -48,6 +49,9 @@ static const tern_option tune_keys[] = {
     KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
     KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
     KEY("flash_wgmma", TERN_OPTION_INT3, flash_wgmma, 0, 1),
+    KEY("flash_wg_groups", TERN_OPTION_INT3, flash_wg_groups, 0, 32),
+    KEY("flash_wg_kv_halves", TERN_OPTION_BOOL, flash_wg_kv_halves, 0, 1),
+    KEY("flash_wg_pipelined", TERN_OPTION_INT3, flash_wg_pipelined, 0, 1),
 };
 #undef KEY
 
