@@ -670,9 +670,27 @@ typedef struct bkv_state {
     tern_v off, loff; /* the current tile's place in Qs and dOs, and in Ls and Ds */
 } bkv_state;
 
-/* ds_saved: element (key, q) of the group's head in the [B NH, T, T] key-major dS^T. */
+/* The elements of one head's dS^T before key tile kt, and (kt the tile count) in all:
+ * TILE rows of T - TILE i queries for each tile i < kt (gk_flash_ds_len). */
+static size_t ds_before_host(size_t kt, size_t T) { return TILE * (kt * T - TILE * (kt * (kt - 1) / 2)); }
+static tern_v ds_before(tern_v kt, tern_v T) {
+    tern_v pairs = tern_div(tern_mul(kt, tern_sub(kt, tern_int(1))), tern_int(2));
+    return tern_mul(tern_int(TILE), tern_sub(tern_mul(kt, T), tern_mul(tern_int(TILE), pairs)));
+}
+
+/* ds_saved: element (key, q) of the group's head in the key-major dS^T (q >= the first key of
+ * key's tile; gk_flash_ds_len's layout). */
 static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
-    return tern_add(tern_mul(tern_add(tern_mul(f->bh, f->T), key), f->T), q);
+    tern_v kt = tern_div(key, tern_int(TILE)), k0 = tern_mul(kt, tern_int(TILE));
+    tern_v tiles = tern_div(tern_add(f->T, tern_int(TILE - 1)), tern_int(TILE));
+    tern_v head = tern_mul(f->bh, ds_before(tiles, f->T));
+    tern_v row = tern_add(tern_mul(tern_sub(key, k0), tern_sub(f->T, k0)), tern_sub(q, k0));
+    return tern_add(tern_add(head, ds_before(kt, f->T)), row);
+}
+
+size_t gk_flash_ds_len(int B, int T, int NH) {
+    size_t tiles = ((size_t)T + TILE - 1) / TILE;
+    return (size_t)B * (size_t)NH * ds_before_host(tiles, (size_t)T) + TILE;
 }
 
 /* Puts this lane's dS^T values of result tile j (keys r, r8; queries q, q + 1 of col_of) into

@@ -42,10 +42,10 @@ typedef struct gk_flash_opts {
      * (tern_min_groups) */
     int min_groups;
     bool kv_halves; /* BACKWARD_KV walks each query tile in two halves: fewer live registers */
-    /* BACKWARD_KV also stores dS^T / scale (bf16 [B NH, T, T], key-major, the causal tiles)
-     * as a last parameter, and BACKWARD_Q reads it (its last parameter) instead of
-     * recomputing P and dP: one product per tile instead of three. T a multiple of 8; the
-     * buffer GK_FLASH_TILE elements longer than B NH T T (the last tile's reads). */
+    /* BACKWARD_KV also stores dS^T / scale (bf16, key-major, only the causal part: see
+     * gk_flash_ds_len) as a last parameter, and BACKWARD_Q reads it (its last parameter)
+     * instead of recomputing P and dP: one product per tile instead of three. T a multiple
+     * of 8. */
     bool ds_saved;
     /* FORWARD, BACKWARD_KV and BACKWARD_Q with ds_saved stage their tiles one ahead, by
      * asynchronous copies into double buffers (tern_copy_async): the next tile loads while
@@ -83,6 +83,12 @@ int gk_flash_heads(gk_flash_kernel which, const gk_flash_opts *opts, int NH);
 /* DELTA's groups (of GK_FLASH_THREADS) for B sequences of T positions and NH heads of
  * size hs: a few threads share each row. */
 uint32_t gk_flash_delta_groups(int B, int T, int NH, int hs);
+
+/* The elements of the dS^T buffer that ds_saved hands over, for B sequences of T positions
+ * and NH query heads. Per head, key tile kt (keys TILE kt ..) keeps TILE rows of the queries
+ * from TILE kt on, T - TILE kt each (the causal part: about half of T T), the tiles one
+ * after another; plus GK_FLASH_TILE elements for the last tile's reads past its end. */
+size_t gk_flash_ds_len(int B, int T, int NH);
 
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */

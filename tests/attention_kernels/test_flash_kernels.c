@@ -136,9 +136,9 @@ static void test_shape(shape s, const gk_flash_opts *given) {
                      tern_arg_host_in(TERN_T_F32, lse, rows), tern_arg_host_in(TERN_T_F32, D, rows),
                      tern_arg_host(TERN_T_BF16, dqkv, n3), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
                      tern_arg_f32(scale), tern_arg_i32(0)};
-    /* ds_saved: the [B NH, T, T] dS^T the two kernels hand over, poisoned with NaN (bf16
-     * 0x7fc0) so that a tile the dQ pass reads but the dK, dV pass did not write shows */
-    size_t nds = (size_t)s.B * s.NH * s.T * s.T + GK_FLASH_TILE;
+    /* ds_saved: the dS^T the two kernels hand over (its causal part), poisoned with NaN
+     * (bf16 0x7fc0) so that a tile the dQ pass reads but the dK, dV pass did not write shows */
+    size_t nds = gk_flash_ds_len(s.B, s.T, s.NH);
     uint16_t *ds = NULL;
     bool saved = opts && opts->ds_saved;
     if (saved) {
