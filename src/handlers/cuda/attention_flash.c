@@ -92,13 +92,13 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
 
 /* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
  * one product per tile in the dQ pass instead of three, for a bf16 buffer of the scores'
- * causal part, about B NH T T / 2, written and read once). On the H200 (GPT-2 124M, B=16, T=1024; bench/h200/NOTES.md, runs
- * 27-28) the dQ pass went from 2.28 to 1.37 ms a step and the dK, dV pass, which stores
- * dS^T through shared memory in 16-byte rows, from 3.04 to 3.57 (4.07 with scattered
- * four-byte stores): flash attention 7.6 -> 7.1 ms, the step 31.99-32.35 -> 31.69-31.87 in
- * the same run. The default (flash_ds_saved=0 turns it off), T a
- * multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then views
- * the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
+ * causal part, about B NH T T / 2, written and read once). On the H200 (GPT-2 124M, B=16,
+ * T=1024; bench/h200/NOTES.md, runs 27-28) the dQ pass went from 2.28 to 1.37 ms a step and
+ * the dK, dV pass, which stores dS^T through shared memory in 16-byte rows, from 3.04 to
+ * 3.57 (4.07 with scattered four-byte stores): flash attention 7.6 -> 7.1 ms, the step
+ * 31.99-32.35 -> 31.69-31.87 in the same run. The default (flash_ds_saved=0 turns it off),
+ * T a multiple of 8 (16-byte rows), the buffer at most CUDA_FLASH_DS_MAX_BYTES; *ds then
+ * views the device's buffer, grown as needed (which moves the graphs' scratch: the epoch). */
 static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bool *saved) {
     size_t len = gk_flash_ds_len(B, T, NH); /* the causal part only: about B NH T T / 2 */
     *saved = d->tune.flash_ds_saved && T % 8 == 0 &&
