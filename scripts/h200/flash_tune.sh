@@ -3,8 +3,10 @@
 # were chosen on the mma.sync kernels, runs 22-54): each variant of FLASH_VARIANTS (cuda
 # tuning strings, `default` for none) gets the flash kernels' time of a GPT-2 124M step
 # under ncu, then 124M steps (alternated, FLASH_ROUNDS rounds) and one 1.5B pass each.
-# ptxas (sm_90a, hs 64) for the dK dV kernel: kv_halves 225 registers, without halves 247,
-# pipelined 201; none spills, all two groups a multiprocessor.
+# (Run 120's ptxas, sm_90a hs 64, with K and V still in registers: kv_halves 225 registers,
+# without halves 247, pipelined 201, all two groups a multiprocessor. Since run 121 the
+# warpgroup kernels take the flash_wg_* keys; flash_groups and the rest are the warp-level
+# kernels'.)
 # FLASH_OLD=1: the variant `old` is main's tree carried as .old/old.tar.gz (build_with_old),
 # at its defaults; the checks then also run test_flash_kernels on cuda. FLASH_FIXTURES=1: the
 # GPT-2 (bf16, fp32) and Llama fixtures on cuda first; FLASH_XL_NCU=1: the flash kernels of a

@@ -146,7 +146,8 @@ static void a_from_acc(tern_v x[][4], int kk, tern_v a[8]) {
 }
 
 /* A product's A operand, the SIMD group's 16 rows over the head dimension: fragments held
- * in registers, or (warpgroup products only) the warpgroup's 64 rows as a staged tile. */
+ * in registers, or (warpgroup products, product_rows_n_pair only) the warpgroup's 64 rows as
+ * a staged tile. */
 typedef struct fl_a {
     tern_v (*frag)[8];
     const tern_wg_tile *tile; /* when set, frag is unused */
@@ -274,11 +275,10 @@ static void product_rows_n(tern_kb *kb, const fl_ctx *f, const fl_a *A, tern_v M
                            tern_v x[][4]) {
     if (f->wg) { /* B = M^T: the tile's rows 8 j0 .. are the n */
         tern_v a[MAX_HS / 2], c[TILE / 2], d[TILE / 2];
-        if (!A->tile)
-            for (int kk = 0; kk < f->KS; kk++) a_get(A, kk, a + 8 * kk);
+        for (int kk = 0; kk < f->KS; kk++) a_get(A, kk, a + 8 * kk);
         for (int e = 0; e < 4 * nj; e++) c[e] = tern_f32(0.0f);
         tern_wg_tile b = {M, tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
-        tern_wgmma_bf16(kb, 8 * nj, f->hs, A->tile ? NULL : a, A->tile, &b, c, d);
+        tern_wgmma_bf16(kb, 8 * nj, f->hs, a, NULL, &b, c, d);
         for (int j = 0; j < nj; j++)
             for (int i = 0; i < 4; i++) x[j][i] = d[4 * j + i];
         return;
