@@ -50,10 +50,11 @@ static const char usage[] =
     "                  master weights) for 1/ranks of the parameters only, then the ranks\n"
     "                  gather the updated weights; the same steps, less memory. Needs several\n"
     "                  ranks; checkpoints stay whole and resume with or without it\n"
-    "  --recompute L   less memory for some more time: the GELU outputs and/or the layer norms'\n"
-    "                  outputs are recomputed in the backward pass instead of kept for every layer\n"
-    "                  (GPT-2 1.5B at B=16 T=1024 on an H100: layernorm 59.6 -> 55.0 GiB for 0.7%\n"
-    "                  a step; every choice's memory and cost in docs/PERFORMANCE.md)\n"
+    "  --recompute L   gelu: less memory for some more time, the GELU outputs recomputed in the\n"
+    "                  backward pass instead of kept for every layer; layernorm: the layer norms'\n"
+    "                  backward from their inputs, their outputs recomputed (the same memory as\n"
+    "                  the default, which needs layer-norm weights away from zero, for a little\n"
+    "                  more time; every choice's memory and cost in docs/PERFORMANCE.md)\n"
     "A checkpoint folder is locked while a run writes it. SIGINT or SIGTERM stops after the\n"
     "step with a checkpoint; a second signal stops at once.\n";
 

@@ -294,6 +294,11 @@ typedef struct tern_adamw {
  *                   again, written as layernorm writes it (b [C] then required): a backward
  *                   that recomputes the layer norm's output for the weight gradient that
  *                   reads it next, in the pass that reads x anyway, instead of keeping it.
+ *                   mean absent: x is the forward's output y (out then absent, b required),
+ *                   and xhat = (y - b) / w, each |w| taken as at least 1e-6: a backward that
+ *                   needs only the output, which the weight gradient after it keeps anyway,
+ *                   instead of the input too. Exact up to y's rounding divided by w: for
+ *                   weights away from zero (a channel with w = 0 has lost its xhat).
  *   rmsnorm         per row of x [rows, C]: rrms = 1 / sqrt(mean(x^2) + eps); out = x rrms w,
  *                   w [C]; rrms f32 [rows], stored when present. out disjoint from the rest.
  *   rmsnorm_backward  xhat = x rrms; dx += rrms (w dout - xhat mean(w dout xhat)) (accumulates);

@@ -71,10 +71,13 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
  * 2^28 logits, and no more than the backward's own buffers where those are large).
  * recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
  * input in the backward pass (4 C values a token a layer less memory, one more pass over
- * them). recompute_layernorm: one layer-norm output [B T, C] for both layer norms of all
- * layers, written again by each layer norm's backward pass, which reads its input anyway
- * (2 C values a token a layer less, 2 C more written; the same values bit for bit).
- * Passes without a backward share those buffers in any case. */
+ * them). The layer norms' backward reads, by default, their outputs (kept for the products
+ * after them anyway; xhat = (y - b) / w, for weights away from zero), so their inputs, the
+ * residual stream, take two buffers for all layers; recompute_layernorm: it reads their
+ * inputs instead, kept for every layer (exact for any weights), and one layer-norm output
+ * [B T, C] serves all layers, written again by each layer norm's backward pass (the same
+ * memory; 2 C values a token a layer more written; the same values bit for bit). Passes
+ * without a backward share all those buffers in any case. */
 typedef struct tern_gpt2_memory {
     int logit_rows;
     bool recompute_gelu;

@@ -40,31 +40,37 @@ static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved
     bool shared_gelu = !with_grad || m->memory.recompute_gelu;
     a->gelu_shared = shared_gelu;
     tern_buf gelu_all = shared_gelu ? MODEL_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
-    /* ln1, ln2 [BT, C]: likewise, one for both layer norms of every layer when the backward
-     * recomputes them (m->memory.recompute_layernorm: each layer norm's backward writes its
-     * output again, for the weight gradient after it) or reads none */
-    bool shared_ln = !with_grad || m->memory.recompute_layernorm;
-    a->ln_shared = shared_ln;
-    tern_buf ln_all = shared_ln ? MODEL_FN(take)(p, POOL_ACT, BT * C) : tern_none();
+    /* The layer norms' backward reads either their outputs ln1, ln2, lnf [BT, C] (by default:
+     * kept per layer, as the weight gradients after them read them anyway; xhat = (y - b) /
+     * w) or their inputs res2, res3 [BT, C] (m->memory.recompute_layernorm: exact for any
+     * weights; each layer norm's backward writes its output again, for the weight gradient
+     * after it, into one buffer shared by all); the other kind is one buffer (ln_all) or
+     * two (the residual stream: x0 and stream) that every layer reuses. A forward-only
+     * layout keeps neither. Either way 14 [BT, C] a layer rather than 16. */
+    bool keep_out = with_grad && !m->memory.recompute_layernorm, keep_in = with_grad && !keep_out;
+    a->ln_shared = !keep_out;
+    tern_buf ln_all = keep_out ? tern_none() : MODEL_FN(take)(p, POOL_ACT, BT * C);
+    tern_buf stream = keep_in ? tern_none() : MODEL_FN(take)(p, POOL_ACT, BT * C);
     for (int l = 0; l < m->cfg.n_layer; l++) {
         gpt2_layer_acts *la = &a->layers[l];
-        la->ln1 = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->ln1 = keep_out ? MODEL_FN(take)(p, POOL_ACT, BT * C) : ln_all;
         la->ln1_mean = MODEL_FN(take)(p, POOL_F32, BT);
         la->ln1_rstd = MODEL_FN(take)(p, POOL_F32, BT);
         la->qkv = MODEL_FN(take)(p, POOL_ACT, BT * 3 * C);
         la->atty = MODEL_FN(take)(p, POOL_ACT, BT * C);
         la->att_saved = saved_len ? MODEL_FN(take)(p, POOL_F32, saved_len) : tern_none();
-        la->res2 = MODEL_FN(take)(p, POOL_ACT, BT * C);
-        la->ln2 = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
+        la->res2 = keep_in ? MODEL_FN(take)(p, POOL_ACT, BT * C) : stream;
+        la->ln2 = keep_out ? MODEL_FN(take)(p, POOL_ACT, BT * C) : ln_all;
         la->ln2_mean = MODEL_FN(take)(p, POOL_F32, BT);
         la->ln2_rstd = MODEL_FN(take)(p, POOL_F32, BT);
         la->fch = MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
         la->fch_gelu = shared_gelu ? gelu_all : MODEL_FN(take)(p, POOL_ACT, BT * 4 * C);
-        la->res3 = MODEL_FN(take)(p, POOL_ACT, BT * C);
+        /* the stream: x0 -> res2 in stream -> res3 over x0, which ln1 no longer needs */
+        la->res3 = keep_in ? MODEL_FN(take)(p, POOL_ACT, BT * C) : a->x0;
     }
     /* lnf [BT, C]: the layer norms' shared buffer too when they share one (the backward
      * then writes every layer's ln_2 again, the last one's included) */
-    a->lnf = shared_ln ? ln_all : MODEL_FN(take)(p, POOL_ACT, BT * C);
+    a->lnf = keep_out ? MODEL_FN(take)(p, POOL_ACT, BT * C) : ln_all;
     a->lnf_mean = MODEL_FN(take)(p, POOL_F32, BT);
     a->lnf_rstd = MODEL_FN(take)(p, POOL_F32, BT);
     /* The backward's buffers share one room with the logits, by when each is live:
@@ -187,6 +193,22 @@ static tern_error *linear_dw(tern_dev *d, tern_buf dw, tern_buf db, tern_buf dy,
     return OP(matmul)(d, dw, x, dy, &dw_mm);
 }
 
+/* A layer norm's backward (dx [BT, C] += ...; its weights' gradients dw, db [C], and dsum
+ * [C], see effect.h): from its output y [BT, C] when the layout keeps the outputs (xhat =
+ * (y - b) / w), else from its input x [BT, C] and its mean, writing y again into the shared
+ * buffer when y is given (the weight gradient after it reads it). */
+static tern_error *layernorm_backward(tern_gpt2 *m, tern_buf dx, tern_buf dw, tern_buf db, tern_buf dsum, tern_buf y,
+                                      tern_buf x, gpt2_tensor w_kind, gpt2_tensor b_kind, int l, tern_buf mean,
+                                      tern_buf rstd, float gb) {
+    const gpt2_acts *a = &m->acts;
+    int BT = a->B * a->T, C = m->cfg.n_embd;
+    tern_buf w = gpt2_w(m, w_kind, l), b = gpt2_w(m, b_kind, l);
+    if (!a->ln_shared)
+        return OP(layernorm_backward)(m->dev, dx, dw, db, dsum, tern_none(), a->dln, y, w, b, tern_none(), rstd, BT,
+                                      C, gb);
+    return OP(layernorm_backward)(m->dev, dx, dw, db, dsum, y, a->dln, x, w, b, mean, rstd, BT, C, gb);
+}
+
 /* Backward through one block. On entry a->dres holds d(loss)/d(res3); on return,
  * d(loss)/d(x), the block's input. Parameter gradients are accumulated, or written when the
  * gradients were just zeroed (gb = 0: see zero_grad in state.c for who writes which).
@@ -221,13 +243,12 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* dln [BT, C] = dfch @ W_fc^T */
     TERN_TRY(linear_dx(d, a->dln, a->dfch, gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none()));
     /* dres [BT, C] += ln_2's backward of dln: now d(res2). d(ln_2 w), d(ln_2 b) [C], and
-     * dsum: d(b_attproj) [C] = sum over rows of d(res2). When the layer norms share their
-     * output (m->memory.recompute_layernorm), it writes ln2 = ln_2(res2) again for d(W_fc)
-     * below (the last layer's too: ln_f's output was written there after it). */
-    tern_buf ln2_again = a->ln_shared ? la->ln2 : tern_none();
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), ln2_again, a->dln,
-                                    la->res2, gpt2_w(m, GPT2_LN2W, l), gpt2_w(m, GPT2_LN2B, l), la->ln2_mean,
-                                    la->ln2_rstd, BT, C, gb));
+     * dsum: d(b_attproj) [C] = sum over rows of d(res2). From ln2, its output; or, when the
+     * layer norms share their output (m->memory.recompute_layernorm), from res2, writing
+     * ln2 = ln_2(res2) again for d(W_fc) below (the last layer's too: ln_f's output was
+     * written there after it). */
+    TERN_TRY(layernorm_backward(m, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), la->ln2, la->res2,
+                                GPT2_LN2W, GPT2_LN2B, l, la->ln2_mean, la->ln2_rstd, gb));
     /* d(W_fc) [C, 4C] = ln2^T @ dfch, d(b_fc) [4C] */
     TERN_TRY(linear_dw(d, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2, BT, C, 4 * C, gb));
 
@@ -242,11 +263,11 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
     /* dln [BT, C] = dqkv @ W_qkv^T */
     TERN_TRY(linear_dx(d, a->dln, a->dqkv, gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
     /* dres [BT, C] += ln_1's backward of dln: now d(x). d(ln_1 w), d(ln_1 b) [C], and dsum:
-     * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1). When the
-     * layer norms share their output, it writes ln1 = ln_1(x) again for d(W_qkv) below. */
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), dfcproj_b_prev,
-                                    a->ln_shared ? la->ln1 : tern_none(), a->dln, x, gpt2_w(m, GPT2_LN1W, l),
-                                    gpt2_w(m, GPT2_LN1B, l), la->ln1_mean, la->ln1_rstd, BT, C, gb));
+     * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1). From ln1;
+     * or, when the layer norms share their output, from x, writing ln1 = ln_1(x) again for
+     * d(W_qkv) below. */
+    TERN_TRY(layernorm_backward(m, a->dres, G(GPT2_LN1W), G(GPT2_LN1B), dfcproj_b_prev, la->ln1, x, GPT2_LN1W,
+                                GPT2_LN1B, l, la->ln1_mean, la->ln1_rstd, gb));
     /* d(W_qkv) [C, 3C] = ln1^T @ dqkv, d(b_qkv) [3C] */
     TERN_TRY(linear_dw(d, G(GPT2_QKVW), G(GPT2_QKVB), a->dqkv, la->ln1, BT, C, 3 * C, gb));
 #undef G
@@ -259,7 +280,7 @@ static tern_error *backward(tern_gpt2 *m) {
     tern_dev *d = m->dev;
     const gpt2_acts *a = &m->acts;
     const tern_gpt2_config *cfg = &m->cfg;
-    int B = a->B, T = a->T, BT = B * T, C = cfg->n_embd, L = cfg->n_layer;
+    int B = a->B, T = a->T, C = cfg->n_embd, L = cfg->n_layer;
     float gb = m->grads_fresh ? 0.0f : 1.0f; /* the parameters' gradients: write or accumulate */
     tern_buf dwte = gpt2_tensor_view(cfg, m->flat.grads, GPT2_WTE, 0);
 
@@ -271,10 +292,12 @@ static tern_error *backward(tern_gpt2 *m) {
     tern_buf last = L ? a->layers[L - 1].res3 : a->x0;
     tern_buf dfcproj_b_last = L ? gpt2_tensor_view(cfg, m->flat.grads, GPT2_FCPROJB, L - 1) : tern_none();
     TERN_TRY(OP(fill)(d, a->dres, 0.0));
-    TERN_TRY(OP(layernorm_backward)(d, a->dres, gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFW, 0),
-                                    gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFB, 0), dfcproj_b_last,
-                                    tern_none(), a->dln, last, gpt2_w(m, GPT2_LNFW, 0), tern_none(), a->lnf_mean,
-                                    a->lnf_rstd, BT, C, gb));
+    /* from lnf, its output; or from the last block's output, writing nothing back (the
+     * logits' products are done) */
+    TERN_TRY(layernorm_backward(m, a->dres, gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFW, 0),
+                                gpt2_tensor_view(cfg, m->flat.grads, GPT2_LNFB, 0), dfcproj_b_last,
+                                a->ln_shared ? tern_none() : a->lnf, last, GPT2_LNFW, GPT2_LNFB, 0, a->lnf_mean,
+                                a->lnf_rstd, gb));
     for (int l = L - 1; l >= 0; l--) {
         tern_buf x = l ? a->layers[l - 1].res3 : a->x0;
         TERN_TRY(block_backward(m, l, x, &a->layers[l]));

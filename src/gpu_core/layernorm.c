@@ -58,22 +58,25 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     gpu_core *g = gpu_core_of(d);
     TERN_TRY(gpu_check_index("layernorm_backward", "x", x.len));
     bool with_out = tern_present(out);
+    /* mean absent: x is the forward's output (see effect.h) */
+    bool from_out = !tern_present(mean), with_b = with_out || from_out;
     /* P partial rows per team: dw's and db's column sums, and dsum's when asked for */
     int P = tern_present(dsum) ? 3 : 2;
-    tern_buf all[6] = {dx, dout, x, w, out, b};
+    tern_buf all[6] = {dx, dout, x, w, b, out}; /* the first 4 + with_b + with_out are read or written */
     gk_spec s = {0};
     s.t[0] = gpu_t(dx);
     s.t[1] = gpu_t(dout);
     s.t[2] = gpu_t(x);
     s.t[3] = gpu_t(w);
-    if (with_out) s.t[4] = gpu_t(out), s.t[5] = gpu_t(b);
+    if (with_out) s.t[4] = gpu_t(out);
+    if (with_b) s.t[5] = gpu_t(b);
     /* a team of R SIMD groups a row on the register path (wide rows, gk_lnb_team); the
      * generic path's rows are one SIMD group's each */
     int R = gk_lnb_team(C);
-    s.n[1] = gpu_ln_row_path(all, with_out ? 6 : 4, C, 32 * R, &s.n[0]);
+    s.n[1] = gpu_ln_row_path(all, 4 + with_b + with_out, C, 32 * R, &s.n[0]);
     if (!s.n[1]) R = 1;
     s.n[2] = P;
-    s.n[3] = with_out;
+    s.n[3] = with_out ? GK_LNB_WRITE_OUT : from_out ? GK_LNB_FROM_OUTPUT : GK_LNB_FROM_INPUT;
     s.n[4] = R;
     /* teams: about lnb_rows rows each (enough in flight to hide memory latency; the partial
      * rows cost P * C floats each), at most 4096 SIMD groups, a whole number of groups */
@@ -94,8 +97,8 @@ tern_error *gpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     args[c++] = tern_arg_buf(dout);
     args[c++] = tern_arg_buf(x);
     args[c++] = tern_arg_buf(w);
-    if (with_out) args[c++] = tern_arg_buf(b);
-    args[c++] = tern_arg_buf(mean);
+    if (with_b) args[c++] = tern_arg_buf(b);
+    if (!from_out) args[c++] = tern_arg_buf(mean);
     args[c++] = tern_arg_buf(rstd);
     args[c++] = tern_arg_i32(rows);
     args[c++] = tern_arg_i32(C);

@@ -889,9 +889,14 @@ tern_error *tern_validate_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf 
     TERN_TRY(tern_check_buf(op, "dout", dout, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "x", x, TERN_DT_FLOAT2, n, "rows * C"));
     TERN_TRY(tern_check_buf(op, "w", w, TERN_DT_FLOAT2, SZ(C), "C"));
+    /* mean absent: x is the forward's output, xhat = (x - b) / w */
+    bool from_out = !tern_present(mean);
+    if (from_out && tern_present(out))
+        return tern_errorf("%s: out is written only from the layer norm's input (mean given)", op);
     if (tern_present(out)) TERN_TRY(tern_check_buf(op, "b (out is written)", b, TERN_DT_FLOAT2, SZ(C), "C"));
+    else if (from_out) TERN_TRY(tern_check_buf(op, "b (x is the output: mean absent)", b, TERN_DT_FLOAT2, SZ(C), "C"));
     else TERN_TRY(tern_check_optional(op, "b", b, TERN_DT_FLOAT2, SZ(C), "C"));
-    TERN_TRY(tern_check_buf(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
+    TERN_TRY(tern_check_optional(op, "mean", mean, TERN_DT_F32, SZ(rows), "rows"));
     TERN_TRY(tern_check_buf(op, "rstd", rstd, TERN_DT_F32, SZ(rows), "rows"));
     /* dsum, out and b absent have len 0, which overlaps nothing */
     const tern_buf outs[5] = {dx, dw, db, dsum, out};

@@ -116,6 +116,12 @@ enum {
  * bring a lane's share to at most GK_LNB_LANE_MAX (or, when C does not split so, the most
  * that divide it evenly). */
 #define GK_LNB_LANE_MAX 24
+/* LAYERNORM_BACKWARD's spec n[3]: what x holds and what else is written. FROM_OUTPUT: x is
+ * the forward's output y = xhat w + b, and xhat = (y - b) / w, w's magnitude taken as at
+ * least GK_LN_W_MIN (a weight that small has lost its xhat: the clamp only keeps the result
+ * finite). */
+enum { GK_LNB_FROM_INPUT = 0, GK_LNB_WRITE_OUT = 1, GK_LNB_FROM_OUTPUT = 2 };
+#define GK_LN_W_MIN 1e-6f
 static inline int gk_lnb_team(int C) {
     int R = 1;
     while (R < 4 && C / (32 * R) > GK_LNB_LANE_MAX && C % (64 * R) == 0) R *= 2;
@@ -123,9 +129,10 @@ static inline int gk_lnb_team(int C) {
 }
 /* Whether LAYERNORM_BACKWARD's register path (C = Cc) with P partial rows and teams of R
  * SIMD groups adds its teams' partial sums within each group: when the tree's
- * GK_LN_ROWS / R / 2 slots of P Cc floats fit in 48 KB of threadgroup memory. */
+ * GK_LN_ROWS / R / 2 slots of P Cc floats fit in 48 KB of threadgroup memory beside the Cc
+ * floats of 1 / w (GK_LNB_FROM_OUTPUT's). */
 static inline bool gk_lnb_group_partials(int Cc, int P, int R) {
-    return Cc > 0 && (long)(GK_LN_ROWS / R / 2) * P * Cc * 4 <= 48 * 1024;
+    return Cc > 0 && ((long)(GK_LN_ROWS / R / 2) * P + 1) * Cc * 4 <= 48 * 1024;
 }
 /* The forward's register path also loads w and b with x, before the statistics, when a
  * lane's share of the row is at most this many values (C <= 1024): 3 x 32 registers; and

@@ -129,14 +129,29 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
     }
 }
 
+/* 1 / w, w's magnitude at least GK_LN_W_MIN (FROM_OUTPUT's xhat = (y - b) / w) */
+static tern_v gk_ln_w_reciprocal(tern_v w) {
+    tern_v tiny = tern_f32(GK_LN_W_MIN);
+    tern_v safe = tern_select(tern_lt(tern_abs(w), tiny),
+                              tern_select(tern_lt(w, tern_f32(0.0f)), tern_neg(tiny), tiny), w);
+    return tern_div(tern_f32(1.0f), safe);
+}
+
+/* The generic path's xhat at x[at] (column j): (x - mu) rstd, or from the output (y - b) / w */
+static tern_v gk_lnb_xhat(tern_v x, tern_v at, tern_v j, tern_v b, tern_v w, tern_v mu, tern_v rs, bool from_out) {
+    if (from_out) return tern_mul(tern_sub(tern_load(x, at), tern_load(b, j)), gk_ln_w_reciprocal(tern_load(w, j)));
+    return tern_mul(tern_sub(tern_load(x, at), mu), rs);
+}
+
 /* Backward. Spec: t[0] dx, t[1] dout, t[2] x, t[3] w, t[4] out, t[5] b; n[0] W, n[1] C or 0
  * (as the forward); n[2] = P, the partial rows per team: 2 (dw, db) or 3 (dw, db,
- * dsum); n[3] = 1: the forward's output is written again (out, from b); n[4] = R, the SIMD
- * groups sharing a row on the register path (gk_lnb_team: 1, or 2 or 4 for wide rows; 0
- * reads as 1). Parameters: dx, partial, [out], dout, x, w, [b], mean, rstd, rows, C, S (row
- * teams of R SIMD groups in the grid), iters = ceil(rows / S). out is the forward's
- * expression on the same values (x, the stored mean and rstd, w, b), so it equals what
- * layernorm wrote.
+ * dsum); n[3] the mode (GK_LNB_*): WRITE_OUT, the forward's output is written again (out,
+ * from b); FROM_OUTPUT, x is the forward's output and xhat = (x - b) / w, without mean;
+ * n[4] = R, the SIMD groups sharing a row on the register path (gk_lnb_team: 1, or 2 or 4
+ * for wide rows; 0 reads as 1). Parameters: dx, partial, [out], dout, x, w, [b], [mean],
+ * rstd, rows, C, S (row teams of R SIMD groups in the grid), iters = ceil(rows / S). out is
+ * the forward's expression on the same values (x, the stored mean and rstd, w, b), so it
+ * equals what layernorm wrote.
  * dx += (w dout - mean(w dout) - xhat mean(w dout xhat)) rstd per row; team s sums dout
  * xhat, dout and (P = 3) the updated dx over its rows s, s + S, ... into partial[s, 0, :],
  * partial[s, 1, :] and partial[s, 2, :] (f32 [S, P, C]), which partial_add then adds into dw,
@@ -145,15 +160,15 @@ void gk_trace_layernorm(tern_kb *kb, void *spec) {
 void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
     const gk_spec *s = spec;
     int W = s->n[0], Cc = s->n[1], P = s->n[2], R = s->n[4] > 1 ? s->n[4] : 1;
-    bool with_dsum = P == 3, with_out = s->n[3];
+    bool with_dsum = P == 3, with_out = s->n[3] == GK_LNB_WRITE_OUT, from_out = s->n[3] == GK_LNB_FROM_OUTPUT;
     tern_v dx = ku_buf(kb, "dx", s->t[0], TERN_READ_WRITE);
     tern_v partial = tern_param_buf(kb, "partial", TERN_T_F32, Cc ? TERN_WRITE : TERN_READ_WRITE);
     tern_v out = with_out ? ku_buf(kb, "out", s->t[4], TERN_WRITE) : tern_int(0);
     tern_v dout = ku_buf(kb, "dout", s->t[1], TERN_READ);
     tern_v x = ku_buf(kb, "x", s->t[2], TERN_READ);
     tern_v w = ku_buf(kb, "w", s->t[3], TERN_READ);
-    tern_v b = with_out ? ku_buf(kb, "b", s->t[5], TERN_READ) : tern_int(0);
-    tern_v mean = tern_param_buf(kb, "mean", TERN_T_F32, TERN_READ);
+    tern_v b = with_out || from_out ? ku_buf(kb, "b", s->t[5], TERN_READ) : tern_int(0);
+    tern_v mean = from_out ? tern_int(0) : tern_param_buf(kb, "mean", TERN_T_F32, TERN_READ);
     tern_v rstd = tern_param_buf(kb, "rstd", TERN_T_F32, TERN_READ);
     tern_v rows = tern_param_scalar(kb, "rows", TERN_T_I32);
     tern_v Cv = tern_param_scalar(kb, "C", TERN_T_I32);
@@ -181,7 +196,18 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
         tern_v dw[GK_LN_MAX_PER_LANE], db[GK_LN_MAX_PER_LANE], ds[GK_LN_MAX_PER_LANE];
         for (int k = 0; k < chunks; k++) {
             ku_load(w, cols[k], W, wv + k * W);
-            if (with_out) ku_load(b, cols[k], W, bv + k * W);
+            if (with_out || from_out) ku_load(b, cols[k], W, bv + k * W);
+        }
+        /* from_out: 1 / w in threadgroup memory, made once by the group's first team (in
+         * registers beside w and b it spilled at GPT-2 1.5B's 1,600 columns with dsum) */
+        tern_v rw = from_out ? tern_shared(kb, "rw", TERN_T_F32, (size_t)Cc) : tern_int(0);
+        if (from_out) {
+            TERN_IF(kb, tern_eq(tw, tern_int(0))) {
+                for (int k = 0; k < chunks; k++)
+                    for (int j = 0; j < W; j++)
+                        tern_store(rw, tern_add(cols[k], tern_int(j)), gk_ln_w_reciprocal(wv[k * W + j]));
+            }
+            tern_barrier(kb);
         }
         for (int j = 0; j < per; j++) {
             dw[j] = tern_var(kb, "dw", tern_f32(0.0f));
@@ -197,7 +223,7 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             tern_v valid = tern_lt(row, rows);
             tern_v rowc = tern_min(row, last);
             tern_v base = tern_mul(rowc, C);
-            tern_v mu = tern_load(mean, rowc), rs = tern_load(rstd, rowc);
+            tern_v mu = from_out ? tern_f32(0.0f) : tern_load(mean, rowc), rs = tern_load(rstd, rowc);
             /* every load of the row before any store: the compiler cannot tell dx and out
              * from the buffers read, so a load after a store waits for it, and chunk by
              * chunk that was a memory round trip each (with out: 446 us a call at 1.5B
@@ -211,7 +237,12 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             }
             tern_v s_mean = tern_f32(0.0f), s_norm = tern_f32(0.0f);
             for (int j = 0; j < per; j++) {
-                xh[j] = tern_mul(tern_sub(xh[j], mu), rs);
+                if (from_out) {
+                    tern_v col = tern_add(cols[j / W], tern_int(j % W));
+                    xh[j] = tern_mul(tern_sub(xh[j], bv[j]), tern_load(rw, col));
+                } else {
+                    xh[j] = tern_mul(tern_sub(xh[j], mu), rs);
+                }
                 /* rows past the end contribute nothing */
                 g[j] = tern_select(valid, g[j], tern_f32(0.0f));
                 tern_v dn = tern_mul(wv[j], g[j]);
@@ -303,11 +334,11 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             tern_v valid = tern_lt(row, rows);
             tern_v rowc = tern_min(row, last);
             tern_v base = tern_mul(rowc, C);
-            tern_v mu = tern_load(mean, rowc), rs = tern_load(rstd, rowc);
+            tern_v mu = from_out ? tern_f32(0.0f) : tern_load(mean, rowc), rs = tern_load(rstd, rowc);
             tern_v s_mean = tern_var(kb, "s_mean", tern_f32(0.0f));
             tern_v s_norm = tern_var(kb, "s_norm", tern_f32(0.0f));
             TERN_FOR(kb, j, lane, C, tern_int(32)) {
-                tern_v xhat = tern_mul(tern_sub(tern_load(x, tern_add(base, j)), mu), rs);
+                tern_v xhat = gk_lnb_xhat(x, tern_add(base, j), j, b, w, mu, rs, from_out);
                 tern_v dn = tern_mul(tern_load(w, j), tern_load(dout, tern_add(base, j)));
                 tern_assign(s_mean, tern_add(s_mean, dn));
                 tern_assign(s_norm, tern_fma(dn, xhat, s_norm));
@@ -317,7 +348,7 @@ void gk_trace_layernorm_backward(tern_kb *kb, void *spec) {
             TERN_IF(kb, valid) {
                 TERN_FOR(kb, j, lane, C, tern_int(32)) {
                     tern_v at = tern_add(base, j);
-                    tern_v xhat = tern_mul(tern_sub(tern_load(x, at), mu), rs);
+                    tern_v xhat = gk_lnb_xhat(x, at, j, b, w, mu, rs, from_out);
                     tern_v gj = tern_load(dout, at);
                     tern_v d = tern_sub(tern_sub(tern_mul(tern_load(w, j), gj), m1), tern_mul(xhat, m2));
                     tern_v o = tern_fma(d, rs, tern_load(dx, at));

@@ -266,11 +266,14 @@ static void test_grad_accumulation(tern_gpt2 *m) {
     free(both), free(halves[0]), free(halves[1]);
 }
 
-/* The layer norms recomputed in the backward pass (recompute_layernorm: their backward
- * writes their output again, for the weight gradient after it) change no value: the same
- * expression on the same values as the forward's, so every gradient bit for bit as without
- * it, the loss too. */
-static void test_layernorm_recompute_exact(tern_gpt2 *m) {
+/* The layer norms' two backwards: from their outputs (the default: xhat = (y - b) / w) and
+ * from their inputs (recompute_layernorm, which writes the output again for the weight
+ * gradient after it, bit for bit as the forward wrote it: test_ops_layernorm). Both are held
+ * to the fixture elsewhere; here they agree with each other per tensor, to 1e-5 of its norm
+ * in fp32 (y's rounding over the fixture's layer norm weights, 0.44 to 1.72 in magnitude,
+ * against two summation orders' 1e-6) and 2e-2 in bf16 (a bf16 y's 2^-9 over w, and the
+ * bf16 gradients' own rounding), the loss bit for bit (the forward is the same). */
+static void test_layernorm_backward_modes(tern_gpt2 *m) {
     int32_t x[256], y[256];
     ref_ids("inputs", x, 256);
     ref_ids("targets", y, 256);
@@ -283,13 +286,20 @@ static void test_layernorm_recompute_exact(tern_gpt2 *m) {
         CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
         grads[pass] = read_all_grads(m, n, total);
     }
-    size_t differ = 0;
-    for (size_t k = 0; k < total && grads[0] && grads[1]; k++)
-        differ += memcmp(&grads[0][k], &grads[1][k], sizeof(float)) != 0;
-    CHECKF(differ == 0 && memcmp(&loss[0], &loss[1], sizeof(float)) == 0,
-           "layer norms recomputed: %zu of %zu gradient values and the loss (%.9g, %.9g) differ", differ, total,
+    double worst = 0;
+    const char *worst_name = "";
+    size_t at = 0;
+    for (size_t i = 0; i <= N_PARAM_NAMES && grads[0] && grads[1]; i++) {
+        const char *name = i < N_PARAM_NAMES ? param_names[i] : "wte.weight";
+        double e = check_rel_error(grads[0] + at, grads[1] + at, n[i]);
+        CHECKF(e <= (bf16 ? 2e-2 : 1e-5), "layer norms from outputs and from inputs: %s differs by %.3g of its norm",
+               name, e);
+        if (e > worst) worst = e, worst_name = name;
+        at += n[i];
+    }
+    CHECKF(memcmp(&loss[0], &loss[1], sizeof(float)) == 0, "layer norms from outputs and from inputs: losses %.9g, %.9g",
            loss[0], loss[1]);
-    printf("  layer norms recomputed: gradients bit for bit as kept (%zu values)\n", total);
+    printf("  layer norms from outputs and from inputs: gradients within %.2g of the norm (%s)\n", worst, worst_name);
     tern_gpt2_memory none = {0};
     CHECK_OK(tern_gpt2_set_memory(m, &none));
     free(grads[0]), free(grads[1]);
@@ -484,7 +494,7 @@ int main(void) {
             test_gradients(m);
             test_grad_accumulation(m);
             test_memory_settings(m);
-            test_layernorm_recompute_exact(m);
+            test_layernorm_backward_modes(m);
         }
         if (!bf16 && decode) test_greedy(m);
         if (!bf16 && training) test_adamw(m);

@@ -2,7 +2,8 @@
  * (C = 1, odd C, GPT-2's 768), mixed f32/bf16 buffers, views at offsets, present and absent
  * mean/rstd and dsum; layernorm_backward's dsum against the column sums of the dx it
  * updated, its out (the forward's output written again) bit for bit against the handler's
- * own forward, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the reference
+ * own forward, and its grad_beta (0 overwrites NaN, 1 accumulates, 0.5 scales); the backward
+ * from the forward's output (mean absent); the reference
  * backward against finite differences of the reference forward,
  * and the handler's backward against finite differences of its own forward; then errors. */
 #include "ops_test.h"
@@ -27,18 +28,17 @@ static void ln_forward(const float *x, const float *w, const float *b, int rows,
     }
 }
 
-/* Gradients of sum(g * out) with respect to x, w, b, in double. */
-static void ln_backward(const float *g, const float *x, const float *w, int rows, int C, double eps,
-                        double *dx, double *dw, double *db) {
-    double *out = malloc((size_t)rows * C * sizeof(double)), *mean = malloc(rows * sizeof(double)),
-           *rstd = malloc(rows * sizeof(double));
-    ln_forward(x, w, w, rows, C, eps, out, mean, rstd); /* for mean and rstd only */
+/* The backward from xhat [rows, C] and rstd [rows]: gradients of sum(g * out) with respect
+ * to x, w, b, in double. */
+static void ln_backward_xhat(const float *g, const double *xhat_all, const double *rstd, const float *w, int rows,
+                             int C, double *dx, double *dw, double *db) {
     for (int j = 0; j < C; j++) dw[j] = db[j] = 0;
     for (int r = 0; r < rows; r++) {
-        const float *gr = g + (size_t)r * C, *xr = x + (size_t)r * C;
+        const float *gr = g + (size_t)r * C;
+        const double *xh = xhat_all + (size_t)r * C;
         double dmean = 0, dnorm_mean = 0;
         for (int j = 0; j < C; j++) {
-            double xhat = (xr[j] - mean[r]) * rstd[r];
+            double xhat = xh[j];
             dmean += w[j] * (double)gr[j];
             dnorm_mean += w[j] * (double)gr[j] * xhat;
             dw[j] += gr[j] * xhat;
@@ -46,12 +46,21 @@ static void ln_backward(const float *g, const float *x, const float *w, int rows
         }
         dmean /= C;
         dnorm_mean /= C;
-        for (int j = 0; j < C; j++) {
-            double xhat = (xr[j] - mean[r]) * rstd[r];
-            dx[(size_t)r * C + j] = (w[j] * (double)gr[j] - dmean - xhat * dnorm_mean) * rstd[r];
-        }
+        for (int j = 0; j < C; j++)
+            dx[(size_t)r * C + j] = (w[j] * (double)gr[j] - dmean - xh[j] * dnorm_mean) * rstd[r];
     }
-    free(out), free(mean), free(rstd);
+}
+
+/* Gradients of sum(g * out) with respect to x, w, b, in double. */
+static void ln_backward(const float *g, const float *x, const float *w, int rows, int C, double eps,
+                        double *dx, double *dw, double *db) {
+    size_t n = (size_t)rows * C;
+    double *out = malloc(n * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+           *rstd = malloc(rows * sizeof(double)), *xhat = malloc(n * sizeof(double));
+    ln_forward(x, w, w, rows, C, eps, out, mean, rstd); /* for mean and rstd only */
+    for (size_t i = 0; i < n; i++) xhat[i] = (x[i] - mean[i / C]) * rstd[i / C];
+    ln_backward_xhat(g, xhat, rstd, w, rows, C, dx, dw, db);
+    free(out), free(mean), free(rstd), free(xhat);
 }
 
 static float *to_float(const double *x, size_t n) {
@@ -367,6 +376,95 @@ static void test_finite_differences(ot_ctx *c) {
 }
 
 /* 0.5 x (1 + tanh u) as x / (1 + exp(-2u)) */
+/* The backward from the layer norm's output (mean absent: x is y, xhat = (y - b) / w), with
+ * weights of both signs and magnitudes 0.2 to 1.5: against the double-precision backward on
+ * xhat made the same way from the very y given (so the operation's own semantics, at the
+ * usual tolerances), and in f32 against the backward on the true x as well (y's rounding
+ * divided by w: |y| / |w| below 20 here, 2^-24 x 20 relative, within 1e-4). Then a weight
+ * of 0: every result finite. Shapes: the generic path (1000), one SIMD group a row (64,
+ * 768), a team of two (1600, GPT-2 1.5B's width). */
+static void test_backward_from_output(ot_ctx *c) {
+    const tern_ops *o = c->ops;
+    ot_seed(41);
+    const int shapes[][2] = {{3, 7}, {64, 768}, {17, 1000}, {300, 64}, {9, 1600}};
+    const double eps = 1e-5;
+    for (int s = 0; s < 5; s++)
+        for (int t = 0; t < 3; t++) {
+            int rows = shapes[s][0], C = shapes[s][1];
+            size_t n = (size_t)rows * C;
+            /* t 0: all f32; 1: all bf16; 2: y bf16, the rest f32 */
+            tern_dtype dt = t == 1 ? TERN_BF16 : TERN_F32, dy_t = t == 0 ? TERN_F32 : TERN_BF16;
+            float *x = ot_random(n, -2, 2), *w = ot_random((size_t)C, 0.2f, 1.5f), *b = ot_random((size_t)C, -1, 1);
+            for (int j = 0; j < C; j++)
+                if (ot_randint(0, 2)) w[j] = -w[j];
+            float *g = ot_random(n, -1, 1), *dx0 = ot_random(n, -1, 1);
+            ot_round(x, n, dt), ot_round(w, (size_t)C, dt), ot_round(b, (size_t)C, dt), ot_round(g, n, dt);
+            ot_round(dx0, n, dt);
+            double *out = malloc(n * sizeof(double)), *mean = malloc(rows * sizeof(double)),
+                   *rstd = malloc(rows * sizeof(double)), *xhat = malloc(n * sizeof(double));
+            ln_forward(x, w, b, rows, C, eps, out, mean, rstd);
+            /* y as the op receives it, and xhat from it as the op makes it */
+            float *y = to_float(out, n), *rs = to_float(rstd, rows);
+            ot_round(y, n, dy_t);
+            for (size_t i = 0; i < n; i++) xhat[i] = ((double)y[i] - b[i % C]) / w[i % C];
+            double *rs64 = malloc(rows * sizeof(double));
+            for (int r = 0; r < rows; r++) rs64[r] = rs[r];
+            double *gx = malloc(n * sizeof(double)), *gw = malloc(C * sizeof(double)), *gb = malloc(C * sizeof(double));
+            ln_backward_xhat(g, xhat, rs64, w, rows, C, gx, gw, gb);
+            for (size_t i = 0; i < n; i++) gx[i] += dx0[i];
+            float *want_dx = to_float(gx, n), *want_dw = to_float(gw, C), *want_db = to_float(gb, C);
+            ot_buf by = ot_make(c, dy_t, n, 1, y), bw = ot_make(c, dt, C, 2, w), bb = ot_make(c, dt, C, 3, b);
+            ot_buf br = ot_make(c, TERN_F32, rows, 4, rs), bg = ot_make(c, dt, n, 5, g);
+            ot_buf bdx = ot_make(c, dt, n, 6, dx0), bdw = ot_make(c, dt, C, 7, NULL), bdb = ot_make(c, dt, C, 8, NULL);
+            /* dsum (the column sums of the updated dx): all bf16 (as GPT-2's layer norms but
+             * ln_1 of layer 0), and every other all-f32 shape */
+            bool with_dsum = t == 1 || (t == 0 && s % 2);
+            ot_buf bds = ot_make(c, dt, C, 9, NULL);
+            float *want_ds = malloc((size_t)C * sizeof(float));
+            for (int j = 0; j < C; j++) {
+                double sum = 0;
+                for (int r = 0; r < rows; r++) sum += gx[(size_t)r * C + j];
+                want_ds[j] = (float)sum;
+            }
+            CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, with_dsum ? bds.view : tern_none(),
+                                           tern_none(), bg.view, by.view, bw.view, bb.view, tern_none(), br.view, rows,
+                                           C, 0.0f));
+            if (with_dsum)
+                OT_EXPECT(c, bds, want_ds, ot_tol(dt, 2e-5), "layernorm_backward from y: dsum %dx%d t %d", rows, C, t);
+            OT_EXPECT(c, bdx, want_dx, ot_tol(dt, 2e-5), "layernorm_backward from y: dx %dx%d t %d", rows, C, t);
+            OT_EXPECT(c, bdw, want_dw, ot_tol(dt, 2e-5), "layernorm_backward from y: dw %dx%d t %d", rows, C, t);
+            OT_EXPECT(c, bdb, want_db, ot_tol(dt, 2e-5), "layernorm_backward from y: db %dx%d t %d", rows, C, t);
+            if (t == 0) { /* the true gradient, from x */
+                ln_backward(g, x, w, rows, C, eps, gx, gw, gb);
+                for (size_t i = 0; i < n; i++) gx[i] += dx0[i];
+                free(want_dx), free(want_dw);
+                want_dx = to_float(gx, n), want_dw = to_float(gw, C);
+                OT_EXPECT(c, bdx, want_dx, 1e-4, "layernorm_backward from y against x: dx %dx%d", rows, C);
+                OT_EXPECT(c, bdw, want_dw, 1e-4, "layernorm_backward from y against x: dw %dx%d", rows, C);
+                /* one weight 0: xhat of that column is lost, the results stay finite */
+                w[C / 2] = 0;
+                ot_buf bw0 = ot_make(c, dt, C, 2, w);
+                CHECK_OK(o->layernorm_backward(c->d, bdx.view, bdw.view, bdb.view, tern_none(), tern_none(), bg.view,
+                                               by.view, bw0.view, bb.view, tern_none(), br.view, rows, C, 0.0f));
+                float *got = malloc(n * sizeof(float));
+                ot_read(c, bdx, got);
+                size_t bad = 0;
+                for (size_t i = 0; i < n; i++) bad += !isfinite(got[i]);
+                ot_read(c, bdw, got);
+                for (int j = 0; j < C; j++) bad += !isfinite(got[j]);
+                CHECKF(bad == 0, "%s: layernorm_backward from y with a weight 0, %dx%d: %zu values not finite",
+                       c->handler, rows, C, bad);
+                free(got);
+                ot_free(c, &bw0);
+            }
+            ot_free(c, &by), ot_free(c, &bw), ot_free(c, &bb), ot_free(c, &br), ot_free(c, &bg);
+            ot_free(c, &bdx), ot_free(c, &bdw), ot_free(c, &bdb), ot_free(c, &bds);
+            free(want_ds);
+            free(x), free(w), free(b), free(g), free(dx0), free(out), free(mean), free(rstd), free(xhat);
+            free(y), free(rs), free(rs64), free(gx), free(gw), free(gb), free(want_dx), free(want_dw), free(want_db);
+        }
+}
+
 static void test_errors(ot_ctx *c) {
     const tern_ops *o = c->ops;
     ot_buf x = ot_make(c, TERN_F32, 100, 0, NULL), out = ot_make(c, TERN_F32, 128, 0, NULL);
@@ -404,7 +502,10 @@ static void test_errors(ot_ctx *c) {
               "layernorm_backward: dx and x overlap");
     CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), none,
                                     rstd.view, 4, 32, 1.0f),
-              "layernorm_backward: mean is absent");
+              "layernorm_backward: b (x is the output: mean absent) is absent");
+    CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, db.view, none, dx.view, out.view, x128.view, w.view, b.view, none,
+                                    rstd.view, 4, 32, 1.0f),
+              "layernorm_backward: out is written only from the layer norm's input (mean given)");
     CHECK_ERR(o->layernorm_backward(c->d, dx.view, dw.view, dw.view, none, tern_none(), out.view, x128.view, w.view, tern_none(), mean.view,
                                     rstd.view, 4, 32, 1.0f),
               "layernorm_backward: dw and db overlap");
@@ -456,6 +557,7 @@ static void test_all(ot_ctx *c) {
     if (grads) {
         test_backward_adjacent_grads(c);
         test_backward_dsum_beta(c);
+        test_backward_from_output(c);
         test_finite_differences(c);
         test_errors(c);
     }

@@ -47,17 +47,30 @@ tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
     size_t c = (size_t)C, row_bytes = cpu_round64(c * sizeof(float));
     int threads = (size_t)rows * c > 16384 ? d->threads : 1;
     bool with_dsum = tern_present(dsum), with_out = tern_present(out);
-    /* shared: w and b as f32; per thread: the partial sums of dw, db and dsum ([3, C]), and
-     * four row buffers */
+    /* mean absent: x is the forward's output y, xhat = (y - b) / w (effect.h) */
+    bool from_out = !tern_present(mean);
+    /* shared: w and b as f32 (b with out or from_out), and 1 / w (from_out, after the
+     * threads' parts); per thread: the partial sums of dw, db and dsum ([3, C]), and four
+     * row buffers */
     size_t per_thread = 7 * row_bytes;
     unsigned char *s;
-    TERN_TRY(tern_error_wrap(cpu_scratch(d, 2 * row_bytes + per_thread * (size_t)threads, (void **)&s),
+    TERN_TRY(tern_error_wrap(cpu_scratch(d, 3 * row_bytes + per_thread * (size_t)threads, (void **)&s),
                              "layernorm_backward"));
     float *w32 = (float *)s, *b32 = (float *)(s + row_bytes);
     cpu_to_f32(w32, cpu_ptr(w), w.dtype, c);
-    if (with_out) cpu_to_f32(b32, cpu_ptr(b), b.dtype, c);
+    if (with_out || from_out) cpu_to_f32(b32, cpu_ptr(b), b.dtype, c);
     unsigned char *parts = s + 2 * row_bytes; /* the threads' parts, per_thread bytes each */
-    const float *mean32 = cpu_ptr(mean), *rstd32 = cpu_ptr(rstd);
+    const float *mean32 = from_out ? NULL : cpu_ptr(mean), *rstd32 = cpu_ptr(rstd);
+    /* from_out: each row's xhat is made in its own buffer from 1 / w (in the row buffer
+     * t_out, which from_out leaves free: out is absent) */
+    float *rw32 = NULL;
+    if (from_out) {
+        rw32 = (float *)(parts + per_thread * (size_t)threads);
+        for (size_t j = 0; j < c; j++) {
+            float wj = fabsf(w32[j]) < 1e-6f ? copysignf(1e-6f, w32[j]) : w32[j];
+            rw32[j] = 1.0f / wj;
+        }
+    }
     for (int t = 0; t < threads; t++) /* OpenMP may give fewer threads: zero every partial */
         memset(parts + per_thread * (size_t)t, 0, 3 * row_bytes);
 #pragma omp parallel num_threads(threads)
@@ -72,12 +85,20 @@ tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
             size_t at = (size_t)r * c;
             const float *g = cpu_row_in(dout, at, c, t_dout);
             const float *xr = cpu_row_in(x, at, c, t_x);
-            float mu = mean32[r], rs = rstd32[r];
+            float mu = 0, rs = rstd32[r];
+            if (from_out) { /* xhat into t_out, and x read as xhat with mu 0, rstd 1 */
+#pragma omp simd
+                for (size_t j = 0; j < c; j++) t_out[j] = (xr[j] - b32[j]) * rw32[j];
+                xr = t_out;
+            } else {
+                mu = mean32[r];
+            }
+            float xs = from_out ? 1.0f : rs; /* xhat = (xr - mu) xs */
             /* dnorm = w * dout; the two means of the normalisation's Jacobian */
             float s_mean = 0, s_norm = 0;
 #pragma omp simd reduction(+ : s_mean, s_norm)
             for (size_t j = 0; j < c; j++) {
-                float xhat = (xr[j] - mu) * rs, dnorm = w32[j] * g[j];
+                float xhat = (xr[j] - mu) * xs, dnorm = w32[j] * g[j];
                 s_mean += dnorm;
                 s_norm += dnorm * xhat;
                 dw_part[j] = fmaf(g[j], xhat, dw_part[j]);
@@ -95,7 +116,7 @@ tern_error *cpu_layernorm_backward(tern_dev *d, tern_buf dx, tern_buf dw, tern_b
             if (dx.dtype != TERN_F32) cpu_to_f32(o, cpu_at(dx, at), dx.dtype, c);
 #pragma omp simd
             for (size_t j = 0; j < c; j++) {
-                float xhat = (xr[j] - mu) * rs;
+                float xhat = (xr[j] - mu) * xs;
                 o[j] += (w32[j] * g[j] - dnorm_mean - xhat * dnorm_norm_mean) * rs;
             }
             /* dsum sums the updated dx as computed (in f32, before a bf16 dx rounds it) */
