@@ -72,12 +72,14 @@ tern_error *tern_gpt2_zero_grad(tern_gpt2 *m);
  * recompute_gelu: one GELU output [B T, 4 C] for all layers, recomputed from its
  * input in the backward pass (4 C values a token a layer less memory, one more pass over
  * them). The layer norms' backward reads, by default, their outputs (kept for the products
- * after them anyway; xhat = (y - b) / w, for weights away from zero), so their inputs, the
- * residual stream, take two buffers for all layers; recompute_layernorm: it reads their
- * inputs instead, kept for every layer (exact for any weights), and one layer-norm output
- * [B T, C] serves all layers, written again by each layer norm's backward pass (the same
- * memory; 2 C values a token a layer more written; the same values bit for bit). Passes
- * without a backward share all those buffers in any case. */
+ * after them anyway; xhat = (y - b) / w, for weights away from zero: a model whose weights
+ * at load or init have some |w| < 1/64 or |b| > 8 |w| keeps the inputs as below whatever
+ * recompute_layernorm says), so their inputs, the residual stream, take two buffers for all
+ * layers; recompute_layernorm: it reads their inputs instead, kept for every layer (exact
+ * for any weights), and one layer-norm output [B T, C] serves all layers, written again by
+ * each layer norm's backward pass (the same memory; 2 C values a token a layer more
+ * written; the same values bit for bit). Passes without a backward share all those buffers
+ * in any case. */
 typedef struct tern_gpt2_memory {
     int logit_rows;
     bool recompute_gelu;

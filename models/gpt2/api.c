@@ -78,6 +78,25 @@ static tern_error *describe_tensors(tern_gpt2 *m) {
     return NULL;
 }
 
+/* Whether every layer norm's weights suit the backward from its output, xhat = (y - b) / w,
+ * whose error is y's rounding times (|xhat| + |b| / |w|): every |w| >= 1/64 and |b| <= 8
+ * |w|, so that it is within ~9 roundings of y. Weights that are not (a pruned channel's 0,
+ * a bias that dwarfs its gain) keep the layer norms' inputs instead, as recompute_layernorm
+ * does: the same memory, exact, ~1.6% of a step (docs/PERFORMANCE.md). Checked on the
+ * weights the model opens with; training from them does not drive the gains to 0 (they are
+ * not decayed, and their gradient keeps them where the loss wants them). */
+static bool layernorms_suit_outputs(const tern_gpt2_config *cfg, const float *flat) {
+    const gpt2_tensor kinds[3][2] = {{GPT2_LN1W, GPT2_LN1B}, {GPT2_LN2W, GPT2_LN2B}, {GPT2_LNFW, GPT2_LNFB}};
+    for (int k = 0; k < 3; k++)
+        for (int l = 0; l < (k < 2 ? cfg->n_layer : 1); l++) {
+            const float *w = flat + gpt2_tensor_offset(cfg, kinds[k][0], l);
+            const float *b = flat + gpt2_tensor_offset(cfg, kinds[k][1], l);
+            for (int j = 0; j < cfg->n_embd; j++)
+                if (!(fabsf(w[j]) >= 1.0f / 64) || !(fabsf(b[j]) <= 8 * fabsf(w[j]))) return false;
+        }
+    return true;
+}
+
 /* A model on `backend` with its parameters uploaded from the host array `flat`. */
 static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
                              tern_precision precision, const float *flat, tern_gpt2 **out) {
@@ -94,6 +113,7 @@ static tern_error *open_with(const char *backend, const tern_gpt2_config *cfg,
     m->cfg = *cfg;
     m->Vp = gpt2_padded_vocab(cfg->vocab_size);
     m->precision = precision;
+    m->ln_inputs_kept = !layernorms_suit_outputs(cfg, flat);
     model_flat_init(&m->flat, m->impl->flat, precision, gpt2_flat_len(cfg));
     if (!(err = describe_tensors(m)) && !(err = m->impl->open(m, flat))) {
         *out = m;

@@ -42,12 +42,14 @@ static void layout_acts(tern_gpt2 *m, model_pools *p, gpt2_acts *a, size_t saved
     tern_buf gelu_all = shared_gelu ? MODEL_FN(take)(p, POOL_ACT, BT * 4 * C) : tern_none();
     /* The layer norms' backward reads either their outputs ln1, ln2, lnf [BT, C] (by default:
      * kept per layer, as the weight gradients after them read them anyway; xhat = (y - b) /
-     * w) or their inputs res2, res3 [BT, C] (m->memory.recompute_layernorm: exact for any
-     * weights; each layer norm's backward writes its output again, for the weight gradient
-     * after it, into one buffer shared by all); the other kind is one buffer (ln_all) or
-     * two (the residual stream: x0 and stream) that every layer reuses. A forward-only
-     * layout keeps neither. Either way 14 [BT, C] a layer rather than 16. */
-    bool keep_out = with_grad && !m->memory.recompute_layernorm, keep_in = with_grad && !keep_out;
+     * w) or their inputs res2, res3 [BT, C] (m->memory.recompute_layernorm, or weights that
+     * do not suit the outputs' form: m->ln_inputs_kept; exact for any weights; each layer
+     * norm's backward writes its output again, for the weight gradient after it, into one
+     * buffer shared by all); the other kind is one buffer (ln_all) or two (the residual
+     * stream: x0 and stream) that every layer reuses. A forward-only layout keeps neither.
+     * Either way 14 [BT, C] a layer rather than 16. */
+    bool keep_out = with_grad && !m->memory.recompute_layernorm && !m->ln_inputs_kept;
+    bool keep_in = with_grad && !keep_out;
     a->ln_shared = !keep_out;
     tern_buf ln_all = keep_out ? tern_none() : MODEL_FN(take)(p, POOL_ACT, BT * C);
     tern_buf stream = keep_in ? tern_none() : MODEL_FN(take)(p, POOL_ACT, BT * C);

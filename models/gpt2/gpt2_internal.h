@@ -137,6 +137,10 @@ struct tern_gpt2 {
      * reader (state.c's zero_grad says which is which) */
     bool grads_lazy;
     tern_gpt2_memory memory; /* tern_gpt2_set_memory */
+    /* the layer norms' backward reads their inputs whatever memory.recompute_layernorm says:
+     * the weights the model opened with do not suit the backward from the outputs (api.c's
+     * layernorms_suit_outputs) */
+    bool ln_inputs_kept;
     /* tern_gpt2_quantize_q8: decoding's matrices in q8_0, transposed to [out, in] (the
      * effect's q8_0 layout), gpt2_q8_offset's layout; with q8_lm the tied lm head [Vp, C]
      * after them. Absent: decoding uses the float weights. */

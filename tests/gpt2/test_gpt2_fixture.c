@@ -305,6 +305,60 @@ static void test_layernorm_backward_modes(tern_gpt2 *m) {
     free(grads[0]), free(grads[1]);
 }
 
+/* A layer norm whose weights do not suit the backward from its output (here one weight of
+ * h.0.ln_1 set to 0, whose xhat its output no longer holds): the model keeps the layer
+ * norms' inputs by itself, so its default pass and recompute_layernorm's give the same
+ * gradients bit for bit (with the outputs' form they would differ, in that channel by far). */
+static void test_layernorm_unsuited_weights(const char *handler) {
+    char dir[] = "/tmp/tern-fixture-ln0-XXXXXX", src[1200], dst[1200];
+    CHECK(mkdtemp(dir) != NULL);
+    snprintf(src, sizeof src, "%s/config.json", fixture_dir);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    CHECK(symlink(src, dst) == 0);
+    char *bytes = NULL;
+    size_t len = 0;
+    snprintf(src, sizeof src, "%s/model.safetensors", fixture_dir);
+    CHECK_OK(tern_read_file(src, &bytes, &len));
+    tern_safetensors *f = NULL;
+    CHECK_OK(tern_safetensors_open_memory(bytes, len, "the fixture's weights", &f));
+    const tern_tensor_info *t = f ? tern_safetensors_find(f, "transformer.h.0.ln_1.weight") : NULL;
+    CHECK(t != NULL && t->dtype == TERN_F32);
+    if (t) memset((char *)bytes + ((const char *)t->data - bytes) + 5 * sizeof(float), 0, sizeof(float));
+    tern_safetensors_close(f);
+    snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
+    FILE *out = fopen(dst, "wb");
+    CHECK(out && fwrite(bytes, 1, len, out) == len && fclose(out) == 0);
+    free(bytes);
+    tern_gpt2 *m = NULL;
+    CHECK_OK(tern_gpt2_load(handler, dir, bf16 ? TERN_PRECISION_BF16 : TERN_PRECISION_FP32, &m));
+    unlink(dst);
+    snprintf(dst, sizeof dst, "%s/config.json", dir);
+    unlink(dst);
+    rmdir(dir);
+    if (!m) return;
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
+    float loss[2], *grads[2];
+    for (int pass = 0; pass < 2; pass++) {
+        tern_gpt2_memory memory = {.recompute_layernorm = pass == 1};
+        CHECK_OK(tern_gpt2_set_memory(m, &memory));
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
+        grads[pass] = read_all_grads(m, n, total);
+    }
+    size_t differ = 0;
+    for (size_t k = 0; k < total && grads[0] && grads[1]; k++)
+        differ += memcmp(&grads[0][k], &grads[1][k], sizeof(float)) != 0;
+    CHECKF(differ == 0 && memcmp(&loss[0], &loss[1], sizeof(float)) == 0,
+           "a layer norm weight of 0: %zu of %zu gradient values and the loss (%.9g, %.9g) differ between the "
+           "default and recompute_layernorm (the inputs kept for both)", differ, total, loss[0], loss[1]);
+    printf("  a layer norm weight of 0: the inputs kept, gradients bit for bit as recompute_layernorm's\n");
+    free(grads[0]), free(grads[1]);
+    tern_gpt2_free(m);
+}
+
 /* Compares one parameter after the AdamW steps with the fixture (see the tolerance note at
  * the top); returns the largest difference among the elements held to 1e-5. */
 static double check_after_adamw(tern_gpt2 *m, const char *name, float lr, int *exempt) {
@@ -495,6 +549,7 @@ int main(void) {
             test_grad_accumulation(m);
             test_memory_settings(m);
             test_layernorm_backward_modes(m);
+            test_layernorm_unsuited_weights(handlers[h]);
         }
         if (!bf16 && decode) test_greedy(m);
         if (!bf16 && training) test_adamw(m);
