@@ -266,6 +266,24 @@ static void test_grad_accumulation(tern_gpt2 *m) {
     free(both), free(halves[0]), free(halves[1]);
 }
 
+/* The fixture batch's loss and gradients (n[] each tensor's length, total their sum: see
+ * grad_lengths) twice: [0] at the default memory settings, [1] with recompute_layernorm;
+ * the settings are left at the default. */
+static void grads_both_layernorm_forms(tern_gpt2 *m, size_t *n, size_t total, float loss[2], float *grads[2]) {
+    int32_t x[256], y[256];
+    ref_ids("inputs", x, 256);
+    ref_ids("targets", y, 256);
+    for (int pass = 0; pass < 2; pass++) {
+        tern_gpt2_memory memory = {.recompute_layernorm = pass == 1};
+        CHECK_OK(tern_gpt2_set_memory(m, &memory));
+        CHECK_OK(tern_gpt2_zero_grad(m));
+        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
+        grads[pass] = read_all_grads(m, n, total);
+    }
+    tern_gpt2_memory none = {0};
+    CHECK_OK(tern_gpt2_set_memory(m, &none));
+}
+
 /* The layer norms' two backwards: from their outputs (the default: xhat = (y - b) / w) and
  * from their inputs (recompute_layernorm, which writes the output again for the weight
  * gradient after it, bit for bit as the forward wrote it: test_ops_layernorm). Both are held
@@ -274,18 +292,9 @@ static void test_grad_accumulation(tern_gpt2 *m) {
  * against two summation orders' 1e-6) and 2e-2 in bf16 (a bf16 y's 2^-9 over w, and the
  * bf16 gradients' own rounding), the loss bit for bit (the forward is the same). */
 static void test_layernorm_backward_modes(tern_gpt2 *m) {
-    int32_t x[256], y[256];
-    ref_ids("inputs", x, 256);
-    ref_ids("targets", y, 256);
     size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
     float loss[2], *grads[2];
-    for (int pass = 0; pass < 2; pass++) {
-        tern_gpt2_memory memory = {.recompute_layernorm = pass == 1};
-        CHECK_OK(tern_gpt2_set_memory(m, &memory));
-        CHECK_OK(tern_gpt2_zero_grad(m));
-        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
-        grads[pass] = read_all_grads(m, n, total);
-    }
+    grads_both_layernorm_forms(m, n, total, loss, grads);
     double worst = 0;
     const char *worst_name = "";
     size_t at = 0;
@@ -300,8 +309,6 @@ static void test_layernorm_backward_modes(tern_gpt2 *m) {
     CHECKF(memcmp(&loss[0], &loss[1], sizeof(float)) == 0, "layer norms from outputs and from inputs: losses %.9g, %.9g",
            loss[0], loss[1]);
     printf("  layer norms from outputs and from inputs: gradients within %.2g of the norm (%s)\n", worst, worst_name);
-    tern_gpt2_memory none = {0};
-    CHECK_OK(tern_gpt2_set_memory(m, &none));
     free(grads[0]), free(grads[1]);
 }
 
@@ -336,18 +343,9 @@ static void test_layernorm_unsuited_weights(const char *handler) {
     unlink(dst);
     rmdir(dir);
     if (!m) return;
-    int32_t x[256], y[256];
-    ref_ids("inputs", x, 256);
-    ref_ids("targets", y, 256);
     size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
     float loss[2], *grads[2];
-    for (int pass = 0; pass < 2; pass++) {
-        tern_gpt2_memory memory = {.recompute_layernorm = pass == 1};
-        CHECK_OK(tern_gpt2_set_memory(m, &memory));
-        CHECK_OK(tern_gpt2_zero_grad(m));
-        CHECK_OK(tern_gpt2_forward_backward(m, x, y, 4, 64, 1.0f, &loss[pass]));
-        grads[pass] = read_all_grads(m, n, total);
-    }
+    grads_both_layernorm_forms(m, n, total, loss, grads);
     size_t differ = 0;
     for (size_t k = 0; k < total && grads[0] && grads[1]; k++)
         differ += memcmp(&grads[0][k], &grads[1][k], sizeof(float)) != 0;
