@@ -109,6 +109,19 @@ static double compare_tensor(tern_gpt2 *m, reader read, const char *prefix, cons
     return e;
 }
 
+/* The model in `dir` (config.json and model.safetensors), which is then removed. */
+static tern_gpt2 *load_and_remove(const char *handler, const char *dir) {
+    tern_gpt2 *m = NULL;
+    CHECK_OK(tern_gpt2_load(handler, dir, bf16 ? TERN_PRECISION_BF16 : TERN_PRECISION_FP32, &m));
+    char path[1200];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    unlink(path);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    unlink(path);
+    rmdir(dir);
+    return m;
+}
+
 static tern_gpt2 *load(const char *handler, const char *weights_file) {
     /* A model directory: the fixture's config.json and the chosen weights file. */
     char dir[] = "/tmp/tern-fixture-XXXXXX";
@@ -120,13 +133,7 @@ static tern_gpt2 *load(const char *handler, const char *weights_file) {
     snprintf(src, sizeof src, "%s/%s", fixture_dir, weights_file);
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     if (symlink(src, dst)) return NULL;
-    tern_gpt2 *m = NULL;
-    CHECK_OK(tern_gpt2_load(handler, dir, bf16 ? TERN_PRECISION_BF16 : TERN_PRECISION_FP32, &m));
-    unlink(dst);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    unlink(dst);
-    rmdir(dir);
-    return m;
+    return load_and_remove(handler, dir);
 }
 
 static void test_forward(tern_gpt2 *m, const char *layout) {
@@ -330,18 +337,13 @@ static void test_layernorm_unsuited_weights(const char *handler) {
     CHECK_OK(tern_safetensors_open_memory(bytes, len, "the fixture's weights", &f));
     const tern_tensor_info *t = f ? tern_safetensors_find(f, "transformer.h.0.ln_1.weight") : NULL;
     CHECK(t != NULL && t->dtype == TERN_F32);
-    if (t) memset((char *)bytes + ((const char *)t->data - bytes) + 5 * sizeof(float), 0, sizeof(float));
+    if (t) memset(bytes + ((const char *)t->data - bytes) + 5 * sizeof(float), 0, sizeof(float)); /* weight 5 */
     tern_safetensors_close(f);
     snprintf(dst, sizeof dst, "%s/model.safetensors", dir);
     FILE *out = fopen(dst, "wb");
     CHECK(out && fwrite(bytes, 1, len, out) == len && fclose(out) == 0);
     free(bytes);
-    tern_gpt2 *m = NULL;
-    CHECK_OK(tern_gpt2_load(handler, dir, bf16 ? TERN_PRECISION_BF16 : TERN_PRECISION_FP32, &m));
-    unlink(dst);
-    snprintf(dst, sizeof dst, "%s/config.json", dir);
-    unlink(dst);
-    rmdir(dir);
+    tern_gpt2 *m = load_and_remove(handler, dir);
     if (!m) return;
     size_t n[N_PARAM_NAMES + 1], total = grad_lengths(m, n);
     float loss[2], *grads[2];
