@@ -665,9 +665,6 @@ typedef struct bkv_state {
     tern_v dsg; /* ds_saved: where dS^T / scale goes, or 0 */
     tern_v DSt, k0; /* ds_saved: the tile's dS^T staged [TILE, TILE + 8]; the group's first key */
     bool ds_saved;
-    bool dq_inline;          /* the group adds its part of dQ too (gk_flash_opts.dq_inline) */
-    tern_v DSw, dqacc, flags, dqkv; /* dq_inline: dS^T as a [TILE keys, TILE queries] swizzled
-                                     * tile; the f32 sums, the counts, dQ's destination */
     bool pipelined;
     tern_v tiles;    /* query tiles of the sequence */
     tern_v off, loff; /* the current tile's place in Qs and dOs, and in Ls and Ds */
@@ -691,15 +688,6 @@ static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
     return tern_add(tern_add(head, ds_before(kt, f->T)), row);
 }
 
-bool gk_flash_dq_inline(const gk_flash_opts *opts, int hs) {
-    /* fl_begin's warpgroup condition (the groups are GK_FLASH_THREADS, a warpgroup) */
-    return opts && opts->dq_inline && opts->wgmma && (hs == 64 || hs == 128) && !opts->ds_saved;
-}
-
-size_t gk_flash_dq_flags(int B, int T, int NH) {
-    return (size_t)B * (size_t)NH * (((size_t)T + TILE - 1) / TILE);
-}
-
 size_t gk_flash_ds_len(int B, int T, int NH) {
     size_t tiles = ((size_t)T + TILE - 1) / TILE;
     return (size_t)B * (size_t)NH * ds_before_host(tiles, (size_t)T) + TILE;
@@ -713,10 +701,7 @@ static void stage_ds_out(const fl_ctx *f, const bkv_state *st, int j, tern_v d[4
     for (int h = 0; h < 2; h++) {
         tern_v row = tern_add(tern_add(tern_mul(f->warp, tern_int(16)), f->g), tern_int(8 * h));
         tern_v pair[2] = {d[2 * h], d[2 * h + 1]};
-        if (st->dq_inline) /* the pair stays together: the swizzle moves runs of 8 */
-            tern_store_vec(st->DSw, tern_wg_tile_index(tern_int(0), TILE, row, col), 2, pair);
-        else
-            tern_store_vec(st->DSt, tern_add(tern_mul(row, tern_int(TILE + 8)), col), 2, pair);
+        tern_store_vec(st->DSt, tern_add(tern_mul(row, tern_int(TILE + 8)), col), 2, pair);
     }
 }
 
@@ -757,74 +742,10 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
              * scale multiplies dK once, as it is stored */
             dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at)));
         }
-    if (st->ds_saved || st->dq_inline)
+    if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
     /* dV += P^T dO, dK += dS^T Q / scale */
     accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2);
-}
-
-/* dq_inline: this key tile's part of the query tile at q0's dQ, dS [queries, keys] K [keys,
- * hs] from the staged dS^T and K tiles, added to the tile's f32 sums after the key tile
- * above it (gk_flash_opts.dq_inline): the sums start as the product's accumulator (zero on
- * the diagonal tile, which writes them first), and key tile 0 writes dQ itself (times the
- * scale, as store_rows does for dK). */
-static void dq_contribute(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0) {
-    tern_v qt = tern_div(q0, tern_int(TILE)), kt = tern_div(st->k0, tern_int(TILE));
-    tern_v flag = tern_add(tern_mul(f->bh, st->tiles), qt);
-    tern_v first = tern_eq(kt, qt), last = tern_eq(kt, tern_int(0));
-    /* the key tiles kt + 1 .. qt have added theirs: qt - kt parts */
-    TERN_IF(kb, tern_eq(f->tid, tern_int(0))) {
-        TERN_WHILE(kb, tern_ne(tern_atomic_or(st->flags, flag, tern_int(0)), tern_sub(qt, kt))) {}
-        tern_fence_device(kb); /* their sums are read after their count */
-    }
-    tern_barrier(kb); /* the count seen; every SIMD group's dS^T values are in DSw */
-    /* this lane's rows r, r + 8 of the tile (the product's fragment layout), columns 8 n + 2 t:
-     * the sums so far, loaded before the product so that it covers their latency */
-    tern_v r = tern_add(tern_add(q0, tern_mul(f->warp, tern_int(16))), f->g);
-    tern_v sums[MAX_HS / 8][4];
-    acc_vars(kb, f->NT, "dqs", sums);
-    for (int h = 0; h < 2; h++) {
-        tern_v row = tern_add(r, tern_int(8 * h));
-        tern_v base = tern_mul(tern_add(tern_mul(f->bh, st->T), row), tern_int(f->hs));
-        TERN_IF(kb, tern_land(tern_lt(row, st->T), tern_lnot(first))) {
-            for (int n = 0; n < f->NT; n++) {
-                tern_v col = tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * n)), old[2];
-                tern_load_vec(st->dqacc, tern_add(base, col), 2, old);
-                for (int e = 0; e < 2; e++) tern_assign(sums[n][2 * h + e], old[e]);
-            }
-        }
-    }
-    /* dQ's part [64 queries, hs] = dS [queries, keys] K [keys, hs]: A the dS^T tile read as
-     * dS (its rows are k), B the group's K tile (staged once as the A operand of S^T = K Q^T),
-     * its rows the k too */
-    tern_wg_tile a = {st->DSw, tern_int(0), TILE, true}, b = {st->ka.tile->buf, st->ka.tile->at, TILE, true};
-    tern_v c[MAX_HS / 2], d[MAX_HS / 2];
-    for (int n = 0; n < f->NT; n++)
-        for (int i = 0; i < 4; i++) c[4 * n + i] = sums[n][i];
-    tern_wgmma_bf16(kb, f->hs, TILE, NULL, &a, &b, c, d);
-    tern_v acc[MAX_HS / 8][4];
-    for (int n = 0; n < f->NT; n++)
-        for (int i = 0; i < 4; i++) acc[n][i] = d[4 * n + i];
-    TERN_IF(kb, last) { store_rows(f, st->dqkv, 3, 0, r, acc, st->scale, st->scale); }
-    TERN_ELSE(kb) {
-        for (int h = 0; h < 2; h++) {
-            tern_v row = tern_add(r, tern_int(8 * h));
-            tern_v base = tern_mul(tern_add(tern_mul(f->bh, st->T), row), tern_int(f->hs));
-            TERN_IF(kb, tern_lt(row, st->T)) {
-                for (int n = 0; n < f->NT; n++) {
-                    tern_v col = tern_add(tern_mul(f->t, tern_int(2)), tern_int(8 * n));
-                    tern_v pair[2] = {acc[n][2 * h], acc[n][2 * h + 1]};
-                    tern_store_vec(st->dqacc, tern_add(base, col), 2, pair);
-                }
-            }
-        }
-        tern_fence_device(kb); /* the sums before the count that lets the next key tile read them */
-    }
-    tern_barrier(kb); /* also: nobody reads DSw any more */
-    TERN_IF(kb, tern_eq(f->tid, tern_int(0))) {
-        /* key tile 0 was the last: the count goes back to 0 for the next launch */
-        tern_atomic_xchg(st->flags, flag, tern_select(last, tern_int(0), tern_add(tern_sub(qt, kt), tern_int(1))));
-    }
 }
 
 /* Pipelined: starts copying query tile `next`'s Q and dO rows into the other halves of Qs
@@ -878,7 +799,6 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
         }
     }
     if (st->ds_saved) copy_ds(kb, f, st, q0); /* the next tile's first barrier protects DSt */
-    if (st->dq_inline) dq_contribute(kb, f, st, q0); /* its last barrier protects DSw */
 }
 
 /* Pipelined: the group's own query tile kt, the first it walks, staged ahead into buffer 0. */
@@ -912,24 +832,18 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
     tern_v scale2 = tern_mul(scale, log2e());
     tern_v Ls = tern_shared(kb, "Ls", TERN_T_F32, bufs * TILE);
     tern_v Ds = tern_shared(kb, "Ds", TERN_T_F32, bufs * TILE);
-    bool dq_inline = gk_flash_dq_inline(&u->opts, u->hs);
     tern_v dsg = u->opts.ds_saved ? tern_param_buf(kb, "dsg", TERN_T_BF16, TERN_WRITE) : tern_int(0);
     tern_v DSt = u->opts.ds_saved ? tern_shared(kb, "DSt", TERN_T_BF16, (size_t)TILE * (TILE + 8)) : tern_int(0);
-    tern_v dqacc = dq_inline ? tern_param_buf(kb, "dqacc", TERN_T_F32, TERN_READ_WRITE) : tern_int(0);
-    tern_v flags = dq_inline ? tern_param_buf(kb, "flags", TERN_T_I32, TERN_READ_WRITE) : tern_int(0);
-    tern_v DSw = dq_inline ? tern_shared_tiles(kb, "DSw", (size_t)TILE * TILE) : tern_int(0);
 
-    /* the first key tiles see the most query tiles: group 0 takes tile 0; with dq_inline the
-     * last key tile comes first (the order of dQ's sums: gk_flash_opts.dq_inline) */
+    /* the first key tiles see the most query tiles: group 0 takes tile 0 */
+    tern_v kt = tern_group_id(kb, 0);
     tern_v tiles = tern_div(tern_add(T, tern_int(TILE - 1)), tern_int(TILE));
-    tern_v kt = dq_inline ? tern_sub(tern_sub(tiles, tern_int(1)), tern_group_id(kb, 0)) : tern_group_id(kb, 0);
     tern_v r = tern_add(tern_add(tern_mul(kt, tern_int(TILE)), tern_mul(f.warp, tern_int(16))), f.g);
     tern_v r8 = tern_add(r, tern_int(8));
     bkv_state st = {.qkv = qkv, .dout = dout, .lse = lse, .D = D, .Qs = Qs, .dOs = dOs, .Ls = Ls, .Ds = Ds,
                     .T = T, .scale = scale, .scale2 = scale2, .r = r, .r8 = r8, .kv_halves = u->opts.kv_halves,
                     .dsg = dsg, .DSt = DSt, .k0 = tern_mul(kt, tern_int(TILE)), .ds_saved = u->opts.ds_saved,
-                    .pipelined = pipelined, .tiles = tiles, .off = tern_int(0), .loff = tern_int(0),
-                    .dq_inline = dq_inline, .DSw = DSw, .dqacc = dqacc, .flags = flags, .dqkv = dqkv};
+                    .pipelined = pipelined, .tiles = tiles, .off = tern_int(0), .loff = tern_int(0)};
     if (pipelined && f.group == 1) backward_kv_prologue(kb, &f, &st, kt);
     /* the group's K and V rows, the A operands of every tile's first two products: with
      * warpgroup products staged once as tiles (the first tile's barrier covers the stores),

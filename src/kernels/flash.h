@@ -62,17 +62,6 @@ typedef struct gk_flash_opts {
      * The cuda handler's default on Hopper (bench/h200/NOTES.md, the twenty-fourth session:
      * GPT-2 124M's step 3.4% faster, 1.5B's 2.5%, on an H100). */
     bool wgmma;
-    /* BACKWARD_KV (warpgroup products only) also makes dQ, so that BACKWARD_Q is not run
-     * and nothing of dS leaves the multiprocessor: each query tile's dQ = sum over key tiles
-     * kt <= qt of dS K_kt is added up in a fixed order, key tiles descending (the diagonal
-     * first, key tile 0 last), by the key tiles' own groups: each waits on a per-tile count
-     * (`flags`) for the one before it, adds its part to the f32 sums (`dqacc`), and key tile
-     * 0 writes dQ into dqkv and sets the count back to 0. Deterministic, no float atomics.
-     * Key tile kt runs in group tiles - 1 - kt, so the group it waits on was launched before
-     * it (and the host interpreter, which runs groups in order, never waits on one not yet
-     * started). Two more parameters after the nine: dqacc (f32 [B NH, T, hs]) and flags
-     * (i32 [B NH tiles], zero before the first launch; every launch leaves them zero). */
-    bool dq_inline;
     /* Not tuning but the layout: query heads per key/value head, NH / KV (0 or 1: KV = NH,
      * GPT-2's [B, T, 3, NH, hs], traced exactly as before grouped heads existed). NH must
      * be a multiple of it; DELTA ignores it. */
@@ -100,14 +89,6 @@ uint32_t gk_flash_delta_groups(int B, int T, int NH, int hs);
  * from TILE kt on, T - TILE kt each (the causal part: about half of T T), the tiles one
  * after another; plus GK_FLASH_TILE elements for the last tile's reads past its end. */
 size_t gk_flash_ds_len(int B, int T, int NH);
-
-/* Whether BACKWARD_KV built with these options for head size hs makes dQ itself
- * (dq_inline where its products are warpgroup products, dS^T not saved): then it takes
- * dqacc and flags, and BACKWARD_Q is not launched. */
-bool gk_flash_dq_inline(const gk_flash_opts *opts, int hs);
-
-/* The counts dq_inline's BACKWARD_KV takes (its `flags`): one per query tile of each query head. */
-size_t gk_flash_dq_flags(int B, int T, int NH);
 
 /* Whether a head size and buffers starting at these element offsets suit the kernels: hs a
  * multiple of 16 up to 128, every buffer's start 16-byte aligned. */

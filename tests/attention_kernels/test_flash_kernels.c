@@ -63,9 +63,9 @@ static tern_error *launch(tern_kernel *k, gk_flash_kernel which, const gk_flash_
 /* The options, for the report. */
 static const char *opts_name(const gk_flash_opts *o, char *buf, size_t size) {
     if (!o) return "";
-    snprintf(buf, size, " (groups %d%s%s%s, %d stages%s%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
+    snprintf(buf, size, " (groups %d%s%s%s, %d stages%s)", o->min_groups, o->kv_halves ? ", dK dV in halves" : "",
              o->ds_saved ? ", dS saved" : "", o->pipelined ? ", pipelined" : "", o->stages ? o->stages : 2,
-             o->wgmma ? ", wgmma" : "", o->dq_inline ? ", dQ inline" : "");
+             o->wgmma ? ", wgmma" : "");
     return buf;
 }
 
@@ -135,7 +135,7 @@ static void test_shape(shape s, const gk_flash_opts *given) {
     tern_arg ab[] = {tern_arg_host_in(TERN_T_BF16, qkv, n3), tern_arg_host_in(TERN_T_BF16, dout, n1),
                      tern_arg_host_in(TERN_T_F32, lse, rows), tern_arg_host_in(TERN_T_F32, D, rows),
                      tern_arg_host(TERN_T_BF16, dqkv, n3), tern_arg_i32(s.B), tern_arg_i32(s.T), tern_arg_i32(s.NH),
-                     tern_arg_f32(scale), tern_arg_i32(0), tern_arg_i32(0)};
+                     tern_arg_f32(scale), tern_arg_i32(0)};
     /* ds_saved: the dS^T the two kernels hand over (its causal part), poisoned with NaN
      * (bf16 0x7fc0) so that a tile the dQ pass reads but the dK, dV pass did not write shows */
     size_t nds = gk_flash_ds_len(s.B, s.T, s.NH);
@@ -146,28 +146,9 @@ static void test_shape(shape s, const gk_flash_opts *given) {
         for (size_t i = 0; i < nds; i++) ds[i] = 0x7fc0;
         ab[9] = tern_arg_host(TERN_T_BF16, ds, nds);
     }
-    /* dq_inline: dK dV makes dQ through f32 sums (poisoned: the diagonal tile's part must
-     * write them before anyone reads) and counts that start at zero and must end there */
-    bool inline_dq = gk_flash_dq_inline(opts, s.hs);
-    size_t nflags = gk_flash_dq_flags(s.B, s.T, s.NH);
-    float *dqacc = NULL;
-    int32_t *flags = NULL;
-    if (inline_dq) {
-        dqacc = malloc(n1 * sizeof *dqacc);
-        for (size_t i = 0; i < n1; i++) dqacc[i] = NAN;
-        flags = calloc(nflags, sizeof *flags);
-        ab[9] = tern_arg_host(TERN_T_F32, dqacc, n1);
-        ab[10] = tern_arg_host(TERN_T_I32, flags, nflags);
-    }
-    CHECK_OK(launch(kv, GK_FLASH_BACKWARD_KV, opts, &s, ab, inline_dq ? 11 : saved ? 10 : 9));
-    if (inline_dq) {
-        size_t left = 0;
-        for (size_t i = 0; i < nflags; i++) left += flags[i] != 0;
-        CHECKF(left == 0, "backward, dQ inline: %zu of %zu counts not back to zero", left, nflags);
-    } else {
-        CHECK_OK(launch(q, GK_FLASH_BACKWARD_Q, opts, &s, ab, saved ? 10 : 9));
-    }
-    free(ds), free(dqacc), free(flags);
+    CHECK_OK(launch(kv, GK_FLASH_BACKWARD_KV, opts, &s, ab, saved ? 10 : 9));
+    CHECK_OK(launch(q, GK_FLASH_BACKWARD_Q, opts, &s, ab, saved ? 10 : 9));
+    free(ds);
     /* each part of dqkv against its reference: channels [0, NH hs) dQ, then KV hs of dK and
      * of dV */
     double e_part[3];
@@ -236,7 +217,6 @@ static void test_gpu(const char *runtime, const gk_flash_opts *variants) {
         test_shape(shapes[i], &variants[6]);
         test_shape(shapes[i], &variants[9]); /* [6] with warpgroup products */
         test_shape(shapes[i], &variants[10]); /* cuda's default on Hopper */
-        test_shape(shapes[i], &variants[11]); /* dQ made by dK dV */
     }
     tern_rt_close(rt);
     rt = NULL;
@@ -278,16 +258,12 @@ int main(void) {
         {.min_groups = 2, .kv_halves = true, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
         /* the cuda handler's warpgroup set (flash_wg_*): dK dV whole query tiles, staged ahead */
         {.min_groups = 3, .ds_saved = true, .pipelined = true, .stages = 4, .wgmma = true},
-        /* dQ made by dK dV (dq_inline; warpgroup products only: head sizes 16 and 32 run
-         * the two passes), staged ahead as the handler's set, and in halves unstaged */
-        {.min_groups = 3, .pipelined = true, .wgmma = true, .dq_inline = true},
-        {.min_groups = 2, .kv_halves = true, .wgmma = true, .dq_inline = true},
     };
     /* the variants grouped heads run with (the test's time: each grouped shape costs about
      * three of the others, each NVRTC compile as much): each way BACKWARD_KV walks its
      * group's query heads, unstaged (none, and 2: the handler's dK dV, dS^T saved) and
      * staged ahead (6: also the handler's forward and dQ), and both dQ passes */
-    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true, true, true, false};
+    const bool grouped_variant[] = {false, false, true, false, false, false, true, false, false, true, true};
     int n_shapes = (int)(sizeof shapes / sizeof *shapes), n_variants = (int)(sizeof variants / sizeof *variants);
     for (int i = 0; i < n_shapes; i++) test_shape(shapes[i], NULL);
     for (int v = 0; v < n_variants; v++)

@@ -24,9 +24,9 @@
  * their own register budgets and staging (flash_wg_*: their dK dV, K and V in shared memory,
  * fits three groups a multiprocessor and takes whole query tiles staged ahead). `saved`: the
  * backward pair that hands dS^T over. */
-static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved, bool dq_inline, int group) {
+static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool saved, int group) {
     const cuda_tune *t = &d->tune;
-    gk_flash_opts o = {.ds_saved = saved, .dq_inline = dq_inline, .group = group};
+    gk_flash_opts o = {.ds_saved = saved, .group = group};
     if (which != GK_FLASH_DELTA) {
         int k = which == GK_FLASH_FORWARD ? 0 : which == GK_FLASH_BACKWARD_KV ? 1 : 2;
         o.wgmma = d->hopper && t->flash_wgmma[k] != 0;
@@ -38,24 +38,19 @@ static gk_flash_opts flash_opts(const tern_dev *d, gk_flash_kernel which, bool s
     return o;
 }
 
-/* The ways a backward pass runs: dS^T handed from dK dV to dQ (ds_saved), dQ made by dK dV
- * (dq_inline: no dQ pass), or each recomputing P and dP. */
-typedef enum flash_way { FLASH_PLAIN, FLASH_DS_SAVED, FLASH_DQ_INLINE } flash_way;
-
-/* d->flash's slot of a kernel: by kind, the ds_saved pair after them, then dq_inline's dK dV. */
-static int flash_slot(gk_flash_kernel which, flash_way way) {
-    if (way == FLASH_DQ_INLINE && which == GK_FLASH_BACKWARD_KV) return 6;
-    return way == FLASH_DS_SAVED ? 4 + (which == GK_FLASH_BACKWARD_Q) : (int)which;
+/* d->flash's slot of a kernel: by kind, the ds_saved pair after them. */
+static int flash_slot(gk_flash_kernel which, bool saved) {
+    return saved ? 4 + (which == GK_FLASH_BACKWARD_Q) : (int)which;
 }
 
 /* The kernel for head size hs and `group` query heads per key/value head (1: KV = NH); a
  * model has one of each, so the kernels of another are dropped, not kept (and the graphs
  * recorded with them: they would launch freed kernels). */
-static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, flash_way way, int hs, int group,
+static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, bool saved, int hs, int group,
                                 const tern_kernel **out) {
     if (d->flash_hs != hs || d->flash_group != group) {
         bool dropped = false;
-        for (int i = 0; i < CUDA_FLASH_SLOTS; i++) {
+        for (int i = 0; i < 6; i++) {
             dropped |= d->flash[i] != NULL;
             tern_kernel_free(d->flash[i]);
             d->flash[i] = NULL;
@@ -64,9 +59,9 @@ static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, flash_way wa
         d->flash_hs = hs;
         d->flash_group = group;
     }
-    int slot = flash_slot(which, way);
+    int slot = flash_slot(which, saved);
     if (!d->flash[slot]) {
-        d->flash_opts[slot] = flash_opts(d, which, way == FLASH_DS_SAVED, slot == 6, group);
+        d->flash_opts[slot] = flash_opts(d, which, saved, group);
         TERN_TRY(gk_flash_kernel_build(which, hs, &d->flash_opts[slot], &d->flash[slot]));
     }
     *out = d->flash[slot];
@@ -76,9 +71,9 @@ static tern_error *flash_kernel(tern_dev *d, gk_flash_kernel which, flash_way wa
 /* Launches tiled kernel `which` over B sequences of T positions and NH query heads: the rows
  * per group, the group's threads and the heads its grid covers: gk_flash_rows,
  * gk_flash_threads and gk_flash_heads. */
-static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, gk_flash_kernel which, flash_way way, int B,
-                                int T, int NH, const tern_arg *args, size_t count) {
-    const gk_flash_opts *o = &d->flash_opts[flash_slot(which, way)];
+static tern_error *flash_launch(tern_dev *d, const tern_kernel *k, gk_flash_kernel which, bool saved, int B, int T,
+                                int NH, const tern_arg *args, size_t count) {
+    const gk_flash_opts *o = &d->flash_opts[flash_slot(which, saved)];
     int rows = gk_flash_rows(which, o);
     tern_dims grid = tern_dims2((uint32_t)((T + rows - 1) / rows), (uint32_t)(B * gk_flash_heads(which, o, NH)));
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
@@ -89,10 +84,10 @@ tern_error *cuda_attention_flash(tern_dev *d, tern_buf out, tern_buf saved, tern
                                  int NH, int KV) {
     int hs = C / NH;
     const tern_kernel *k;
-    TERN_TRY(flash_kernel(d, GK_FLASH_FORWARD, FLASH_PLAIN, hs, NH / KV, &k));
+    TERN_TRY(flash_kernel(d, GK_FLASH_FORWARD, false, hs, NH / KV, &k));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(out), tern_arg_buf(saved), tern_arg_i32(B),
                        tern_arg_i32(T), tern_arg_i32(NH), tern_arg_f32(1.0f / sqrtf((float)hs))};
-    return flash_launch(d, k, GK_FLASH_FORWARD, FLASH_PLAIN, B, T, NH, args, 7);
+    return flash_launch(d, k, GK_FLASH_FORWARD, false, B, T, NH, args, 7);
 }
 
 /* Whether the backward pass hands dS^T from the dK, dV kernel to the dQ kernel (ds_saved:
@@ -118,50 +113,19 @@ static tern_error *ds_buffer(tern_dev *d, int B, int T, int NH, tern_buf *ds, bo
     return NULL;
 }
 
-/* dq_inline's f32 sums [B NH, T, hs] and counts (gk_flash_dq_flags; zeroed when made, and
- * every launch leaves them zero), grown as needed, which moves the graphs' scratch as
- * ds_buffer's does. */
-static tern_error *dq_buffers(tern_dev *d, int B, int T, int NH, int hs, tern_buf *acc, tern_buf *flags) {
-    size_t n = (size_t)B * T * NH * hs, nf = gk_flash_dq_flags(B, T, NH);
-    if (d->flash_dqacc.len < n) {
-        TERN_TRY(gpu_free(d, &d->flash_dqacc));
-        TERN_TRY(gpu_alloc(d, TERN_F32, n, &d->flash_dqacc));
-        d->core.scratch_epoch++;
-    }
-    if (d->flash_dqflags.len < nf) {
-        TERN_TRY(gpu_free(d, &d->flash_dqflags));
-        TERN_TRY(gpu_alloc(d, TERN_I32, nf, &d->flash_dqflags));
-        TERN_TRY(gpu_fill(d, d->flash_dqflags, 0.0));
-        d->core.scratch_epoch++;
-    }
-    *acc = tern_view(d->flash_dqacc, 0, n);
-    *flags = tern_view(d->flash_dqflags, 0, nf);
-    return NULL;
-}
-
 tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf dout, tern_buf qkv, tern_buf out,
                                           tern_buf saved, int B, int T, int C, int NH, int KV) {
     int hs = C / NH, group = NH / KV;
     size_t rows = (size_t)B * T * NH;
     tern_buf D;
     TERN_TRY(gpu_scratch_buf(&d->core, rows, &D)); /* f32 [B, NH, T] */
-    flash_way way = FLASH_PLAIN;
-    tern_buf extra[2] = {tern_none(), tern_none()}; /* dS^T, or dq_inline's sums and counts */
-    if (d->tune.flash_dq_inline) {
-        gk_flash_opts o = flash_opts(d, GK_FLASH_BACKWARD_KV, false, true, group);
-        if (gk_flash_dq_inline(&o, hs)) way = FLASH_DQ_INLINE;
-    }
-    if (way == FLASH_DQ_INLINE) {
-        TERN_TRY(dq_buffers(d, B, T, NH, hs, &extra[0], &extra[1]));
-    } else {
-        bool ds_on = false;
-        TERN_TRY(ds_buffer(d, B, T, NH, &extra[0], &ds_on));
-        if (ds_on) way = FLASH_DS_SAVED;
-    }
-    const tern_kernel *delta, *kv, *q = NULL;
-    TERN_TRY(flash_kernel(d, GK_FLASH_DELTA, FLASH_PLAIN, hs, group, &delta));
-    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_KV, way, hs, group, &kv));
-    if (way != FLASH_DQ_INLINE) TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_Q, way, hs, group, &q));
+    tern_buf ds = tern_none();
+    bool ds_on = false;
+    TERN_TRY(ds_buffer(d, B, T, NH, &ds, &ds_on));
+    const tern_kernel *delta, *kv, *q;
+    TERN_TRY(flash_kernel(d, GK_FLASH_DELTA, false, hs, group, &delta));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_KV, ds_on, hs, group, &kv));
+    TERN_TRY(flash_kernel(d, GK_FLASH_BACKWARD_Q, ds_on, hs, group, &q));
     tern_arg da[] = {tern_arg_buf(out), tern_arg_buf(dout), tern_arg_buf(D), tern_arg_i32(B), tern_arg_i32(T),
                      tern_arg_i32(NH)};
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
@@ -169,10 +133,8 @@ tern_error *cuda_attention_backward_flash(tern_dev *d, tern_buf dqkv, tern_buf d
                          da, 6));
     tern_arg args[] = {tern_arg_buf(qkv), tern_arg_buf(dout), tern_arg_buf(saved), tern_arg_buf(D),
                        tern_arg_buf(dqkv), tern_arg_i32(B), tern_arg_i32(T), tern_arg_i32(NH),
-                       tern_arg_f32(1.0f / sqrtf((float)hs)), tern_arg_i32(0), tern_arg_i32(0)};
-    size_t count = way == FLASH_DQ_INLINE ? 11 : way == FLASH_DS_SAVED ? 10 : 9;
-    for (size_t i = 9; i < count; i++) args[i] = tern_arg_buf(extra[i - 9]);
-    TERN_TRY(flash_launch(d, kv, GK_FLASH_BACKWARD_KV, way, B, T, NH, args, count));
-    if (way == FLASH_DQ_INLINE) return NULL; /* dK dV made dQ too */
-    return flash_launch(d, q, GK_FLASH_BACKWARD_Q, way, B, T, NH, args, count);
+                       tern_arg_f32(1.0f / sqrtf((float)hs)), ds_on ? tern_arg_buf(ds) : tern_arg_i32(0)};
+    size_t count = ds_on ? 10 : 9;
+    TERN_TRY(flash_launch(d, kv, GK_FLASH_BACKWARD_KV, ds_on, B, T, NH, args, count));
+    return flash_launch(d, q, GK_FLASH_BACKWARD_Q, ds_on, B, T, NH, args, count);
 }

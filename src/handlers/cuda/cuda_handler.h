@@ -22,8 +22,6 @@ typedef struct cuda_matmul_plan cuda_matmul_plan;
  * TERN_CUDA_TUNE and then open's options ("key=value,..."; keys in device.c), kept in the
  * device. The defaults are the measured choices (bench/h200/NOTES.md); the rest are there
  * to measure them again. */
-#define CUDA_FLASH_SLOTS 7
-
 typedef struct cuda_tune {
     int device;           /* device: the GPU's index (0) */
     bool profile;         /* profile: each operation timed, printed at close (profile.c) */
@@ -49,8 +47,6 @@ typedef struct cuda_tune {
     int flash_wg_pipelined[3];
     int flash_stages;     /* flash_stages: the dQ pass's pipeline depth (4; run 54) */
     bool flash_ds_saved;  /* flash_ds_saved: dS^T handed from dK dV to dQ (on; runs 27-28) */
-    bool flash_dq_inline; /* flash_dq_inline: dQ made by the warpgroup dK dV kernel in a fixed
-                           * order instead of a pass of its own (gk_flash_opts.dq_inline) */
     int flash_wgmma[3];   /* flash_wgmma: f/kv/q products as warpgroup products where the device
                            * has them (compute capability 9; 1/1/1: GPT-2 124M's step 31.3 ->
                            * 30.2 ms, 1.5B's 326 -> 318 on an H100, bench/h200/NOTES.md runs
@@ -95,11 +91,9 @@ struct tern_dev {
     tern_buf att_scratch;
     /* flash attention on the tensor cores (src/kernels/flash.c), built for head size flash_hs
      * and flash_group query heads per key/value head */
-    tern_kernel *flash[CUDA_FLASH_SLOTS]; /* by gk_flash_kernel; [4], [5]: BACKWARD_KV and _Q
-                                           * with ds_saved; [6]: BACKWARD_KV with dq_inline */
-    gk_flash_opts flash_opts[CUDA_FLASH_SLOTS]; /* what each was built with (its launch shape follows them) */
+    tern_kernel *flash[6]; /* by gk_flash_kernel; [4], [5]: BACKWARD_KV and _Q with ds_saved */
+    gk_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
-    tern_buf flash_dqacc, flash_dqflags; /* dq_inline's f32 sums and counts (kept zero between launches) */
     int flash_hs, flash_group;
     struct cuda_profile_entry *profile; /* tune.profile: time per operation (profile.c) */
     int profile_len;

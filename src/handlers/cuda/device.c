@@ -48,7 +48,6 @@ static const tern_option tune_keys[] = {
     KEY("flash_pipelined", TERN_OPTION_INT3, flash_pipelined, 0, 1),
     KEY("flash_stages", TERN_OPTION_INT, flash_stages, 2, GK_FLASH_MAX_STAGES),
     KEY("flash_ds_saved", TERN_OPTION_BOOL, flash_ds_saved, 0, 1),
-    KEY("flash_dq_inline", TERN_OPTION_BOOL, flash_dq_inline, 0, 1),
     KEY("flash_wgmma", TERN_OPTION_INT3, flash_wgmma, 0, 1),
     KEY("flash_wg_groups", TERN_OPTION_INT3, flash_wg_groups, 0, 32),
     KEY("flash_wg_kv_halves", TERN_OPTION_BOOL, flash_wg_kv_halves, 0, 1),
@@ -69,10 +68,8 @@ tern_error *tern_cuda_close(tern_dev *d) {
         if (d->core_ready) tern_error_free(gpu_free(d, &d->att_scratch));
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
-        for (int k = 0; k < CUDA_FLASH_SLOTS; k++) tern_kernel_free(d->flash[k]);
+        for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
         if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_ds));
-        if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_dqacc));
-        if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_dqflags));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
         cuda_matmul_plans_free(d);
