@@ -9,28 +9,33 @@ static tern_buf slot(const model_decode_loop *dl, int s) {
     return tern_view(dl->token, (size_t)s * dl->B, (size_t)dl->B);
 }
 
+/* A section's k steps. */
+typedef struct section_steps {
+    const model_decode_loop *dl;
+    int k;
+} section_steps;
+
+static tern_error *queue_steps(void *ctx) {
+    const section_steps *s = ctx;
+    const model_decode_loop *dl = s->dl;
+    bool in_place = dl->K == 1;
+    for (int j = 0; j < s->k; j++) {
+        /* K = 1: slot 0 in place; else slot j into slot j + 1, after a fence: step j's
+         * attention may then load the cached keys and values step j - 1 wrote before its
+         * wait, as the first step of a section does those of the section before it */
+        if (j > 0) TERN_TRY(OP(fence)(dl->dev));
+        TERN_TRY(dl->step(dl->model, j, slot(dl, in_place ? 0 : j), slot(dl, in_place ? 0 : j + 1)));
+    }
+    return in_place ? NULL : OP(copy)(dl->dev, slot(dl, 0), slot(dl, s->k));
+}
+
 /* Queues a section of k steps at positions p .. p + k - 1 (replayed when the handler holds
  * it: its key names k, everything else inside comes from device buffers). */
 static tern_error *queue_section(const model_decode_loop *dl, int p, int k) {
     TERN_TRY(dl->positions(dl->model, p, k));
     uint64_t key = dl->K > 1 ? dl->key ^ ((uint64_t)k * 0x9e3779b97f4a7c15ull) : dl->key;
-    bool replay = false;
-    TERN_TRY(OP(capture_begin)(dl->dev, key, &replay));
-    tern_error *err = NULL;
-    for (int j = 0; j < k && !replay && !err; j++) {
-        /* K = 1: slot 0 in place; else slot j into slot j + 1, after a fence: step j's
-         * attention may then load the cached keys and values step j - 1 wrote before its
-         * wait, as the first step of a section does those of the section before it */
-        bool in_place = dl->K == 1;
-        if (j > 0) err = OP(fence)(dl->dev);
-        if (!err) err = dl->step(dl->model, j, slot(dl, in_place ? 0 : j), slot(dl, in_place ? 0 : j + 1));
-    }
-    if (!replay && !err && dl->K > 1) err = OP(copy)(dl->dev, slot(dl, 0), slot(dl, k));
-    if (err) {
-        tern_error_free(OP(capture_end)(dl->dev, key));
-        return err;
-    }
-    return OP(capture_end)(dl->dev, key);
+    section_steps steps = {dl, k};
+    return MODEL_FN(section)(dl->dev, key, queue_steps, &steps);
 }
 
 tern_error *MODEL_FN(decode_loop)(const model_decode_loop *dl, int p0, int n_new) {

@@ -56,6 +56,17 @@ tern_error *MODEL_FN(write_flat)(tern_dev *d, tern_buf flat, size_t offset, size
     return err;
 }
 
+tern_error *MODEL_FN(section)(tern_dev *d, uint64_t key, tern_error *(*queue)(void *ctx), void *ctx) {
+    bool replay = false;
+    TERN_TRY(OP(capture_begin)(d, key, &replay));
+    tern_error *err = replay ? NULL : queue(ctx);
+    if (err) {
+        tern_error_free(OP(capture_end)(d, key));
+        return err;
+    }
+    return OP(capture_end)(d, key);
+}
+
 tern_error *MODEL_FN(sum_across_ranks)(tern_dev *d, tern_dist *dist, tern_buf *scalar, float *value) {
     if (!scalar->len) TERN_TRY(OP(alloc)(d, TERN_F32, 1, scalar));
     TERN_TRY(OP(upload)(d, *scalar, value));

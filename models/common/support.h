@@ -40,6 +40,12 @@ tern_error *MODEL_FN(write_flat)(tern_dev *d, tern_buf flat, size_t offset, size
 tern_error *MODEL_FN(quantize_q8)(tern_dev *d, tern_buf src, size_t rows, size_t cols,
                                   bool transpose, tern_buf dst);
 
+/* Runs queue(ctx) as the replayable section `key` (the effect's capture_begin and
+ * capture_end): queued and recorded the first time, replayed by the handler without calling
+ * queue when it holds the section already. On queue's error the section is ended unrecorded
+ * and that error returned. */
+tern_error *MODEL_FN(section)(tern_dev *d, uint64_t key, tern_error *(*queue)(void *ctx), void *ctx);
+
 /* *value summed over the ranks of dist through the effect's allreduce, in *scalar (f32 [1],
  * allocated on first use, the caller's to free). */
 tern_error *MODEL_FN(sum_across_ranks)(tern_dev *d, tern_dist *dist, tern_buf *scalar, float *value);

@@ -375,6 +375,19 @@ static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward,
     return with_backward ? backward(m) : NULL;
 }
 
+
+/* run_pass's arguments, for MODEL_FN(section) */
+typedef struct pass_args {
+    tern_gpt2 *m;
+    bool with_targets, with_backward;
+    float grad_scale;
+} pass_args;
+
+static tern_error *queue_pass(void *ctx) {
+    const pass_args *p = ctx;
+    return run_pass(p->m, p->with_targets, p->with_backward, p->grad_scale);
+}
+
 /* A pass's replayable section is identified by everything its operations take from the host:
  * the buffers (the epoch changes whenever they move), the shape and the scalars. */
 static uint64_t pass_key(const tern_gpt2 *m, bool with_targets, bool with_backward, float grad_scale) {
@@ -401,14 +414,8 @@ tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, i
     /* The pass as one replayable section: on the cuda handler, a CUDA graph replays its
      * several hundred launches as one (docs/gpu.md). */
     uint64_t key = pass_key(m, with_targets, with_backward, grad_scale);
-    bool replay = false;
-    TERN_TRY(OP(capture_begin)(d, key, &replay));
-    tern_error *err = replay ? NULL : run_pass(m, with_targets, with_backward, grad_scale);
-    if (err) {
-        tern_error_free(OP(capture_end)(d, key));
-        return err;
-    }
-    TERN_TRY(OP(capture_end)(d, key));
+    pass_args pass = {m, with_targets, with_backward, grad_scale};
+    TERN_TRY(MODEL_FN(section)(d, key, queue_pass, &pass));
     if (with_backward) {
         /* The pass wrote the gradients (those it writes when fresh: all but wpe's, which
          * zero_grad cleared); the next one adds to them. Set here, not in backward(): a
@@ -421,7 +428,7 @@ tern_error *GPT2_FN(forward)(tern_gpt2 *m, const int32_t *x, const int32_t *y, i
 
     float *losses = malloc((size_t)BT * sizeof *losses);
     if (!losses) return tern_errorf("out of memory for %d losses", BT);
-    err = OP(download)(d, losses, a->losses);
+    tern_error *err = OP(download)(d, losses, a->losses);
     if (!err && mean_loss) {
         double sum = 0;
         for (int i = 0; i < BT; i++) sum += losses[i];

@@ -232,6 +232,18 @@ static uint64_t pass_key(const tern_llama *m, bool with_targets, bool with_backw
     return llama_key_mix(h, scale_bits);
 }
 
+/* run_pass's arguments, for MODEL_FN(section) */
+typedef struct pass_args {
+    tern_llama *m;
+    bool with_targets, with_backward;
+    float grad_scale;
+} pass_args;
+
+static tern_error *queue_pass(void *ctx) {
+    const pass_args *p = ctx;
+    return run_pass(p->m, p->with_targets, p->with_backward, p->grad_scale);
+}
+
 tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y, int B, int T,
                               float loss_scale, bool with_backward, float *mean_loss) {
     tern_dev *d = m->dev;
@@ -245,18 +257,12 @@ tern_error *LLAMA_FN(forward)(tern_llama *m, const int32_t *x, const int32_t *y,
     if (with_targets) TERN_TRY(OP(upload)(d, a->targets, y));
     /* The pass as one replayable section (a CUDA graph on the cuda handler). */
     uint64_t key = pass_key(m, with_targets, with_backward, grad_scale);
-    bool replay = false;
-    TERN_TRY(OP(capture_begin)(d, key, &replay));
-    tern_error *err = replay ? NULL : run_pass(m, with_targets, with_backward, grad_scale);
-    if (err) {
-        tern_error_free(OP(capture_end)(d, key));
-        return err;
-    }
-    TERN_TRY(OP(capture_end)(d, key));
+    pass_args pass = {m, with_targets, with_backward, grad_scale};
+    TERN_TRY(MODEL_FN(section)(d, key, queue_pass, &pass));
     if (!with_targets) return NULL;
     float *losses = malloc((size_t)BT * sizeof *losses);
     if (!losses) return tern_errorf("out of memory for %d losses", BT);
-    err = OP(download)(d, losses, a->losses);
+    tern_error *err = OP(download)(d, losses, a->losses);
     if (!err && mean_loss) {
         double sum = 0;
         for (int i = 0; i < BT; i++) sum += losses[i];
