@@ -375,7 +375,6 @@ static tern_error *run_pass(tern_gpt2 *m, bool with_targets, bool with_backward,
     return with_backward ? backward(m) : NULL;
 }
 
-
 /* run_pass's arguments, for MODEL_FN(section) */
 typedef struct pass_args {
     tern_gpt2 *m;
