@@ -53,7 +53,8 @@
  * allocations the kernels in flight write: src/gpu_core/inflight.c), so each thread loads
  * its first rows of B, and its output's bias, before tern_wait_previous: decoding's weights
  * stream in while the kernel before still runs, and after the wait only x is waited for;
- * GK_GEMV_T the same with its first words of each row.
+ * GK_GEMV_T the same with its first words of each row. n[11] = 2 (GK_GEMV only): those rows go
+ * to threadgroup memory by asynchronous copies rather than registers (gemv_smem).
  * Parameters: c, a, b, [bias], [aux], [pos (i32 [m]), inv_freq (f32 [hd/2]): ROPE], [norm_w,
  * [norm_b]: a prologue], n, k, lda, ldb, ldc, alpha, beta, [rope_pairs (the rotated heads'
  * pairs, heads hd/2): ROPE], [eps: a prologue].
@@ -274,11 +275,19 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     /* B and the bias are written by no kernel that may still run (the host's inflight set),
      * and k is one chunk: the first U rows of B are loaded before the wait */
     bool early = s->n[11] != 0;
+    /* n[11] = 2: those rows go to threadgroup memory by asynchronous copies instead of
+     * registers, so that few registers are held across the wait and the groups fit beside
+     * the previous kernel's */
+    bool early_smem = s->n[11] >= 2;
+    /* n[11] = 3: and 1024-thread groups two a multiprocessor (32 registers a thread) */
+    if (s->n[11] == 3 && G == 1024) tern_min_groups(kb, 2);
     /* each finishing thread finishes one output: its C and bias can be loaded ahead */
     bool ahead_ok = M * CT <= G;
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC); /* x in A's dtype */
     tern_v red = tern_shared(kb, "red", TERN_T_F32, (size_t)NW * M * CT); /* [SIMD group, m, CT] */
     tern_v nred = gemv_norm_scratch(kb, &p);
+    /* early_smem: the U rows of each thread, [U, G, W] */
+    tern_v bs = early_smem ? tern_shared(kb, "bs", (tern_type)s->t[2], (size_t)U * G * W) : tern_int(0);
 
     tern_v tid = tern_local_id(kb, 0);
     tern_v cl = tern_rem(tid, tern_int(TC)), kl = tern_div(tid, tern_int(TC));
@@ -294,8 +303,11 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         tern_v last = tern_sub(p.K, tern_int(1));
         for (int u = 0; u < U; u++) {
             pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
-            ku_load(p.b, tern_add(tern_mul(pre_row[u], p.ldb), jc), W, pre[u]);
+            tern_v at = tern_add(tern_mul(pre_row[u], p.ldb), jc);
+            if (early_smem) tern_copy_async(bs, tern_mul(tern_add(tern_int(u * G), tid), tern_int(W)), p.b, at, W);
+            else ku_load(p.b, at, W, pre[u]);
         }
+        if (early_smem) tern_copy_async_commit(kb);
     }
     /* the output this thread finishes: (r_out, j_out), clamped into C */
     tern_v r_out = tern_min(tern_div(tid, tern_int(CT)), tern_int(M - 1));
@@ -326,6 +338,10 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         }
         tern_barrier(kb); /* the previous chunk's x is no longer read */
         stage_x(kb, &p, xs, k0, kc, tid);
+        if (early_smem) { /* this thread's own copies: its wait makes them visible to it */
+            tern_copy_async_wait(kb, 0);
+            for (int u = 0; u < U; u++) ku_load(bs, tern_mul(tern_add(tern_int(u * G), tid), tern_int(W)), W, pre[u]);
+        }
         tern_barrier(kb);
         for (int u = 0; u < U; u++) {
             tern_v valid = tern_lt(tern_add(kl, tern_int(u * TK)), kc);
