@@ -12,7 +12,12 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 call_start 540
-build_targets tern_cli
+build_targets tern_cli ${TRACE_TESTS:-}
+# TRACE_TESTS: tests/gpu programs (test_gpu_gemv, test_gpu_attention) run on cuda first
+for t in ${TRACE_TESTS:-}; do
+    TERN_GPU_TEST_RUNTIMES=cuda step "$t on cuda" 300 $t.log $b/tests/gpu/$t
+    note "  $(tail -1 "$logs/$t.log")"
+done
 cupti_h=$(find /usr/local /opt -name cupti.h 2> /dev/null | head -1)
 cupti_so=$(find /usr/local /opt -name 'libcupti.so' 2> /dev/null | head -1)
 note "cupti: $cupti_h $cupti_so"

@@ -222,7 +222,7 @@ static tern_error *gemv_run(gpu_core *g, tern_buf c, tern_buf a, tern_buf b, con
         s.n[7] = group_threads(d->m, s.n[5], rows);
         if (s.n[11]) narrow_for_early(g, d->m, rows, &s.n[5], &s.n[7]);
         size_t word = (size_t)s.n[1] * tern_dtype_size(b.dtype); /* an asynchronous copy's bytes */
-        if (s.n[11] && g->tune.gemv_smem && (word == 4 || word == 8 || word == 16)) s.n[11] = 1 + g->tune.gemv_smem;
+        if (s.n[11] && g->tune.gemv_smem && (word == 4 || word == 8 || word == 16)) s.n[11] = 2;
         groups = gpu_groups((size_t)d->n, (size_t)s.n[5] * (size_t)s.n[1]);
         threads = (uint32_t)s.n[7];
     }

@@ -278,9 +278,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
     /* n[11] = 2: those rows go to threadgroup memory by asynchronous copies instead of
      * registers, so that few registers are held across the wait and the groups fit beside
      * the previous kernel's */
-    bool early_smem = s->n[11] >= 2;
-    /* n[11] = 3: and 1024-thread groups two a multiprocessor (32 registers a thread) */
-    if (s->n[11] == 3 && G == 1024) tern_min_groups(kb, 2);
+    bool early_smem = s->n[11] == 2;
     /* each finishing thread finishes one output: its C and bias can be loaded ahead */
     bool ahead_ok = M * CT <= G;
     tern_v xs = tern_shared(kb, "xs", (tern_type)s->t[1], (size_t)M * p.KC); /* x in A's dtype */
