@@ -63,7 +63,7 @@ for cfg in ${TRACE_CONFIGS:-gpt2}; do
     done
 done
 # TRACE_CONFIRM=N: the variant with the lowest untraced time (gpt2) against the default, N
-# rounds alternated
+# rounds alternated (TRACE_CONFIRM_ALL=1: every variant)
 if [ -n "${TRACE_CONFIRM:-}" ] && [ -n "${TRACE_VARIANTS:-}" ]; then
     best="" best_ms=99
     for tune in ${TRACE_VARIANTS}; do
@@ -72,8 +72,10 @@ if [ -n "${TRACE_CONFIRM:-}" ] && [ -n "${TRACE_VARIANTS:-}" ]; then
         [ -n "$ms" ] && awk -v a="$ms" -v b="$best_ms" 'BEGIN {exit !(a < b)}' && best=$tune best_ms=$ms
     done
     note "best variant: $best ($best_ms ms a token, the mean of its rounds)"
+    confirm=("$best")
+    [ -n "${TRACE_CONFIRM_ALL:-}" ] && confirm=(${TRACE_VARIANTS})  # every variant, not only the best
     for r in $(seq "$TRACE_CONFIRM"); do
-        for tune in default "$best"; do
+        for tune in default "${confirm[@]}"; do
             env=()
             [ "$tune" != default ] && env=("TERN_CUDA_TUNE=$tune")
             step "confirm $tune, round $r" 120 confirm-$r-${tune//[=,\/]/-}.log env "${env[@]}" "${gen[@]}"
