@@ -144,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_smem = true, .join_smem = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_smem = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
                       .argmax_parts = true, .ln_fit_group = true, .replay_steps = 1};
 }
 

@@ -385,10 +385,20 @@ static void test_inflight(void) {
     free(a), free(w);
 }
 
+/* The shapes again with B's early rows held in registers (gemv_smem off; the default puts
+ * them in threadgroup memory by asynchronous copies). */
+static void test_shapes_registers(void) {
+    gpu_tune saved = gt_gpu.d->core.tune;
+    gt_gpu.d->core.tune.gemv_smem = false;
+    test_shapes();
+    gt_gpu.d->core.tune = saved;
+}
+
 static void all(void) {
     test_inflight();
     test_combinations();
     test_shapes();
+    test_shapes_registers();
     test_deterministic();
 }
 
