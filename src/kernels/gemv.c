@@ -252,6 +252,11 @@ static int gemv_unroll(int M, int KC, int TK) {
     return rows < u ? rows : u;
 }
 
+/* Where a thread's early row u lies in the early_smem array [U, G, W]. */
+static tern_v early_at(int u, int G, int W, tern_v tid) {
+    return tern_mul(tern_add(tern_int(u * G), tid), tern_int(W));
+}
+
 /* acc[r][w] += x[r, p] * b[w] for one row p of this chunk (b: the row's W values). `valid`,
  * when not NULL, leaves acc unchanged where false (an inf or NaN in a row outside the chunk
  * must not reach the sums, so the product is discarded rather than zeroed). */
@@ -302,7 +307,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         for (int u = 0; u < U; u++) {
             pre_row[u] = tern_min(tern_add(kl, tern_int(u * TK)), last);
             tern_v at = tern_add(tern_mul(pre_row[u], p.ldb), jc);
-            if (early_smem) tern_copy_async(bs, tern_mul(tern_add(tern_int(u * G), tid), tern_int(W)), p.b, at, W);
+            if (early_smem) tern_copy_async(bs, early_at(u, G, W, tid), p.b, at, W);
             else ku_load(p.b, at, W, pre[u]);
         }
         if (early_smem) tern_copy_async_commit(kb);
@@ -338,7 +343,7 @@ void gk_trace_gemv(tern_kb *kb, void *spec) {
         stage_x(kb, &p, xs, k0, kc, tid);
         if (early_smem) { /* this thread's own copies: its wait makes them visible to it */
             tern_copy_async_wait(kb, 0);
-            for (int u = 0; u < U; u++) ku_load(bs, tern_mul(tern_add(tern_int(u * G), tid), tern_int(W)), W, pre[u]);
+            for (int u = 0; u < U; u++) ku_load(bs, early_at(u, G, W, tid), W, pre[u]);
         }
         tern_barrier(kb);
         for (int u = 0; u < U; u++) {

@@ -104,6 +104,9 @@ tern_error *TERN_OP(open)(const char *options, tern_dev **out) {
      * one, their idle SIMD groups for fewer rows costing little on a CPU (docs/PERFORMANCE.md,
      * make test's time) */
     core_tune.ln_fit_group = false;
+    /* no kernel launches early on OpenCL, so the early rows have no neighbour to fit beside,
+     * and a GPU's local memory may be 32-64 KiB: they stay in registers */
+    core_tune.gemv_smem = false;
     const tern_option_set sets[] = {{tune_keys, 1, &tune}, {gpu_tune_keys, gpu_tune_key_count, &core_tune}};
     TERN_TRY(tern_options_apply("opencl", "TERN_OPENCL_TUNE", options, sets, 2));
     tern_dev *d = calloc(1, sizeof *d);
