@@ -19,14 +19,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#define CK(call)                                                                                     \
-    do {                                                                                             \
-        cudaError_t e_ = (call);                                                                     \
-        if (e_ != cudaSuccess) {                                                                     \
-            fprintf(stderr, "lmhead_probe: %s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                 \
-        }                                                                                            \
-    } while (0)
+#define PROBE_NAME "lmhead_probe"
+#include "probe_util.cuh"
 
 constexpr int V = 50257, K = 768, WORDS = K / 8; // 96 16-byte words a row
 
@@ -104,25 +98,6 @@ __global__ void __launch_bounds__(256) k_persist(const uint4 *w, const float *x,
     }
 }
 
-static float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 10; i++) CK(cudaGraphLaunch(exec, s));
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(e0, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.0f);
-    }
-    std::sort(t.begin(), t.end());
-    return t[t.size() / 2];
-}
-
 template <typename F>
 static float timed(cudaStream_t s, int reps, F launch) {
     cudaGraph_t graph;
@@ -132,7 +107,7 @@ static float timed(cudaStream_t s, int reps, F launch) {
     CK(cudaGetLastError());
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
-    float us = time_graph(exec, s, reps) / 4.0f;
+    float us = time_graph(exec, s, reps, 10) / 4.0f;
     CK(cudaGraphExecDestroy(exec));
     CK(cudaGraphDestroy(graph));
     return us;
@@ -168,6 +143,18 @@ int main(int argc, char **argv) {
         ref[r] = (float)acc;
     }
 
+    // one product from a cleared output, against the host's (bf16 products summed in f32)
+    auto matches = [&](auto launch, const char *what) {
+        std::vector<float> got(V);
+        CK(cudaMemset(out, 0, V * 4));
+        launch();
+        CK(cudaStreamSynchronize(s));
+        CK(cudaMemcpy(got.data(), out, V * 4, cudaMemcpyDeviceToHost));
+        double worst = 0;
+        for (int r = 0; r < V; r++) worst = std::max(worst, (double)fabs(got[r] - ref[r]));
+        if (worst > 1e-2) fprintf(stderr, "lmhead_probe: %s off the host product by %.3g\n", what, worst);
+        return worst <= 1e-2;
+    };
     auto report = [&](const char *what, float us) { printf("%-22s %8.2f us  %6.2f TB/s\n", what, us, mb / us); };
 
     for (int per_sm : {4, 8, 16}) {
@@ -179,13 +166,7 @@ int main(int argc, char **argv) {
     }
     {
         auto launch = [&] { k_rows<<<(V + 31) / 32, 256, 0, s>>>(w, x, out); };
-        std::vector<float> got(V);
-        launch();
-        CK(cudaStreamSynchronize(s));
-        CK(cudaMemcpy(got.data(), out, V * 4, cudaMemcpyDeviceToHost));
-        double worst = 0;
-        for (int r = 0; r < V; r++) worst = std::max(worst, (double)fabs(got[r] - ref[r]));
-        if (worst > 1e-2) { fprintf(stderr, "lmhead_probe: rows off by %.3g\n", worst); return 1; }
+        if (!matches(launch, "rows")) return 1;
         report("rows (tern's layout)", timed(s, reps, launch));
     }
     for (int per_sm : {4, 8}) {
@@ -195,14 +176,7 @@ int main(int argc, char **argv) {
                 if (R == 2) k_persist<2><<<grid, 256, 0, s>>>(w, x, out);
                 else k_persist<4><<<grid, 256, 0, s>>>(w, x, out);
             };
-            std::vector<float> got(V);
-            CK(cudaMemset(out, 0, V * 4));
-            launch();
-            CK(cudaStreamSynchronize(s));
-            CK(cudaMemcpy(got.data(), out, V * 4, cudaMemcpyDeviceToHost));
-            double worst = 0;
-            for (int r = 0; r < V; r++) worst = std::max(worst, (double)fabs(got[r] - ref[r]));
-            if (worst > 1e-2) { fprintf(stderr, "lmhead_probe: persist off by %.3g\n", worst); return 1; }
+            if (!matches(launch, "persist")) return 1;
             char name[64];
             snprintf(name, sizeof name, "persist R %d, %d a sm", R, per_sm);
             report(name, timed(s, reps, launch));

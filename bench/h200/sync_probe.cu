@@ -26,14 +26,8 @@
 
 #include <cuda_runtime.h>
 
-#define CK(call)                                                                                    \
-    do {                                                                                            \
-        cudaError_t e_ = (call);                                                                    \
-        if (e_ != cudaSuccess) {                                                                    \
-            fprintf(stderr, "sync_probe: %s: %s (line %d)\n", #call, cudaGetErrorString(e_), __LINE__); \
-            exit(1);                                                                                \
-        }                                                                                           \
-    } while (0)
+#define PROBE_NAME "sync_probe"
+#include "probe_util.cuh"
 
 constexpr int THREADS = 512;
 constexpr int MAXN = 8192;
@@ -127,32 +121,6 @@ __global__ void __launch_bounds__(THREADS) k_flags(float *v0, float *v1, int n, 
     }
 }
 
-static float median(std::vector<float> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
-}
-
-// Times a captured graph: the median of reps replays, in microseconds.
-static float time_graph(cudaGraphExec_t exec, cudaStream_t s, int reps) {
-    cudaEvent_t e0, e1;
-    CK(cudaEventCreate(&e0));
-    CK(cudaEventCreate(&e1));
-    for (int i = 0; i < 20; i++) CK(cudaGraphLaunch(exec, s));
-    std::vector<float> t;
-    for (int i = 0; i < reps; i++) {
-        CK(cudaEventRecord(e0, s));
-        CK(cudaGraphLaunch(exec, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        float ms;
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        t.push_back(ms * 1000.0f);
-    }
-    CK(cudaEventDestroy(e0));
-    CK(cudaEventDestroy(e1));
-    return median(t);
-}
-
 int main(int argc, char **argv) {
     int L = argc > 1 ? atoi(argv[1]) : 48;
     int reps = argc > 2 ? atoi(argv[2]) : 200;
@@ -237,7 +205,7 @@ int main(int argc, char **argv) {
                         return 1;
                     }
                 }
-                res[variant] = time_graph(exec, s, reps) / (float)L;
+                res[variant] = time_graph(exec, s, reps, 20) / (float)L;
                 if (variant == 1) {
                     CK(cudaMemcpy(v[0], init.data(), n * sizeof(float), cudaMemcpyHostToDevice));
                     CK(cudaGraphLaunch(exec, s));
