@@ -153,7 +153,6 @@ const tern_option gpu_tune_keys[] = {
     {"gemv_narrow", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_narrow), 0, 1},
     {"gemv_early", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_early), 0, 1},
     {"gemv_smem", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_smem), 0, 1},
-    {"join_smem", TERN_OPTION_BOOL, offsetof(gpu_tune, join_smem), 0, 1},
     {"gemv_ks", TERN_OPTION_INT, offsetof(gpu_tune, gemv_ks), 0, 8},
     {"gemv_groups", TERN_OPTION_INT, offsetof(gpu_tune, gemv_groups), 1, 1 << 20},
     {"ac_splits", TERN_OPTION_INT, offsetof(gpu_tune, ac_splits), 0, GK_AC_MAX_SPLITS},

@@ -10,7 +10,6 @@ void qkv_join_params(tern_kb *kb, const gk_spec *s, int G, qkv_join *j) {
     j->U = j->rows < GK_JOIN_U ? j->rows : GK_JOIN_U;
     j->has_bias = (s->n[10] & GK_JOIN_BIAS) != 0;
     j->early = (s->n[10] & GK_JOIN_EARLY) != 0;
-    j->smem = j->early && (s->n[10] & GK_JOIN_SMEM) != 0;
     gemv_params *p = &j->ln;
     p->norm = GK_GEMV_LAYERNORM;
     p->M = 1, p->G = G, p->KC = j->C, p->W = j->W;
@@ -28,17 +27,11 @@ void qkv_join_params(tern_kb *kb, const gk_spec *s, int G, qkv_join *j) {
     j->C3 = tern_int(3 * j->C);
     j->xs = tern_shared(kb, "xs", (tern_type)s->t[4], (size_t)j->C);
     j->red = tern_shared(kb, "red", TERN_T_F32, (size_t)(G / 32) * GK_JOIN_WORDS * (size_t)j->W);
-    j->ws = j->smem ? tern_shared(kb, "ws", (tern_type)s->t[5], (size_t)j->U * G * j->W) : tern_int(0);
 }
 
 /* Row r (< C) of w at this thread's word: W values. */
 static void load_row(const qkv_join *j, tern_v r, tern_v *out) {
     ku_load(j->w, tern_add(tern_mul(r, j->C3), j->col), j->W, out);
-}
-
-/* Where early row u of this thread lies in ws. */
-static tern_v ws_at(const qkv_join *j, int u, tern_v tid) {
-    return tern_mul(tern_add(tern_int(u * j->G), tid), tern_int(j->W));
 }
 
 void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col, tern_v out_col) {
@@ -50,12 +43,7 @@ void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col, tern_v out
      * after the sums was a round trip on every layer's critical path) */
     j->bias_v = tern_f32(0.0f);
     if (j->has_bias && j->early) j->bias_v = tern_load(j->bias, out_col);
-    for (int u = 0; u < j->U && j->early; u++) {
-        tern_v r = tern_add(j->kl, tern_int(u * TK));
-        if (j->smem) tern_copy_async(j->ws, ws_at(j, u, tid), j->w, tern_add(tern_mul(r, j->C3), j->col), j->W);
-        else load_row(j, r, j->pre[u]);
-    }
-    if (j->smem) tern_copy_async_commit(kb);
+    for (int u = 0; u < j->U && j->early; u++) load_row(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u]);
     /* the rest into L2 (only a hint: the values are read after the wait) */
     for (int i = j->early ? j->U : 0; i < j->rows; i++)
         tern_prefetch(j->w, tern_add(tern_mul(tern_add(j->kl, tern_int(i * TK)), j->C3), j->col));
@@ -79,11 +67,7 @@ void qkv_join_sums(tern_kb *kb, qkv_join *j, tern_v tid) {
     tern_barrier(kb);
     tern_v acc[8];
     for (int e = 0; e < W; e++) acc[e] = tern_var(kb, "jacc", tern_f32(0.0f));
-    if (j->smem) tern_copy_async_wait(kb, 0); /* this thread's own copies: visible to it */
-    for (int u = 0; u < j->U; u++) {
-        if (j->smem) ku_load(j->ws, ws_at(j, u, tid), W, j->pre[u]); /* each just before its use */
-        row_fma(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u], acc);
-    }
+    for (int u = 0; u < j->U; u++) row_fma(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u], acc);
     /* the other rows U at a time, every load of a step first */
     for (int i0 = j->U; i0 < j->rows; i0 += 8) {
         int n = j->rows - i0 < 8 ? j->rows - i0 : 8;

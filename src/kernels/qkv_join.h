@@ -9,11 +9,10 @@
  * n], Hugging Face's Conv1D layout): up to GK_JOIN_U rows (all of GPT-2 124M's 24) loaded
  * before the wait where nothing in flight writes the weights, any others prefetched into
  * L2 there (bench/h200/NOTES.md run 107: 8 rows early, the other 16 read from L2 after the
- * wait, made the join no faster than the two kernels it replaced; all 24 early, 4.4%); with
- * GK_JOIN_SMEM those rows go to threadgroup memory by asynchronous copies instead of
- * registers, as the GEMV's do (gemv.c, n[11] = 2), so that the group holds fewer registers
- * and fits beside the kernel before it. After the wait
- * the group normalises x as the GEMV's prologue does (gemv_norm.c: the same statistics and
+ * wait, made the join no faster than the two kernels it replaced; all 24 early, 4.4%). They
+ * stay in registers: in threadgroup memory by asynchronous copies, as the GEMV's are
+ * (gemv.c, n[11] = 2), the join was faster but the GEMVs after it slower, the token 3.9%
+ * slower (run 136). After the wait the group normalises x as the GEMV's prologue does (gemv_norm.c: the same statistics and
  * staging, so the same bits of layernorm(x)), adds its rows' products, the k-lanes of a SIMD
  * group by shuffles, then the SIMD groups' sums in group order (deterministic). Which
  * columns a word is is the caller's (the attention's q of a head; the new position's slices
@@ -28,10 +27,9 @@
 typedef struct qkv_join {
     gemv_params ln;     /* the layer norm of x's one row (gemv_norm.c; resident) */
     tern_v w, bias, C3; /* w [C, 3C], bias [3C] (absent: has_bias false), 3C */
-    bool has_bias, early, smem; /* smem: the early rows in ws, not pre */
+    bool has_bias, early;
     int W, G, C, rows, U; /* columns a word, threads, C, rows of w a thread, rows loaded early */
     tern_v xs, red;       /* threadgroup: layernorm(x) [C] in x's dtype; the SIMD groups' sums [G / 32, 8 W] */
-    tern_v ws;            /* smem: threadgroup, the early rows [U, G, W] in w's dtype */
     tern_v kl, col;       /* this thread's first row of w, and its word's first column */
     tern_v out_col, bias_v; /* the column this thread finishes, and its bias (0 without) */
     tern_v pre[GK_JOIN_U][8]; /* its first U rows' W values */

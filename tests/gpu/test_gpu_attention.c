@@ -185,9 +185,8 @@ static void test_attention_projection(void) {
  * projection's GEMV: two launches, counted; the host interpreter, and CUDA, never OpenCL),
  * head sizes 32 and 64 (J = 2 and 4 slices of the new position), C = 1,024 with rows of the
  * weights past the 24 a thread loads before the wait; every third step with
- * ac_join off (the product's GEMV, the attention, the GEMV: three), every other one with
- * join_smem (the joined rows by asynchronous copies); the prefill (T = 5) and
- * f32 weights are never joined. The caches now
+ * ac_join off (the product's GEMV, the attention, the GEMV: three); the prefill (T = 5)
+ * and f32 weights are never joined. The caches now
  * differ by rounding too (the product's sums in another order), so they take the product's
  * tolerance. Early positions leave late splits empty (ac_split_min lowered to 32). */
 static void test_attention_joined(void) {
@@ -220,7 +219,6 @@ static void test_attention_joined(void) {
                 CHECK_OK(gt_cpu.ops->upload(gt_cpu.d, pp.view[0], &p0));
                 CHECK_OK(gt_gpu.ops->upload(gt_gpu.d, pp.view[1], &p0));
                 gt_gpu.d->core.tune.ac_join = join;
-                gt_gpu.d->core.tune.join_smem = step % 2 == 1; /* the early rows in threadgroup memory */
                 unsigned long launches = 0;
                 for (int side = 0; side < 2; side++) {
                     gt_side *sd = side ? &gt_gpu : &gt_cpu;

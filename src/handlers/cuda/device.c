@@ -125,7 +125,7 @@ tern_error *tern_cuda_open(const char *options, tern_dev **out) {
     /* the early rows of decoding's weights in shared memory pay where kernels launch early
      * (programmatic dependent launch, sm_90+), whose 227 KiB hold them; older GPUs keep them
      * in registers */
-    if (major < 9) core_tune.gemv_smem = core_tune.join_smem = false;
+    if (major < 9) core_tune.gemv_smem = false;
     if (!err) err = tern_rt_wrap_cuda(d->ctx, d->stream, &d->rt);
     if (!err && !d->tune.pdl) tern_rt_no_overlap(d->rt);
     if (!err && !(err = gpu_core_init(&d->core, d->rt, &cuda_hooks, d->name, &core_tune))) d->core_ready = true;
