@@ -8,7 +8,12 @@
 //             words of each row (all 12 loads in flight), one grid of ceil(V / 32) groups;
 //   persist   resident groups only (multiprocessors x per_sm), each SIMD group walking rows
 //             R at a time with the next R rows' words loaded before this R's products.
-// rows and persist are checked against a host product of the same bf16 values.
+// rows and persist are checked against a host product of the same bf16 values. Then rows
+// again with an L2 access policy window on its graph nodes (the persisting L2 lines set
+// aside: cudaLimitPersistingL2CacheSize at the device's most), alone and with a 170 MB
+// streaming read between products (what decoding's layers read between two tokens' lm heads):
+//   whole     the window over all 77 MB, hitRatio = the set-aside / 77 MB;
+//   first P%  the window over wte's first P% of the set-aside's bytes, hitRatio 1.
 //   nvcc -O3 -arch=sm_90a -o /tmp/lmhead_probe bench/h200/lmhead_probe.cu && /tmp/lmhead_probe
 #include <algorithm>
 #include <cmath>
@@ -98,14 +103,29 @@ __global__ void __launch_bounds__(256) k_persist(const uint4 *w, const float *x,
     }
 }
 
+// window (num_bytes 0: none) on every kernel node of the captured graph
 template <typename F>
-static float timed(cudaStream_t s, int reps, F launch) {
+static float timed(cudaStream_t s, int reps, F launch, cudaAccessPolicyWindow window = {}) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     for (int i = 0; i < 4; i++) launch(); // four products a replay (a replay's own overhead shared)
     CK(cudaGetLastError());
     CK(cudaStreamEndCapture(s, &graph));
+    if (window.num_bytes) {
+        size_t count = 0;
+        CK(cudaGraphGetNodes(graph, nullptr, &count));
+        std::vector<cudaGraphNode_t> nodes(count);
+        CK(cudaGraphGetNodes(graph, nodes.data(), &count));
+        cudaKernelNodeAttrValue v = {};
+        v.accessPolicyWindow = window;
+        for (cudaGraphNode_t node : nodes) {
+            cudaGraphNodeType type;
+            CK(cudaGraphNodeGetType(node, &type));
+            if (type == cudaGraphNodeTypeKernel)
+                CK(cudaGraphKernelNodeSetAttribute(node, cudaKernelNodeAttributeAccessPolicyWindow, &v));
+        }
+    }
     CK(cudaGraphInstantiate(&exec, graph, 0));
     float us = time_graph(exec, s, reps, 10) / 4.0f;
     CK(cudaGraphExecDestroy(exec));
@@ -182,5 +202,49 @@ int main(int argc, char **argv) {
             report(name, timed(s, reps, launch));
         }
     }
+    // the persisting L2 lines, alone and with the layers' streaming between products
+    size_t aside = (size_t)prop.persistingL2CacheMaxSize;
+    printf("L2 %d bytes, persisting at most %zu, window at most %d\n", prop.l2CacheSize, aside,
+           prop.accessPolicyMaxWindowSize);
+    if (aside == 0) return 0;
+    CK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, aside));
+    size_t other_words = 170000000 / 16; // 170 MB
+    uint4 *other;
+    CK(cudaMalloc(&other, other_words * 16));
+    CK(cudaMemset(other, 0, other_words * 16));
+    auto rows = [&] { k_rows<<<(V + 31) / 32, 256, 0, s>>>(w, x, out); };
+    auto rows_after_layers = [&] {
+        k_read<<<sms * 8, 256, 0, s>>>(other, other_words, out);
+        k_rows<<<(V + 31) / 32, 256, 0, s>>>(w, x, out);
+    };
+    float layers = timed(s, reps, [&] { k_read<<<sms * 8, 256, 0, s>>>(other, other_words, out); });
+    printf("170 MB read alone      %8.2f us\n", layers);
+    size_t bytes = n * 2;
+    struct mode {
+        const char *name;
+        size_t num;
+        float ratio;
+    } modes[] = {{"none", 0, 0.0f},
+                 {"whole", std::min(bytes, (size_t)prop.accessPolicyMaxWindowSize), 0.0f},
+                 {"first 50%", aside / 2, 1.0f},
+                 {"first 75%", aside / 4 * 3, 1.0f},
+                 {"first 100%", aside, 1.0f}};
+    for (mode &m : modes) {
+        cudaAccessPolicyWindow win = {};
+        if (m.num) {
+            win.base_ptr = w;
+            win.num_bytes = m.num;
+            win.hitRatio = m.ratio > 0 ? m.ratio : std::min(1.0f, (float)((double)aside / (double)m.num));
+            win.hitProp = cudaAccessPropertyPersisting;
+            win.missProp = cudaAccessPropertyStreaming;
+        }
+        CK(cudaCtxResetPersistingL2Cache());
+        float alone = timed(s, reps, rows, win);
+        CK(cudaCtxResetPersistingL2Cache());
+        float mixed = timed(s, reps, rows_after_layers, win);
+        printf("window %-10s %5.1f MB ratio %.2f: rows %8.2f us, rows after the 170 MB read %8.2f us (%.2f over it)\n",
+               m.name, (double)m.num / 1e6, (double)win.hitRatio, alone, mixed, mixed - layers);
+    }
+    CK(cudaFree(other));
     return 0;
 }

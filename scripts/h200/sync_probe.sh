@@ -5,7 +5,8 @@
 #      boundary (plain, or with programmatic dependent launch) against a grid-wide barrier
 #      inside one persistent kernel, at 768 and 3072 floats a level, 32 / 96 / all groups;
 #   2. bench/h200/lmhead_probe.cu: how fast the logits product's 77 MB can stream (a plain
-#      read, tern's GEMV_T layout, resident groups walking rows);
+#      read, tern's GEMV_T layout, resident groups walking rows), then tern's layout through
+#      an L2 access policy window over the persisting lines (run 139);
 #   3. `tern bench generate` GPT-2 124M bf16 (graph_timing=1: the graph's time on the GPU).
 #   OUT=$OUT bash scripts/h200/sync_probe.sh          (carry .deb)
 set -uo pipefail

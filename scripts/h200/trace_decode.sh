@@ -13,9 +13,12 @@ OUT=${OUT:-out}
 source scripts/h200/lib.sh
 call_start 540
 build_targets tern_cli ${TRACE_TESTS:-}
-# TRACE_TESTS: tests/gpu programs (test_gpu_gemv, test_gpu_attention) run on cuda first
+# TRACE_TESTS: test programs run on cuda first, tests/gpu's (test_gpu_gemv, test_gpu_attention)
+# or tests/kernel's (test_kernel_pdl)
 for t in ${TRACE_TESTS:-}; do
-    TERN_GPU_TEST_RUNTIMES=cuda step "$t on cuda" 300 $t.log $b/tests/gpu/$t
+    dir=gpu
+    [ "${t#test_kernel_}" != "$t" ] && dir=kernel
+    TERN_GPU=cuda TERN_GPU_TEST_RUNTIMES=cuda step "$t on cuda" 300 $t.log $b/tests/$dir/$t
     note "  $(tail -1 "$logs/$t.log")"
 done
 cupti_h=$(find /usr/local /opt -name cupti.h 2> /dev/null | head -1)
