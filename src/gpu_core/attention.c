@@ -293,8 +293,7 @@ tern_error *gpu_attention_joined_run(gpu_core *g, tern_buf out, const tern_matmu
     /* the weights before the wait where nothing in flight writes them (decoding's) */
     bool early = g->tune.gemv_early && gpu_inflight_clear(g, at->w) && gpu_inflight_clear(g, pm->norm.w) &&
                  gpu_inflight_clear(g, pm->norm.b) && (!has_bias || gpu_inflight_clear(g, pm->bias));
-    s.n[10] = (has_bias ? GK_JOIN_BIAS : 0) | (early ? GK_JOIN_EARLY : 0) |
-              (g->tune.ln_one_barrier ? GK_JOIN_ONE_BARRIER : 0);
+    s.n[10] = (has_bias ? GK_JOIN_BIAS : 0) | (early ? GK_JOIN_EARLY : 0);
     s.n[11] = C;
     tern_arg args[19] = {tern_arg_dev(g->att_partial), tern_arg_buf(at->k_cache), tern_arg_buf(at->v_cache),
                          tern_arg_buf(at->qkv), tern_arg_buf(at->pos), gpu_fault_arg(g), tern_arg_i32(1),

@@ -144,7 +144,7 @@ tern_error *gpu_scratch_i32(gpu_core *g, size_t len, tern_dbuf *out) {
 }
 
 gpu_tune gpu_tune_defaults(void) {
-    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_smem = true, .ln_one_barrier = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
+    return (gpu_tune){.gemv_narrow = true, .gemv_early = true, .gemv_smem = true, .gemv_groups = 512, .ac_split_min = GK_AC_SPLIT_MIN, .ac_early = true, .ac_defer = true, .ac_join = true, .lnb_rows = 16, .ln_merge = true,
                       .argmax_parts = true, .ln_fit_group = true, .replay_steps = 1};
 }
 
@@ -153,7 +153,6 @@ const tern_option gpu_tune_keys[] = {
     {"gemv_narrow", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_narrow), 0, 1},
     {"gemv_early", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_early), 0, 1},
     {"gemv_smem", TERN_OPTION_BOOL, offsetof(gpu_tune, gemv_smem), 0, 1},
-    {"ln_one_barrier", TERN_OPTION_BOOL, offsetof(gpu_tune, ln_one_barrier), 0, 1},
     {"gemv_ks", TERN_OPTION_INT, offsetof(gpu_tune, gemv_ks), 0, 8},
     {"gemv_groups", TERN_OPTION_INT, offsetof(gpu_tune, gemv_groups), 1, 1 << 20},
     {"ac_splits", TERN_OPTION_INT, offsetof(gpu_tune, ac_splits), 0, GK_AC_MAX_SPLITS},

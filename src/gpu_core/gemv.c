@@ -126,7 +126,6 @@ static int32_t norm_flags(const gpu_core *g, const tern_matmul_dims *d, const te
     int32_t flags = 0;
     if ((size_t)d->k <= kc && per <= GK_GEMV_NORM_PER_THREAD && (size_t)d->m * per <= 16) flags |= GK_GEMV_NORM_RESIDENT;
     if (b_early(g, mm->norm.w, mm->norm.b)) flags |= GK_GEMV_NORM_EARLY;
-    if (g->tune.ln_one_barrier && mm->prologue == TERN_PROLOGUE_LAYERNORM) flags |= GK_GEMV_NORM_ONE_BARRIER;
     return flags;
 }
 

@@ -70,8 +70,6 @@ typedef struct gpu_tune {
     bool gemv_narrow;  /* gemv_narrow: fewer column threads where every row then loads early */
     bool gemv_early;   /* gemv_early: B loaded before the wait where nothing in flight writes it */
     bool gemv_smem;    /* gemv_smem: the early rows of B [k, n] into threadgroup memory, not registers */
-    bool ln_one_barrier; /* ln_one_barrier: a GEMV's resident layer norm prologue's statistics in
-                          * one barrier (the joined q|k|v product's too) */
     int gemv_ks;       /* gemv_ks: GEMV_T's SIMD groups along k (1, 2, 4, 8); 0 the rule */
     int gemv_groups;   /* gemv_groups: the grid below which GEMV_T's rule splits k (512) */
     int ac_splits;     /* ac_splits: most parts of attention_cached's split rows; 0 the rule */

@@ -86,7 +86,6 @@ static gemv_params params(tern_kb *kb, const gk_spec *s) {
     p.norm = s->n[12] & GK_GEMV_NORM_KIND;
     p.resident = (s->n[12] & GK_GEMV_NORM_RESIDENT) != 0;
     p.weights_early = (s->n[12] & GK_GEMV_NORM_EARLY) != 0;
-    p.one_barrier = (s->n[12] & GK_GEMV_NORM_ONE_BARRIER) != 0;
     p.NE = (p.KC + p.G - 1) / p.G;
     p.norm_w = p.norm ? ku_buf(kb, "norm_w", s->t[5], TERN_READ) : tern_int(0);
     p.norm_b = p.norm == GK_GEMV_LAYERNORM ? ku_buf(kb, "norm_b", s->t[6], TERN_READ) : tern_int(0);

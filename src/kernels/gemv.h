@@ -20,7 +20,6 @@ typedef struct gemv_params {
      * e_i = tid + i G of A's rows (nx, loaded once for the statistics and the staging), of
      * the weights (nw, nb: before the wait when nothing in flight writes them), e_i < k */
     bool resident, weights_early;
-    bool one_barrier; /* LAYERNORM resident: the statistics in one barrier (gemv_norm.c) */
     int NE;
     tern_v nx[GK_GEMV_MAX_M][GK_GEMV_NORM_PER_THREAD], nw[GK_GEMV_NORM_PER_THREAD], nb[GK_GEMV_NORM_PER_THREAD];
     tern_v nvalid[GK_GEMV_NORM_PER_THREAD];

@@ -39,54 +39,6 @@ void gemv_norm_prefetch(tern_kb *kb, gemv_params *p, tern_v tid) {
     }
 }
 
-/* LAYERNORM, resident, in one barrier: each SIMD group's sum of its elements, their mean
- * and their squares about it (two SIMD sums, no barrier between), then every thread
- * combines the groups' (sum, mean, squares, count) in group order: mean = sum / k, squares
- * about it = sum_g squares_g + count_g (mean_g - mean)^2 (exact in real numbers: as robust
- * as the two passes, one barrier and one round through threadgroup memory fewer). */
-static void stats_one_barrier(tern_kb *kb, gemv_params *p, tern_v nred) {
-    int NW = p->G / 32, M = p->M;
-    tern_v Kf = tern_cast(p->K, TERN_T_F32), lane = tern_simd_lane(kb), sg = tern_simd_group(kb);
-    tern_v count = tern_f32(0.0f);
-    for (int i = 0; i < p->NE; i++) count = tern_add(count, tern_select(p->nvalid[i], tern_f32(1.0f), tern_f32(0.0f)));
-    tern_v n_g = tern_var(kb, "ncount", tern_simd_sum(count)); /* this SIMD group's elements */
-    tern_v some = tern_gt(n_g, tern_f32(0.0f));
-    for (int r = 0; r < M; r++) {
-        tern_v part = tern_f32(0.0f);
-        for (int i = 0; i < p->NE; i++) part = tern_select(p->nvalid[i], tern_add(part, p->nx[r][i]), part);
-        tern_v sum_g = tern_var(kb, "nsum", tern_simd_sum(part));
-        tern_v mean_g = tern_var(kb, "nmean", tern_select(some, tern_div(sum_g, tern_max(n_g, tern_f32(1.0f))), tern_f32(0.0f)));
-        tern_v sq = tern_f32(0.0f);
-        for (int i = 0; i < p->NE; i++) {
-            tern_v d = tern_sub(p->nx[r][i], mean_g);
-            sq = tern_select(p->nvalid[i], tern_fma(d, d, sq), sq);
-        }
-        tern_v sq_g = tern_simd_sum(sq);
-        TERN_IF(kb, tern_eq(lane, tern_int(0))) {
-            tern_v at = tern_add(tern_int(4 * r * NW), sg);
-            tern_store(nred, at, sum_g);
-            tern_store(nred, tern_add(at, tern_int(NW)), mean_g);
-            tern_store(nred, tern_add(at, tern_int(2 * NW)), sq_g);
-            tern_store(nred, tern_add(at, tern_int(3 * NW)), n_g);
-        }
-    }
-    tern_barrier(kb);
-    for (int r = 0; r < M; r++) {
-        int at = 4 * r * NW;
-        tern_v total = tern_load(nred, tern_int(at));
-        for (int g = 1; g < NW; g++) total = tern_add(total, tern_load(nred, tern_int(at + g)));
-        tern_v mean = tern_var(kb, "mu", tern_div(total, Kf));
-        tern_v m2 = tern_f32(0.0f);
-        for (int g = 0; g < NW; g++) {
-            tern_v d = tern_sub(tern_load(nred, tern_int(at + NW + g)), mean);
-            tern_v n = tern_load(nred, tern_int(at + 3 * NW + g));
-            m2 = tern_add(m2, tern_fma(tern_mul(n, d), d, tern_load(nred, tern_int(at + 2 * NW + g))));
-        }
-        p->mu[r] = mean;
-        p->rs[r] = tern_var(kb, "rs", tern_div(tern_f32(1.0f), tern_sqrt(tern_add(tern_div(m2, Kf), p->eps))));
-    }
-}
-
 /* The statistics of A's M rows over all of k into p->mu and p->rs (the file's comment). */
 void gemv_norm_stats(tern_kb *kb, gemv_params *p, tern_v tid, tern_v nred) {
     int NW = p->G / 32, M = p->M, passes = p->norm == GK_GEMV_LAYERNORM ? 2 : 1;
@@ -99,10 +51,6 @@ void gemv_norm_stats(tern_kb *kb, gemv_params *p, tern_v tid, tern_v nred) {
             tern_v ec = tern_min(e, tern_sub(p->K, tern_int(1)));
             for (int r = 0; r < M; r++)
                 p->nx[r][i] = tern_var(kb, "nx", tern_load(p->a, tern_add(tern_mul(tern_int(r), p->lda), ec)));
-        }
-        if (p->one_barrier && p->norm == GK_GEMV_LAYERNORM) {
-            stats_one_barrier(kb, p, nred);
-            return;
         }
     }
     for (int pass = 0; pass < passes; pass++) {
@@ -143,7 +91,7 @@ void gemv_norm_stats(tern_kb *kb, gemv_params *p, tern_v tid, tern_v nred) {
 
 /* Threadgroup memory for gemv_norm_stats' sums (0 without a prologue). */
 tern_v gemv_norm_scratch(tern_kb *kb, const gemv_params *p) {
-    return p->norm ? tern_shared(kb, "nred", TERN_T_F32, (size_t)4 * p->M * (p->G / 32)) : tern_int(0);
+    return p->norm ? tern_shared(kb, "nred", TERN_T_F32, (size_t)2 * p->M * (p->G / 32)) : tern_int(0);
 }
 
 /* A[r, e] through the prologue: layernorm's (x - mu) rs w + b, rmsnorm's x rs w. */

@@ -16,7 +16,6 @@ void qkv_join_params(tern_kb *kb, const gk_spec *s, int G, qkv_join *j) {
     p->NE = (j->C + G - 1) / G;
     p->resident = true; /* the host joins only x that a thread holds in GK_GEMV_NORM_PER_THREAD */
     p->weights_early = j->early;
-    p->one_barrier = (s->n[10] & GK_JOIN_ONE_BARRIER) != 0;
     p->a = ku_buf(kb, "x", s->t[4], TERN_READ);
     j->w = ku_buf(kb, "w", s->t[5], TERN_READ);
     j->bias = j->has_bias ? ku_buf(kb, "qkv_bias", s->t[6], TERN_READ) : tern_int(0);
