@@ -28,6 +28,8 @@ typedef struct gv_case {
     bool swiglu; /* the SWIGLU epilogue (C [m, n/2]; with epilogue 2, aux [m, n]) */
     int rope_heads, head_dim; /* the ROPE epilogue when head_dim > 0 */
     tern_prologue norm;       /* a LAYERNORM or RMSNORM prologue (weights in A's dtype) */
+    float shift; /* A's rows moved to about `shift`, their means slowly varying along k (a
+                  * residual stream's offsets: the norm's statistics about a mean far from 0) */
 } gv_case;
 
 /* Runs one product on both sides and compares C (and aux); returns C of the GPU side as
@@ -48,6 +50,8 @@ static void run_case(const gv_case *t, unsigned char **bits) {
     size_t ldc = mm.ldc ? (size_t)mm.ldc : c_cols;
     size_t a_len = (size_t)t->m * lda, b_len = b_rows * ldb, c_len = (size_t)t->m * ldc;
     float *a = gt_random(a_len, -1, 1), *b = gt_random(b_len, -1, 1), *c0 = gt_random(c_len, -2, 2);
+    for (size_t i = 0; t->shift != 0 && i < a_len; i++)
+        a[i] += t->shift * (1.0f + 0.1f * sinf((float)(i % lda) / 40.0f));
     float *bias = gt_random((size_t)t->n, -1, 1);
     gt_pair pa = gt_make(t->ta, a_len, t->off, a), pb = gt_make(t->tb, b_len, t->off * 3, b);
     /* C [m, ldc]: poisoned (NaN) when beta == 0, so a kernel that reads it shows */
@@ -203,10 +207,16 @@ static void test_shapes(void) {
     /* the LAYERNORM and RMSNORM prologues (each group computes the rows' statistics, then
      * stages x through the norm): both layouts, k in one chunk and in several (the
      * statistics over all of k first), m = 1, 2, 5 and 8, A's rows apart at odd offsets, a
-     * residual C (beta 1), GELU, and under the SWIGLU and ROPE epilogues */
-    gv_case norm[6] = {
+     * residual C (beta 1), GELU, under the SWIGLU and ROPE epilogues, and rows far from 0
+     * whose mean drifts along k (the spread about a row's mean is its parts' spreads about
+     * their own means plus their means' about the row's: statistics that drop either show) */
+    gv_case norm[8] = {
         {.m = 1, .n = 72, .k = 768, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16, .tbias = TERN_BF16,
          .bias = true, .alpha = 1, .norm = TERN_PROLOGUE_LAYERNORM},
+        {.m = 1, .n = 72, .k = 768, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32, .tbias = TERN_F32,
+         .bias = true, .alpha = 1, .norm = TERN_PROLOGUE_LAYERNORM, .shift = 40},
+        {.m = 2, .n = 64, .k = 3072, .ta = TERN_BF16, .tb = TERN_BF16, .tc = TERN_BF16, .tbias = TERN_BF16,
+         .alpha = 1, .beta = 1, .norm = TERN_PROLOGUE_LAYERNORM, .shift = -25},
         {.m = 8, .n = 40, .k = 2100, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32, .tbias = TERN_F32,
          .epilogue = 1, .bias = true, .alpha = 1, .beta = 1, .norm = TERN_PROLOGUE_LAYERNORM},
         {.m = 5, .n = 33, .k = 2100, .trans_b = true, .ta = TERN_F32, .tb = TERN_BF16, .tc = TERN_F32,
@@ -218,7 +228,7 @@ static void test_shapes(void) {
         {.m = 3, .n = 5 * 8, .k = 96, .trans_b = true, .ta = TERN_F32, .tb = TERN_F32, .tc = TERN_F32,
          .tbias = TERN_F32, .bias = true, .alpha = 1, .rope_heads = 3, .head_dim = 8, .norm = TERN_PROLOGUE_RMSNORM},
     };
-    for (int i = 0; i < 6; i++) run_case(&norm[i], NULL);
+    for (int i = 0; i < 8; i++) run_case(&norm[i], NULL);
     if (!gt_full()) return; /* the larger shapes run on the interpreter (and on GPUs) */
     int C = 768;
     gv_case gpt2[] = {
