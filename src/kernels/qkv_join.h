@@ -12,11 +12,11 @@
  * wait, made the join no faster than the two kernels it replaced; all 24 early, 4.4%). They
  * stay in registers: in threadgroup memory by asynchronous copies, as the GEMV's are
  * (gemv.c, n[11] = 2), the join was faster but the GEMVs after it slower, the token 3.9%
- * slower (run 136). After the wait the group normalises x as the GEMV's prologue does (gemv_norm.c: the same statistics and
- * staging, so the same bits of layernorm(x)), adds its rows' products, the k-lanes of a SIMD
- * group by shuffles, then the SIMD groups' sums in group order (deterministic). Which
- * columns a word is is the caller's (the attention's q of a head; the new position's slices
- * of q, k and v). */
+ * slower (run 136). After the wait the group normalises x as the GEMV's prologue does
+ * (gemv_norm.c: the same statistics and staging, so the same bits of layernorm(x)), adds its
+ * rows' products, the k-lanes of a SIMD group by shuffles, then the SIMD groups' sums in
+ * group order (deterministic). Which columns a word is is the caller's (the attention's q
+ * of a head; the new position's slices of q, k and v). */
 #ifndef TERN_KERNELS_QKV_JOIN_H
 #define TERN_KERNELS_QKV_JOIN_H
 
