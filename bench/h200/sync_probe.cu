@@ -89,32 +89,25 @@ __device__ __forceinline__ void st_release(unsigned *p, unsigned v) {
     asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(p), "r"(v) : "memory");
 }
 
+// The levels in one persistent kernel, the groups meeting after each: FLAGS false, one
+// counter every group adds to and polls; true, a flag for each group, which every group polls.
 // sync: the counter (or the flags) start at 0 in each replay (a memset node before).
-__global__ void __launch_bounds__(THREADS) k_barrier(float *v0, float *v1, int n, int L, unsigned *sync) {
+template <bool FLAGS>
+__global__ void __launch_bounds__(THREADS) k_persistent(float *v0, float *v1, int n, int L, unsigned *sync) {
     __shared__ float red[THREADS / 32];
     float *a = v0, *b = v1;
     for (int l = 0; l < L; l++) {
         level(a, b, n, blockIdx.x, gridDim.x, red);
         __syncthreads();
-        if (threadIdx.x == 0) {
+        if (!FLAGS && threadIdx.x == 0) {
             red_release_add(sync, 1u);
             unsigned target = (unsigned)(l + 1) * gridDim.x;
             while (ld_acquire(sync) < target) {}
         }
-        __syncthreads();
-        float *t = a; a = b; b = t;
-    }
-}
-
-__global__ void __launch_bounds__(THREADS) k_flags(float *v0, float *v1, int n, int L, unsigned *flags) {
-    __shared__ float red[THREADS / 32];
-    float *a = v0, *b = v1;
-    for (int l = 0; l < L; l++) {
-        level(a, b, n, blockIdx.x, gridDim.x, red);
-        __syncthreads();
-        if (threadIdx.x == 0) st_release(flags + blockIdx.x, (unsigned)(l + 1));
-        if (threadIdx.x < gridDim.x) {
-            while (ld_acquire(flags + threadIdx.x) < (unsigned)(l + 1)) {}
+        if (FLAGS) {
+            if (threadIdx.x == 0) st_release(sync + blockIdx.x, (unsigned)(l + 1));
+            if (threadIdx.x < gridDim.x)
+                while (ld_acquire(sync + threadIdx.x) < (unsigned)(l + 1)) {}
         }
         __syncthreads();
         float *t = a; a = b; b = t;
@@ -130,7 +123,7 @@ int main(int argc, char **argv) {
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, dev));
     int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_barrier, THREADS, 0));
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_persistent<false>, THREADS, 0));
     printf("sync_probe: %s, %d multiprocessors, %d groups of %d a multiprocessor resident, %d levels\n",
            prop.name, sms, per_sm, THREADS, L);
 
@@ -184,8 +177,8 @@ int main(int argc, char **argv) {
                 } else {
                     CK(cudaMemsetAsync(sync, 0, 1024 * sizeof(unsigned), s));
                     // v[0] is the input; the levels alternate buf / v[1] as the chain's
-                    if (variant == 3) k_barrier<<<G, THREADS, 0, s>>>(v[0], v[1], n, L, sync);
-                    else k_flags<<<G, THREADS, 0, s>>>(v[0], v[1], n, L, sync);
+                    if (variant == 3) k_persistent<false><<<G, THREADS, 0, s>>>(v[0], v[1], n, L, sync);
+                    else k_persistent<true><<<G, THREADS, 0, s>>>(v[0], v[1], n, L, sync);
                 }
                 CK(cudaGetLastError());
                 CK(cudaStreamEndCapture(s, &graph));

@@ -224,8 +224,7 @@ static inline int gk_att_split(int hs, int backward) {
 #define GK_AC_NEW_AT(hs) (GK_AC_SPLIT_ROWS * ((hs) + 2)) /* joined: the new positions' parts in partial */
 #define GK_JOIN_WORDS 8 /* joined: words of 8 columns of the product a group computes (qkv_join.h) */
 #define GK_JOIN_SLICE 16 /* joined: head dimensions of a new-position group's slice (J = hs / 16) */
-/* joined: n[10]'s flags */
-enum { GK_JOIN_BIAS = 1, GK_JOIN_EARLY = 2 };
+enum { GK_JOIN_BIAS = 1, GK_JOIN_EARLY = 2 }; /* joined: n[10]'s flags */
 static inline int gk_ac_lanes(int hs, int w) {
     int lanes = 1;
     while (lanes < 32 && (hs / w) % (2 * lanes) == 0) lanes *= 2;

@@ -43,7 +43,8 @@ void qkv_join_early(tern_kb *kb, qkv_join *j, tern_v tid, tern_v col, tern_v out
      * after the sums was a round trip on every layer's critical path) */
     j->bias_v = tern_f32(0.0f);
     if (j->has_bias && j->early) j->bias_v = tern_load(j->bias, out_col);
-    for (int u = 0; u < j->U && j->early; u++) load_row(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u]);
+    if (j->early)
+        for (int u = 0; u < j->U; u++) load_row(j, tern_add(j->kl, tern_int(u * TK)), j->pre[u]);
     /* the rest into L2 (only a hint: the values are read after the wait) */
     for (int i = j->early ? j->U : 0; i < j->rows; i++)
         tern_prefetch(j->w, tern_add(tern_mul(tern_add(j->kl, tern_int(i * TK)), j->C3), j->col));
