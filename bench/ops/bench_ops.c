@@ -101,6 +101,44 @@ static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb
     if (gelu) o->free(dev, &aux);
 }
 
+/* Flash attention at a training step's size, bf16 as GPT-2's bf16 training runs it (qkv,
+ * out and their gradients bf16, the saved statistics f32): B=16, T=1024, hs=64, causal, NH
+ * heads (12: 124M, 25: 1.5B). FLOPs as FlashAttention's papers count them: the forward's two
+ * products over the causal half, 4 B NH T^2 hs / 2; the backward's five, 2.5 times that.
+ * bench/h200/attention_peers.py times PyTorch's kernels at the same sizes, as here: 10 calls
+ * between synchronisations. */
+static void bench_attention_train(int NH) {
+    const int B = 16, T = 1024, hs = 64, C = NH * hs;
+    char fwd[64], bwd[64];
+    snprintf(fwd, sizeof fwd, "attention bf16 B16 T1024 NH%d hs64", NH);
+    snprintf(bwd, sizeof bwd, "attention_backward bf16 B16 T1024 NH%d hs64", NH);
+    if (filter && !strstr(fwd, filter) && !strstr(bwd, filter)) return;
+    size_t BT = (size_t)B * T, saved_len;
+    die_on(o->attention_saved_len(dev, B, T, NH, &saved_len), "saved_len");
+    tern_buf qkv = buf(TERN_BF16, BT * 3 * C, -1, 1), att = buf(TERN_BF16, BT * C, 0, 0);
+    tern_buf datt = buf(TERN_BF16, BT * C, -1, 1), dqkv = buf(TERN_BF16, BT * 3 * C, 0, 0);
+    tern_buf saved = buf(TERN_F32, saved_len, 0, 0);
+    double flops = 4.0 * B * NH * (double)T * T * hs / 2;
+    /* 10 calls between synchronisations (as the peer's CUDA events time 10 calls), the best
+     * of 7 such runs, a call */
+    for (int pass = 0; pass < 2; pass++) {
+        const char *name = pass ? bwd : fwd;
+        if (filter && !strstr(name, filter)) continue;
+        double best = 1e30;
+        for (int run = -1; run < 7; run++) { /* run -1: the warm-up */
+            double t0 = now();
+            for (int c = 0; c < 10; c++)
+                die_on(pass ? o->attention_backward(dev, dqkv, datt, qkv, att, saved, B, T, NH, NH, hs)
+                            : o->attention(dev, att, saved, qkv, B, T, NH, NH, hs), name);
+            die_on(o->sync(dev), name);
+            double dt = (now() - t0) / 10;
+            if (run >= 0 && dt < best) best = dt;
+        }
+        printf("%-44s %9.3f ms %8.1f TFLOP/s\n", name, best * 1e3, (pass ? 2.5 : 1.0) * flops / best / 1e12);
+    }
+    o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &datt); o->free(dev, &dqkv); o->free(dev, &saved);
+}
+
 int main(int argc, char **argv) {
     const char *handler = argc > 1 ? argv[1] : "cpu";
     const char *omp = getenv("OMP_NUM_THREADS");
@@ -116,6 +154,13 @@ int main(int argc, char **argv) {
     die_on(o->device_name(dev, &dn), "device_name");
     printf("handler %s (%s)\n", handler, dn);
     const int BT = 256, C = 768, V = 50257, Vp = 50304;
+    /* only when asked for by name: sizes for a GPU (a CPU takes minutes) */
+    if (filter && strstr(filter, "B16 T1024")) {
+        bench_attention_train(12);
+        bench_attention_train(25);
+        die_on(o->close(dev), "close");
+        return 0;
+    }
 
     /* training step B=4, T=64, fp32: forward, then the two backward matmuls per linear */
     bench_matmul("matmul fwd qkv 256x768 @ 768x2304", BT, 3 * C, C, false, false, TERN_F32, TERN_F32, TERN_F32, true, false, 10);
