@@ -5,7 +5,7 @@
 # shapes; TRACE_VARIANTS: TERN_CUDA_TUNE values, each untraced TRACE_ROUNDS times and traced,
 # only the token's sums by kernel shown unless default; TRACE_IDS, TRACE_CONFIRM and
 # TRACE_PEER below); then (TRACE_TRAIN=1) a 124M
-# training step's busy time and kernels by name.
+# training step's busy time and kernels by name (TRACE_CONFIGS=" ": no decoding).
 #   OUT=$OUT bash scripts/h200/trace_decode.sh          (carry .deb)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -93,12 +93,14 @@ if [ -n "${TRACE_PEER:-}" ]; then
     note "  $(grep '^peer:' "$logs/peer.log" | tail -1)"
 fi
 if [ -n "${TRACE_TRAIN:-}" ]; then
-    train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 6)
-    step "train 124M, untraced" 120 train.log "${train[@]}"
+    # TRACE_TRAIN_ARGS: more arguments (e.g. "--init gpt2-xl" for 1.5B)
+    train=($b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 --steps 6 ${TRACE_TRAIN_ARGS:-})
+    step "train ${TRACE_TRAIN_ARGS:-124M}, untraced" 120 train.log "${train[@]}"
     note "  $(grep '^bench:' "$logs/train.log" | tail -1 | cut -c1-140)"
-    step "train 124M, traced" 120 train-traced.log env KTRACE_OUT=/tmp/trace-train.csv \
+    step "train ${TRACE_TRAIN_ARGS:-124M}, traced" 120 train-traced.log env KTRACE_OUT=/tmp/trace-train.csv \
         CUDA_INJECTION64_PATH=/tmp/libktrace.so "${train[@]}"
     note "  $(grep '^bench:' "$logs/train-traced.log" | tail -1 | cut -c1-140)"
+    gzip -c /tmp/trace-train.csv > "$OUT/trace-train.csv.gz"
     step "trace_sum train" 60 sum-train.log python3 scripts/h200/trace_sum.py --totals 0.25 /tmp/trace-train.csv
     cat "$logs/sum-train.log" >> "$summary"
 fi
