@@ -139,6 +139,36 @@ static void bench_attention_train(int NH) {
     o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &datt); o->free(dev, &dqkv); o->free(dev, &saved);
 }
 
+/* cuBLASLt (through the cuda handler's matmul) on GPT-2 124M's fc product at a training
+ * step's size, all bf16 as bf16 training runs it: [16384, 768] @ [768, 3072], plain, with the
+ * bias, and with the bias and GELU writing its aux; 10 calls between synchronisations, the
+ * best of 7 (bench/dsl/bench_gemm_wg times a DSL kernel on the same product). */
+static void bench_fc_train(void) {
+    const int m = 16384, k = 768, n = 3072;
+    tern_buf a = buf(TERN_BF16, (size_t)m * k, -1, 1), b = buf(TERN_BF16, (size_t)k * n, -0.0625, 0.0625);
+    tern_buf c = buf(TERN_BF16, (size_t)m * n, 0, 0), aux = buf(TERN_BF16, (size_t)m * n, 0, 0);
+    tern_buf bias = buf(TERN_BF16, (size_t)n, -1, 1);
+    static const char *const names[] = {"matmul bf16 fc B16 T1024 plain", "matmul bf16 fc B16 T1024 bias",
+                                        "matmul bf16 fc B16 T1024 gelu+aux+bias"};
+    for (int v = 0; v < 3; v++) {
+        if (filter && !strstr(names[v], filter)) continue;
+        tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1};
+        mm.bias = v ? bias : tern_none();
+        mm.epilogue = v == 2 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
+        mm.aux = v == 2 ? aux : tern_none();
+        double best = 1e30;
+        for (int run = -1; run < 7; run++) { /* run -1: the warm-up (and cuBLASLt's tuning) */
+            double t0 = now();
+            for (int i = 0; i < 10; i++) die_on(o->matmul(dev, c, a, b, &mm), names[v]);
+            die_on(o->sync(dev), names[v]);
+            double dt = (now() - t0) / 10;
+            if (run >= 0 && dt < best) best = dt;
+        }
+        printf("%-44s %9.3f ms %8.1f TFLOP/s\n", names[v], best * 1e3, 2.0 * m * n * k / best / 1e12);
+    }
+    o->free(dev, &a); o->free(dev, &b); o->free(dev, &c); o->free(dev, &aux); o->free(dev, &bias);
+}
+
 int main(int argc, char **argv) {
     const char *handler = argc > 1 ? argv[1] : "cpu";
     const char *omp = getenv("OMP_NUM_THREADS");
@@ -154,10 +184,11 @@ int main(int argc, char **argv) {
     die_on(o->device_name(dev, &dn), "device_name");
     printf("handler %s (%s)\n", handler, dn);
     const int BT = 256, C = 768, V = 50257, Vp = 50304;
-    /* only when asked for by name: sizes for a GPU (a CPU takes minutes) */
+    /* only when asked for by name: a training step's sizes, for a GPU (a CPU takes minutes) */
     if (filter && strstr(filter, "B16 T1024")) {
         bench_attention_train(12);
         bench_attention_train(25);
+        bench_fc_train();
         die_on(o->close(dev), "close");
         return 0;
     }

@@ -1,0 +1,241 @@
+/* A whole GEMM in the DSL from its warpgroup products, to see how near cuBLASLt's rate a
+ * kernel of ours gets on a training step's product, and what a GELU epilogue costs it:
+ * GPT-2 124M's fc product, C [M, N] = A [M, K] B [K, N] (M = 16,384 rows, K = 768, N =
+ * 3,072; A and B row-major bf16, as the layer norm's output and the fc weight), either plain
+ * or with the fc's epilogue: aux = A B + bias, C = gelu(aux), both bf16.
+ *
+ * A threadgroup of two warpgroups (256 threads) makes a 128 x 256 tile of C, each warpgroup
+ * 64 rows (tern_wgmma_bf16, n = 256, k = 64, both operands from threadgroup tiles: A's rows
+ * K-major, B's k rows). The k loop stages its 64-wide slices of A and B with asynchronous
+ * copies STAGES - 1 slices ahead into a ring of STAGES buffers (48 KB a slice): a slice's
+ * step waits for its copies, passes one barrier (after which the buffer the previous step
+ * read may be refilled), starts the next copies and multiplies. The epilogue writes each
+ * thread's accumulators straight from registers, two columns (4 bytes) a store.
+ *
+ * What it lacks against cuBLASLt's kernels: TMA loads, producer and consumer warpgroups,
+ * a persistent schedule whose epilogue overlaps the next tile's main loop (docs/gpu-kernels.md,
+ * "What the DSL lacks"). Checks 4,096 sampled elements of C (and aux) against a double
+ * reference on the host; prints ms and TFLOP/s, 10 launches between synchronisations, the
+ * best of 7. bench_ops (`bench_ops cuda "B16 T1024"`) times cuBLASLt on the same products.
+ *
+ *     bench_gemm_wg [runtime [rows]]        (default: cuda 16384; rows a multiple of 128)
+ */
+#include <math.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "tern/half.h"
+#include "tern/kernel.h"
+
+enum { N = 3072, K = 768, BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 256 };
+enum { A_SLICE = BM * BK, B_SLICE = BK * BN, SLICE = A_SLICE + B_SLICE, KT = K / BK };
+
+typedef struct gemm_spec {
+    bool gelu;
+} gemm_spec;
+
+/* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
+static tern_v gelu(tern_v x) {
+    tern_v u = tern_mul(tern_f32(0.7978845608028654f), tern_fma(tern_mul(tern_f32(0.044715f), x), tern_mul(x, x), x));
+    return tern_div(x, tern_add(tern_f32(1.0f), tern_exp(tern_mul(tern_f32(-2.0f), u))));
+}
+
+/* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
+ * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
+static void issue_slice(tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt, tern_v tid) {
+    tern_v k0 = tern_mul(kt, tern_int(BK));
+    for (int q = 0; q < A_SLICE / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
+        tern_v r = tern_div(e, tern_int(BK / 8)), c = tern_mul(tern_rem(e, tern_int(BK / 8)), tern_int(8));
+        tern_v src = tern_add(tern_mul(tern_add(m0, r), tern_int(K)), tern_add(k0, c));
+        tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
+    }
+    tern_v boff = tern_add(off, tern_int(A_SLICE));
+    for (int q = 0; q < B_SLICE / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
+        tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
+        tern_v src = tern_add(tern_mul(tern_add(k0, r), tern_int(N)), tern_add(n0, c));
+        tern_copy_async(tiles, tern_wg_tile_index(boff, BK, r, c), B, src, 8);
+    }
+}
+
+static void k_gemm(tern_kb *kb, void *user) {
+    const gemm_spec *s = user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [M, K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [K, N] */
+    tern_v C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE); /* [M, N] */
+    tern_v bias = {0}, aux = {0};
+    if (s->gelu) {
+        bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
+        aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
+    }
+    tern_max_threads(kb, THREADS);
+    tern_v tid = tern_local_index(kb);
+    tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
+    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
+    tern_v acc[BN / 2];
+    for (int j = 0; j < BN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
+        issue_slice(tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+        tern_copy_async_commit(kb);
+    }
+    tern_v w = tern_div(tid, tern_int(128));
+    TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
+        tern_copy_async_wait(kb, STAGES - 2);
+        tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
+        tern_v next = tern_add(kt, tern_int(STAGES - 1));
+        TERN_IF(kb, tern_lt(next, tern_int(KT))) {
+            issue_slice(tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next, tid);
+        }
+        tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
+        tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
+        tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * BK))), BM, false};
+        tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
+        tern_v d[BN / 2];
+        tern_wgmma_bf16(kb, BN, BK, NULL, &a, &b, acc, d);
+        for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
+    }
+    /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
+    tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
+    tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
+    tern_v row0 = tern_add(tern_add(m0, tern_mul(w, tern_int(64))), tern_add(tern_mul(sg, tern_int(16)), g));
+    for (int b = 0; b < BN / 8; b++) {
+        tern_v col = tern_add(n0, tern_add(tern_int(8 * b), tern_mul(t, tern_int(2))));
+        tern_v bias2[2];
+        if (s->gelu) tern_load_vec(bias, col, 2, bias2);
+        for (int h = 0; h < 2; h++) {
+            tern_v at = tern_add(tern_mul(tern_add(row0, tern_int(8 * h)), tern_int(N)), col);
+            tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
+            if (s->gelu) {
+                for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
+                tern_store_vec(aux, at, 2, x);
+                for (int i = 0; i < 2; i++) x[i] = gelu(x[i]);
+            }
+            tern_store_vec(C, at, 2, x);
+        }
+    }
+}
+
+static double now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static float rand_bf16(unsigned *state, uint16_t *bits) {
+    *state = *state * 1103515245u + 12345u;
+    float x = (float)((*state >> 8) % 2001) / 1000.0f - 1.0f;
+    *bits = tern_f32_to_bf16(x);
+    return tern_bf16_to_f32(*bits);
+}
+
+/* The largest error of sampled elements against a double reference, relative to 1 + |want|. */
+static double check(int M, const float *a, const float *b, const float *bias, const uint16_t *c,
+                    const uint16_t *aux, bool with_gelu) {
+    double worst = 0;
+    unsigned state = 99;
+    for (int i = 0; i < 4096; i++) {
+        state = state * 1103515245u + 12345u;
+        size_t r = (state >> 4) % M;
+        state = state * 1103515245u + 12345u;
+        size_t col = (state >> 4) % N;
+        double x = with_gelu ? bias[col] : 0;
+        for (size_t k = 0; k < K; k++) x += (double)a[r * K + k] * b[k * N + col];
+        double want = x, got = tern_bf16_to_f32(c[r * N + col]);
+        if (with_gelu) {
+            double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
+            want = 0.5 * x * (1 + tanh(u));
+            double e = fabs(tern_bf16_to_f32(aux[r * N + col]) - x) / (1 + fabs(x));
+            if (e > worst) worst = e;
+        }
+        double e = fabs(got - want) / (1 + fabs(want));
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+int main(int argc, char **argv) {
+    const char *runtime = argc > 1 ? argv[1] : "cuda";
+    int M = argc > 2 ? atoi(argv[2]) : 16384;
+    if (M < BM || M % BM) {
+        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d]]\n", BM);
+        return 2;
+    }
+    tern_rt *rt = NULL;
+    tern_error *err = tern_rt_open(runtime, &rt);
+    size_t na = (size_t)M * K, nb = (size_t)K * N, nc = (size_t)M * N;
+    float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *bias = malloc(N * sizeof *bias);
+    size_t most = nc > na ? nc : na;
+    if (nb > most) most = nb;
+    uint16_t *bits = malloc(most * sizeof *bits), *auxh = malloc(nc * sizeof *auxh);
+    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0};
+    int rc = 0;
+    if (!err && (!a || !b || !bias || !bits || !auxh)) err = tern_errorf("out of memory");
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, na, &A);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nb, &B);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &C);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, N, &Bias);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &Aux);
+    unsigned state = 7;
+    if (!err) {
+        for (size_t i = 0; i < na; i++) a[i] = rand_bf16(&state, &bits[i]);
+        err = tern_rt_upload(rt, A, bits);
+    }
+    if (!err) {
+        for (size_t i = 0; i < nb; i++) b[i] = rand_bf16(&state, &bits[i]) / 16;
+        for (size_t i = 0; i < nb; i++) bits[i] = tern_f32_to_bf16(b[i]); /* exact: a power of 2 */
+        err = tern_rt_upload(rt, B, bits);
+    }
+    if (!err) {
+        for (int i = 0; i < N; i++) bias[i] = rand_bf16(&state, &bits[i]);
+        err = tern_rt_upload(rt, Bias, bits);
+    }
+    for (int v = 0; v < 2 && !err; v++) {
+        gemm_spec spec = {v == 1};
+        tern_kernel *k = NULL;
+        err = tern_kernel_build(v ? "gemm_wg_gelu" : "gemm_wg", k_gemm, &spec, &k);
+        tern_arg args[] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
+        double best = 1e30;
+        for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
+            double t0 = now();
+            for (int c = 0; c < 10 && !err; c++)
+                err = tern_launch(rt, k, tern_dims2(N / BN, M / BM), tern_dims1(THREADS), args, v ? 5 : 3);
+            if (!err) err = tern_rt_sync(rt);
+            double dt = (now() - t0) / 10;
+            if (run >= 0 && dt < best) best = dt;
+        }
+        if (!err) err = tern_rt_download(rt, bits, C);
+        if (!err && v) err = tern_rt_download(rt, auxh, Aux);
+        if (!err) {
+            double e = check(M, a, b, bias, bits, auxh, v == 1);
+            printf("gemm_wg %s %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; sampled error %.2g (%s)\n",
+                   v ? "gelu+aux+bias" : "plain", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12, e,
+                   e <= 1e-2 ? "ok" : "FAIL");
+            if (e > 1e-2) rc = 1;
+        }
+        tern_kernel_free(k);
+    }
+    if (err) {
+        fprintf(stderr, "bench_gemm_wg: %s\n", tern_error_message(err));
+        tern_error_free(err);
+        rc = 1;
+    }
+    tern_rt_free(rt, &A);
+    tern_rt_free(rt, &B);
+    tern_rt_free(rt, &C);
+    tern_rt_free(rt, &Bias);
+    tern_rt_free(rt, &Aux);
+    if (rt) tern_rt_close(rt);
+    free(a);
+    free(b);
+    free(bias);
+    free(bits);
+    free(auxh);
+    return rc;
+}
