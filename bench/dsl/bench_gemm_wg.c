@@ -4,10 +4,10 @@
  * 3,072; A and B row-major bf16, as the layer norm's output and the fc weight), either plain
  * or with the fc's epilogue: aux = A B + bias, C = gelu(aux), both bf16.
  *
- * A threadgroup of two warpgroups (256 threads) makes a 128 x 256 tile of C, each warpgroup
- * 64 rows (tern_wgmma_bf16, n = 256, k = 64, both operands from threadgroup tiles: A's rows
+ * A threadgroup of two warpgroups (256 threads) makes a 128 x BN tile of C (BN 256 or 128),
+ * each warpgroup 64 rows (tern_wgmma_bf16, n = BN, k = 64, both operands from threadgroup tiles: A's rows
  * K-major, B's k rows). The k loop stages its 64-wide slices of A and B with asynchronous
- * copies STAGES - 1 slices ahead into a ring of STAGES buffers (48 KB a slice): a slice's
+ * copies STAGES - 1 slices ahead into a ring of STAGES buffers (48 or 32 KB a slice): a slice's
  * step waits for its copies, passes one barrier (after which the buffer the previous step
  * read may be refilled), starts the next copies and multiplies. The epilogue writes each
  * thread's accumulators straight from registers, two columns (4 bytes) a store.
@@ -29,11 +29,12 @@
 #include "tern/half.h"
 #include "tern/kernel.h"
 
-enum { N = 3072, K = 768, BM = 128, BN = 256, BK = 64, STAGES = 4, THREADS = 256 };
-enum { A_SLICE = BM * BK, B_SLICE = BK * BN, SLICE = A_SLICE + B_SLICE, KT = K / BK };
+enum { N = 3072, K = 768, BM = 128, BK = 64, THREADS = 256, A_SLICE = BM * BK, KT = K / BK };
 
+/* A variant: the epilogue, the tile's columns BN (128 or 256) and the ring's slices. */
 typedef struct gemm_spec {
     bool gelu;
+    int bn, stages;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -44,7 +45,8 @@ static tern_v gelu(tern_v x) {
 
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
  * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
-static void issue_slice(tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt, tern_v tid) {
+static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
+                        tern_v tid) {
     tern_v k0 = tern_mul(kt, tern_int(BK));
     for (int q = 0; q < A_SLICE / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
@@ -53,7 +55,7 @@ static void issue_slice(tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0,
         tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
     }
     tern_v boff = tern_add(off, tern_int(A_SLICE));
-    for (int q = 0; q < B_SLICE / 8 / THREADS; q++) {
+    for (int q = 0; q < BK * BN / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(k0, r), tern_int(N)), tern_add(n0, c));
@@ -71,18 +73,19 @@ static void k_gemm(tern_kb *kb, void *user) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
+    const int BN = s->bn, STAGES = s->stages, SLICE = A_SLICE + BK * BN;
     tern_max_threads(kb, THREADS);
     tern_v tid = tern_local_index(kb);
     tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
-    tern_v acc[BN / 2];
+    tern_v acc[128];
     for (int j = 0; j < BN / 2; j++) {
         char name[16];
         snprintf(name, sizeof name, "acc%d", j);
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
     for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-        issue_slice(tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+        issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
         tern_copy_async_commit(kb);
     }
     tern_v w = tern_div(tid, tern_int(128));
@@ -91,13 +94,14 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
         tern_v next = tern_add(kt, tern_int(STAGES - 1));
         TERN_IF(kb, tern_lt(next, tern_int(KT))) {
-            issue_slice(tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next, tid);
+            issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next,
+                        tid);
         }
         tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
         tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
         tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * BK))), BM, false};
         tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
-        tern_v d[BN / 2];
+        tern_v d[128];
         tern_wgmma_bf16(kb, BN, BK, NULL, &a, &b, acc, d);
         for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
     }
@@ -196,27 +200,37 @@ int main(int argc, char **argv) {
         for (int i = 0; i < N; i++) bias[i] = rand_bf16(&state, &bits[i]);
         err = tern_rt_upload(rt, Bias, bits);
     }
-    for (int v = 0; v < 2 && !err; v++) {
-        gemm_spec spec = {v == 1};
+    /* the variants: tile columns, ring slices, epilogue */
+    static const gemm_spec variants[] = {{false, 256, 4}, {true, 256, 4}, {false, 128, 3}, {true, 128, 3},
+                                         {false, 128, 4}};
+    for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
+        const gemm_spec *spec = &variants[v];
+        char name[48];
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d", spec->gelu ? "gelu" : "plain", spec->bn, spec->stages);
         tern_kernel *k = NULL;
-        err = tern_kernel_build(v ? "gemm_wg_gelu" : "gemm_wg", k_gemm, &spec, &k);
+        /* C and aux cleared first: a variant that skips an element cannot pass on another's */
+        for (size_t i = 0; i < nc; i++) bits[i] = 0;
+        err = tern_rt_upload(rt, C, bits);
+        if (!err) err = tern_rt_upload(rt, Aux, bits);
+        if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);
         tern_arg args[] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
         double best = 1e30;
         for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
-                err = tern_launch(rt, k, tern_dims2(N / BN, M / BM), tern_dims1(THREADS), args, v ? 5 : 3);
+                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)), tern_dims1(THREADS),
+                                  args, spec->gelu ? 5 : 3);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;
             if (run >= 0 && dt < best) best = dt;
         }
         if (!err) err = tern_rt_download(rt, bits, C);
-        if (!err && v) err = tern_rt_download(rt, auxh, Aux);
+        if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
-            double e = check(M, a, b, bias, bits, auxh, v == 1);
-            printf("gemm_wg %s %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; sampled error %.2g (%s)\n",
-                   v ? "gelu+aux+bias" : "plain", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12, e,
-                   e <= 1e-2 ? "ok" : "FAIL");
+            double e = check(M, a, b, bias, bits, auxh, spec->gelu);
+            printf("gemm_wg %-13s BN %d, %d slices, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; sampled error %.2g (%s)\n",
+                   spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->stages, M, K, K, N, best * 1e3,
+                   2.0 * M * N * K / best * 1e-12, e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
         }
         tern_kernel_free(k);
