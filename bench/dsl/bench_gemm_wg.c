@@ -5,12 +5,12 @@
  * or with the fc's epilogue: aux = A B + bias, C = gelu(aux), both bf16.
  *
  * A threadgroup of two warpgroups (256 threads) makes a 128 x BN tile of C (BN 256 or 128),
- * each warpgroup 64 rows (tern_wgmma_bf16, n = BN, k = 64, both operands from threadgroup tiles: A's rows
- * K-major, B's k rows). The k loop stages its 64-wide slices of A and B with asynchronous
- * copies STAGES - 1 slices ahead into a ring of STAGES buffers (48 or 32 KB a slice): a slice's
- * step waits for its copies, passes one barrier (after which the buffer the previous step
- * read may be refilled), starts the next copies and multiplies. The epilogue writes each
- * thread's accumulators straight from registers, two columns (4 bytes) a store.
+ * each warpgroup 64 rows (tern_wgmma_bf16, n = BN, k = BK, both operands from threadgroup
+ * tiles: A's rows K-major, B's k rows). The k loop stages its BK-wide slices of A and B (BK 64
+ * or 128) with asynchronous copies STAGES - 1 slices ahead into a ring of STAGES buffers: a
+ * slice's step waits for its copies, passes one barrier (after which the buffer the previous
+ * step read may be refilled), starts the next copies and multiplies. The epilogue writes
+ * each thread's accumulators straight from registers, two columns (4 bytes) a store.
  *
  * What it lacks against cuBLASLt's kernels: TMA loads, producer and consumer warpgroups,
  * a persistent schedule whose epilogue overlaps the next tile's main loop (docs/gpu-kernels.md,
@@ -29,12 +29,16 @@
 #include "tern/half.h"
 #include "tern/kernel.h"
 
-enum { N = 3072, K = 768, BM = 128, BK = 64, THREADS = 256, A_SLICE = BM * BK, KT = K / BK };
+enum { N = 3072, K = 768, BM = 128, THREADS = 256 };
 
-/* A variant: the epilogue, the tile's columns BN (128 or 256) and the ring's slices. */
+/* A variant: the epilogue, the tile's columns BN (128 or 256), the k slice's width BK (64 or
+ * 128), the ring's slices; sum_only: each thread stores only the sum of its accumulators (the
+ * main loop's time without the epilogue's stores; C is not checked); staged: the epilogue
+ * through threadgroup memory, stored in 16-byte pieces along rows. */
 typedef struct gemm_spec {
     bool gelu;
-    int bn, stages;
+    int bn, bk, stages;
+    bool sum_only, staged;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -45,16 +49,16 @@ static tern_v gelu(tern_v x) {
 
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
  * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
-static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
+static void issue_slice(int BN, int BK, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
                         tern_v tid) {
     tern_v k0 = tern_mul(kt, tern_int(BK));
-    for (int q = 0; q < A_SLICE / 8 / THREADS; q++) {
+    for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BK / 8)), c = tern_mul(tern_rem(e, tern_int(BK / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(m0, r), tern_int(K)), tern_add(k0, c));
         tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
     }
-    tern_v boff = tern_add(off, tern_int(A_SLICE));
+    tern_v boff = tern_add(off, tern_int(BM * BK));
     for (int q = 0; q < BK * BN / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
@@ -73,7 +77,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
-    const int BN = s->bn, STAGES = s->stages, SLICE = A_SLICE + BK * BN;
+    const int BN = s->bn, BK = s->bk, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
     tern_max_threads(kb, THREADS);
     tern_v tid = tern_local_index(kb);
     tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
@@ -85,7 +89,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
     for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-        issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+        issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
         tern_copy_async_commit(kb);
     }
     tern_v w = tern_div(tid, tern_int(128));
@@ -94,34 +98,68 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
         tern_v next = tern_add(kt, tern_int(STAGES - 1));
         TERN_IF(kb, tern_lt(next, tern_int(KT))) {
-            issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next,
+            issue_slice(BN, BK, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next,
                         tid);
         }
         tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
         tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
-        tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * BK))), BM, false};
+        tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
         tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
         tern_v d[128];
         tern_wgmma_bf16(kb, BN, BK, NULL, &a, &b, acc, d);
         for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
     }
+    if (s->sum_only) {
+        tern_v sum = tern_f32(0);
+        for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
+        tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
+        tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
+        return;
+    }
     /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
     tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
     tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
-    tern_v row0 = tern_add(tern_add(m0, tern_mul(w, tern_int(64))), tern_add(tern_mul(sg, tern_int(16)), g));
+    tern_v r0 = tern_add(tern_mul(w, tern_int(64)), tern_add(tern_mul(sg, tern_int(16)), g)); /* in the tile */
+    /* staged: the tile's C (and aux) go to threadgroup memory first, rows BN + 8 apart (a
+     * SIMD group's pairs land on 32 different banks), then out in 16-byte stores along rows */
+    const int LDS = BN + 8, OUT_TILE = BM * LDS;
+    if (s->staged) {
+        tern_copy_async_wait(kb, 0);
+        tern_barrier(kb); /* nobody reads the ring any more */
+    }
     for (int b = 0; b < BN / 8; b++) {
-        tern_v col = tern_add(n0, tern_add(tern_int(8 * b), tern_mul(t, tern_int(2))));
+        tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
+        tern_v col = tern_add(n0, c);
         tern_v bias2[2];
         if (s->gelu) tern_load_vec(bias, col, 2, bias2);
         for (int h = 0; h < 2; h++) {
-            tern_v at = tern_add(tern_mul(tern_add(row0, tern_int(8 * h)), tern_int(N)), col);
+            tern_v row = tern_add(r0, tern_int(8 * h));
+            tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), col);
+            tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
             tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
             if (s->gelu) {
                 for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
-                tern_store_vec(aux, at, 2, x);
+                if (s->staged) tern_store_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 2, x);
+                else tern_store_vec(aux, at, 2, x);
                 for (int i = 0; i < 2; i++) x[i] = gelu(x[i]);
             }
-            tern_store_vec(C, at, 2, x);
+            if (s->staged) tern_store_vec(tiles, sat, 2, x);
+            else tern_store_vec(C, at, 2, x);
+        }
+    }
+    if (!s->staged) return;
+    tern_barrier(kb);
+    for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
+        tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
+        tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
+        tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
+        tern_v x[8];
+        tern_load_vec(tiles, sat, 8, x);
+        tern_store_vec(C, at, 8, x);
+        if (s->gelu) {
+            tern_load_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 8, x);
+            tern_store_vec(aux, at, 8, x);
         }
     }
 }
@@ -201,12 +239,15 @@ int main(int argc, char **argv) {
         err = tern_rt_upload(rt, Bias, bits);
     }
     /* the variants: tile columns, ring slices, epilogue */
-    static const gemm_spec variants[] = {{false, 256, 4}, {true, 256, 4}, {false, 128, 3}, {true, 128, 3},
-                                         {false, 128, 4}};
+    static const gemm_spec variants[] = {
+        {false, 128, 64, 3, false, false}, {true, 128, 64, 3, false, false}, {false, 128, 64, 3, true, false},
+        {false, 128, 64, 3, false, true},  {true, 128, 64, 3, false, true},
+    };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d", spec->gelu ? "gelu" : "plain", spec->bn, spec->stages);
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->bk, spec->stages, spec->staged ? "_staged" : "");
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
@@ -227,10 +268,12 @@ int main(int argc, char **argv) {
         if (!err) err = tern_rt_download(rt, bits, C);
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
-            double e = check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s BN %d, %d slices, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; sampled error %.2g (%s)\n",
-                   spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->stages, M, K, K, N, best * 1e3,
-                   2.0 * M * N * K / best * 1e-12, e, e <= 1e-2 ? "ok" : "FAIL");
+            double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
+            printf("gemm_wg %-13s BN %d, BK %d, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->bk,
+                   spec->stages, spec->staged ? ", staged" : "", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+            if (spec->sum_only) printf("(not checked: sums only)\n");
+            else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
         }
         tern_kernel_free(k);
