@@ -9,8 +9,8 @@
  * tiles: A's rows K-major, B's k rows). The k loop stages its BK-wide slices of A and B (BK 64
  * or 128) with asynchronous copies STAGES - 1 slices ahead into a ring of STAGES buffers: a
  * slice's step waits for its copies, passes one barrier (after which the buffer the previous
- * step read may be refilled), starts the next copies and multiplies. The epilogue writes
- * each thread's accumulators straight from registers, two columns (4 bytes) a store.
+ * step read may be refilled), starts the next copies and multiplies. The epilogue stages the
+ * tile in threadgroup memory and stores it in 16-byte pieces along rows.
  *
  * What it lacks against cuBLASLt's kernels: TMA loads, producer and consumer warpgroups,
  * a persistent schedule whose epilogue overlaps the next tile's main loop (docs/gpu-kernels.md,
@@ -33,12 +33,11 @@ enum { N = 3072, K = 768, BM = 128, THREADS = 256 };
 
 /* A variant: the epilogue, the tile's columns BN (128 or 256), the k slice's width BK (64 or
  * 128), the ring's slices; sum_only: each thread stores only the sum of its accumulators (the
- * main loop's time without the epilogue's stores; C is not checked); staged: the epilogue
- * through threadgroup memory, stored in 16-byte pieces along rows. */
+ * main loop's time without the epilogue's stores; C is not checked). */
 typedef struct gemm_spec {
     bool gelu;
     int bn, bk, stages;
-    bool sum_only, staged;
+    bool sum_only;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -81,7 +80,9 @@ static void k_gemm(tern_kb *kb, void *user) {
     tern_max_threads(kb, THREADS);
     tern_v tid = tern_local_index(kb);
     tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
-    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
+    /* the ring, which the epilogue's staged tiles (C and aux, BM rows of BN + 8) reuse */
+    size_t ring = (size_t)STAGES * SLICE, staged = (size_t)2 * BM * (BN + 8);
+    tern_v tiles = tern_shared_tiles(kb, "tiles", ring > staged ? ring : staged);
     tern_v acc[128];
     for (int j = 0; j < BN / 2; j++) {
         char name[16];
@@ -120,34 +121,27 @@ static void k_gemm(tern_kb *kb, void *user) {
     tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
     tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
     tern_v r0 = tern_add(tern_mul(w, tern_int(64)), tern_add(tern_mul(sg, tern_int(16)), g)); /* in the tile */
-    /* staged: the tile's C (and aux) go to threadgroup memory first, rows BN + 8 apart (a
-     * SIMD group's pairs land on 32 different banks), then out in 16-byte stores along rows */
+    /* The tile's C (and aux) go to threadgroup memory first, rows BN + 8 apart (a SIMD
+     * group's pairs land on 32 different banks), then out in 16-byte stores along rows: from
+     * registers, two columns a store, the epilogue took 0.058 ms instead of 0.022 (run 152). */
     const int LDS = BN + 8, OUT_TILE = BM * LDS;
-    if (s->staged) {
-        tern_copy_async_wait(kb, 0);
-        tern_barrier(kb); /* nobody reads the ring any more */
-    }
+    tern_copy_async_wait(kb, 0);
+    tern_barrier(kb); /* nobody reads the ring any more */
     for (int b = 0; b < BN / 8; b++) {
         tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
-        tern_v col = tern_add(n0, c);
         tern_v bias2[2];
-        if (s->gelu) tern_load_vec(bias, col, 2, bias2);
+        if (s->gelu) tern_load_vec(bias, tern_add(n0, c), 2, bias2);
         for (int h = 0; h < 2; h++) {
-            tern_v row = tern_add(r0, tern_int(8 * h));
-            tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), col);
-            tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
+            tern_v sat = tern_add(tern_mul(tern_add(r0, tern_int(8 * h)), tern_int(LDS)), c);
             tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
             if (s->gelu) {
                 for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
-                if (s->staged) tern_store_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 2, x);
-                else tern_store_vec(aux, at, 2, x);
+                tern_store_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 2, x);
                 for (int i = 0; i < 2; i++) x[i] = gelu(x[i]);
             }
-            if (s->staged) tern_store_vec(tiles, sat, 2, x);
-            else tern_store_vec(C, at, 2, x);
+            tern_store_vec(tiles, sat, 2, x);
         }
     }
-    if (!s->staged) return;
     tern_barrier(kb);
     for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
@@ -239,15 +233,13 @@ int main(int argc, char **argv) {
         err = tern_rt_upload(rt, Bias, bits);
     }
     /* the variants: tile columns, ring slices, epilogue */
-    static const gemm_spec variants[] = {
-        {false, 128, 64, 3, false, false}, {true, 128, 64, 3, false, false}, {false, 128, 64, 3, true, false},
-        {false, 128, 64, 3, false, true},  {true, 128, 64, 3, false, true},
-    };
+    /* BN 256 (4 slices) and BK 128 lost to these in runs 149 and 151 */
+    static const gemm_spec variants[] = {{false, 128, 64, 3, false}, {true, 128, 64, 3, false}, {false, 128, 64, 3, true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->bk, spec->stages, spec->staged ? "_staged" : "");
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->bk, spec->stages);
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
@@ -269,9 +261,9 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s BN %d, BK %d, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+            printf("gemm_wg %-13s BN %d, BK %d, %d slices, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->bk,
-                   spec->stages, spec->staged ? ", staged" : "", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+                   spec->stages, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
