@@ -33,11 +33,12 @@ enum { N = 3072, K = 768, BM = 128, THREADS = 256 };
 
 /* A variant: the epilogue, the tile's columns BN (128 or 256), the k slice's width BK (64 or
  * 128), the ring's slices; sum_only: each thread stores only the sum of its accumulators (the
- * main loop's time without the epilogue's stores; C is not checked). */
+ * main loop's time without the epilogue's stores; C is not checked); chained: the k loop's
+ * products chained asynchronously (below). */
 typedef struct gemm_spec {
     bool gelu;
     int bn, bk, stages;
-    bool sum_only;
+    bool sum_only, chained;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -78,6 +79,9 @@ static void k_gemm(tern_kb *kb, void *user) {
     }
     const int BN = s->bn, BK = s->bk, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
     tern_max_threads(kb, THREADS);
+    /* two threadgroups a multiprocessor where their rings fit (227 KB): one's epilogue and
+     * barriers then overlap the other's products */
+    if ((size_t)STAGES * SLICE * 2 * 2 <= 227 * 1024) tern_min_groups(kb, 2);
     tern_v tid = tern_local_index(kb);
     tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
     /* the ring, which the epilogue's staged tiles (C and aux, BM rows of BN + 8) reuse */
@@ -89,26 +93,54 @@ static void k_gemm(tern_kb *kb, void *user) {
         snprintf(name, sizeof name, "acc%d", j);
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
-    for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-        issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
-        tern_copy_async_commit(kb);
-    }
     tern_v w = tern_div(tid, tern_int(128));
-    TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
-        tern_copy_async_wait(kb, STAGES - 2);
-        tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
-        tern_v next = tern_add(kt, tern_int(STAGES - 1));
-        TERN_IF(kb, tern_lt(next, tern_int(KT))) {
-            issue_slice(BN, BK, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0, next,
-                        tid);
+    if (s->chained) {
+        /* The slices unrolled as the kernel is traced, each product chained onto the one
+         * before (tern_wgmma_bf16_async on the same accumulators) and left in flight while the
+         * next slice's copies are waited for and issued: the tensor cores need not drain at
+         * every slice. Copies run AHEAD = STAGES - 2 slices ahead, so that the buffer refilled
+         * at slice kt is slice kt - 2's, whose product the wait after slice kt - 1's issue
+         * completed (in every warpgroup, by the barrier). */
+        const int AHEAD = STAGES - 2;
+        for (int p = 0; p < AHEAD; p++) {
+            issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            tern_copy_async_commit(kb);
         }
-        tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
-        tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
-        tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
-        tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
-        tern_v d[128];
-        tern_wgmma_bf16(kb, BN, BK, NULL, &a, &b, acc, d);
-        for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
+        for (int kt = 0; kt < KT; kt++) {
+            tern_copy_async_wait(kb, AHEAD - 1);
+            tern_barrier(kb);
+            if (kt + AHEAD < KT)
+                issue_slice(BN, BK, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
+                            tid);
+            tern_copy_async_commit(kb);
+            tern_v off = tern_int(kt % STAGES * SLICE);
+            tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
+            tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
+            tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+            tern_wgmma_wait(kb, 1);
+        }
+        tern_wgmma_wait(kb, 0);
+    } else {
+        for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
+            issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            tern_copy_async_commit(kb);
+        }
+        TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
+            tern_copy_async_wait(kb, STAGES - 2);
+            tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
+            tern_v next = tern_add(kt, tern_int(STAGES - 1));
+            TERN_IF(kb, tern_lt(next, tern_int(KT))) {
+                issue_slice(BN, BK, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
+                            next, tid);
+            }
+            tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
+            tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
+            tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
+            tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
+            tern_v d[128];
+            tern_wgmma_bf16(kb, BN, BK, NULL, &a, &b, acc, d);
+            for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
+        }
     }
     if (s->sum_only) {
         tern_v sum = tern_f32(0);
@@ -233,13 +265,19 @@ int main(int argc, char **argv) {
         err = tern_rt_upload(rt, Bias, bits);
     }
     /* the variants: tile columns, ring slices, epilogue */
-    /* BN 256 (4 slices) and BK 128 lost to these in runs 149 and 151 */
-    static const gemm_spec variants[] = {{false, 128, 64, 3, false}, {true, 128, 64, 3, false}, {false, 128, 64, 3, true}};
+    /* Each the best at something in runs 149-154 (bench/h200/NOTES.md): 128 x 128 tiles,
+     * two groups a multiprocessor, for the GELU epilogue; 128 x 256 tiles with the chained
+     * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
+     * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
+    static const gemm_spec variants[] = {
+        {false, 128, 64, 3, false, false}, {true, 128, 64, 3, false, false}, {false, 256, 64, 4, false, true},
+        {true, 256, 64, 4, false, true},   {false, 256, 64, 4, true, true},
+    };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->bk, spec->stages);
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->bk, spec->stages, spec->chained ? "_chained" : "");
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
@@ -261,9 +299,9 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s BN %d, BK %d, %d slices, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+            printf("gemm_wg %-13s BN %d, BK %d, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->bk,
-                   spec->stages, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;

@@ -451,7 +451,10 @@ void tern_wgmma_bf16_at(tern_loc loc, tern_kb *kb, int n, int k, const tern_v *a
 /* The asynchronous form: starts the product and returns at once. acc: n / 2 f32 variables
  * (tern_var), C on entry and D once a tern_wgmma_wait covers the product; until then nothing
  * may read or assign them (the tracer refuses it), so other work (a softmax, another
- * product) overlaps the tensor cores. tern_wgmma_wait(kb, pending): at most `pending` (0..7)
+ * product) overlaps the tensor cores. The one exception is a chain: another asynchronous
+ * product whose acc is exactly the newest in-flight product's (the same variables in the
+ * same order, issued in the same block) adds onto it, acc = A B + acc in issue order, as a
+ * GEMM's k slices do. tern_wgmma_wait(kb, pending): at most `pending` (0..7)
  * of the warpgroup's asynchronous products still in flight, the older ones complete (PTX
  * wgmma.wait_group). A product is waited for in the block that issued it, and a wait inside
  * a block may not cover products issued outside it. Everywhere but CUDA on sm_90 the product

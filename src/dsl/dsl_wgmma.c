@@ -96,6 +96,17 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
         kb_fail(kb, loc, "%s: %d products in flight already (tern_wgmma_wait)", op, IR_WG_MAX_PENDING);
         return false;
     }
+    /* A chain: the accumulators are exactly those of the newest product in flight, in order.
+     * The tensor cores apply products on the same accumulators in issue order (PTX wgmma), and
+     * every other target makes each product at once, so acc = A B + acc holds in order; any
+     * other use of a variable in flight is still refused. */
+    bool chains = false;
+    if (acc && kb->nwg_pending) {
+        const kb_wg_async *last = &kb->wg_pending[kb->nwg_pending - 1];
+        chains = last->nvars == n / 2 && last->depth == kb->depth;
+        for (int j = 0; chains && j < n / 2; j++)
+            chains = acc[j].kind == TERN_V_VAR && acc[j].kb == kb && acc[j].id == last->vars[j];
+    }
     ir_wg_shape s = {.n = n, .k = k, .b_rows = b_tile->rows, .b_k_rows = b_tile->k_rows};
     int32_t ids[IR_MAX_OPERANDS];
     int count = 0;
@@ -127,7 +138,7 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
             kb_fail(kb, loc, "%s: acc[%d] is not an f32 variable in scope (tern_var)", op, j);
             return false;
         }
-        if (kb_wg_var_busy(kb, loc, v.id, "is an accumulator")) return false;
+        if (!chains && kb_wg_var_busy(kb, loc, v.id, "is an accumulator")) return false;
         for (int i = count - j; i < count; i++)
             if (ids[i] == v.id) {
                 kb_fail(kb, loc, "%s: acc[%d] is also an earlier accumulator of the product", op, j);

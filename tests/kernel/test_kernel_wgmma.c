@@ -175,7 +175,9 @@ static int nvrtc(const tern_kernel *k, const char *arch);
  * Per warpgroup q: x = C + A B1 and y = C + A B2 in flight together; after tern_wgmma_wait(1)
  * x is done (stored as D1), then x += A B2 is issued behind y; after tern_wgmma_wait(0), D2 =
  * y and D3 = x. Then a loop of four products into z = C, each waited for in its iteration:
- * D4 = C + sum of A B_t. A [64 x 32] in registers, B1, B2 and B_t [32 x 64] K-major tiles. */
+ * D4 = C + sum of A B_t. Then a chain: three products into u = C issued back to back, each
+ * on the one before, one wait for all: D5 = C + A B_0 + A B_1 + A B_2. A [64 x 32] in
+ * registers, B1, B2 and B_t [32 x 64] K-major tiles. */
 #define AS_K 32
 #define AS_N 64
 
@@ -184,7 +186,7 @@ static void k_async(tern_kb *kb, void *user) {
     tern_v A = tern_param_buf(kb, "A", TERN_T_F32, TERN_READ);  /* [WGS][64][AS_K] */
     tern_v B = tern_param_buf(kb, "B", TERN_T_F32, TERN_READ);  /* [WGS][4][AS_K][AS_N] */
     tern_v C = tern_param_buf(kb, "C", TERN_T_F32, TERN_READ);  /* [WGS][64][AS_N] */
-    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE); /* [WGS][4][64][AS_N] */
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE); /* [WGS][5][64][AS_N] */
     const int tile = AS_N * AS_K; /* one B in memory */
     const int st = AS_N * 64;     /* ... and as a tile: n rows of a 64-column panel */
     tern_v bt = tern_shared_tiles(kb, "bt", (size_t)st * 4 * 2);
@@ -200,7 +202,7 @@ static void k_async(tern_kb *kb, void *user) {
     tern_v lane = tern_rem(tid, tern_int(32)), j = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
     tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
     tern_v row0 = tern_add(tern_mul(j, tern_int(16)), g);
-    tern_v a[AS_K / 2], x[AS_N / 2], y[AS_N / 2], z[AS_N / 2];
+    tern_v a[AS_K / 2], x[AS_N / 2], y[AS_N / 2], z[AS_N / 2], u[AS_N / 2];
     load_a(A, tern_mul(q, tern_int(64 * AS_K)), AS_K, row0, t, a);
     tern_v at_c[AS_N / 2];
     for (int e = 0; e < AS_N / 2; e++) {
@@ -213,13 +215,15 @@ static void k_async(tern_kb *kb, void *user) {
         y[e] = tern_var(kb, name, c0);
         snprintf(name, sizeof name, "z%d", e);
         z[e] = tern_var(kb, name, c0);
+        snprintf(name, sizeof name, "u%d", e);
+        u[e] = tern_var(kb, name, c0);
     }
     tern_v base = tern_mul(wg, tern_int(4 * st));
     tern_wg_tile b1 = {bt, base, AS_N, false}, b2 = {bt, tern_add(base, tern_int(st)), AS_N, false};
     tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b1, x);
     tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b2, y);
     tern_wgmma_wait(kb, 1); /* x is done, y may not be */
-    tern_v out = tern_mul(q, tern_int(4 * 64 * AS_N));
+    tern_v out = tern_mul(q, tern_int(5 * 64 * AS_N));
     for (int e = 0; e < AS_N / 2; e++) tern_store(D, tern_add(out, at_c[e]), x[e]);
     tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &b2, x);
     tern_wgmma_wait(kb, 0);
@@ -233,12 +237,18 @@ static void k_async(tern_kb *kb, void *user) {
         tern_wgmma_wait(kb, 0);
     }
     for (int e = 0; e < AS_N / 2; e++) tern_store(D, tern_add(tern_add(out, tern_int(3 * 64 * AS_N)), at_c[e]), z[e]);
+    for (int it = 0; it < 3; it++) { /* the chain */
+        tern_wg_tile bi = {bt, tern_add(base, tern_int(it * st)), AS_N, false};
+        tern_wgmma_bf16_async(kb, AS_N, AS_K, a, NULL, &bi, u);
+    }
+    tern_wgmma_wait(kb, 0);
+    for (int e = 0; e < AS_N / 2; e++) tern_store(D, tern_add(tern_add(out, tern_int(4 * 64 * AS_N)), at_c[e]), u[e]);
 }
 
 static void run_async(const char *runtime, const tern_kernel *kern) {
     tern_rt *rt = open_runtime(runtime);
     if (!rt) return;
-    enum { NA = WGS * 64 * AS_K, NB = WGS * 4 * AS_K * AS_N, NC = WGS * 64 * AS_N, ND = 4 * NC };
+    enum { NA = WGS * 64 * AS_K, NB = WGS * 4 * AS_K * AS_N, NC = WGS * 64 * AS_N, ND = 5 * NC };
     static float A[NA], B[NB], C[NC], D[ND], want[ND];
     for (int i = 0; i < NA; i++) A[i] = (float)((i * 5 + 2) % 7 - 3);
     for (int i = 0; i < NB; i++) B[i] = (float)((i * 3 + 1) % 5 - 2);
@@ -252,11 +262,12 @@ static void run_async(const char *runtime, const tern_kernel *kern) {
                     for (int kk = 0; kk < AS_K; kk++)
                         p[u] += (double)A[(q * 64 + m) * AS_K + kk] * B[((q * 4 + u) * AS_K + kk) * AS_N + col];
                 double c = C[(q * 64 + m) * AS_N + col];
-                float *w = want + (size_t)q * 4 * 64 * AS_N + m * AS_N + col;
+                float *w = want + (size_t)q * 5 * 64 * AS_N + m * AS_N + col;
                 w[0] = (float)(c + p[0]);
                 w[64 * AS_N] = (float)(c + p[1]);
                 w[2 * 64 * AS_N] = (float)(c + p[0] + p[1]);
                 w[3 * 64 * AS_N] = (float)(c + p[0] + p[1] + p[2] + p[3]);
+                w[4 * 64 * AS_N] = (float)(c + p[0] + p[1] + p[2]);
             }
     tern_arg args[] = {tern_arg_host_in(TERN_T_F32, A, NA), tern_arg_host_in(TERN_T_F32, B, NB),
                        tern_arg_host_in(TERN_T_F32, C, NC), tern_arg_host(TERN_T_F32, D, ND)};
@@ -271,7 +282,8 @@ static void run_async(const char *runtime, const tern_kernel *kern) {
 /* The tracer's rules for the asynchronous form. */
 typedef struct as_err {
     int what; /* 0 read early, 1 assign early, 2 no wait in the block, 3 none at the end, 4 a
-               * nested wait, 5 acc a value, 6 pending 8, 7 acc twice */
+               * nested wait, 5 acc a value, 6 pending 8, 7 acc twice, 8 a product on part of
+               * another's accumulators (not a chain), 9 a chain across blocks */
 } as_err;
 
 static void e_async(tern_kb *kb, void *u) {
@@ -304,6 +316,22 @@ static void e_async(tern_kb *kb, void *u) {
         tern_wgmma_wait(kb, 0);
         break;
     case 6: tern_wgmma_wait(kb, 8); break;
+    case 8: {
+        tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc);
+        tern_v part[8];
+        for (int j = 0; j < 8; j++) part[j] = j < 7 ? acc[j + 1] : tern_var(kb, "other", tern_f32(0));
+        tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, part);
+        tern_wgmma_wait(kb, 0);
+        break;
+    }
+    case 9:
+        tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc);
+        TERN_IF(kb, tern_lt(tern_local_index(kb), tern_int(1000))) {
+            tern_wgmma_bf16_async(kb, 16, 16, a, NULL, &b, acc);
+            tern_wgmma_wait(kb, 0);
+        }
+        tern_wgmma_wait(kb, 0);
+        break;
     }
 }
 
@@ -327,6 +355,8 @@ static void test_async_errors(void) {
     expect_async_error("acc_value", 5, "wgmma_bf16_async: acc[0] is not an f32 variable in scope (tern_var)");
     expect_async_error("pending", 6, "wgmma_wait: pending 8 is not in 0..7");
     expect_async_error("acc_twice", 7, "wgmma_bf16_async: acc[3] is also an earlier accumulator of the product");
+    expect_async_error("not_a_chain", 8, "variable 'acc1' is an accumulator while a wgmma_bf16_async product writes it");
+    expect_async_error("chain_in_block", 9, "variable 'acc0' is an accumulator while a wgmma_bf16_async product writes it");
 }
 
 static void test_async(void) {
