@@ -4,7 +4,10 @@
  * reports the best of several runs (after a warm-up) and its rate (GFLOP/s or GB/s), from
  * wall time, and the process CPU time of that run divided by OMP_NUM_THREADS: on a quiet
  * machine the two agree; on a shared one the CPU figure is what the code would do alone
- * (threads spinning at a barrier still count, so poor balance still shows). */
+ * (threads spinning at a barrier still count, so poor balance still shows). A filter
+ * containing "B16 T1024" runs only the training step's sizes instead, for a GPU (flash
+ * attention at 12 and 25 heads, the fc product with and without its GELU epilogue; 10
+ * calls between synchronisations, as bench/h200/attention_peers.py times its peers). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
