@@ -6,11 +6,12 @@
  *
  * A threadgroup of two warpgroups (256 threads) makes a 128 x BN tile of C (BN 256 or 128),
  * each warpgroup 64 rows (tern_wgmma_bf16, n = BN, k = BK, both operands from threadgroup
- * tiles: A's rows K-major, B's k rows). The k loop stages its BK-wide slices of A and B (BK 64
- * or 128) with asynchronous copies STAGES - 1 slices ahead into a ring of STAGES buffers: a
- * slice's step waits for its copies, passes one barrier (after which the buffer the previous
- * step read may be refilled), starts the next copies and multiplies. The epilogue stages the
- * tile in threadgroup memory and stores it in 16-byte pieces along rows.
+ * tiles: A's rows K-major, B's k rows). The k loop stages its BK = 64 wide slices of A and B
+ * (128 measured slower, run 151) with asynchronous copies STAGES - 1 slices ahead into a
+ * ring of STAGES buffers: a slice's step waits for its copies, passes one barrier (after
+ * which the buffer the previous step read may be refilled), starts the next copies and
+ * multiplies. The epilogue stages the tile in threadgroup memory and stores it in 16-byte
+ * pieces along rows.
  *
  * What it lacks against cuBLASLt's kernels: TMA loads, producer and consumer warpgroups,
  * a persistent schedule whose epilogue overlaps the next tile's main loop (docs/gpu-kernels.md,
@@ -29,15 +30,15 @@
 #include "tern/half.h"
 #include "tern/kernel.h"
 
-enum { N = 3072, K = 768, BM = 128, THREADS = 256 };
+enum { N = 3072, K = 768, BM = 128, BK = 64, THREADS = 256 };
 
-/* A variant: the epilogue, the tile's columns BN (128 or 256), the k slice's width BK (64 or
- * 128), the ring's slices; sum_only: each thread stores only the sum of its accumulators (the
- * main loop's time without the epilogue's stores; C is not checked); chained: the k loop's
- * products chained asynchronously (below). */
+/* A variant: the epilogue, the tile's columns BN (128 or 256), the ring's slices; sum_only:
+ * each thread stores only the sum of its accumulators (the main loop's time without the
+ * epilogue's stores; C is not checked); chained: the k loop's products chained
+ * asynchronously (below). */
 typedef struct gemm_spec {
     bool gelu;
-    int bn, bk, stages;
+    int bn, stages;
     bool sum_only, chained;
 } gemm_spec;
 
@@ -49,7 +50,7 @@ static tern_v gelu(tern_v x) {
 
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
  * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
-static void issue_slice(int BN, int BK, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
+static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
                         tern_v tid) {
     tern_v k0 = tern_mul(kt, tern_int(BK));
     for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
@@ -77,7 +78,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
-    const int BN = s->bn, BK = s->bk, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
+    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
     tern_max_threads(kb, THREADS);
     /* two threadgroups a multiprocessor where their rings fit (227 KB): one's epilogue and
      * barriers then overlap the other's products */
@@ -103,14 +104,14 @@ static void k_gemm(tern_kb *kb, void *user) {
          * completed (in every warpgroup, by the barrier). */
         const int AHEAD = STAGES - 2;
         for (int p = 0; p < AHEAD; p++) {
-            issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         for (int kt = 0; kt < KT; kt++) {
             tern_copy_async_wait(kb, AHEAD - 1);
             tern_barrier(kb);
             if (kt + AHEAD < KT)
-                issue_slice(BN, BK, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
+                issue_slice(BN, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
                             tid);
             tern_copy_async_commit(kb);
             tern_v off = tern_int(kt % STAGES * SLICE);
@@ -122,7 +123,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_wgmma_wait(kb, 0);
     } else {
         for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-            issue_slice(BN, BK, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
@@ -130,7 +131,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
             tern_v next = tern_add(kt, tern_int(STAGES - 1));
             TERN_IF(kb, tern_lt(next, tern_int(KT))) {
-                issue_slice(BN, BK, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
+                issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
                             next, tid);
             }
             tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
@@ -270,14 +271,14 @@ int main(int argc, char **argv) {
      * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
      * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
     static const gemm_spec variants[] = {
-        {false, 128, 64, 3, false, false}, {true, 128, 64, 3, false, false}, {false, 256, 64, 4, false, true},
-        {true, 256, 64, 4, false, true},   {false, 256, 64, 4, true, true},
+        {false, 128, 3, false, false}, {true, 128, 3, false, false}, {false, 256, 4, false, true},
+        {true, 256, 4, false, true},   {false, 256, 4, true, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->bk, spec->stages, spec->chained ? "_chained" : "");
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->stages, spec->chained ? "_chained" : "");
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
@@ -299,8 +300,8 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s BN %d, BK %d, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
-                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->bk,
+            printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
                    spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");

@@ -58,6 +58,21 @@ static tern_buf buf(tern_dtype dt, size_t n, double lo, double hi) {
     return b;
 }
 
+/* A GPU's form: body 10 times between synchronisations (as CUDA events time a peer's 10
+ * calls), the best of 7 such runs after a warm-up run, printed as ms a call and TFLOP/s. */
+#define BENCH_CALLS(name, flops, body)                                                      \
+    do {                                                                                    \
+        double best_ = 1e30;                                                                \
+        for (int run_ = -1; run_ < 7; run_++) {                                             \
+            double t0_ = now();                                                             \
+            for (int c_ = 0; c_ < 10; c_++) body;                                           \
+            die_on(o->sync(dev), name);                                                     \
+            double dt_ = (now() - t0_) / 10;                                                \
+            if (run_ >= 0 && dt_ < best_) best_ = dt_;                                      \
+        }                                                                                   \
+        printf("%-44s %9.3f ms %8.1f TFLOP/s\n", name, best_ * 1e3, (flops) / best_ / 1e12); \
+    } while (0)
+
 /* Runs body `reps` times after one warm-up, prints the best time and rate. */
 #define BENCH(name, reps, work, unit, body)                                                 \
     do {                                                                                    \
@@ -108,8 +123,7 @@ static void bench_matmul(const char *name, int m, int n, int k, bool ta, bool tb
  * out and their gradients bf16, the saved statistics f32): B=16, T=1024, hs=64, causal, NH
  * heads (12: 124M, 25: 1.5B). FLOPs as FlashAttention's papers count them: the forward's two
  * products over the causal half, 4 B NH T^2 hs / 2; the backward's five, 2.5 times that.
- * bench/h200/attention_peers.py times PyTorch's kernels at the same sizes, as here: 10 calls
- * between synchronisations. */
+ * bench/h200/attention_peers.py times PyTorch's kernels at the same sizes (BENCH_CALLS). */
 static void bench_attention_train(int NH) {
     const int B = 16, T = 1024, hs = 64, C = NH * hs;
     char fwd[64], bwd[64];
@@ -122,30 +136,18 @@ static void bench_attention_train(int NH) {
     tern_buf datt = buf(TERN_BF16, BT * C, -1, 1), dqkv = buf(TERN_BF16, BT * 3 * C, 0, 0);
     tern_buf saved = buf(TERN_F32, saved_len, 0, 0);
     double flops = 4.0 * B * NH * (double)T * T * hs / 2;
-    /* 10 calls between synchronisations (as the peer's CUDA events time 10 calls), the best
-     * of 7 such runs, a call */
-    for (int pass = 0; pass < 2; pass++) {
-        const char *name = pass ? bwd : fwd;
-        if (filter && !strstr(name, filter)) continue;
-        double best = 1e30;
-        for (int run = -1; run < 7; run++) { /* run -1: the warm-up */
-            double t0 = now();
-            for (int c = 0; c < 10; c++)
-                die_on(pass ? o->attention_backward(dev, dqkv, datt, qkv, att, saved, B, T, NH, NH, hs)
-                            : o->attention(dev, att, saved, qkv, B, T, NH, NH, hs), name);
-            die_on(o->sync(dev), name);
-            double dt = (now() - t0) / 10;
-            if (run >= 0 && dt < best) best = dt;
-        }
-        printf("%-44s %9.3f ms %8.1f TFLOP/s\n", name, best * 1e3, (pass ? 2.5 : 1.0) * flops / best / 1e12);
-    }
+    if (!filter || strstr(fwd, filter))
+        BENCH_CALLS(fwd, flops, die_on(o->attention(dev, att, saved, qkv, B, T, NH, NH, hs), fwd));
+    if (!filter || strstr(bwd, filter))
+        BENCH_CALLS(bwd, 2.5 * flops,
+                    die_on(o->attention_backward(dev, dqkv, datt, qkv, att, saved, B, T, NH, NH, hs), bwd));
     o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &datt); o->free(dev, &dqkv); o->free(dev, &saved);
 }
 
 /* cuBLASLt (through the cuda handler's matmul) on GPT-2 124M's fc product at a training
  * step's size, all bf16 as bf16 training runs it: [16384, 768] @ [768, 3072], plain, with the
- * bias, and with the bias and GELU writing its aux; 10 calls between synchronisations, the
- * best of 7 (bench/dsl/bench_gemm_wg times a DSL kernel on the same product). */
+ * bias, and with the bias and GELU writing its aux (bench/dsl/bench_gemm_wg times a DSL
+ * kernel on the same product). */
 static void bench_fc_train(void) {
     const int m = 16384, k = 768, n = 3072;
     tern_buf a = buf(TERN_BF16, (size_t)m * k, -1, 1), b = buf(TERN_BF16, (size_t)k * n, -0.0625, 0.0625);
@@ -159,15 +161,8 @@ static void bench_fc_train(void) {
         mm.bias = v ? bias : tern_none();
         mm.epilogue = v == 2 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
         mm.aux = v == 2 ? aux : tern_none();
-        double best = 1e30;
-        for (int run = -1; run < 7; run++) { /* run -1: the warm-up (and cuBLASLt's tuning) */
-            double t0 = now();
-            for (int i = 0; i < 10; i++) die_on(o->matmul(dev, c, a, b, &mm), names[v]);
-            die_on(o->sync(dev), names[v]);
-            double dt = (now() - t0) / 10;
-            if (run >= 0 && dt < best) best = dt;
-        }
-        printf("%-44s %9.3f ms %8.1f TFLOP/s\n", names[v], best * 1e3, 2.0 * m * n * k / best / 1e12);
+        /* (the warm-up run also tunes cuBLASLt's choice) */
+        BENCH_CALLS(names[v], 2.0 * m * n * k, die_on(o->matmul(dev, c, a, b, &mm), names[v]));
     }
     o->free(dev, &a); o->free(dev, &b); o->free(dev, &c); o->free(dev, &aux); o->free(dev, &bias);
 }
