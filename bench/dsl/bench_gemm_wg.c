@@ -302,7 +302,8 @@ int main(int argc, char **argv) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
             printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
-                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3,
+                   2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
