@@ -551,6 +551,28 @@ void tern_exit_at(tern_loc at, tern_kb *kb);
 #define tern_continue(kb) tern_continue_at(TERN_HERE, kb)
 #define tern_exit(kb) tern_exit_at(TERN_HERE, kb)
 
+/* ---- warpgroup roles ----
+ * A block run by warpgroups first .. first + count - 1 of the threadgroup (128 threads each,
+ * by local index) while the others skip it or run its else: how a kernel gives its
+ * warpgroups different work between two barriers, e.g. a GEMM whose warpgroups 0 and 1
+ * multiply one tile while warpgroup 2 stores the tile before it:
+ *
+ *     tern_barrier(kb);                        // outside any role
+ *     TERN_ROLE(kb, 0, 2) { ...copies, tern_wgmma_bf16_async, tern_wgmma_wait(kb, 1)... }
+ *     TERN_ELSE(kb) { ...the previous tile's epilogue... }
+ *
+ * Inside a role's block (or its else, the other warpgroups' role) no barrier, SIMD-group
+ * operation, tern_mma_bf16, tern_load_matrix or warpgroup product with A in registers may be
+ * traced: they need the whole threadgroup (OpenCL emulates SIMD groups over threadgroup
+ * memory and barriers). Warpgroup products from tiles may: an asynchronous one issued
+ * directly in a role's block may stay in flight past the block's end, and a later block of
+ * the same role at the same depth waits for it or chains onto it (nothing outside that role
+ * may wait for it or touch its accumulators). Roles do not nest. On the targets that emulate
+ * the product (tern_wgmma_bf16 above) a role's product is made by each thread for its own
+ * accumulators, k in order from C: what the interpreter computes, bit for bit. */
+void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);
+#define TERN_ROLE(kb, first, count) for (tern_role_at(TERN_HERE, kb, first, count); tern_once_at(TERN_HERE, kb);)
+
 /* For the macros: 1 the first time (enter the body), then closes the block and gives 0. */
 int tern_once_at(tern_loc at, tern_kb *kb);
 #define TERN_IF(kb, cond) for (tern_if_at(TERN_HERE, kb, cond); tern_once_at(TERN_HERE, kb);)

@@ -10,13 +10,14 @@ typedef struct kb_frame {
     int32_t ins;  /* IF, ELSE, FOR or WHILE instruction */
     bool entered; /* for tern_once_at */
     bool in_cond; /* a WHILE whose condition is being traced */
+    int32_t role; /* a warpgroup role's block (tern_role): its key, else 0 */
 } kb_frame;
 
 /* An asynchronous warpgroup product in flight (tern_wgmma_bf16_async): the block depth it was
- * issued at and its accumulator variables, which nothing may read or assign until a
- * tern_wgmma_wait completes it. */
+ * issued at, the role it was issued in (0: none) and its accumulator variables, which nothing
+ * may read or assign until a tern_wgmma_wait completes it. */
 typedef struct kb_wg_async {
-    int32_t depth;
+    int32_t depth, role;
     int32_t nvars;
     int32_t vars[IR_WG_MAX_N / 2];
 } kb_wg_async;
@@ -32,7 +33,13 @@ struct tern_kb {
     int32_t thread_vals[9][3]; /* value id + 1 of each thread attribute made so far */
     kb_wg_async wg_pending[IR_WG_MAX_PENDING]; /* oldest first */
     int32_t nwg_pending;
+    int32_t role_depth, role; /* the open role block's depth and key (0, 0: none) */
+    int32_t closed_role_if, closed_role; /* the last role block closed: its IF, its key */
 };
+
+/* Records an error when a collective that needs the whole threadgroup (a barrier, a SIMD-group
+ * operation as OpenCL emulates them) is traced inside a warpgroup role's block. */
+bool kb_refuse_in_role(tern_kb *kb, tern_loc at, const char *what);
 
 /* Whether variable `var` is an accumulator of an asynchronous product in flight; if so the
  * error (naming `what` done to it) is recorded. */

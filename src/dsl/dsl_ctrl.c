@@ -5,7 +5,7 @@
 
 #include "dsl/builder.h"
 
-static void push(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond) {
+static void push_role(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond, int32_t role) {
     if (kb->depth == kb->cap_frames) {
         int32_t cap = kb->cap_frames ? kb->cap_frames * 2 : 8;
         kb_frame *f = cap < 1 << 20 ? realloc(kb->frames, (size_t)cap * sizeof *f) : NULL;
@@ -16,8 +16,47 @@ static void push(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond) {
         kb->frames = f;
         kb->cap_frames = cap;
     }
-    kb_frame fr = {ins, false, in_cond};
+    kb_frame fr = {ins, false, in_cond, role};
     kb->frames[kb->depth++] = fr;
+    if (role) {
+        kb->role_depth = kb->depth;
+        kb->role = role;
+    }
+}
+
+static void push(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond) { push_role(kb, at, ins, in_cond, 0); }
+
+bool kb_refuse_in_role(tern_kb *kb, tern_loc at, const char *what) {
+    if (!kb || !kb->role_depth) return false;
+    kb_fail(kb, at, "%s inside a warpgroup role's block (tern_role): it needs the whole threadgroup", what);
+    return true;
+}
+
+/* A role's key: its first warpgroup and count (both below 1,024), + 1 so that 0 is none; an
+ * else after a role's block is the other warpgroups' role (ROLE_ELSE set). */
+enum { ROLE_ELSE = 1 << 30 };
+
+void tern_role_at(tern_loc at, tern_kb *kb, int first, int count) {
+    if (!kb) return;
+    if (kb_ok(kb) && kb->role_depth) kb_fail(kb, at, "role: roles do not nest (one is open already)");
+    if (kb_ok(kb) && (first < 0 || count < 1 || first + count > 1023))
+        kb_fail(kb, at, "role: warpgroups %d .. %d; the first is 0 or more, the count 1 or more", first,
+                first + count - 1);
+    if (!kb_ok(kb)) {
+        push(kb, at, -1, false);
+        return;
+    }
+    /* warpgroup w = local index / 128 in [first, first + count) */
+    tern_v w = tern_binary_at(at, TERN_DIV, tern_thread_at(at, kb, TERN_LOCAL_INDEX, 0), tern_int(128));
+    tern_v in = tern_binary_at(at, TERN_LAND, tern_binary_at(at, TERN_GE, w, tern_int(first)),
+                               tern_binary_at(at, TERN_LT, w, tern_int(first + count)));
+    int32_t ins = -1;
+    int32_t c = kb_use(kb, at, in, TERN_T_BOOL, "the role's condition");
+    if (c >= 0) {
+        ir_ins op = {.op = IR_IF, .a = {c, -1, -1, -1}};
+        ins = kb_emit(kb, at, &op, TERN_T_VOID);
+    }
+    push_role(kb, at, ins, false, ins >= 0 ? (first << 10 | count) + 1 : 0);
 }
 
 void tern_if_at(tern_loc at, tern_kb *kb, tern_v cond) {
@@ -49,7 +88,9 @@ void tern_else_at(tern_loc at, tern_kb *kb) {
     ir_ins in = {.op = IR_ELSE, .a = {opener, -1, -1, -1}};
     int32_t ins = kb_emit(kb, at, &in, TERN_T_VOID);
     if (ins >= 0) k->ins[opener].a[1] = ins;
-    push(kb, at, ins, false);
+    /* the else of a role's block is the role of the threadgroup's other warpgroups */
+    int32_t role = opener == kb->closed_role_if && kb->closed_role ? kb->closed_role | ROLE_ELSE : 0;
+    push_role(kb, at, ins, false, role);
 }
 
 /* The common integer type of a loop's bounds (literals adapt), or VOID after an error. */
@@ -140,13 +181,30 @@ void tern_end_at(tern_loc at, tern_kb *kb) {
         kb_fail(kb, at, "end without an open block");
         return;
     }
-    for (int32_t i = 0; i < kb->nwg_pending; i++)
-        if (kb->wg_pending[i].depth == kb->depth) {
+    /* a product stays in flight past its block's end only where the block is a role's: the
+     * role's next block waits for it or chains onto it */
+    int32_t role = kb->frames[kb->depth - 1].role, inside = kb->role_depth ? kb->role : 0;
+    for (int32_t i = 0; i < kb->nwg_pending; i++) {
+        const kb_wg_async *p = &kb->wg_pending[i];
+        if (p->depth > kb->depth) {
+            kb_fail(kb, at, "a wgmma_bf16_async product of a warpgroup role is still in flight at the end of "
+                    "the block around the role's block; tern_wgmma_wait in the role");
+            return;
+        }
+        /* issued in this block (a sibling role's product, at the same depth, is not) */
+        if (p->depth == kb->depth && p->role == inside && !role) {
             kb_fail(kb, at, "a wgmma_bf16_async product issued in this block is still in flight at its end; "
                     "tern_wgmma_wait inside the block");
             return;
         }
+    }
     kb_frame f = kb->frames[--kb->depth];
+    if (role) {
+        kb->role_depth = kb->role = 0;
+        kb->closed_role_if = f.ins;
+        kb->closed_role = role & ~ROLE_ELSE;
+        if (role & ROLE_ELSE) kb->closed_role = 0;
+    }
     if (f.ins < 0 || !kb_ok(kb)) return;
     tern_kernel *k = kb->k;
     ir_op op = (ir_op)k->ins[f.ins].op;

@@ -212,6 +212,7 @@ void tern_load_matrix_at(tern_loc at, tern_v buf, tern_v row_index, bool transpo
         kb_fail(kb, at, "load_matrix: out is NULL");
         return;
     }
+    if (kb_refuse_in_role(kb, at, "load_matrix")) return;
     int32_t b = access_buf(kb, at, buf, "load_matrix", TERN_READ);
     if (b < 0) return;
     const ir_buf *B = &kb->k->bufs[b];

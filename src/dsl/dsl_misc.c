@@ -49,7 +49,7 @@ void tern_min_groups_at(tern_loc at, tern_kb *kb, int groups) {
 }
 
 void tern_barrier_at(tern_loc at, tern_kb *kb) {
-    if (!kb_ok(kb)) return;
+    if (!kb_ok(kb) || kb_refuse_in_role(kb, at, "a barrier")) return;
     ir_ins in = {.op = IR_BARRIER, .a = {-1, -1, -1, -1}};
     if (kb_emit(kb, at, &in, TERN_T_VOID) >= 0) kb->k->uses |= IR_USES_BARRIER;
 }
@@ -147,6 +147,7 @@ tern_v tern_simd_at(tern_loc at, tern_simd_op op, tern_v v, tern_v arg) {
         if (y < 0) return kb_none(kb);
     }
     int rt = op == TERN_SIMD_BALLOT ? TERN_T_U32 : t;
+    if (kb_refuse_in_role(kb, at, "a SIMD-group operation")) return kb_none(kb);
     ir_ins in = {.op = IR_SIMD, .aux = (uint8_t)op, .a = {x, y, -1, -1}};
     int32_t r = kb_emit(kb, at, &in, rt);
     if (r >= 0) kb->k->uses |= IR_USES_SIMD;
@@ -179,7 +180,7 @@ void tern_mma_bf16_at(tern_loc at, tern_kb *kb, const tern_v a[8], const tern_v 
                       tern_v d[4]) {
     /* read every operand before d is written: d may be c */
     int32_t ids[IR_MMA_OPERANDS];
-    bool ok = kb_ok(kb) && d && mma_operands(kb, at, a, b, c, ids);
+    bool ok = kb_ok(kb) && d && !kb_refuse_in_role(kb, at, "mma_bf16") && mma_operands(kb, at, a, b, c, ids);
     if (d)
         for (int j = 0; j < IR_MMA_RESULTS; j++) d[j] = kb ? kb_none(kb) : kb_poison(at, 0, 0, 0);
     if (!ok) {

@@ -92,6 +92,7 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
         kb_fail(kb, loc, "%s: n %d with B's tile of k rows; such a tile's rows are whole panels of 64", op, n);
         return false;
     }
+    if (a && kb_refuse_in_role(kb, loc, "a warpgroup product with A in registers")) return false;
     if (acc && kb->nwg_pending == IR_WG_MAX_PENDING) {
         kb_fail(kb, loc, "%s: %d products in flight already (tern_wgmma_wait)", op, IR_WG_MAX_PENDING);
         return false;
@@ -101,9 +102,10 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
      * every other target makes each product at once, so acc = A B + acc holds in order; any
      * other use of a variable in flight is still refused. */
     bool chains = false;
+    int32_t role = kb->role_depth ? kb->role : 0;
     if (acc && kb->nwg_pending) {
         const kb_wg_async *last = &kb->wg_pending[kb->nwg_pending - 1];
-        chains = last->nvars == n / 2 && last->depth == kb->depth;
+        chains = last->nvars == n / 2 && last->depth == kb->depth && last->role == role;
         for (int j = 0; chains && j < n / 2; j++)
             chains = acc[j].kind == TERN_V_VAR && acc[j].kb == kb && acc[j].id == last->vars[j];
     }
@@ -151,7 +153,9 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
         kb_fail(kb, loc, "out of memory");
         return false;
     }
-    ir_ins in = {.op = IR_WGMMA, .aux = acc ? 1 : 0, .a = {first, a_buf, b_buf, -1}, .imm = ir_wg_pack(s)};
+    /* aux: IR_WG_ASYNC, IR_WG_ROLE (emulated per thread: tern/kernel.h, warpgroup roles) */
+    uint8_t aux = (uint8_t)((acc ? IR_WG_ASYNC : 0) | (role ? IR_WG_ROLE : 0));
+    ir_ins in = {.op = IR_WGMMA, .aux = aux, .a = {first, a_buf, b_buf, -1}, .imm = ir_wg_pack(s)};
     int32_t r = kb_emit(kb, loc, &in, acc ? TERN_T_VOID : TERN_T_F32);
     if (r < 0 && !acc) return false;
     if (!kb_ok(kb)) return false;
@@ -159,6 +163,7 @@ static bool wgmma_trace(tern_kb *kb, tern_loc loc, int n, int k, const tern_v *a
     if (acc) {
         kb_wg_async *p = &kb->wg_pending[kb->nwg_pending++];
         p->depth = kb->depth;
+        p->role = role;
         p->nvars = n / 2;
         memcpy(p->vars, ids + count - n / 2, sizeof(int32_t) * (size_t)(n / 2));
         return true;
@@ -200,12 +205,20 @@ void tern_wgmma_wait_at(tern_loc loc, tern_kb *kb, int pending) {
         kb_fail(kb, loc, "wgmma_wait: pending %d is not in 0..%d", pending, IR_WG_MAX_PENDING - 1);
         return;
     }
-    for (int32_t i = 0; i < kb->nwg_pending; i++)
+    int32_t role = kb->role_depth ? kb->role : 0;
+    for (int32_t i = 0; i < kb->nwg_pending; i++) {
+        if (kb->wg_pending[i].role != role) {
+            kb_fail(kb, loc, "wgmma_wait %s while a product issued %s is in flight; wait for it in its own role",
+                    role ? "in a warpgroup role" : "outside a warpgroup role",
+                    kb->wg_pending[i].role ? "in a warpgroup role" : "outside a role");
+            return;
+        }
         if (kb->wg_pending[i].depth != kb->depth) {
             kb_fail(kb, loc, "wgmma_wait inside a block while a product issued outside it is in flight; "
                     "wait where the products were issued");
             return;
         }
+    }
     int done = kb->nwg_pending > pending ? kb->nwg_pending - pending : 0;
     int32_t ids[IR_WG_MAX_PENDING * (IR_WG_MAX_N / 2)];
     int count = 0;

@@ -59,7 +59,8 @@ static void put_mma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
 static void put_wgmma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
     ir_wg_shape s = ir_wg_unpack(in->imm);
     bool a_tile = in->a[1] >= 0;
-    sb_printf(sb, "wgmma_bf16%s m64n%dk%d", in->aux ? "_async" : "", s.n, s.k);
+    sb_printf(sb, "wgmma_bf16%s%s m64n%dk%d", in->aux & IR_WG_ASYNC ? "_async" : "", in->aux & IR_WG_ROLE ? " (role)" : "",
+              s.n, s.k);
     int count = ir_wg_operands(s, a_tile);
     if (in->a[0] < 0 || in->a[0] + count > k->nextra) return;
     const int32_t *ops = &k->extra[in->a[0]];
@@ -78,10 +79,10 @@ static void put_wgmma(strbuf *sb, const tern_kernel *k, const ir_ins *in) {
     }
     sb_printf(sb, ", b %s[", buf_name(k, in->a[2]));
     put_val(sb, k, ops[j++]);
-    sb_printf(sb, "] (%d rows%s), %s {", s.b_rows, s.b_k_rows ? " of k" : "", in->aux ? "acc" : "c");
+    sb_printf(sb, "] (%d rows%s), %s {", s.b_rows, s.b_k_rows ? " of k" : "", in->aux & IR_WG_ASYNC ? "acc" : "c");
     for (int first = j; j < count; j++) {
         if (j > first) sb_puts(sb, ", ");
-        if (in->aux)
+        if (in->aux & IR_WG_ASYNC)
             sb_puts(sb, ops[j] >= 0 && ops[j] < k->nvars ? ir_string(k, k->vars[ops[j]].name) : "?");
         else
             put_val(sb, k, ops[j]);

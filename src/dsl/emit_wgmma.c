@@ -40,14 +40,14 @@ static void declare_accumulators(emitter *e, int32_t i, wg_emit *w) {
     sb_printf(b, "float %s[%d] = {", w->acc, w->s.n / 2);
     for (int j = 0; j < w->s.n / 2; j++) {
         if (j) sb_puts(b, ", ");
-        if (w->in->aux)
+        if (w->in->aux & IR_WG_ASYNC)
             sb_puts(b, e->var_name[w->c[j]]);
         else
             emit_expr(e, b, w->c[j]);
     }
     sb_puts(b, "};");
     emit_line_end(e);
-    if (w->in->aux) return;
+    if (w->in->aux & IR_WG_ASYNC) return;
     for (int j = 0; j < w->s.n / 2; j++) {
         char name[64];
         snprintf(name, sizeof name, "%s[%d]", w->acc, j);
@@ -234,7 +234,7 @@ static void step_place(int rows, bool k_rows, int s, unsigned *offset, unsigned 
 void emit_cuda_wgmma(emitter *e, int32_t i) {
     wg_emit w = wg_begin(e, i);
     const ir_ins *in = w.in;
-    bool async = in->aux != 0;
+    bool async = (in->aux & IR_WG_ASYNC) != 0;
     strbuf *b = &e->body;
     if (!async) declare_accumulators(e, i, &w);
     line(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
@@ -353,17 +353,70 @@ void emit_cuda_wgmma_wait(emitter *e, int32_t i) {
     line(e, i, "#endif");
 }
 
+/* A role's product (OpenCL, Metal): each thread its own accumulators from the tiles, k in
+ * order from C with one rounding a step, as the interpreter; no SIMD-group exchange, so no
+ * barrier, which the warpgroups outside the role would not reach. A is a tile (the tracer
+ * refuses A in registers in a role). */
+static void emit_wgmma_per_thread(emitter *e, int32_t i, const wg_emit *w) {
+    const ir_ins *in = w->in;
+    strbuf x;
+    sb_init(&x);
+    e->d->thread(e, &x, TERN_SIMD_LANE, 0);
+    char *lane_expr = sb_take(&x);
+    sb_init(&x);
+    e->d->thread(e, &x, TERN_SIMD_GROUP, 0);
+    char *group_expr = sb_take(&x);
+    if (!lane_expr || !group_expr) {
+        free(lane_expr);
+        free(group_expr);
+        e->body.failed = true;
+        return;
+    }
+    const char *row = emit_unique(e, "wg_m"), *col = emit_unique(e, "wg_col");
+    const char *q = emit_unique(e, "wg_q"), *kk = emit_unique(e, "wg_k"), *sum = emit_unique(e, "wg_sum");
+    const char *aat = int_of(e, i, "wg_a_at", w->a_idx), *bat = int_of(e, i, "wg_b_at", w->b_idx);
+    line(e, i, "for (int %s = 0; %s < %d; %s++) {", q, q, w->s.n / 2, q);
+    e->indent++;
+    /* d[4 b + r] = D[16 j + g + 8 (r / 2)][8 b + 2 t + r % 2] */
+    line(e, i, "const int %s = 16 * ((%s) & 3) + ((%s) >> 2) + ((%s & 2) ? 8 : 0);", row, group_expr, lane_expr, q);
+    line(e, i, "const int %s = 8 * (%s >> 2) + 2 * ((%s) & 3) + (%s & 1);", col, q, lane_expr, q);
+    free(lane_expr);
+    free(group_expr);
+    line(e, i, "float %s = %s[%s];", sum, w->acc, q);
+    line(e, i, "for (int %s = 0; %s < %d; %s++)", kk, kk, w->s.k, kk);
+    e->indent++;
+    char aix[320], bix[320];
+    tile_index(aix, sizeof aix, aat, w->s.a_rows, w->s.a_k_rows, row, kk);
+    tile_index(bix, sizeof bix, bat, w->s.b_rows, w->s.b_k_rows, col, kk);
+    emit_line_start(e, i);
+    sb_printf(&e->body, "%s = fma(", sum);
+    tile_f32(e, &e->body, in->a[1], aix);
+    sb_puts(&e->body, ", ");
+    tile_f32(e, &e->body, in->a[2], bix);
+    sb_printf(&e->body, ", %s);", sum);
+    emit_line_end(e);
+    e->indent--;
+    line(e, i, "%s[%s] = %s;", w->acc, q, sum);
+    e->indent--;
+    line(e, i, "}");
+    e->need |= NEED_BF16 | NEED_WGMMA;
+}
+
 /* OpenCL and Metal: accumulators, then the fallback over the dialect's tern_mma_bf16 (the
- * asynchronous form made at once, into its variables). */
+ * asynchronous form made at once, into its variables), or per thread in a role. */
 void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra) {
     wg_emit w = wg_begin(e, i);
-    if (w.in->aux) {
+    bool async = (w.in->aux & IR_WG_ASYNC) != 0;
+    if (async) {
         line(e, i, "{");
         e->indent++;
     }
     declare_accumulators(e, i, &w);
-    emit_wgmma_fallback(e, i, w.acc, false, mma_extra);
-    if (w.in->aux) {
+    if (w.in->aux & IR_WG_ROLE)
+        emit_wgmma_per_thread(e, i, &w);
+    else
+        emit_wgmma_fallback(e, i, w.acc, false, mma_extra);
+    if (async) {
         accumulators_back(e, i, &w);
         e->indent--;
         line(e, i, "}");

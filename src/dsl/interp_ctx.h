@@ -71,7 +71,7 @@ void interp_simd(ictx *c, int32_t ins, const int32_t *lanes, int n);
 void interp_mma(ictx *c, int32_t ins, int n);
 void interp_load_matrix(ictx *c, int32_t ins, int n);
 /* tern_wgmma_bf16 (interp_wgmma.c) */
-void interp_wgmma(ictx *c, int32_t ins, int n);
+void interp_wgmma(ictx *c, int32_t ins, const int32_t *lanes, int n);
 void interp_barrier(ictx *c, int32_t ins, int n);
 void interp_print(ictx *c, int32_t ins, const int32_t *lanes, int n);
 

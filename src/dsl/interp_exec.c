@@ -284,7 +284,7 @@ static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n
         case IR_SIMD: interp_simd(c, i, lanes, n); break;
         case IR_MMA: interp_mma(c, i, n); break;
         case IR_LOAD_MATRIX: interp_load_matrix(c, i, n); break;
-        case IR_WGMMA: interp_wgmma(c, i, n); break;
+        case IR_WGMMA: interp_wgmma(c, i, lanes, n); break;
         case IR_WGMMA_WAIT: break; /* asynchronous products were made at once */
         case IR_PRINT: interp_print(c, i, lanes, n); break;
         case IR_WAIT_PREVIOUS: break; /* launches run one after the other here */

@@ -38,18 +38,33 @@ static int64_t tile_at(ictx *c, int32_t ins, int32_t idx, const ibuf *b, int bas
     return at;
 }
 
-void interp_wgmma(ictx *c, int32_t ins, int n_here) {
+/* How many threads of each warpgroup are here (all of them, or none: a role's block) into
+ * count[]; false after an error. */
+static bool warpgroups_here(ictx *c, int32_t ins, const int32_t *lanes, int n_here, int *count) {
+    for (int i = 0; i < n_here; i++) count[lanes[i] / WG]++;
+    for (int w = 0; w < c->T / WG; w++)
+        if (count[w] != 0 && count[w] != WG) {
+            ictx_fail(c, ins, w * WG, "wgmma_bf16 reached by %d of warpgroup %d's %d threads; a warpgroup "
+                      "product is its whole warpgroup's", count[w], w, WG);
+            return false;
+        }
+    return true;
+}
+
+void interp_wgmma(ictx *c, int32_t ins, const int32_t *lanes, int n_here) {
     const ir_ins *in = &c->k->ins[ins];
-    if (n_here != c->T) {
-        ictx_fail(c, ins, -1, "wgmma_bf16 reached by %d of the %d threads; SIMD-group operations need "
-                  "threadgroup-uniform control flow", n_here, c->T);
-        return;
-    }
     if (c->T % WG) {
         ictx_fail(c, ins, -1, "wgmma_bf16 in a threadgroup of %d threads; warpgroup products need a "
                   "multiple of %d", c->T, WG);
         return;
     }
+    /* outside a role the whole threadgroup multiplies (as the emulating targets need) */
+    if (!(in->aux & IR_WG_ROLE) && n_here != c->T) {
+        ictx_fail(c, ins, -1, "wgmma_bf16 reached by %d of the %d threads; SIMD-group operations need "
+                  "threadgroup-uniform control flow", n_here, c->T);
+        return;
+    }
+
     ir_wg_shape s = ir_wg_unpack(in->imm);
     const int n = s.n, k = s.k;
     bool a_tile = in->a[1] >= 0;
@@ -57,11 +72,14 @@ void interp_wgmma(ictx *c, int32_t ins, int n_here) {
     const int32_t a_idx = a_tile ? ops[0] : -1, b_idx = ops[a_tile ? 1 : k / 2];
     const int32_t *cv = ops + (a_tile ? 2 : k / 2 + 1);
     float *A = malloc((size_t)64 * k * sizeof *A), *B = malloc((size_t)k * n * sizeof *B);
-    if (!A || !B) {
+    int *here = calloc((size_t)(c->T / WG), sizeof *here);
+    if (!A || !B || !here) {
         ictx_fail(c, ins, -1, "out of memory");
         goto done;
     }
+    if (!warpgroups_here(c, ins, lanes, n_here, here)) goto done;
     for (int base = 0; base < c->T; base += WG) {
+        if (!here[base / WG]) continue; /* outside the role */
         /* A [64][k] */
         if (a_tile) {
             const ibuf *b = &c->bufs[in->a[1]];
@@ -101,8 +119,8 @@ void interp_wgmma(ictx *c, int32_t ins, int n_here) {
                     int m = 16 * j + l / 4 + (r & 2 ? 8 : 0), col = 8 * blk + 2 * (l % 4) + (r & 1);
                     int lane = base + 32 * j + l;
                     /* asynchronous: the accumulators are variables, C in and D out */
-                    ev *from = in->aux ? IVAR(c, cv[e]) : IREG(c, cv[e]);
-                    ev *to = in->aux ? IVAR(c, cv[e]) : IREG(c, in->dst + e);
+                    ev *from = in->aux & IR_WG_ASYNC ? IVAR(c, cv[e]) : IREG(c, cv[e]);
+                    ev *to = in->aux & IR_WG_ASYNC ? IVAR(c, cv[e]) : IREG(c, in->dst + e);
                     float acc = from[lane].f;
                     for (int kk = 0; kk < k; kk++) acc = fmaf(A[m * k + kk], B[kk * n + col], acc);
                     to[lane] = ev_from_f(acc);
@@ -111,4 +129,5 @@ void interp_wgmma(ictx *c, int32_t ins, int n_here) {
 done:
     free(A);
     free(B);
+    free(here);
 }

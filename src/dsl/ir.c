@@ -288,7 +288,7 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
         for (int j = 0; j < IR_MMA_OPERANDS; j++) out[n++] = k->extra[a[0] + j];
         break;
     case IR_WGMMA: {
-        int count = ir_wg_values(ir_wg_unpack(in->imm), a[1] >= 0, in->aux != 0);
+        int count = ir_wg_values(ir_wg_unpack(in->imm), a[1] >= 0, (in->aux & IR_WG_ASYNC) != 0);
         for (int j = 0; j < count && j < IR_MAX_OPERANDS; j++) out[n++] = k->extra[a[0] + j];
         break;
     }

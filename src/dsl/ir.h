@@ -176,6 +176,10 @@ static inline int ir_wg_operands(ir_wg_shape s, bool a_tile) { return (a_tile ? 
 static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
     return (a_tile ? 1 : s.k / 2) + 1 + (async ? 0 : s.n / 2);
 }
+/* IR_WGMMA's aux: asynchronous (its accumulators are variables), and traced in a warpgroup
+ * role's block (the emulating targets make it per thread, without barriers). */
+#define IR_WG_ASYNC 1
+#define IR_WG_ROLE 2
 /* The most asynchronous products in flight at once (PTX wgmma.wait_group takes 0..7). */
 #define IR_WG_MAX_PENDING 8
 #define IR_WG_MAX_N 256

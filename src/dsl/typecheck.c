@@ -114,8 +114,8 @@ static void check_wgmma(verifier *v, int32_t i) {
         return;
     }
     int count = ir_wg_operands(s, a_tile);
-    bool async = in->aux != 0;
-    if (in->aux > 1 || in->a[0] < 0 || in->a[0] + count > k->nextra ||
+    bool async = (in->aux & IR_WG_ASYNC) != 0;
+    if (in->aux > (IR_WG_ASYNC | IR_WG_ROLE) || in->a[0] < 0 || in->a[0] + count > k->nextra ||
         (async ? in->type != TERN_T_VOID || in->dst >= 0
                : in->type != TERN_T_F32 || in->dst < 0 || in->dst + s.n / 2 > k->nvals)) {
         fail(v, "wgmma operands or results");
