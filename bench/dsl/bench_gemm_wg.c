@@ -19,12 +19,16 @@
  * reference on the host; prints ms and TFLOP/s, 10 launches between synchronisations, the
  * best of 7. bench_ops (`bench_ops cuda "B16 T1024"`) times cuBLASLt on the same products.
  *
- *     bench_gemm_wg [runtime [rows]]        (default: cuda 16384; rows a multiple of 128)
+ *     bench_gemm_wg [runtime [rows [groups [only]]]]
+ *
+ * (default: cuda 16384 132; rows a multiple of 128; groups: the persistent kernel's, one a
+ * multiprocessor; only: run the variants whose kernel name contains it)
  */
 #include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "tern/half.h"
@@ -40,6 +44,7 @@ typedef struct gemm_spec {
     bool gelu;
     int bn, stages;
     bool sum_only, chained;
+    bool split; /* k_gemm_split: persistent, the epilogue in a warpgroup of its own */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -52,6 +57,7 @@ static tern_v gelu(tern_v x) {
  * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
 static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
                         tern_v tid) {
+    /* (the copying threads are THREADS = 256: both kernels' multiplying warpgroups) */
     tern_v k0 = tern_mul(kt, tern_int(BK));
     for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
@@ -191,6 +197,131 @@ static void k_gemm(tern_kb *kb, void *user) {
     }
 }
 
+/* Warpgroup 2's work on one vector of the staged tile (element e / (BN / 8) of its rows, 8
+ * columns from 8 (e % (BN / 8))): aux = the staged x, C = gelu(x), or C = x when plain. */
+static void store_staged(const gemm_spec *s, tern_v stage, tern_v C, tern_v aux, tern_v m0, tern_v n0, tern_v e) {
+    const int BN = s->bn, LDS = BN + 8;
+    tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
+    tern_v x[8];
+    tern_load_vec(stage, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
+    tern_v out = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
+    if (s->gelu) {
+        tern_store_vec(aux, out, 8, x);
+        for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
+    }
+    tern_store_vec(C, out, 8, x);
+}
+
+/* The same product with its epilogue off the multiplying warpgroups' path: a persistent
+ * kernel (one threadgroup a multiprocessor, walking tiles g, g + G, ...) of three warpgroups
+ * in two roles (TERN_ROLE). Warpgroups 0 and 1 run the chained k loop of tile t (copies
+ * AHEAD = STAGES - 2 slices ahead, the last slices' copies fetching tile t + G's first) and
+ * then put its accumulators, plus the bias, as bf16 into a staging tile; warpgroup 2 takes
+ * the staged tile t - G apart during tile t's k loop, a share at each slice (16-byte loads,
+ * the GELU, 16-byte stores of C and aux), so that the tensor cores need not wait for stores.
+ * Every barrier is the whole threadgroup's, outside the roles. */
+static void k_gemm_split(tern_kb *kb, void *user) {
+    const gemm_spec *s = user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [M, K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [K, N] */
+    tern_v C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE); /* [M, N] */
+    tern_v bias = {0}, aux = {0};
+    if (s->gelu) {
+        bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
+        aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
+    }
+    tern_v total = tern_param_scalar(kb, "ntiles", TERN_T_I32); /* (M / BM) (N / BN) */
+    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
+    const int AHEAD = STAGES - 2, NT = N / BN, LDS = BN + 8;
+    tern_max_threads(kb, THREADS + 128);
+    tern_v tid = tern_local_index(kb), w = tern_div(tid, tern_int(128)), et = tern_rem(tid, tern_int(128));
+    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
+    tern_v stage = tern_shared(kb, "stage", TERN_T_BF16, (size_t)BM * LDS); /* the tile between the roles */
+    tern_v g = tern_group_id(kb, 0), G = tern_group_count(kb, 0);
+    tern_v acc[128];
+    for (int j = 0; j < BN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    /* tile t: rows BM (t / NT), columns BN (t % NT) (consecutive groups share A's rows) */
+#define TILE_M0(t) tern_mul(tern_div(t, tern_int(NT)), tern_int(BM))
+#define TILE_N0(t) tern_mul(tern_rem(t, tern_int(NT)), tern_int(BN))
+    TERN_ROLE(kb, 0, 2) {
+        for (int p = 0; p < AHEAD; p++) {
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, TILE_M0(g), TILE_N0(g), tern_int(p), tid);
+            tern_copy_async_commit(kb);
+        }
+    }
+    /* warpgroup 2's share of a staged tile at slice kt: vectors of 8 along rows */
+    const int VECS = BM * BN / 8 / 128, PER_SLICE = (VECS + KT - 1) / KT;
+    tern_v prev = tern_var(kb, "prev", tern_int(-1)); /* the staged tile, -1 before the first */
+    TERN_FOR(kb, t, g, total, G) {
+        tern_v m0 = TILE_M0(t), n0 = TILE_N0(t), next = tern_add(t, G);
+        for (int kt = 0; kt < KT; kt++) {
+            tern_copy_async_wait(kb, AHEAD - 1);
+            tern_barrier(kb);
+            TERN_ROLE(kb, 0, 2) {
+                int ahead = kt + AHEAD;
+                tern_v off = tern_int(ahead % STAGES * SLICE);
+                if (ahead < KT) {
+                    issue_slice(BN, tiles, off, A, B, m0, n0, tern_int(ahead), tid);
+                } else {
+                    TERN_IF(kb, tern_lt(next, total)) {
+                        issue_slice(BN, tiles, off, A, B, TILE_M0(next), TILE_N0(next), tern_int(ahead - KT), tid);
+                    }
+                }
+                tern_copy_async_commit(kb);
+                tern_v at = tern_int(kt % STAGES * SLICE);
+                tern_wg_tile a = {tiles, tern_add(at, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
+                tern_wg_tile b = {tiles, tern_add(at, tern_int(A_SLICE)), BK, true};
+                tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+                tern_wgmma_wait(kb, 1);
+            }
+            TERN_ELSE(kb) {
+                TERN_IF(kb, tern_ge(prev, tern_int(0))) {
+                    tern_v pm0 = TILE_M0(prev), pn0 = TILE_N0(prev);
+                    for (int q = kt * PER_SLICE; q < (kt + 1) * PER_SLICE && q < VECS; q++)
+                        store_staged(s, stage, C, aux, pm0, pn0, tern_add(et, tern_int(q * 128)));
+                }
+            }
+        }
+        TERN_ROLE(kb, 0, 2) { tern_wgmma_wait(kb, 0); }
+        tern_barrier(kb); /* warpgroup 2 is done with the staged tile */
+        TERN_ROLE(kb, 0, 2) {
+            /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
+            tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
+            tern_v gr = tern_div(lane, tern_int(4)), tc = tern_rem(lane, tern_int(4));
+            tern_v r0 = tern_add(tern_mul(w, tern_int(64)), tern_add(tern_mul(sg, tern_int(16)), gr));
+            for (int b = 0; b < BN / 8; b++) {
+                tern_v c = tern_add(tern_int(8 * b), tern_mul(tc, tern_int(2)));
+                tern_v bias2[2];
+                if (s->gelu) tern_load_vec(bias, tern_add(n0, c), 2, bias2);
+                for (int h = 0; h < 2; h++) {
+                    tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
+                    if (s->gelu)
+                        for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
+                    tern_store_vec(stage, tern_add(tern_mul(tern_add(r0, tern_int(8 * h)), tern_int(LDS)), c), 2, x);
+                }
+            }
+            for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
+        }
+        tern_assign(prev, t);
+    }
+    /* the last staged tile (the loop's next barrier orders the staging before its reads) */
+    tern_barrier(kb);
+    TERN_ROLE(kb, 2, 1) {
+        TERN_IF(kb, tern_ge(prev, tern_int(0))) {
+            tern_v pm0 = TILE_M0(prev), pn0 = TILE_N0(prev);
+            TERN_FOR(kb, q, tern_int(0), tern_int(VECS), tern_int(1)) {
+                store_staged(s, stage, C, aux, pm0, pn0, tern_add(et, tern_mul(q, tern_int(128))));
+            }
+        }
+    }
+#undef TILE_M0
+#undef TILE_N0
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -232,8 +363,10 @@ static double check(int M, const float *a, const float *b, const float *bias, co
 int main(int argc, char **argv) {
     const char *runtime = argc > 1 ? argv[1] : "cuda";
     int M = argc > 2 ? atoi(argv[2]) : 16384;
-    if (M < BM || M % BM) {
-        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d]]\n", BM);
+    int groups = argc > 3 ? atoi(argv[3]) : 132; /* the persistent kernels': a multiprocessor each */
+    const char *only = argc > 4 ? argv[4] : NULL;  /* variants whose kernel name contains this */
+    if (M < BM || M % BM || groups < 1) {
+        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d [groups [only]]]]\n", BM);
         return 2;
     }
     tern_rt *rt = NULL;
@@ -271,27 +404,35 @@ int main(int argc, char **argv) {
      * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
      * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
     static const gemm_spec variants[] = {
-        {false, 128, 3, false, false}, {true, 128, 3, false, false}, {false, 256, 4, false, true},
-        {true, 256, 4, false, true},   {false, 256, 4, true, true},
+        {false, 128, 3, false, false, false}, {true, 128, 3, false, false, false},
+        {false, 256, 4, false, true, false},  {true, 256, 4, false, true, false},
+        {false, 256, 4, true, true, false},   {false, 192, 4, false, true, true},
+        {true, 192, 4, false, true, true},    {false, 128, 4, false, true, true},
+        {true, 128, 4, false, true, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
         snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->stages, spec->chained ? "_chained" : "");
+                 spec->bn, spec->stages, spec->split ? "_split" : spec->chained ? "_chained" : "");
+        if (only && !strstr(name, only)) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
         if (!err) err = tern_rt_upload(rt, Aux, bits);
-        if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);
-        tern_arg args[] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
+        if (!err) err = tern_kernel_build(name, spec->split ? k_gemm_split : k_gemm, (void *)spec, &k);
+        int total = M / BM * (N / spec->bn), nargs = spec->gelu ? 5 : 3;
+        tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
+        if (spec->split) args[nargs++] = tern_arg_i32(total);
+        tern_dims grid = spec->split ? tern_dims1((uint32_t)(groups < total ? groups : total))
+                                     : tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM));
+        tern_dims block = tern_dims1(spec->split ? THREADS + 128 : THREADS);
         double best = 1e30;
         for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
-                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)), tern_dims1(THREADS),
-                                  args, spec->gelu ? 5 : 3);
+                err = tern_launch(rt, k, grid, block, args, nargs);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;
             if (run >= 0 && dt < best) best = dt;
@@ -302,7 +443,8 @@ int main(int argc, char **argv) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
             printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
-                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3,
+                   spec->stages, spec->split ? ", split epilogue" : spec->chained ? ", chained" : "", M, K, K, N,
+                   best * 1e3,
                    2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");

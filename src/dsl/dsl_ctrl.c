@@ -53,7 +53,7 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count) {
     int32_t ins = -1;
     int32_t c = kb_use(kb, at, in, TERN_T_BOOL, "the role's condition");
     if (c >= 0) {
-        ir_ins op = {.op = IR_IF, .a = {c, -1, -1, -1}};
+        ir_ins op = {.op = IR_IF, .aux = IR_IF_ROLE, .a = {c, -1, -1, -1}, .imm = (int64_t)first << 16 | count};
         ins = kb_emit(kb, at, &op, TERN_T_VOID);
     }
     push_role(kb, at, ins, false, ins >= 0 ? (first << 10 | count) + 1 : 0);

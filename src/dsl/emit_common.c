@@ -645,7 +645,12 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
     case IR_IF:
         emit_line_start(e, i);
         sb_puts(b, "if (");
-        emit_expr(e, b, a[0]);
+        if (in->aux == IR_IF_ROLE && e->d->target == TERN_TARGET_CUDA) {
+            int first = (int)(in->imm >> 16), count = (int)(in->imm & 0xffff);
+            sb_printf(b, "tern_role_wg >= %d && tern_role_wg < %d", first, first + count);
+        } else {
+            emit_expr(e, b, a[0]);
+        }
         sb_puts(b, ") {");
         emit_line_end(e);
         e->indent++;

@@ -406,6 +406,15 @@ static void cuda_head(emitter *e, strbuf *out) {
         sb_puts(out, "#if __CUDA_ARCH__ >= 900\n"
                      "    asm volatile(\"griddepcontrol.launch_dependents;\");\n"
                      "#endif\n");
+    /* warpgroup roles test this (emit_common.c, IR_IF): taken from lane 0 while every thread is
+     * here, ptxas sees it is the same across the warp, so a role's block is not a divergent
+     * path and its wgmma products stay in their pipeline (else it serialises them) */
+    for (int32_t i = 0; i < k->nins; i++)
+        if (k->ins[i].op == IR_IF && k->ins[i].aux == IR_IF_ROLE) {
+            sb_puts(out, "    const int tern_role_wg = __shfl_sync(__activemask(), tern_local_index() >> 7, 0);\n");
+            e->need |= NEED_LOCAL_INDEX;
+            break;
+        }
 }
 
 /* Statement i as a call of a helper without arguments, which `need` asks to be emitted. */

@@ -176,6 +176,10 @@ static inline int ir_wg_operands(ir_wg_shape s, bool a_tile) { return (a_tile ? 
 static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
     return (a_tile ? 1 : s.k / 2) + 1 + (async ? 0 : s.n / 2);
 }
+/* IR_IF's aux for a warpgroup role's block (tern_role), its warpgroups in imm: first << 16 |
+ * count. The condition value says the same; CUDA tests a warp-uniform warpgroup index
+ * instead, so that ptxas keeps the role's products in their pipeline. */
+#define IR_IF_ROLE 1
 /* IR_WGMMA's aux: asynchronous (its accumulators are variables), and traced in a warpgroup
  * role's block (the emulating targets make it per thread, without barriers). */
 #define IR_WG_ASYNC 1

@@ -267,7 +267,9 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     case IR_IF:
         want(v, val(v, a[0]) == TERN_T_BOOL && a[2] > i && a[2] < k->nins &&
-                    k->ins[a[2]].op == IR_END, "if block");
+                    k->ins[a[2]].op == IR_END && in->aux <= IR_IF_ROLE &&
+                    (in->aux ? in->imm >> 16 >= 0 && in->imm >> 16 < 1024 && (in->imm & 0xffff) >= 1 : !in->imm),
+             "if block");
         break;
     case IR_FOR:
         want(v, ir_type_is_int(t) && val(v, a[0]) == t && val(v, a[1]) == t && val(v, a[2]) == t &&
