@@ -112,6 +112,23 @@ static void accumulators_back(emitter *e, int32_t i, const wg_emit *w) {
     }
 }
 
+/* The dialect's SIMD lane and SIMD group expressions (the caller frees both); false, the
+ * body failed, when out of memory. */
+static bool lane_and_group(emitter *e, char **lane_expr, char **group_expr) {
+    strbuf x;
+    sb_init(&x);
+    e->d->thread(e, &x, TERN_SIMD_LANE, 0);
+    *lane_expr = sb_take(&x);
+    sb_init(&x);
+    e->d->thread(e, &x, TERN_SIMD_GROUP, 0);
+    *group_expr = sb_take(&x);
+    if (*lane_expr && *group_expr) return true;
+    free(*lane_expr);
+    free(*group_expr);
+    e->body.failed = true;
+    return false;
+}
+
 /* The product as tern_mma_bf16 tiles: SIMD group j of the warpgroup computes rows 16 j ..
  * 16 j + 15, an m16n8k16 product per block of 8 columns and step of 16 along k, in k order
  * (the interpreter's). packed: CUDA's helper, which takes bf16 pairs as 32-bit words;
@@ -123,19 +140,8 @@ void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, co
     strbuf *b = &e->body;
     line(e, i, "{");
     e->indent++;
-    strbuf x;
-    sb_init(&x);
-    e->d->thread(e, &x, TERN_SIMD_LANE, 0);
-    char *lane_expr = sb_take(&x);
-    sb_init(&x);
-    e->d->thread(e, &x, TERN_SIMD_GROUP, 0);
-    char *group_expr = sb_take(&x);
-    if (!lane_expr || !group_expr) {
-        free(lane_expr);
-        free(group_expr);
-        b->failed = true;
-        return;
-    }
+    char *lane_expr, *group_expr;
+    if (!lane_and_group(e, &lane_expr, &group_expr)) return;
     const char *g = emit_unique(e, "wg_g"), *t = emit_unique(e, "wg_t"), *j = emit_unique(e, "wg_j");
     line(e, i, "const int %s = (%s) >> 2, %s = (%s) & 3, %s = (%s) & 3;", g, lane_expr, t, lane_expr, j, group_expr);
     free(lane_expr);
@@ -359,19 +365,8 @@ void emit_cuda_wgmma_wait(emitter *e, int32_t i) {
  * refuses A in registers in a role). */
 static void emit_wgmma_per_thread(emitter *e, int32_t i, const wg_emit *w) {
     const ir_ins *in = w->in;
-    strbuf x;
-    sb_init(&x);
-    e->d->thread(e, &x, TERN_SIMD_LANE, 0);
-    char *lane_expr = sb_take(&x);
-    sb_init(&x);
-    e->d->thread(e, &x, TERN_SIMD_GROUP, 0);
-    char *group_expr = sb_take(&x);
-    if (!lane_expr || !group_expr) {
-        free(lane_expr);
-        free(group_expr);
-        e->body.failed = true;
-        return;
-    }
+    char *lane_expr, *group_expr;
+    if (!lane_and_group(e, &lane_expr, &group_expr)) return;
     const char *row = emit_unique(e, "wg_m"), *col = emit_unique(e, "wg_col");
     const char *q = emit_unique(e, "wg_q"), *kk = emit_unique(e, "wg_k"), *sum = emit_unique(e, "wg_sum");
     const char *aat = int_of(e, i, "wg_a_at", w->a_idx), *bat = int_of(e, i, "wg_b_at", w->b_idx);
