@@ -19,10 +19,11 @@
  * reference on the host; prints ms and TFLOP/s, 10 launches between synchronisations, the
  * best of 7. bench_ops (`bench_ops cuda "B16 T1024"`) times cuBLASLt on the same products.
  *
- *     bench_gemm_wg [runtime [rows [groups [only]]]]
+ *     bench_gemm_wg [runtime [rows [groups [only|all [xl]]]]]
  *
  * (default: cuda 16384 132; rows a multiple of 128; groups: the persistent kernel's, one a
- * multiprocessor; only: run the variants whose kernel name contains it)
+ * multiprocessor; only: run the variants whose kernel name contains it; xl: GPT-2 1.5B's fc
+ * product, [rows, 1600] @ [1600, 6400], variants whose BN divides 6,400)
  */
 #include <math.h>
 #include <stdbool.h>
@@ -34,7 +35,10 @@
 #include "tern/half.h"
 #include "tern/kernel.h"
 
-enum { N = 3072, K = 768, BM = 128, BK = 64, THREADS = 256 };
+enum { BM = 128, BK = 64, THREADS = 256 };
+/* The product's shape, GPT-2 124M's fc unless asked for 1.5B's ("xl": K 1,600, N 6,400); the
+ * kernels are traced with it as constants. */
+static int N = 3072, K = 768;
 
 /* A variant: the epilogue, the tile's columns BN (128 or 256), the ring's slices; sum_only:
  * each thread stores only the sum of its accumulators (the main loop's time without the
@@ -255,9 +259,6 @@ static void k_gemm_split(tern_kb *kb, void *user) {
     tern_v total = tern_param_scalar(kb, "ntiles", TERN_T_I32); /* (M / BM) (N / BN) */
     const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
     const int AHEAD = STAGES - 2, NT = N / BN, LDS = BN + 8;
-    /* slice kt of every tile in buffer kt % STAGES, the next tile's first slices fetched into
-     * buffers KT % STAGES ..: so KT is a multiple of STAGES (12 of 4 here) */
-    _Static_assert(K / BK % 4 == 0, "the split kernel's ring of 4 slices needs K / BK a multiple of 4");
     tern_max_threads(kb, THREADS + 128);
     tern_v tid = tern_local_index(kb), w = tern_div(tid, tern_int(128)), et = tern_rem(tid, tern_int(128));
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
@@ -278,6 +279,9 @@ static void k_gemm_split(tern_kb *kb, void *user) {
             tern_copy_async_commit(kb);
         }
     }
+    /* the ring's buffer of the tile's slice 0: slices run on across tiles, KT a tile */
+    tern_v slot = tern_var(kb, "slot", tern_int(0));
+#define RING(kt) tern_mul(tern_rem(tern_add(slot, tern_int(kt)), tern_int(STAGES)), tern_int(SLICE))
     /* warpgroup 2's share of a staged tile at slice kt: vectors of 8 along rows */
     const int VECS = BM * BN / 8 / 128, PER_SLICE = (VECS + KT - 1) / KT;
     tern_v prev = tern_var(kb, "prev", tern_int(-1)); /* the staged tile, -1 before the first */
@@ -288,7 +292,7 @@ static void k_gemm_split(tern_kb *kb, void *user) {
             tern_barrier(kb);
             TERN_ROLE(kb, 0, 2) {
                 int ahead = kt + AHEAD;
-                tern_v off = tern_int(ahead % STAGES * SLICE);
+                tern_v off = RING(ahead);
                 if (ahead < KT) {
                     issue_slice(BN, tiles, off, A, B, m0, n0, tern_int(ahead), tid);
                 } else {
@@ -297,7 +301,7 @@ static void k_gemm_split(tern_kb *kb, void *user) {
                     }
                 }
                 tern_copy_async_commit(kb);
-                tern_v at = tern_int(kt % STAGES * SLICE);
+                tern_v at = RING(kt);
                 tern_wg_tile a = {tiles, tern_add(at, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
                 tern_wg_tile b = {tiles, tern_add(at, tern_int(A_SLICE)), BK, true};
                 tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
@@ -320,6 +324,7 @@ static void k_gemm_split(tern_kb *kb, void *user) {
             for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
         }
         tern_assign(prev, t);
+        tern_assign(slot, tern_rem(tern_add(slot, tern_int(KT)), tern_int(STAGES)));
     }
     /* the last staged tile (the loop's next barrier orders the staging before its reads) */
     tern_barrier(kb);
@@ -331,6 +336,7 @@ static void k_gemm_split(tern_kb *kb, void *user) {
             }
         }
     }
+#undef RING
 #undef TILE_M0
 #undef TILE_N0
 }
@@ -359,7 +365,7 @@ static double check(int M, const float *a, const float *b, const float *bias, co
         state = state * 1103515245u + 12345u;
         size_t col = (state >> 4) % N;
         double x = with_gelu ? bias[col] : 0;
-        for (size_t k = 0; k < K; k++) x += (double)a[r * K + k] * b[k * N + col];
+        for (size_t k = 0; k < (size_t)K; k++) x += (double)a[r * K + k] * b[k * N + col];
         double want = x, got = tern_bf16_to_f32(c[r * N + col]);
         if (with_gelu) {
             double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
@@ -377,9 +383,10 @@ int main(int argc, char **argv) {
     const char *runtime = argc > 1 ? argv[1] : "cuda";
     int M = argc > 2 ? atoi(argv[2]) : 16384;
     int groups = argc > 3 ? atoi(argv[3]) : 132; /* the persistent kernels': a multiprocessor each */
-    const char *only = argc > 4 ? argv[4] : NULL;  /* variants whose kernel name contains this */
+    const char *only = argc > 4 && strcmp(argv[4], "all") ? argv[4] : NULL; /* variants named so */
+    if (argc > 5 && !strcmp(argv[5], "xl")) N = 6400, K = 1600;
     if (M < BM || M % BM || groups < 1) {
-        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d [groups [only]]]]\n", BM);
+        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d [groups [only|all [xl]]]]]\n", BM);
         return 2;
     }
     tern_rt *rt = NULL;
@@ -434,7 +441,7 @@ int main(int argc, char **argv) {
         snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
                  spec->bn, spec->stages,
                  spec->split ? (spec->exp2 ? "_split_exp2" : "_split") : spec->chained ? "_chained" : "");
-        if (only && !strstr(name, only)) continue;
+        if ((only && !strstr(name, only)) || N % spec->bn) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;

@@ -144,17 +144,15 @@ static void bench_attention_train(int NH) {
     o->free(dev, &qkv); o->free(dev, &att); o->free(dev, &datt); o->free(dev, &dqkv); o->free(dev, &saved);
 }
 
-/* cuBLASLt (through the cuda handler's matmul) on GPT-2 124M's fc product at a training
- * step's size, all bf16 as bf16 training runs it: [16384, 768] @ [768, 3072], plain, with the
- * bias, and with the bias and GELU writing its aux (bench/dsl/bench_gemm_wg times a DSL
- * kernel on the same product). */
-static void bench_fc_train(void) {
-    const int m = 16384, k = 768, n = 3072;
+/* cuBLASLt (through the cuda handler's matmul) on GPT-2's fc product at a training step's
+ * size, all bf16 as bf16 training runs it: [16384, k] @ [k, n] (124M: k 768, n 3,072; 1.5B:
+ * 1,600 and 6,400), plain, with the bias, and with the bias and GELU writing its aux
+ * (bench/dsl/bench_gemm_wg times DSL kernels on the same products). */
+static void bench_fc_train(int k, int n, const char *const names[3]) {
+    const int m = 16384;
     tern_buf a = buf(TERN_BF16, (size_t)m * k, -1, 1), b = buf(TERN_BF16, (size_t)k * n, -0.0625, 0.0625);
     tern_buf c = buf(TERN_BF16, (size_t)m * n, 0, 0), aux = buf(TERN_BF16, (size_t)m * n, 0, 0);
     tern_buf bias = buf(TERN_BF16, (size_t)n, -1, 1);
-    static const char *const names[] = {"matmul bf16 fc B16 T1024 plain", "matmul bf16 fc B16 T1024 bias",
-                                        "matmul bf16 fc B16 T1024 gelu+aux+bias"};
     for (int v = 0; v < 3; v++) {
         if (filter && !strstr(names[v], filter)) continue;
         tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1};
@@ -186,7 +184,12 @@ int main(int argc, char **argv) {
     if (filter && strstr(filter, "B16 T1024")) {
         bench_attention_train(12);
         bench_attention_train(25);
-        bench_fc_train();
+        static const char *const fc[] = {"matmul bf16 fc B16 T1024 plain", "matmul bf16 fc B16 T1024 bias",
+                                         "matmul bf16 fc B16 T1024 gelu+aux+bias"};
+        static const char *const fc_xl[] = {"matmul bf16 fc B16 T1024 xl plain", "matmul bf16 fc B16 T1024 xl bias",
+                                            "matmul bf16 fc B16 T1024 xl gelu+aux+bias"};
+        bench_fc_train(768, 3072, fc);
+        bench_fc_train(1600, 6400, fc_xl); /* GPT-2 1.5B's */
         die_on(o->close(dev), "close");
         return 0;
     }
