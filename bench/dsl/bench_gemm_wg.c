@@ -50,6 +50,7 @@ typedef struct gemm_spec {
     bool sum_only, chained;
     bool split; /* k_gemm_split: persistent, the epilogue in a warpgroup of its own */
     bool exp2;  /* the GELU's exponential as exp2 (CUDA: ex2.approx, one instruction) */
+    bool dgelu; /* split only: the GELU's backward product, C = (A B^T) gelu'(aux), B [N, K] */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -67,10 +68,23 @@ static tern_v gelu(tern_v x) {
     return tern_div(x, tern_add(tern_f32(1.0f), tern_exp(tern_mul(tern_f32(-2.0f), u))));
 }
 
+/* Its derivative: s + 2 x s (1 - s) u', s = 1 / (1 + exp(-2u)), u' = sqrt(2/pi) (1 + 3
+ * 0.044715 x^2); 0 where exp overflows (x far below 0). */
+static tern_v gelu_grad(tern_v x) {
+    tern_v x2 = tern_mul(x, x);
+    tern_v u = tern_mul(tern_f32(0.7978845608028654f), tern_fma(tern_mul(tern_f32(0.044715f), x), x2, x));
+    tern_v e = tern_exp(tern_mul(tern_f32(-2.0f), u));
+    tern_v sg = tern_div(tern_f32(1.0f), tern_add(tern_f32(1.0f), e));
+    tern_v du = tern_mul(tern_f32(0.7978845608028654f), tern_fma(tern_f32(3.0f * 0.044715f), x2, tern_f32(1.0f)));
+    tern_v g = tern_add(sg, tern_mul(tern_mul(tern_mul(tern_mul(tern_f32(2.0f), x), sg), tern_mul(e, sg)), du));
+    return tern_select(tern_gt(e, tern_f32(3.0e38f)), tern_f32(0.0f), g);
+}
+
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
- * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
+ * n0 ..; b_n_rows: B is [N, K], its rows n0 .., columns k0 .., a tile of BN rows of k) into
+ * the ring buffer at off: 16 bytes a copy, 4 of A's and BN / 32 of B's a thread. */
 static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
-                        tern_v tid) {
+                        tern_v tid, bool b_n_rows) {
     /* (the copying threads are THREADS = 256: both kernels' multiplying warpgroups) */
     tern_v k0 = tern_mul(kt, tern_int(BK));
     for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
@@ -80,7 +94,13 @@ static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, te
         tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
     }
     tern_v boff = tern_add(off, tern_int(BM * BK));
-    for (int q = 0; q < BK * BN / 8 / THREADS; q++) {
+    for (int q = 0; q < BK * BN / 8 / THREADS && b_n_rows; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
+        tern_v r = tern_div(e, tern_int(BK / 8)), c = tern_mul(tern_rem(e, tern_int(BK / 8)), tern_int(8));
+        tern_v src = tern_add(tern_mul(tern_add(n0, r), tern_int(K)), tern_add(k0, c));
+        tern_copy_async(tiles, tern_wg_tile_index(boff, BN, r, c), B, src, 8);
+    }
+    for (int q = 0; q < BK * BN / 8 / THREADS && !b_n_rows; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(k0, r), tern_int(N)), tern_add(n0, c));
@@ -145,7 +165,7 @@ static void k_gemm(tern_kb *kb, void *user) {
          * completed (in every warpgroup, by the barrier). */
         const int AHEAD = STAGES - 2;
         for (int p = 0; p < AHEAD; p++) {
-            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, false);
             tern_copy_async_commit(kb);
         }
         for (int kt = 0; kt < KT; kt++) {
@@ -153,7 +173,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_barrier(kb);
             if (kt + AHEAD < KT)
                 issue_slice(BN, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
-                            tid);
+                            tid, false);
             tern_copy_async_commit(kb);
             tern_v off = tern_int(kt % STAGES * SLICE);
             tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
@@ -164,7 +184,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_wgmma_wait(kb, 0);
     } else {
         for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, false);
             tern_copy_async_commit(kb);
         }
         TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
@@ -173,7 +193,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_v next = tern_add(kt, tern_int(STAGES - 1));
             TERN_IF(kb, tern_lt(next, tern_int(KT))) {
                 issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
-                            next, tid);
+                            next, tid, false);
             }
             tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
             tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
@@ -224,13 +244,23 @@ static void k_gemm(tern_kb *kb, void *user) {
 }
 
 /* Warpgroup 2's work on one vector of the staged tile (element e / (BN / 8) of its rows, 8
- * columns from 8 (e % (BN / 8))): aux = the staged x, C = gelu(x), or C = x when plain. */
+ * columns from 8 (e % (BN / 8))): aux = the staged x, C = gelu(x), or C = x when plain;
+ * dgelu: C = x gelu'(aux), x staged in f32. */
 static void store_staged(const gemm_spec *s, tern_v stage, tern_v C, tern_v aux, tern_v m0, tern_v n0, tern_v e) {
     const int BN = s->bn, LDS = BN + 8;
     tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
-    tern_v x[8];
-    tern_load_vec(stage, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
+    tern_v x[8], at = tern_add(tern_mul(row, tern_int(LDS)), c);
     tern_v out = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
+    if (s->dgelu) {
+        tern_v pre[8];
+        tern_load_vec(stage, at, 4, x);
+        tern_load_vec(stage, tern_add(at, tern_int(4)), 4, x + 4);
+        tern_load_vec(aux, out, 8, pre);
+        for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad(pre[i]));
+        tern_store_vec(C, out, 8, x);
+        return;
+    }
+    tern_load_vec(stage, at, 8, x);
     if (s->gelu) {
         tern_store_vec(aux, out, 8, x);
         for (int i = 0; i < 8; i++) x[i] = s->exp2 ? gelu_exp2(x[i]) : gelu(x[i]);
@@ -256,13 +286,15 @@ static void k_gemm_split(tern_kb *kb, void *user) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
+    if (s->dgelu) aux = tern_param_buf(kb, "pre", TERN_T_BF16, TERN_READ); /* [M, N], the GELU's input */
     tern_v total = tern_param_scalar(kb, "ntiles", TERN_T_I32); /* (M / BM) (N / BN) */
     const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
     const int AHEAD = STAGES - 2, NT = N / BN, LDS = BN + 8;
     tern_max_threads(kb, THREADS + 128);
     tern_v tid = tern_local_index(kb), w = tern_div(tid, tern_int(128)), et = tern_rem(tid, tern_int(128));
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
-    tern_v stage = tern_shared(kb, "stage", TERN_T_BF16, (size_t)BM * LDS); /* the tile between the roles */
+    /* the tile between the roles (dgelu: f32, so that C is rounded once) */
+    tern_v stage = tern_shared(kb, "stage", s->dgelu ? TERN_T_F32 : TERN_T_BF16, (size_t)BM * LDS);
     tern_v g = tern_group_id(kb, 0), G = tern_group_count(kb, 0);
     tern_v acc[128];
     for (int j = 0; j < BN / 2; j++) {
@@ -275,7 +307,7 @@ static void k_gemm_split(tern_kb *kb, void *user) {
 #define TILE_N0(t) tern_mul(tern_rem(t, tern_int(NT)), tern_int(BN))
     TERN_ROLE(kb, 0, 2) {
         for (int p = 0; p < AHEAD; p++) {
-            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, TILE_M0(g), TILE_N0(g), tern_int(p), tid);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, TILE_M0(g), TILE_N0(g), tern_int(p), tid, s->dgelu);
             tern_copy_async_commit(kb);
         }
     }
@@ -294,16 +326,17 @@ static void k_gemm_split(tern_kb *kb, void *user) {
                 int ahead = kt + AHEAD;
                 tern_v off = RING(ahead);
                 if (ahead < KT) {
-                    issue_slice(BN, tiles, off, A, B, m0, n0, tern_int(ahead), tid);
+                    issue_slice(BN, tiles, off, A, B, m0, n0, tern_int(ahead), tid, s->dgelu);
                 } else {
                     TERN_IF(kb, tern_lt(next, total)) {
-                        issue_slice(BN, tiles, off, A, B, TILE_M0(next), TILE_N0(next), tern_int(ahead - KT), tid);
+                        issue_slice(BN, tiles, off, A, B, TILE_M0(next), TILE_N0(next), tern_int(ahead - KT), tid,
+                                    s->dgelu);
                     }
                 }
                 tern_copy_async_commit(kb);
                 tern_v at = RING(kt);
                 tern_wg_tile a = {tiles, tern_add(at, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
-                tern_wg_tile b = {tiles, tern_add(at, tern_int(A_SLICE)), BK, true};
+                tern_wg_tile b = {tiles, tern_add(at, tern_int(A_SLICE)), s->dgelu ? BN : BK, !s->dgelu};
                 tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
                 tern_wgmma_wait(kb, 1);
             }
@@ -354,9 +387,16 @@ static float rand_bf16(unsigned *state, uint16_t *bits) {
     return tern_bf16_to_f32(*bits);
 }
 
-/* The largest error of sampled elements against a double reference, relative to 1 + |want|. */
+/* GELU's derivative in double (the tanh form's). */
+static double gelu_grad_ref(double x) {
+    double u = 0.7978845608028654 * (x + 0.044715 * x * x * x), th = tanh(u);
+    return 0.5 * (1 + th) + 0.5 * x * (1 - th * th) * 0.7978845608028654 * (1 + 3 * 0.044715 * x * x);
+}
+
+/* The largest error of sampled elements against a double reference, relative to 1 + |want|;
+ * dgelu: C = (A B^T) gelu'(pre) with B [N, K] and pre the aux buffer's values. */
 static double check(int M, const float *a, const float *b, const float *bias, const uint16_t *c,
-                    const uint16_t *aux, bool with_gelu) {
+                    const uint16_t *aux, bool with_gelu, bool dgelu) {
     double worst = 0;
     unsigned state = 99;
     for (int i = 0; i < 4096; i++) {
@@ -365,8 +405,9 @@ static double check(int M, const float *a, const float *b, const float *bias, co
         state = state * 1103515245u + 12345u;
         size_t col = (state >> 4) % N;
         double x = with_gelu ? bias[col] : 0;
-        for (size_t k = 0; k < (size_t)K; k++) x += (double)a[r * K + k] * b[k * N + col];
+        for (size_t k = 0; k < (size_t)K; k++) x += (double)a[r * K + k] * b[dgelu ? col * K + k : k * N + col];
         double want = x, got = tern_bf16_to_f32(c[r * N + col]);
+        if (dgelu) want = x * gelu_grad_ref(tern_bf16_to_f32(aux[r * N + col]));
         if (with_gelu) {
             double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
             want = 0.5 * x * (1 + tanh(u));
@@ -434,22 +475,29 @@ int main(int argc, char **argv) {
         {.bn = 128, .stages = 4, .chained = true, .split = true},
         {.gelu = true, .bn = 128, .stages = 4, .chained = true, .split = true},
         {.gelu = true, .bn = 128, .stages = 4, .chained = true, .split = true, .exp2 = true},
+        {.dgelu = true, .bn = 128, .stages = 4, .chained = true, .split = true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s",
+                 spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain",
                  spec->bn, spec->stages,
                  spec->split ? (spec->exp2 ? "_split_exp2" : "_split") : spec->chained ? "_chained" : "");
         if ((only && !strstr(name, only)) || N % spec->bn) continue;
         tern_kernel *k = NULL;
-        /* C and aux cleared first: a variant that skips an element cannot pass on another's */
+        /* C and aux cleared first: a variant that skips an element cannot pass on another's
+         * (dgelu: aux holds the GELU's inputs, in [-3, 3]) */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
-        if (!err) err = tern_rt_upload(rt, Aux, bits);
+        unsigned pre_state = 5;
+        if (spec->dgelu)
+            for (size_t i = 0; i < nc; i++) auxh[i] = tern_f32_to_bf16(3 * rand_bf16(&pre_state, &bits[i]));
+        if (!err) err = tern_rt_upload(rt, Aux, spec->dgelu ? auxh : bits);
         if (!err) err = tern_kernel_build(name, spec->split ? k_gemm_split : k_gemm, (void *)spec, &k);
         int total = M / BM * (N / spec->bn), nargs = spec->gelu ? 5 : 3;
         tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
+        if (spec->dgelu) args[nargs++] = tern_arg_dev(Aux); /* A, B, C, pre */
         if (spec->split) args[nargs++] = tern_arg_i32(total);
         tern_dims grid = spec->split ? tern_dims1((uint32_t)(groups < total ? groups : total))
                                      : tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM));
@@ -466,9 +514,9 @@ int main(int argc, char **argv) {
         if (!err) err = tern_rt_download(rt, bits, C);
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
-            double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
+            double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu);
             printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
-                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
+                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu (B^T)" : "plain", spec->bn,
                    spec->stages,
                    spec->split ? (spec->exp2 ? ", split, exp2" : ", split epilogue") : spec->chained ? ", chained" : "",
                    M, K, K, N,

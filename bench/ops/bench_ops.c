@@ -146,19 +146,24 @@ static void bench_attention_train(int NH) {
 
 /* cuBLASLt (through the cuda handler's matmul) on GPT-2's fc product at a training step's
  * size, all bf16 as bf16 training runs it: [16384, k] @ [k, n] (124M: k 768, n 3,072; 1.5B:
- * 1,600 and 6,400), plain, with the bias, and with the bias and GELU writing its aux
+ * 1,600 and 6,400), plain, with the bias, with the bias and GELU writing its aux, and the
+ * backward's product through the GELU (B transposed, aux read: the DGELU epilogue)
  * (bench/dsl/bench_gemm_wg times DSL kernels on the same products). */
-static void bench_fc_train(int k, int n, const char *const names[3]) {
+static void bench_fc_train(int k, int n, const char *const names[4]) {
     const int m = 16384;
     tern_buf a = buf(TERN_BF16, (size_t)m * k, -1, 1), b = buf(TERN_BF16, (size_t)k * n, -0.0625, 0.0625);
     tern_buf c = buf(TERN_BF16, (size_t)m * n, 0, 0), aux = buf(TERN_BF16, (size_t)m * n, 0, 0);
     tern_buf bias = buf(TERN_BF16, (size_t)n, -1, 1);
-    for (int v = 0; v < 3; v++) {
+    for (int v = 0; v < 4; v++) {
         if (filter && !strstr(names[v], filter)) continue;
         tern_matmul mm = {.m = m, .n = n, .k = k, .alpha = 1};
-        mm.bias = v ? bias : tern_none();
+        mm.bias = v == 1 || v == 2 ? bias : tern_none();
         mm.epilogue = v == 2 ? TERN_EPILOGUE_GELU : TERN_EPILOGUE_NONE;
-        mm.aux = v == 2 ? aux : tern_none();
+        mm.aux = v >= 2 ? aux : tern_none();
+        if (v == 3) { /* the backward's: d pre = (dy @ W^T) gelu'(pre), W [n, k] as the weight is stored */
+            mm.trans_b = true;
+            mm.epilogue = TERN_EPILOGUE_GELU_BACKWARD;
+        }
         /* (the warm-up run also tunes cuBLASLt's choice) */
         BENCH_CALLS(names[v], 2.0 * m * n * k, die_on(o->matmul(dev, c, a, b, &mm), names[v]));
     }
@@ -185,9 +190,10 @@ int main(int argc, char **argv) {
         bench_attention_train(12);
         bench_attention_train(25);
         static const char *const fc[] = {"matmul bf16 fc B16 T1024 plain", "matmul bf16 fc B16 T1024 bias",
-                                         "matmul bf16 fc B16 T1024 gelu+aux+bias"};
+                                         "matmul bf16 fc B16 T1024 gelu+aux+bias", "matmul bf16 fc B16 T1024 dgelu"};
         static const char *const fc_xl[] = {"matmul bf16 fc B16 T1024 xl plain", "matmul bf16 fc B16 T1024 xl bias",
-                                            "matmul bf16 fc B16 T1024 xl gelu+aux+bias"};
+                                            "matmul bf16 fc B16 T1024 xl gelu+aux+bias",
+                                            "matmul bf16 fc B16 T1024 xl dgelu"};
         bench_fc_train(768, 3072, fc);
         bench_fc_train(1600, 6400, fc_xl); /* GPT-2 1.5B's */
         die_on(o->close(dev), "close");
