@@ -565,9 +565,9 @@ void tern_exit_at(tern_loc at, tern_kb *kb);
  * operation, tern_mma_bf16, tern_load_matrix or warpgroup product with A in registers may be
  * traced: they need the whole threadgroup (OpenCL emulates SIMD groups over threadgroup
  * memory and barriers). Warpgroup products from tiles may: an asynchronous one issued
- * directly in a role's block may stay in flight past the block's end, and a later block of
- * the same role at the same depth waits for it or chains onto it (nothing outside that role
- * may wait for it or touch its accumulators). Roles do not nest. On the targets that emulate
+ * directly in a role's block (not its else) may stay in flight past the block's end, and a
+ * later block of the same role at the same depth waits for it or chains onto it (nothing
+ * outside that role may wait for it or touch its accumulators). Roles do not nest. On the targets that emulate
  * the product (tern_wgmma_bf16 above) a role's product is made by each thread for its own
  * accumulators, k in order from C: what the interpreter computes, bit for bit. */
 void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);

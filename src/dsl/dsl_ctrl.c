@@ -181,9 +181,10 @@ void tern_end_at(tern_loc at, tern_kb *kb) {
         kb_fail(kb, at, "end without an open block");
         return;
     }
-    /* a product stays in flight past its block's end only where the block is a role's: the
-     * role's next block waits for it or chains onto it */
+    /* a product stays in flight past its block's end only where the block is a role's (not
+     * a role's else): the role's next block waits for it or chains onto it */
     int32_t role = kb->frames[kb->depth - 1].role, inside = kb->role_depth ? kb->role : 0;
+    bool may_leave = role && !(role & ROLE_ELSE);
     for (int32_t i = 0; i < kb->nwg_pending; i++) {
         const kb_wg_async *p = &kb->wg_pending[i];
         if (p->depth > kb->depth) {
@@ -192,7 +193,7 @@ void tern_end_at(tern_loc at, tern_kb *kb) {
             return;
         }
         /* issued in this block (a sibling role's product, at the same depth, is not) */
-        if (p->depth == kb->depth && p->role == inside && !role) {
+        if (p->depth == kb->depth && p->role == inside && !may_leave) {
             kb_fail(kb, at, "a wgmma_bf16_async product issued in this block is still in flight at its end; "
                     "tern_wgmma_wait inside the block");
             return;

@@ -143,7 +143,8 @@ static void run_role(const char *runtime, const tern_kernel *kern) {
 typedef struct role_err {
     int what; /* 0 a barrier in a role, 1 a SIMD-group operation, 2 A in registers, 3 roles nested,
                * 4 a role's product waited for outside it, 5 read in the else, 6 left in flight past
-               * the block around the role, 7 a barrier in the role's else, 8 a bad range */
+               * the block around the role, 7 a barrier in the role's else, 8 a bad range, 9 a
+               * product left in flight by a role's else */
 } role_err;
 
 static void e_role(tern_kb *kb, void *u) {
@@ -187,6 +188,10 @@ static void e_role(tern_kb *kb, void *u) {
         TERN_ELSE(kb) { tern_barrier(kb); }
         break;
     case 8: TERN_ROLE(kb, 1, 0) { tern_var(kb, "x", tern_f32(1)); } break;
+    case 9:
+        TERN_ROLE(kb, 0, 1) { tern_var(kb, "x", tern_f32(1)); }
+        TERN_ELSE(kb) { tern_wgmma_bf16_async(kb, 16, 16, NULL, &at, &bt, acc); }
+        break;
     }
 }
 
@@ -214,6 +219,8 @@ static void test_refusals(void) {
                                       "end of the block around the role's block");
     expect_role_error("barrier_in_else", 7, "a barrier inside a warpgroup role's block");
     expect_role_error("range", 8, "role: warpgroups 1 .. 0; the first is 0 or more, the count 1 or more");
+    expect_role_error("else_in_flight", 9, "a wgmma_bf16_async product issued in this block is still in flight "
+                                           "at its end");
 }
 
 /* A role of warpgroup 1 whose product only half the warpgroup reaches, which the interpreter
