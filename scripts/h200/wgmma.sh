@@ -2,7 +2,8 @@
 # Issue 24: the DSL's warpgroup product (tern_wgmma_bf16) and the flash kernels built on it
 # (TERN_CUDA_TUNE flash_wgmma=f/kv/q), in one call:
 #   1. Checks on cuda: test_kernel_wgmma (every operand placement against plain C, exactly;
-#      the kernels compile as sm_90a: wgmma.mma_async), the flash kernels at the Llama and
+#      the kernels compile as sm_90a: wgmma.mma_async), test_kernel_role (products chained
+#      across warpgroup roles' blocks), the flash kernels at the Llama and
 #      GPT-2 shapes with warpgroup products (test_flash_kernels), test_ops_attention with
 #      flash_wgmma=1/1/1, and the GPT-2 fixture in bf16 with it.
 #   2. bench_wgmma: the same products by tern_wgmma_bf16 and by tern_load_matrix +
@@ -21,13 +22,14 @@ note "gpu: $(nvidia-smi --query-gpu=name,driver_version,clocks.sm --format=csv,n
 build_tern
 on="TERN_CUDA_TUNE=flash_wgmma=1/1/1"
 TERN_GPU=cuda step "test_kernel_wgmma on cuda" 300 wgmma-test.log $b/tests/kernel/test_kernel_wgmma
+TERN_GPU=cuda step "test_kernel_role on cuda" 120 role-test.log $b/tests/kernel/test_kernel_role
 TERN_GPU=cuda step "flash kernels on cuda (variants[9]: wgmma)" 400 flash-kernels.log \
     $b/tests/attention_kernels/test_flash_kernels
 TERN_TEST_HANDLER=cuda step "ops: test_ops_attention on cuda, $on" 300 ops-attention.log \
     env $on $b/tests/ops/test_ops_attention
 TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "fixture, cuda bf16, $on" 120 fixture-bf16.log \
     env $on $b/tests/gpt2/test_gpt2_fixture
-grep -h -E 'checks (passed|failed)|check failed|differ' "$logs"/wgmma-test.log "$logs"/flash-kernels.log \
+grep -h -E 'checks (passed|failed)|check failed|differ' "$logs"/wgmma-test.log "$logs"/role-test.log "$logs"/flash-kernels.log \
     "$logs"/ops-attention.log "$logs"/fixture-bf16.log | head -12 >> "$summary"
 grep -h 'wgmma' "$logs/flash-kernels.log" | grep -v nvrtc | head -6 >> "$summary"
 for shape in ${WGMMA_SHAPES:-528:256 1056:512}; do
