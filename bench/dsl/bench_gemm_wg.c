@@ -242,8 +242,9 @@ int main(int argc, char **argv) {
     const char *runtime = argc > 1 ? argv[1] : "cuda";
     int M = argc > 2 ? atoi(argv[2]) : 16384;
     const char *only = argc > 3 && strcmp(argv[3], "all") ? argv[3] : NULL; /* variants named so */
-    if (argc > 4 && !strcmp(argv[4], "xl")) N = 6400, K = 1600;
-    if (M < BM || M % BM) {
+    bool xl = argc > 4 && !strcmp(argv[4], "xl");
+    if (xl) N = 6400, K = 1600;
+    if (M < BM || M % BM || (argc > 4 && !xl) || argc > 5) {
         fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d [only|all [xl]]]]\n", BM);
         return 2;
     }
