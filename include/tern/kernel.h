@@ -573,6 +573,54 @@ void tern_exit_at(tern_loc at, tern_kb *kb);
 void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);
 #define TERN_ROLE(kb, first, count) for (tern_role_at(TERN_HERE, kb, first, count); tern_once_at(TERN_HERE, kb);)
 
+/* ---- pipes: a producer's warpgroups feeding the others through a ring ----
+ * A region in which warpgroups producer_first .. producer_first + producer_count - 1 (the
+ * producer) fill the slots of a ring of `stages` in threadgroup memory, one step at a time,
+ * and warpgroups 0 .. producer_first - 1 (the consumers) use them in the same order, e.g. a
+ * GEMM's k loop whose copies are a third warpgroup's:
+ *
+ *     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = 4, .lag = 1};
+ *     TERN_PIPE(kb, &p) {
+ *         for (int kt = 0; kt < KT + 2; kt++) {        // traced unrolled, or a TERN_FOR
+ *             if (kt < KT) TERN_PRODUCE(kb) { ...tern_copy_async into slot kt % 4... }
+ *             if (kt >= 2) TERN_CONSUME(kb) { ...tern_wgmma_bf16_async from slot (kt - 2) % 4,
+ *                                               tern_wgmma_wait(kb, 1)... }
+ *         }
+ *     }
+ *
+ * The n-th produce block a thread runs is step n (tern_pipe_step: 0, 1, ...) and fills slot
+ * n % stages; the n-th consume block uses it. Each role runs its own blocks: on CUDA the
+ * producer and the consumers are separate branches, each waiting only for what it needs (a
+ * slot filled: the producer's asynchronous copies arrive on the slot's mbarrier; a slot
+ * free: the consume block `lag` steps later has ended, so a consume block may leave up to
+ * `lag` asynchronous products in flight, the last reading its own slot), with the registers
+ * moved by setmaxnreg when producer_regs and consumer_regs are set (multiples of 8 in 24 ..
+ * 256). The other targets run the blocks in lockstep in the order traced, a barrier before
+ * each, and so the tracer keeps that order one that CUDA's would give: a produce block
+ * comes after the consume block that frees its slot (so the producer runs at most stages -
+ * lag - 1 steps ahead in the trace: 2 above), a consume block after the produce block that
+ * fills it, and every block of the region (and of each block in it) has as many produce
+ * as consume blocks. Outside its produce and consume blocks the region holds only values and
+ * control flow, no stores, copies, products, barriers or exits; the blocks are warpgroup roles
+ * (see above), and nothing in the region breaks, continues or exits. The threadgroup has
+ * exactly (producer_first + producer_count) * 128 threads (tern_max_threads; CUDA faults on
+ * another size). Pipes do not nest. */
+typedef struct tern_pipe {
+    int producer_first, producer_count; /* the producer's warpgroups; the consumers are those before */
+    int stages;                         /* the ring's slots, 1 .. 32 */
+    int lag;                            /* a consume block frees the slot of `lag` steps before, 0 .. stages - 1 */
+    int producer_regs, consumer_regs;   /* setmaxnreg on CUDA (0, 0: as launched) */
+} tern_pipe;
+void tern_pipe_at(tern_loc at, tern_kb *kb, const tern_pipe *pipe);
+void tern_produce_at(tern_loc at, tern_kb *kb);
+void tern_consume_at(tern_loc at, tern_kb *kb);
+/* The step of the produce or consume block being traced (an i32, 0 for a role's first). */
+tern_v tern_pipe_step_at(tern_loc at, tern_kb *kb);
+#define TERN_PIPE(kb, pipe) for (tern_pipe_at(TERN_HERE, kb, pipe); tern_once_at(TERN_HERE, kb);)
+#define TERN_PRODUCE(kb) for (tern_produce_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
+#define TERN_CONSUME(kb) for (tern_consume_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
+#define tern_pipe_step(kb) tern_pipe_step_at(TERN_HERE, kb)
+
 /* For the macros: 1 the first time (enter the body), then closes the block and gives 0. */
 int tern_once_at(tern_loc at, tern_kb *kb);
 #define TERN_IF(kb, cond) for (tern_if_at(TERN_HERE, kb, cond); tern_once_at(TERN_HERE, kb);)

@@ -11,6 +11,7 @@ typedef struct kb_frame {
     bool entered; /* for tern_once_at */
     bool in_cond; /* a WHILE whose condition is being traced */
     int32_t role; /* a warpgroup role's block (tern_role): its key, else 0 */
+    int32_t pipe_p, pipe_c; /* a pipe's blocks opened before this frame (kb's counts then) */
 } kb_frame;
 
 /* An asynchronous warpgroup product in flight (tern_wgmma_bf16_async): the block depth it was
@@ -35,7 +36,24 @@ struct tern_kb {
     int32_t nwg_pending;
     int32_t role_depth, role; /* the open role block's depth and key (0, 0: none) */
     int32_t closed_role_if, closed_role; /* the last role block closed: its IF, its key */
+    /* an open pipe: its region's depth (0: none), spec, step variable, and how many of its
+     * produce and consume blocks have been traced */
+    int32_t pipe_depth;
+    ir_pipe_spec pipe;
+    tern_v pipe_step;
+    int32_t pipe_p, pipe_c;
 };
+
+/* Records an error when `op` may not be traced where the builder is: inside a pipe's region
+ * but outside its produce and consume blocks only values and plain control flow may be (each
+ * role runs the region on its own on CUDA), and nothing may leave a pipe's blocks early. */
+bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op);
+/* At the end of a block: a pipe's produce or consume block counts its step (and a consume
+ * block leaves at most the lag's products in flight); any other block in a pipe, and the
+ * region itself, has as many produce as consume blocks. False after an error. */
+bool kb_pipe_end(tern_kb *kb, tern_loc at);
+/* Opens a block frame for instruction ins (-1 after an error) with a role key (0: none). */
+void kb_push(tern_kb *kb, tern_loc at, int32_t ins, int32_t role);
 
 /* Records an error when a collective that needs the whole threadgroup (a barrier, a SIMD-group
  * operation as OpenCL emulates them) is traced inside a warpgroup role's block. */

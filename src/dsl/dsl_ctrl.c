@@ -16,7 +16,7 @@ static void push_role(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond, int32
         kb->frames = f;
         kb->cap_frames = cap;
     }
-    kb_frame fr = {ins, false, in_cond, role};
+    kb_frame fr = {ins, false, in_cond, role, kb->pipe_p, kb->pipe_c};
     kb->frames[kb->depth++] = fr;
     if (role) {
         kb->role_depth = kb->depth;
@@ -25,6 +25,7 @@ static void push_role(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond, int32
 }
 
 static void push(tern_kb *kb, tern_loc at, int32_t ins, bool in_cond) { push_role(kb, at, ins, in_cond, 0); }
+void kb_push(tern_kb *kb, tern_loc at, int32_t ins, int32_t role) { push_role(kb, at, ins, false, role); }
 
 bool kb_refuse_in_role(tern_kb *kb, tern_loc at, const char *what) {
     if (!kb || !kb->role_depth) return false;
@@ -39,6 +40,8 @@ enum { ROLE_ELSE = 1 << 30 };
 void tern_role_at(tern_loc at, tern_kb *kb, int first, int count) {
     if (!kb) return;
     if (kb_ok(kb) && kb->role_depth) kb_fail(kb, at, "role: roles do not nest (one is open already)");
+    if (kb_ok(kb) && kb->pipe_depth)
+        kb_fail(kb, at, "role: inside a pipe, whose produce and consume blocks are its roles");
     if (kb_ok(kb) && (first < 0 || count < 1 || first + count > 1023))
         kb_fail(kb, at, "role: warpgroups %d .. %d; the first is 0 or more, the count 1 or more", first,
                 first + count - 1);
@@ -181,6 +184,8 @@ void tern_end_at(tern_loc at, tern_kb *kb) {
         kb_fail(kb, at, "end without an open block");
         return;
     }
+    /* a pipe's block counts its step; a pipe's region and the blocks in it are balanced */
+    if (!kb_pipe_end(kb, at)) return;
     /* a product stays in flight past its block's end only where the block is a role's (not
      * a role's else): the role's next block waits for it or chains onto it */
     int32_t role = kb->frames[kb->depth - 1].role, inside = kb->role_depth ? kb->role : 0;

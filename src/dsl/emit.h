@@ -29,6 +29,7 @@ enum {
     NEED_PREFETCH = 1 << 9,
     NEED_COPY_ASYNC = 1 << 10,
     NEED_WGMMA = 1 << 11, /* tern_wg_at (and CUDA's tern_wg_desc) */
+    NEED_PIPE = 1 << 12,  /* CUDA's mbarrier helpers (emit_pipe.c) */
 };
 
 /* Sizes of the spelling tables (tern_op1 and tern_op2 end with TERN_ISINF and TERN_LOR). */
@@ -82,6 +83,9 @@ typedef struct dialect {
     void (*copy_async)(emitter *e, int32_t ins);
     void (*copy_commit)(emitter *e, int32_t ins);
     void (*copy_wait)(emitter *e, int32_t ins);
+    /* a pipe's region (IR_IF_PIPE) as the target runs it on its own, returning the region's
+     * END; NULL: the region is a block whose roles run in lockstep, barriers between */
+    int32_t (*pipe)(emitter *e, int32_t ins);
 } dialect;
 
 struct emitter {
@@ -116,7 +120,17 @@ struct emitter {
      * (NULL: none), the second value and the block. */
     const char **bf16_pack;
     int32_t *bf16_pack_hi, *bf16_pack_block;
+    bool *simple_while; /* per WHILE: its header is written at its test */
 };
+
+/* Writes instruction i's statement (a block's opening or closing line for one that opens or
+ * closes one). */
+void emit_statement(emitter *e, int32_t i);
+
+/* CUDA's pipes (emit_pipe.c): the region opened at instruction `region`, returning its END,
+ * and the helpers it needs (NEED_PIPE). */
+int32_t emit_cuda_pipe(emitter *e, int32_t region);
+void emit_cuda_pipe_helpers(const emitter *e, strbuf *out);
 
 /* Dialect d's spelling of type t, math operation op (one operand) and op (two). */
 const char *emit_type(const dialect *d, int t);

@@ -530,7 +530,8 @@ void emit_decl_if_used(emitter *e, int32_t v) {
     if (e->use_count[v] > 0) emit_decl(e, v);
 }
 
-static void statement(emitter *e, int32_t i, bool *simple_while) {
+static void statement(emitter *e, int32_t i) {
+    const bool *simple_while = e->simple_while;
     const tern_kernel *k = e->k;
     const ir_ins *in = &k->ins[i];
     const int32_t *a = in->a;
@@ -733,6 +734,8 @@ static void statement(emitter *e, int32_t i, bool *simple_while) {
         return;
     }
 }
+
+void emit_statement(emitter *e, int32_t i) { statement(e, i); }
 
 void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why) {
     emit_line_start(e, i);
@@ -1002,7 +1005,15 @@ tern_error *emit_source(const tern_kernel *k, const dialect *d, char **out, int3
         }
     }
     e.indent = 1;
-    for (int32_t i = 0; i < k->nins; i++) statement(&e, i, simple_while);
+    e.simple_while = simple_while;
+    for (int32_t i = 0; i < k->nins; i++) {
+        const ir_ins *in = &k->ins[i];
+        if (d->pipe && in->op == IR_IF && in->aux == IR_IF_PIPE)
+            i = d->pipe(&e, i); /* the region is written whole; i is its END */
+        else
+            statement(&e, i);
+    }
+    e.simple_while = NULL;
     free(simple_while);
 
     /* head, declarations and prelude now that the body says what it needs */

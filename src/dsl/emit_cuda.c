@@ -410,7 +410,7 @@ static void cuda_head(emitter *e, strbuf *out) {
      * here, ptxas sees it is the same across the warp, so a role's block is not a divergent
      * path and its wgmma products stay in their pipeline (else it serialises them) */
     for (int32_t i = 0; i < k->nins; i++)
-        if (k->ins[i].op == IR_IF && k->ins[i].aux == IR_IF_ROLE) {
+        if (k->ins[i].op == IR_IF && (k->ins[i].aux == IR_IF_ROLE || k->ins[i].aux == IR_IF_PIPE)) {
             sb_puts(out, "    const int tern_role_wg = __shfl_sync(__activemask(), tern_local_index() >> 7, 0);\n");
             e->need |= NEED_LOCAL_INDEX;
             break;
@@ -626,6 +626,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
 
     pdl_helpers(e, out);
     copy_async_helpers(e, out);
+    emit_cuda_pipe_helpers(e, out);
     exp2_helper(e, out);
 }
 
@@ -668,4 +669,5 @@ const dialect emit_cuda_dialect = {
     .copy_async = cuda_copy_async,
     .copy_commit = cuda_copy_commit,
     .copy_wait = cuda_copy_wait,
+    .pipe = emit_cuda_pipe,
 };

@@ -180,6 +180,28 @@ static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
  * count. The condition value says the same; CUDA tests a warp-uniform warpgroup index
  * instead, so that ptxas keeps the role's products in their pipeline. */
 #define IR_IF_ROLE 1
+/* A pipe (tern_pipe, TERN_PIPE): IR_IF_PIPE opens its region (its condition true; imm the
+ * spec, ir_pipe_pack), IR_IF_PRODUCE and IR_IF_CONSUME its producer's and consumers' blocks
+ * (conditions as a role's; imm the id of the region's step variable). Each block is preceded
+ * by an IR_BARRIER of aux IR_BARRIER_PIPE, and the region ends with one: the targets that
+ * run the roles in lockstep need them; CUDA drops them and runs each role on its own, the
+ * ring's slots handed over through mbarriers. */
+#define IR_IF_PIPE 2
+#define IR_IF_PRODUCE 3
+#define IR_IF_CONSUME 4
+#define IR_BARRIER_PIPE 1
+typedef struct ir_pipe_spec {
+    int producer_first, producer_count, stages, lag, producer_regs, consumer_regs;
+} ir_pipe_spec;
+static inline int64_t ir_pipe_pack(ir_pipe_spec s) {
+    return (int64_t)s.producer_first | (int64_t)s.producer_count << 10 | (int64_t)s.stages << 20 |
+           (int64_t)s.lag << 26 | (int64_t)s.producer_regs << 32 | (int64_t)s.consumer_regs << 41;
+}
+static inline ir_pipe_spec ir_pipe_unpack(int64_t v) {
+    ir_pipe_spec s = {(int)(v & 1023), (int)(v >> 10 & 1023), (int)(v >> 20 & 63),
+                      (int)(v >> 26 & 63), (int)(v >> 32 & 511), (int)(v >> 41 & 511)};
+    return s;
+}
 /* IR_WGMMA's aux: asynchronous (its accumulators are variables), and traced in a warpgroup
  * role's block (the emulating targets make it per thread, without barriers). */
 #define IR_WG_ASYNC 1

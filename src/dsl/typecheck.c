@@ -17,6 +17,27 @@ typedef struct verifier {
     int32_t at;
 } verifier;
 
+
+/* An IF's imm for its aux: none for a plain if; a role's warpgroups; a pipe's spec (as
+ * tern_pipe_at checks it); a pipe block's step, an i32 variable. */
+static bool if_imm_ok(const tern_kernel *k, const ir_ins *in) {
+    switch (in->aux) {
+    case 0: return in->imm == 0;
+    case IR_IF_ROLE: return in->imm >> 16 >= 0 && in->imm >> 16 < 1024 && (in->imm & 0xffff) >= 1;
+    case IR_IF_PIPE: {
+        ir_pipe_spec s = ir_pipe_unpack(in->imm);
+        bool regs = (!s.producer_regs && !s.consumer_regs) ||
+                    (s.producer_regs >= 24 && s.consumer_regs >= 24 && s.producer_regs <= 256 &&
+                     s.consumer_regs <= 256 && s.producer_regs % 8 == 0 && s.consumer_regs % 8 == 0);
+        return in->imm == ir_pipe_pack(s) && s.producer_first >= 1 && s.producer_count >= 1 &&
+               s.producer_first + s.producer_count <= 8 && s.stages >= 1 && s.stages <= 32 && s.lag < s.stages &&
+               regs;
+    }
+    default:
+        return in->imm >= 0 && in->imm < k->nvars && k->vars[in->imm].type == TERN_T_I32;
+    }
+}
+
 static void fail(verifier *v, const char *fmt, ...) TERN_PRINTF(2, 3);
 static void fail(verifier *v, const char *fmt, ...) {
     if (v->err) return;
@@ -267,8 +288,7 @@ static void check_ins(verifier *v, int32_t i) {
         break;
     case IR_IF:
         want(v, val(v, a[0]) == TERN_T_BOOL && a[2] > i && a[2] < k->nins &&
-                    k->ins[a[2]].op == IR_END && in->aux <= IR_IF_ROLE &&
-                    (in->aux ? in->imm >> 16 >= 0 && in->imm >> 16 < 1024 && (in->imm & 0xffff) >= 1 : !in->imm),
+                    k->ins[a[2]].op == IR_END && in->aux <= IR_IF_CONSUME && if_imm_ok(k, in),
              "if block");
         break;
     case IR_FOR:
@@ -298,12 +318,12 @@ static void check_ins(verifier *v, int32_t i) {
     }
     case IR_ELSE:
     case IR_END:
-    case IR_BARRIER:
     case IR_FENCE:
     case IR_COPY_COMMIT:
     case IR_BREAK:
     case IR_CONTINUE:
     case IR_EXIT: break;
+    case IR_BARRIER: want(v, in->aux <= IR_BARRIER_PIPE, "barrier"); break;
     default: fail(v, "unknown opcode %d", in->op);
     }
 }

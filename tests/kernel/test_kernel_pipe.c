@@ -1,0 +1,330 @@
+/* Pipes (TERN_PIPE, tern/kernel.h): a producer warpgroup copying slices of B into a ring
+ * that two consumer warpgroups multiply from, step by step. Two kernels: one traced with its
+ * steps unrolled, the products chained across consume blocks (lag 1), and one whose steps
+ * are a loop at run time (lag 0, each product waited for in its block); the tracer's
+ * refusals; the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
+ * targets' barriers before each block); NVRTC for sm_90a and sm_80; and both kernels on the
+ * interpreter and on TERN_GPU's runtime when it names another (OpenCL under ctest, cuda on
+ * the H200). Small integer operands: every sum is exact in f32 in any order, so the results
+ * must match exactly. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "check.h"
+#include "tern/half.h"
+#include "tern/kernel.h"
+
+enum {
+    GROUP = 384,  /* two consumer warpgroups and the producer */
+    GROUPS = 2,
+    WGS = GROUPS * 2, /* consumer warpgroups in a launch */
+    PN = 64,      /* the product's columns */
+    PK = 64,      /* a step's k: one panel */
+    STEPS = 7,    /* slices of B through the ring */
+    SLICE = PN * PK,
+};
+
+/* ---- the kernels ----
+ * Per consumer warpgroup q = group * 2 + w: D[q] = sum over steps s of A[q] B[group][s], A
+ * [64][PK] and B [PN][PK] (B's rows are its columns: k runs along them) bf16, D [64][PN] f32.
+ * Before the pipe every thread stages the two A tiles; in the pipe the producer copies B's
+ * slices 16 bytes at a time into the ring (slot s % stages), the consumers multiply. After
+ * it the consumers store D and the producer E[group][t] = its steps counted + t. */
+typedef struct pipe_kernel {
+    bool unrolled; /* the steps traced one by one (products chained, lag 1) or a loop (lag 0) */
+    int regs;      /* setmaxnreg for the consumers (the producer 40), 0 none */
+} pipe_kernel;
+
+static void k_pipe(tern_kb *kb, void *user) {
+    const pipe_kernel *o = user;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [WGS][64][PK] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [GROUPS][STEPS][PN][PK] */
+    tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);  /* [WGS][64][PN] */
+    tern_v E = tern_param_buf(kb, "E", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
+    tern_max_threads(kb, GROUP);
+    const int stages = o->unrolled ? 3 : 2, a_tiles = 2 * 64 * PK;
+    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)a_tiles + (size_t)stages * SLICE);
+    tern_v tid = tern_local_index(kb), wg = tern_div(tid, tern_int(128)), t128 = tern_rem(tid, tern_int(128));
+    tern_v group = tern_group_id(kb, 0);
+    TERN_FOR(kb, e, tid, tern_int(a_tiles), tern_int(GROUP)) {
+        tern_v w = tern_div(e, tern_int(64 * PK)), rest = tern_rem(e, tern_int(64 * PK));
+        tern_v m = tern_div(rest, tern_int(PK)), kk = tern_rem(rest, tern_int(PK));
+        tern_store(tiles, tern_wg_tile_index(tern_mul(w, tern_int(64 * PK)), 64, m, kk),
+                   tern_load(A, tern_add(tern_mul(group, tern_int(a_tiles)), e)));
+    }
+    tern_barrier(kb);
+    tern_v acc[PN / 2];
+    for (int j = 0; j < PN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    tern_v steps = tern_var(kb, "steps", tern_int(0));
+    tern_v b_group = tern_mul(group, tern_int(STEPS * SLICE));
+    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = stages, .lag = o->unrolled ? 1 : 0,
+                   .producer_regs = o->regs ? 40 : 0, .consumer_regs = o->regs};
+    TERN_PIPE(kb, &p) {
+        /* what both roles use: the ring's base after the A tiles */
+        tern_v ring = tern_int(a_tiles);
+#define PRODUCE_SLICE(s)                                                                                  \
+    TERN_PRODUCE(kb) {                                                                                    \
+        tern_v step = tern_pipe_step(kb), slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), \
+                                                                         tern_int(SLICE)));               \
+        for (int c = 0; c < SLICE / 8 / 128; c++) {                                                       \
+            tern_v x = tern_add(t128, tern_int(c * 128));                                                 \
+            tern_v n = tern_div(x, tern_int(PK / 8)), k8 = tern_mul(tern_rem(x, tern_int(PK / 8)), tern_int(8)); \
+            tern_v src = tern_add(b_group, tern_add(tern_mul(s, tern_int(SLICE)), tern_add(tern_mul(n, tern_int(PK)), k8))); \
+            tern_copy_async(tiles, tern_wg_tile_index(slot, PN, n, k8), B, src, 8);                       \
+        }                                                                                                 \
+        tern_assign(steps, tern_add(steps, tern_int(1)));                                                 \
+    }
+#define CONSUME_SLICE(pending)                                                                            \
+    TERN_CONSUME(kb) {                                                                                    \
+        tern_v slot = tern_add(ring, tern_mul(tern_rem(tern_pipe_step(kb), tern_int(stages)), tern_int(SLICE))); \
+        tern_wg_tile a = {tiles, tern_mul(wg, tern_int(64 * PK)), 64, false};                             \
+        tern_wg_tile b = {tiles, slot, PN, false};                                                        \
+        tern_wgmma_bf16_async(kb, PN, PK, NULL, &a, &b, acc);                                             \
+        tern_wgmma_wait(kb, pending);                                                                     \
+    }
+        if (o->unrolled) {
+            /* the producer one step ahead: stages 3 - lag 1 - 1 */
+            for (int s = 0; s <= STEPS; s++) {
+                if (s < STEPS) PRODUCE_SLICE(tern_int(s));
+                if (s >= 1) CONSUME_SLICE(s == STEPS ? 0 : 1);
+            }
+        } else {
+            PRODUCE_SLICE(tern_int(0));
+            TERN_FOR(kb, s, tern_int(1), tern_int(STEPS), tern_int(1)) {
+                PRODUCE_SLICE(s);
+                CONSUME_SLICE(0);
+            }
+            CONSUME_SLICE(0);
+        }
+#undef PRODUCE_SLICE
+#undef CONSUME_SLICE
+    }
+    /* d[4 b + r] is D[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
+    tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
+    tern_v row0 = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4))), t = tern_rem(lane, tern_int(4));
+    tern_v q = tern_add(tern_mul(group, tern_int(2)), wg);
+    TERN_IF(kb, tern_lt(wg, tern_int(2))) {
+        for (int j = 0; j < PN / 2; j++) {
+            tern_v m = tern_add(row0, tern_int(j % 4 >= 2 ? 8 : 0));
+            tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (j / 4) + (j & 1)));
+            tern_store(D, tern_add(tern_mul(q, tern_int(64 * PN)), tern_add(tern_mul(m, tern_int(PN)), col)), acc[j]);
+        }
+    }
+    TERN_ELSE(kb) {
+        tern_store(E, tern_add(tern_mul(group, tern_int(128)), t128),
+                   tern_cast(tern_add(steps, t128), TERN_T_F32));
+    }
+}
+
+static tern_rt *open_runtime(const char *runtime) {
+    tern_rt *rt = NULL;
+    tern_error *err = tern_rt_open(runtime, &rt);
+    if (err) {
+        printf("test_kernel_pipe: %s skipped: %s\n", runtime, tern_error_message(err));
+        tern_error_free(err);
+        return NULL;
+    }
+    return rt;
+}
+
+static void run_pipe(const char *runtime, const char *name, const tern_kernel *kern) {
+    tern_rt *rt = open_runtime(runtime);
+    if (!rt) return;
+    enum { NA = WGS * 64 * PK, NB = GROUPS * STEPS * SLICE, ND = WGS * 64 * PN, NE = GROUPS * 128 };
+    static uint16_t A[NA], B[NB];
+    static float Af[NA], Bf[NB], D[ND], E[NE];
+    for (int i = 0; i < NA; i++) A[i] = tern_f32_to_bf16(Af[i] = (float)((i * 5 + 2) % 7 - 3));
+    for (int i = 0; i < NB; i++) B[i] = tern_f32_to_bf16(Bf[i] = (float)((i * 3 + 1) % 5 - 2));
+    for (int i = 0; i < ND; i++) D[i] = -12345.0f;
+    for (int i = 0; i < NE; i++) E[i] = -12345.0f;
+    tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA), tern_arg_host_in(TERN_T_BF16, B, NB),
+                       tern_arg_host(TERN_T_F32, D, ND), tern_arg_host(TERN_T_F32, E, NE)};
+    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1(GROUP), args, 4));
+    int bad = 0;
+    for (int q = 0; q < WGS; q++)
+        for (int m = 0; m < 64; m++)
+            for (int n = 0; n < PN; n++) {
+                double want = 0;
+                for (int s = 0; s < STEPS; s++)
+                    for (int kk = 0; kk < PK; kk++)
+                        want += (double)Af[(q * 64 + m) * PK + kk] * Bf[((q / 2 * STEPS + s) * PN + n) * PK + kk];
+                float got = D[(q * 64 + m) * PN + n];
+                if (got != (float)want && bad++ < 5)
+                    fprintf(stderr, "  %s %s: D[%d][%d][%d] = %g, want %g\n", runtime, name, q, m, n, got, want);
+            }
+    CHECKF(bad == 0, "%s %s, the consumers' products: %d of %d results differ", runtime, name, bad, (int)ND);
+    bad = 0;
+    for (int i = 0; i < NE; i++)
+        if (E[i] != (float)(STEPS + i % 128)) bad++;
+    CHECKF(bad == 0, "%s %s, the producer's steps: %d of %d differ", runtime, name, bad, (int)NE);
+    tern_rt_close(rt);
+}
+
+/* ---- the tracer's refusals ---- */
+
+enum {
+    E_STORE, E_EARLY, E_AHEAD, E_UNBALANCED, E_LAG, E_THREADS, E_NESTED, E_BREAK, E_STEP_OUTSIDE, E_ROLE,
+    E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL,
+};
+
+static void e_pipe(tern_kb *kb, void *u) {
+    int what = *(const int *)u;
+    tern_max_threads(kb, what == E_THREADS ? 256 : 384);
+    tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
+    tern_v tiles = tern_shared_tiles(kb, "t", 8192), acc[8];
+    for (int j = 0; j < 8; j++) {
+        char name[8];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    tern_wg_tile at = {tiles, tern_int(0), 64, false}, bt = {tiles, tern_int(4096), 16, false};
+    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = 2, .lag = what == E_AHEAD ? 1 : 0};
+    if (what == E_REGS) p.producer_regs = 20;
+    if (what == E_POOL) p.producer_regs = 40, p.consumer_regs = 240;
+    if (what == E_OUTSIDE) {
+        TERN_CONSUME(kb) { tern_var(kb, "x", tern_f32(1)); }
+        return;
+    }
+    if (what == E_STEP_OUTSIDE) {
+        TERN_PIPE(kb, &p) { tern_var(kb, "s", tern_pipe_step(kb)); }
+        return;
+    }
+    TERN_PIPE(kb, &p) {
+        switch (what) {
+        case E_STORE: tern_store(out, tern_int(0), tern_f32(1)); break;
+        case E_EARLY:
+            TERN_CONSUME(kb) { tern_var(kb, "x", tern_f32(1)); }
+            break;
+        case E_AHEAD:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            TERN_PRODUCE(kb) { tern_var(kb, "y", tern_f32(1)); }
+            break;
+        case E_UNBALANCED:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            break;
+        case E_LAG:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            TERN_CONSUME(kb) { tern_wgmma_bf16_async(kb, 16, 16, NULL, &at, &bt, acc); }
+            TERN_PRODUCE(kb) { tern_var(kb, "y", tern_f32(1)); }
+            TERN_CONSUME(kb) { tern_wgmma_wait(kb, 0); }
+            break;
+        case E_NESTED:
+            TERN_PIPE(kb, &p) { tern_var(kb, "x", tern_f32(1)); }
+            break;
+        case E_BREAK:
+            TERN_FOR(kb, i, tern_int(0), tern_int(2), tern_int(1)) { tern_break(kb); }
+            break;
+        case E_ROLE:
+            TERN_ROLE(kb, 0, 1) { tern_var(kb, "x", tern_f32(1)); }
+            break;
+        case E_BARRIER: tern_barrier(kb); break;
+        case E_LOOP_UNBALANCED:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            TERN_FOR(kb, i, tern_int(0), tern_int(2), tern_int(1)) {
+                TERN_CONSUME(kb) { tern_var(kb, "y", tern_f32(1)); }
+            }
+            break;
+        default:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            TERN_CONSUME(kb) { tern_var(kb, "y", tern_f32(1)); }
+            break;
+        }
+    }
+}
+
+static void expect_pipe_error(const char *name, int what, const char *needle) {
+    tern_kernel *k = NULL;
+    tern_error *err = tern_kernel_build(name, e_pipe, &what, &k);
+    const char *msg = err ? tern_error_message(err) : "";
+    CHECKF(err && strstr(msg, needle) && strstr(msg, name) && strstr(msg, "test_kernel_pipe.c:"),
+           "%s: got '%s', want '%s'", name, err ? msg : "a kernel", needle);
+    CHECK(k == NULL);
+    tern_error_free(err);
+    tern_kernel_free(k);
+}
+
+static void test_refusals(void) {
+    expect_pipe_error("store", E_STORE, "store in a pipe outside its produce and consume blocks");
+    expect_pipe_error("early", E_EARLY, "consume: step 0 before its produce block");
+    expect_pipe_error("ahead", E_AHEAD, "produce: step 1's slot is still the consumers' until consume block 0 ends "
+                                        "(2 stages, lag 1)");
+    expect_pipe_error("unbalanced", E_UNBALANCED, "the pipe has 1 produce and 0 consume blocks");
+    expect_pipe_error("lag", E_LAG, "consume: 1 wgmma_bf16_async products in flight at the block's end; the "
+                                    "pipe's lag (0)");
+    expect_pipe_error("threads", E_THREADS, "pipe: its warpgroups are 384 threads; tern_max_threads(kb, 384) first");
+    expect_pipe_error("nested", E_NESTED, "pipe: pipes do not nest");
+    expect_pipe_error("in_break", E_BREAK, "break inside a pipe (tern_pipe)");
+    expect_pipe_error("step_outside", E_STEP_OUTSIDE, "pipe_step: outside a pipe's produce and consume blocks");
+    expect_pipe_error("role", E_ROLE, "role: inside a pipe, whose produce and consume blocks are its roles");
+    expect_pipe_error("in_barrier", E_BARRIER, "barrier in a pipe outside its produce and consume blocks");
+    expect_pipe_error("regs", E_REGS, "pipe: registers 20 (producer) and 0 (consumers)");
+    expect_pipe_error("loop_unbalanced", E_LOOP_UNBALANCED, "this block in a pipe has 0 produce and 1 consume blocks");
+    expect_pipe_error("outside", E_OUTSIDE, "consume: outside a pipe (TERN_PIPE)");
+    expect_pipe_error("pool", E_POOL, "pipe: registers 40 (producer) and 240 (consumers) exceed the 168 a thread "
+                                      "starts with, on average");
+    /* the balanced default builds */
+    int fine = -1;
+    tern_kernel *k = NULL;
+    CHECK_OK(tern_kernel_build("balanced", e_pipe, &fine, &k));
+    tern_kernel_free(k);
+}
+
+static void expect_in(const char *what, const char *text, const char *needle, bool present) {
+    bool found = text && strstr(text, needle);
+    CHECKF(found == present, "%s %s '%s'", what, present ? "lacks" : "has", needle);
+}
+
+/* CUDA: the roles as branches handing slots over through mbarriers, no barrier inside them;
+ * OpenCL: the blocks in lockstep, a barrier before each. */
+static void test_text(const tern_kernel *k, bool regs) {
+    char *cu = NULL, *cl = NULL;
+    CHECK_OK(tern_kernel_emit(k, TERN_TARGET_CUDA, &cu));
+    CHECK_OK(tern_kernel_emit(k, TERN_TARGET_OPENCL, &cl));
+    expect_in("cuda", cu, "tern_mbar_wait(&tern_full_", true);
+    expect_in("cuda", cu, "tern_mbar_arrive_copies(&tern_full_", true);
+    expect_in("cuda", cu, "tern_mbar_arrive(&tern_free_", true);
+    expect_in("cuda", cu, "tern_regs_dec<40>();", regs);
+    const char *branch = cu ? strstr(cu, "if (tern_role_wg >= 2) {") : NULL;
+    const char *end = branch ? strstr(branch, "__syncthreads();") : NULL;
+    const char *els = branch ? strstr(branch, "} else {") : NULL;
+    CHECKF(branch && els && end && end > els, "cuda: a barrier inside the pipe's branches");
+    expect_in("opencl", cl, "mbar", false);
+    expect_in("opencl", cl, "barrier(CLK_LOCAL_MEM_FENCE", true);
+    free(cu);
+    free(cl);
+    const char *archs[] = {"sm_90a", "sm_80"};
+    for (int a = 0; a < 2; a++) {
+        tern_error *err = tern_nvrtc_compile(k, archs[a], NULL, NULL);
+        if (err && strstr(tern_error_message(err), "not built in")) {
+            tern_error_free(err);
+            printf("test_kernel_pipe: nvrtc skipped (not built in)\n");
+            break;
+        }
+        CHECKF(err == NULL, "nvrtc for %s: %s", archs[a], err ? tern_error_message(err) : "");
+        tern_error_free(err);
+    }
+}
+
+int main(void) {
+    test_refusals();
+    const struct {
+        const char *name;
+        pipe_kernel o;
+    } kernels[] = {{"pipe_unrolled", {true, 0}}, {"pipe_loop", {false, 0}}, {"pipe_regs", {true, 232}}};
+    for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
+        tern_kernel *k = NULL;
+        CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
+        if (!k) continue;
+        test_text(k, kernels[i].o.regs != 0);
+        run_pipe("host", kernels[i].name, k);
+        const char *gpu = getenv("TERN_GPU");
+        if (gpu && *gpu && strcmp(gpu, "host")) run_pipe(gpu, kernels[i].name, k);
+        tern_kernel_free(k);
+    }
+    return check_summary("test_kernel_pipe");
+}
