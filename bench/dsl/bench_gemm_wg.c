@@ -49,10 +49,6 @@ typedef struct gemm_spec {
     bool gelu;
     int bn, stages;
     bool sum_only, chained;
-    /* piped: a third warpgroup copies the slices (a pipe, TERN_PIPE) while warpgroups 0 and
-     * 1 chain the products; regs: setmaxnreg, 40 registers for the copying warpgroup and 232
-     * for the multiplying ones */
-    bool piped, regs;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -64,17 +60,17 @@ static tern_v gelu(tern_v x) {
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
  * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
 static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
-                        tern_v tid, int threads) {
+                        tern_v tid) {
     tern_v k0 = tern_mul(kt, tern_int(BK));
-    for (int q = 0; q < BM * BK / 8 / threads; q++) {
-        tern_v e = tern_add(tid, tern_int(q * threads));
+    for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BK / 8)), c = tern_mul(tern_rem(e, tern_int(BK / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(m0, r), tern_int(K)), tern_add(k0, c));
         tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
     }
     tern_v boff = tern_add(off, tern_int(BM * BK));
-    for (int q = 0; q < BK * BN / 8 / threads; q++) {
-        tern_v e = tern_add(tid, tern_int(q * threads));
+    for (int q = 0; q < BK * BN / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(k0, r), tern_int(N)), tern_add(n0, c));
         tern_copy_async(tiles, tern_wg_tile_index(boff, BK, r, c), B, src, 8);
@@ -92,7 +88,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
     const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
-    tern_max_threads(kb, s->piped ? THREADS + 128 : THREADS);
+    tern_max_threads(kb, THREADS);
     /* two threadgroups a multiprocessor where their rings fit (227 KB): one's epilogue and
      * barriers then overlap the other's products */
     if ((size_t)STAGES * SLICE * 2 * 2 <= 227 * 1024) tern_min_groups(kb, 2);
@@ -108,34 +104,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
     tern_v w = tern_div(tid, tern_int(128));
-    if (s->piped) {
-        /* Warpgroup 2 copies each slice into the ring while warpgroups 0 and 1 multiply the
-         * one it filled before, their products chained (lag 1: a consume block frees the slot
-         * of the step before, whose product its wait completed). The producer runs up to
-         * STAGES - 2 slices ahead, each role on its own on CUDA (mbarriers, no barrier). */
-        const int AHEAD = STAGES - 2;
-        tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1,
-                       .producer_regs = s->regs ? 40 : 0, .consumer_regs = s->regs ? 232 : 0};
-        tern_v t128 = tern_rem(tid, tern_int(128));
-        TERN_PIPE(kb, &p) {
-            for (int kt = 0; kt < KT + AHEAD; kt++) {
-                if (kt < KT) {
-                    TERN_PRODUCE(kb) {
-                        issue_slice(BN, tiles, tern_int(kt % STAGES * SLICE), A, B, m0, n0, tern_int(kt), t128, 128);
-                    }
-                }
-                int c = kt - AHEAD;
-                if (c < 0) continue;
-                TERN_CONSUME(kb) {
-                    tern_v off = tern_int(c % STAGES * SLICE);
-                    tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false};
-                    tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
-                    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
-                    tern_wgmma_wait(kb, c == KT - 1 ? 0 : 1);
-                }
-            }
-        }
-    } else if (s->chained) {
+    if (s->chained) {
         /* The slices unrolled as the kernel is traced, each product chained onto the one
          * before (tern_wgmma_bf16_async on the same accumulators) and left in flight while the
          * next slice's copies are waited for and issued: the tensor cores need not drain at
@@ -144,7 +113,7 @@ static void k_gemm(tern_kb *kb, void *user) {
          * completed (in every warpgroup, by the barrier). */
         const int AHEAD = STAGES - 2;
         for (int p = 0; p < AHEAD; p++) {
-            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, THREADS);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         for (int kt = 0; kt < KT; kt++) {
@@ -152,7 +121,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_barrier(kb);
             if (kt + AHEAD < KT)
                 issue_slice(BN, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
-                            tid, THREADS);
+                            tid);
             tern_copy_async_commit(kb);
             tern_v off = tern_int(kt % STAGES * SLICE);
             tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
@@ -163,7 +132,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_wgmma_wait(kb, 0);
     } else {
         for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, THREADS);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
@@ -172,7 +141,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_v next = tern_add(kt, tern_int(STAGES - 1));
             TERN_IF(kb, tern_lt(next, tern_int(KT))) {
                 issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
-                            next, tid, THREADS);
+                            next, tid);
             }
             tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
             tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
@@ -183,15 +152,11 @@ static void k_gemm(tern_kb *kb, void *user) {
             for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
         }
     }
-    /* the multiplying warpgroups (all of a group that is not piped) */
-    tern_v multiplies = tern_lt(tid, tern_int(THREADS));
     if (s->sum_only) {
-        TERN_IF(kb, multiplies) {
-            tern_v sum = tern_f32(0);
-            for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
-            tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
-            tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
-        }
+        tern_v sum = tern_f32(0);
+        for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
+        tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
+        tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
         return;
     }
     /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
@@ -204,7 +169,6 @@ static void k_gemm(tern_kb *kb, void *user) {
     const int LDS = BN + 8, OUT_TILE = BM * LDS;
     tern_copy_async_wait(kb, 0);
     tern_barrier(kb); /* nobody reads the ring any more */
-    TERN_IF(kb, multiplies) {
     for (int b = 0; b < BN / 8; b++) {
         tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
         tern_v bias2[2];
@@ -220,9 +184,7 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_store_vec(tiles, sat, 2, x);
         }
     }
-    }
     tern_barrier(kb);
-    TERN_IF(kb, multiplies) {
     for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
         tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
@@ -235,7 +197,6 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_load_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 8, x);
             tern_store_vec(aux, at, 8, x);
         }
-    }
     }
 }
 
@@ -322,17 +283,14 @@ int main(int argc, char **argv) {
      * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
      * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
     static const gemm_spec variants[] = {
-        {false, 128, 3, false, false, false, false}, {true, 128, 3, false, false, false, false},
-        {false, 256, 4, false, true, false, false},  {true, 256, 4, false, true, false, false},
-        {false, 256, 4, true, true, false, false},   {false, 256, 4, false, true, true, false}, {false, 256, 4, true, true, true, true},
-        {false, 256, 4, false, true, true, true},  {true, 256, 4, false, true, true, true},
+        {false, 128, 3, false, false}, {true, 128, 3, false, false}, {false, 256, 4, false, true},
+        {true, 256, 4, false, true},   {false, 256, 4, true, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->stages, spec->piped ? "_piped" : spec->chained ? "_chained" : "",
-                 spec->regs ? "_regs" : "");
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->stages, spec->chained ? "_chained" : "");
         if ((only && !strstr(name, only)) || N % spec->bn) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
@@ -345,8 +303,8 @@ int main(int argc, char **argv) {
         for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
-                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)),
-                                  tern_dims1(spec->piped ? THREADS + 128 : THREADS), args, spec->gelu ? 5 : 3);
+                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)), tern_dims1(THREADS),
+                                  args, spec->gelu ? 5 : 3);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;
             if (run >= 0 && dt < best) best = dt;
@@ -355,10 +313,9 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s BN %d, BK 64, %d slices%s%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+            printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
-                   spec->stages, spec->piped ? ", piped" : spec->chained ? ", chained" : "",
-                   spec->regs ? " (setmaxnreg)" : "", M, K, K, N, best * 1e3,
+                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3,
                    2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");

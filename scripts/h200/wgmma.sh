@@ -3,7 +3,8 @@
 # (TERN_CUDA_TUNE flash_wgmma=f/kv/q), in one call:
 #   1. Checks on cuda: test_kernel_wgmma (every operand placement against plain C, exactly;
 #      the kernels compile as sm_90a: wgmma.mma_async), test_kernel_role (products chained
-#      across warpgroup roles' blocks), the flash kernels at the Llama and
+#      across warpgroup roles' blocks), test_kernel_pipe (a producer warpgroup feeding two
+#      consumer ones through mbarriers, with and without setmaxnreg), the flash kernels at the Llama and
 #      GPT-2 shapes with warpgroup products (test_flash_kernels), test_ops_attention with
 #      flash_wgmma=1/1/1, and the GPT-2 fixture in bf16 with it.
 #   2. bench_wgmma: the same products by tern_wgmma_bf16 and by tern_load_matrix +
@@ -23,6 +24,7 @@ build_tern
 on="TERN_CUDA_TUNE=flash_wgmma=1/1/1"
 TERN_GPU=cuda step "test_kernel_wgmma on cuda" 300 wgmma-test.log $b/tests/kernel/test_kernel_wgmma
 TERN_GPU=cuda step "test_kernel_role on cuda" 120 role-test.log $b/tests/kernel/test_kernel_role
+TERN_GPU=cuda step "test_kernel_pipe on cuda" 120 pipe-test.log $b/tests/kernel/test_kernel_pipe
 TERN_GPU=cuda step "flash kernels on cuda (variants[9]: wgmma)" 400 flash-kernels.log \
     $b/tests/attention_kernels/test_flash_kernels
 TERN_TEST_HANDLER=cuda step "ops: test_ops_attention on cuda, $on" 300 ops-attention.log \
