@@ -603,8 +603,11 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);
  * as consume blocks. Outside its produce and consume blocks the region holds only values and
  * control flow, no stores, copies, products, barriers or exits; the blocks are warpgroup roles
  * (see above), and nothing in the region breaks, continues or exits. The threadgroup has
- * exactly (producer_first + producer_count) * 128 threads (tern_max_threads; CUDA faults on
- * another size). Pipes do not nest. */
+ * exactly (producer_first + producer_count) * 128 threads, or, for a producer of one
+ * warpgroup's first warps (without setmaxnreg), producer_first * 128 + 32 times the warps
+ * (tern_max_threads; CUDA faults on another size). A variable declared before the pipe and
+ * used in only one role's blocks has no defined value in the other role's threads after it
+ * (the interpreter poisons it there). Pipes do not nest. */
 typedef struct tern_pipe {
     int producer_first, producer_count; /* the producer's warpgroups; the consumers are those before */
     int stages;                         /* the ring's slots, 1 .. 32 */

@@ -62,10 +62,15 @@ void tern_pipe_at(tern_loc at, tern_kb *kb, const tern_pipe *p) {
             kb_fail(kb, at, "pipe: registers %d (producer) and %d (consumers); both 0, or both multiples of 8 in "
                     "24 .. 256", p->producer_regs, p->consumer_regs);
     }
-    int threads = kb_ok(kb) ? (p->producer_first + p->producer_count) * 128 : 0;
-    if (kb_ok(kb) && kb->k->max_threads != threads)
-        kb_fail(kb, at, "pipe: its warpgroups are %d threads; tern_max_threads(kb, %d) first (now %d)", threads,
-                threads, kb->k->max_threads);
+    /* the producer's threads: its warpgroups, or one warpgroup's first warps */
+    int threads = kb_ok(kb) ? kb->k->max_threads : 0, producers = threads - (kb_ok(kb) ? p->producer_first * 128 : 0);
+    if (kb_ok(kb) && (producers < 32 || producers % 32 || producers > p->producer_count * 128 ||
+                      (producers < p->producer_count * 128 && p->producer_count > 1)))
+        kb_fail(kb, at, "pipe: tern_max_threads(kb, %d) first (now %d), or %d for a producer of the last warpgroup's "
+                "first warps", (p->producer_first + p->producer_count) * 128, threads, p->producer_first * 128 + 32);
+    if (kb_ok(kb) && producers < 128 && p->producer_regs)
+        kb_fail(kb, at, "pipe: setmaxnreg with a producer of %d threads; it moves whole warpgroups' registers",
+                producers);
     if (kb_ok(kb) && p->producer_regs) {
         /* setmaxnreg moves registers within the group's pool: what its threads start with */
         int groups = kb->k->min_groups ? kb->k->min_groups : 1, start = 65536 / (threads * groups) / 8 * 8;

@@ -123,6 +123,10 @@ struct emitter {
     bool *simple_while; /* per WHILE: its header is written at its test */
 };
 
+/* Writes one line of the body from a format, attributed to instruction i (a line too long
+ * for its buffer fails the emission). */
+void emit_linef(emitter *e, int32_t i, const char *fmt, ...) TERN_PRINTF(3, 4);
+
 /* Writes instruction i's statement (a block's opening or closing line for one that opens or
  * closes one). */
 void emit_statement(emitter *e, int32_t i);

@@ -737,6 +737,21 @@ static void statement(emitter *e, int32_t i) {
 
 void emit_statement(emitter *e, int32_t i) { statement(e, i); }
 
+void emit_linef(emitter *e, int32_t i, const char *fmt, ...) {
+    char text[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    int len = vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    if (len < 0 || (size_t)len >= sizeof text) {
+        e->body.failed = true;
+        return;
+    }
+    emit_line_start(e, i);
+    sb_puts(&e->body, text);
+    emit_line_end(e);
+}
+
 void emit_comment_statement(emitter *e, int32_t i, const char *what, const char *why) {
     emit_line_start(e, i);
     sb_printf(&e->body, "/* %s: %s */", what, why);

@@ -8,8 +8,7 @@
  * barrier: the consumers for its filling, the producer (from its second round) for the
  * consumers' release of the round before. The other targets run the same blocks in lockstep
  * with the barriers the tracer put before them (emit_common.c), which CUDA drops here. */
-#include <stdarg.h>
-#include <stdio.h>
+#include <stdlib.h>
 
 #include "dsl/emit.h"
 
@@ -52,19 +51,6 @@ void emit_cuda_pipe_helpers(const emitter *e, strbuf *out) {
                  "}\n");
 }
 
-static void pipe_line(emitter *e, int32_t ins, const char *fmt, ...) TERN_PRINTF(3, 4);
-static void pipe_line(emitter *e, int32_t ins, const char *fmt, ...) {
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(line, sizeof line, fmt, ap);
-    va_end(ap);
-    if (n < 0 || (size_t)n >= sizeof line) e->body.failed = true;
-    emit_line_start(e, ins);
-    sb_puts(&e->body, line);
-    emit_line_end(e);
-}
-
 /* The registers a thread of this kernel is launched with, as ptxas gives them under its
  * launch bounds: what setmaxnreg gives back at the end of a role's branch. */
 static int launch_regs(const tern_kernel *k) {
@@ -99,26 +85,49 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
             continue;
         }
         const char *step = e->var_name[in->imm];
-        pipe_line(e, j, "{ /* %s step %s */", producer ? "produce" : "consume", step);
+        emit_linef(e, j, "{ /* %s step %s */", producer ? "produce" : "consume", step);
         e->indent++;
-        pipe_line(e, j, "const int tern_slot = %s %% %d, tern_round = %s / %d;", step, s.stages, step, s.stages);
+        emit_linef(e, j, "const int tern_slot = %s %% %d, tern_round = %s / %d;", step, s.stages, step, s.stages);
         if (producer)
-            pipe_line(e, j, "if (tern_round > 0) tern_mbar_wait(&tern_free_%d[tern_slot], (tern_round - 1) & 1);",
+            emit_linef(e, j, "if (tern_round > 0) tern_mbar_wait(&tern_free_%d[tern_slot], (tern_round - 1) & 1);",
                       region);
         else
-            pipe_line(e, j, "tern_mbar_wait(&tern_full_%d[tern_slot], tern_round & 1);", region);
-        if (!producer && s.lag) pipe_line(e, j, "const int tern_done = %s - %d;", step, s.lag);
+            emit_linef(e, j, "tern_mbar_wait(&tern_full_%d[tern_slot], tern_round & 1);", region);
+        if (!producer && s.lag) emit_linef(e, j, "const int tern_done = %s - %d;", step, s.lag);
         for (int32_t q = j + 1; q < block_end; q++) emit_statement(e, q);
         if (producer)
-            pipe_line(e, block_end, "tern_mbar_arrive_copies(&tern_full_%d[tern_slot]);", region);
+            emit_linef(e, block_end, "tern_mbar_arrive_copies(&tern_full_%d[tern_slot]);", region);
         else if (s.lag)
-            pipe_line(e, block_end, "if (tern_done >= 0) tern_mbar_arrive(&tern_free_%d[tern_done %% %d]);", region,
+            emit_linef(e, block_end, "if (tern_done >= 0) tern_mbar_arrive(&tern_free_%d[tern_done %% %d]);", region,
                       s.stages);
         else
-            pipe_line(e, block_end, "tern_mbar_arrive(&tern_free_%d[tern_slot]);", region);
+            emit_linef(e, block_end, "tern_mbar_arrive(&tern_free_%d[tern_slot]);", region);
         e->indent--;
-        pipe_line(e, block_end, "}");
+        emit_linef(e, block_end, "}");
         j = block_end;
+    }
+}
+
+/* Ends the life of every variable the other role owns (ir_pipe_owners) in this branch: an
+ * empty asm that defines it, so its value from before the region is not kept in registers
+ * through the branch. After the region it has no defined value in this role's threads. */
+static void forget_others(emitter *e, int32_t at, const uint8_t *owner, uint8_t other) {
+    const tern_kernel *k = e->k;
+    for (int32_t v = 0; v < k->nvars; v++) {
+        if (owner[v] != other) continue;
+        const char *how = NULL;
+        switch (k->vars[v].type) {
+        case TERN_T_F32: how = "f"; break;
+        case TERN_T_I32:
+        case TERN_T_U32: how = "r"; break;
+        case TERN_T_I64:
+        case TERN_T_U64: how = "l"; break;
+        case TERN_T_F16:
+        case TERN_T_BF16:
+        case TERN_T_U16: how = "h"; break;
+        default: continue; /* bool, 8-bit: left as they are */
+        }
+        emit_linef(e, at, "asm volatile(\"\" : \"=%s\"(%s));", how, e->var_name[v]);
     }
 }
 
@@ -126,38 +135,47 @@ int32_t emit_cuda_pipe(emitter *e, int32_t region) {
     const tern_kernel *k = e->k;
     ir_pipe_spec s = ir_pipe_unpack(k->ins[region].imm);
     int32_t end = k->ins[region].a[2];
-    int producers = s.producer_count * 128, consumers = s.producer_first * 128;
+    int consumers = s.producer_first * 128, producers = k->max_threads - consumers; /* tern_pipe_at */
     e->need |= NEED_PIPE | NEED_LOCAL_INDEX;
-    pipe_line(e, region, "{ /* a pipe: warpgroups %d .. %d produce, %d .. %d consume; %d stages, lag %d */",
+    uint8_t *owner = malloc((size_t)k->nvars + 1);
+    if (!owner) {
+        e->body.failed = true;
+        return end;
+    }
+    ir_pipe_owners(k, region, owner);
+    emit_linef(e, region, "{ /* a pipe: warpgroups %d .. %d produce, %d .. %d consume; %d stages, lag %d */",
               s.producer_first, s.producer_first + s.producer_count - 1, 0, s.producer_first - 1, s.stages, s.lag);
     e->indent++;
-    pipe_line(e, region, "__shared__ unsigned long long tern_full_%d[%d], tern_free_%d[%d];", region, s.stages,
+    emit_linef(e, region, "__shared__ unsigned long long tern_full_%d[%d], tern_free_%d[%d];", region, s.stages,
               region, s.stages);
     /* the barriers count every thread of the other role: a launch of another size would
      * wait forever, so it faults instead */
-    pipe_line(e, region, "if (blockDim.x * blockDim.y * blockDim.z != %d) __trap();", producers + consumers);
-    pipe_line(e, region, "if (tern_local_index() == 0)");
-    pipe_line(e, region, "    for (int tern_s = 0; tern_s < %d; tern_s++) {", s.stages);
-    pipe_line(e, region, "        tern_mbar_init(&tern_full_%d[tern_s], %d);", region, producers);
-    pipe_line(e, region, "        tern_mbar_init(&tern_free_%d[tern_s], %d);", region, consumers);
-    pipe_line(e, region, "    }");
-    pipe_line(e, region, "__syncthreads();");
-    pipe_line(e, region, "if (tern_role_wg >= %d) {", s.producer_first);
+    emit_linef(e, region, "if (blockDim.x * blockDim.y * blockDim.z != %d) __trap();", producers + consumers);
+    emit_linef(e, region, "if (tern_local_index() == 0)");
+    emit_linef(e, region, "    for (int tern_s = 0; tern_s < %d; tern_s++) {", s.stages);
+    emit_linef(e, region, "        tern_mbar_init(&tern_full_%d[tern_s], %d);", region, producers);
+    emit_linef(e, region, "        tern_mbar_init(&tern_free_%d[tern_s], %d);", region, consumers);
+    emit_linef(e, region, "    }");
+    emit_linef(e, region, "__syncthreads();");
+    emit_linef(e, region, "if (tern_role_wg >= %d) {", s.producer_first);
     e->indent++;
     int back = launch_regs(k);
-    if (s.producer_regs) pipe_line(e, region, "tern_regs_dec<%d>();", s.producer_regs);
+    if (s.producer_regs) emit_linef(e, region, "tern_regs_dec<%d>();", s.producer_regs);
     pipe_branch(e, region, true);
-    if (s.producer_regs) pipe_line(e, end, "tern_regs_inc<%d>();", back);
+    if (s.producer_regs) emit_linef(e, end, "tern_regs_inc<%d>();", back);
+    forget_others(e, end, owner, IR_PIPE_CONSUMERS);
     e->indent--;
-    pipe_line(e, region, "} else {");
+    emit_linef(e, region, "} else {");
     e->indent++;
-    if (s.consumer_regs) pipe_line(e, region, "tern_regs_inc<%d>();", s.consumer_regs);
+    if (s.consumer_regs) emit_linef(e, region, "tern_regs_inc<%d>();", s.consumer_regs);
     pipe_branch(e, region, false);
-    if (s.consumer_regs) pipe_line(e, end, "tern_regs_dec<%d>();", back);
+    forget_others(e, end, owner, IR_PIPE_PRODUCER);
+    if (s.consumer_regs) emit_linef(e, end, "tern_regs_dec<%d>();", back);
     e->indent--;
-    pipe_line(e, end, "}");
-    pipe_line(e, end, "__syncthreads();");
+    emit_linef(e, end, "}");
+    emit_linef(e, end, "__syncthreads();");
     e->indent--;
-    pipe_line(e, end, "}");
+    emit_linef(e, end, "}");
+    free(owner);
     return end;
 }

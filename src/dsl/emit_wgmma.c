@@ -3,7 +3,6 @@
  * sm_90a) or the same product as tern_mma_bf16 tiles per SIMD group (every other target, and
  * CUDA elsewhere), and tern_wgmma_wait. The layout of the tiles and of the fragments is
  * tern/kernel.h's; the interpreter (interp_wgmma.c) is the reference. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,22 +53,6 @@ static void declare_accumulators(emitter *e, int32_t i, wg_emit *w) {
         e->val_name[w->in->dst + j] = strdup(name);
         if (!e->val_name[w->in->dst + j]) b->failed = true;
     }
-}
-
-static void line(emitter *e, int32_t i, const char *fmt, ...) TERN_PRINTF(3, 4);
-static void line(emitter *e, int32_t i, const char *fmt, ...) {
-    char text[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    int len = vsnprintf(text, sizeof text, fmt, ap);
-    va_end(ap);
-    if (len < 0 || (size_t)len >= sizeof text) {
-        e->body.failed = true;
-        return;
-    }
-    emit_line_start(e, i);
-    sb_puts(&e->body, text);
-    emit_line_end(e);
 }
 
 /* "const int name = (int)(value);" */
@@ -138,12 +121,12 @@ void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, co
     wg_emit w = wg_begin(e, i);
     w.acc = acc;
     strbuf *b = &e->body;
-    line(e, i, "{");
+    emit_linef(e, i, "{");
     e->indent++;
     char *lane_expr, *group_expr;
     if (!lane_and_group(e, &lane_expr, &group_expr)) return;
     const char *g = emit_unique(e, "wg_g"), *t = emit_unique(e, "wg_t"), *j = emit_unique(e, "wg_j");
-    line(e, i, "const int %s = (%s) >> 2, %s = (%s) & 3, %s = (%s) & 3;", g, lane_expr, t, lane_expr, j, group_expr);
+    emit_linef(e, i, "const int %s = (%s) >> 2, %s = (%s) & 3, %s = (%s) & 3;", g, lane_expr, t, lane_expr, j, group_expr);
     free(lane_expr);
     free(group_expr);
     const char *bat = int_of(e, i, "wg_b_at", w.b_idx);
@@ -181,8 +164,8 @@ void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, co
             emit_line_end(e);
         }
         const char *nb = emit_unique(e, "wg_nb");
-        if (e->d->target == TERN_TARGET_CUDA) line(e, i, "#pragma unroll");
-        line(e, i, "for (int %s = 0; %s < %d; %s++) {", nb, nb, w.s.n / 8, nb);
+        if (e->d->target == TERN_TARGET_CUDA) emit_linef(e, i, "#pragma unroll");
+        emit_linef(e, i, "for (int %s = 0; %s < %d; %s++) {", nb, nb, w.s.n / 8, nb);
         e->indent++;
         /* B's four values: rows 16 s + 2 t + {0, 1, 8, 9}, column 8 nb + g */
         char col[96], bv[4][320];
@@ -210,13 +193,13 @@ void emit_wgmma_fallback(emitter *e, int32_t i, const char *acc, bool packed, co
         if (mma_extra) sb_printf(b, ", %s", mma_extra);
         sb_puts(b, ");");
         emit_line_end(e);
-        line(e, i, "%s[4 * %s] = %s.x, %s[4 * %s + 1] = %s.y, %s[4 * %s + 2] = %s.z, %s[4 * %s + 3] = %s.w;", acc, nb,
+        emit_linef(e, i, "%s[4 * %s] = %s.x, %s[4 * %s + 1] = %s.y, %s[4 * %s + 2] = %s.z, %s[4 * %s + 3] = %s.w;", acc, nb,
              res, acc, nb, res, acc, nb, res, acc, nb, res);
         e->indent--;
-        line(e, i, "}");
+        emit_linef(e, i, "}");
     }
     e->indent--;
-    line(e, i, "}");
+    emit_linef(e, i, "}");
     e->need |= NEED_MMA | NEED_BF16 | NEED_WGMMA;
 }
 
@@ -243,25 +226,25 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
     bool async = (in->aux & IR_WG_ASYNC) != 0;
     strbuf *b = &e->body;
     if (!async) declare_accumulators(e, i, &w);
-    line(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-    line(e, i, "{");
+    emit_linef(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+    emit_linef(e, i, "{");
     e->indent++;
     const char *bat = int_of(e, i, "wg_b_at", w.b_idx);
     const char *baddr = emit_unique(e, "wg_b_addr");
-    line(e, i, "const unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s) + 2u * (unsigned int)%s;", baddr,
+    emit_linef(e, i, "const unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s) + 2u * (unsigned int)%s;", baddr,
          e->buf_name[in->a[2]], bat);
     const char *aaddr = NULL;
     if (w.a_tile) {
         const char *aat = int_of(e, i, "wg_a_at", w.a_idx);
         aaddr = emit_unique(e, "wg_a_addr");
-        line(e, i, "const unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s) + 2u * (unsigned int)%s;",
+        emit_linef(e, i, "const unsigned int %s = (unsigned int)__cvta_generic_to_shared(%s) + 2u * (unsigned int)%s;",
              aaddr, e->buf_name[in->a[1]], aat);
     }
     /* the swizzle is of address bits: a tile off a 1,024-byte boundary would be read in
      * another order than it was written. The arrays are declared so aligned and `at` is a
      * multiple of 512 (the host checks it); should either not hold, fault rather than be
      * silently wrong */
-    line(e, i, "if ((%s%s%s) & 1023u) __trap();", baddr, aaddr ? " | " : "", aaddr ? aaddr : "");
+    emit_linef(e, i, "if ((%s%s%s) & 1023u) __trap();", baddr, aaddr ? " | " : "", aaddr ? aaddr : "");
     /* A's registers as bf16 pairs, all made before the first product: registers written
      * between two wgmma instructions make ptxas wait for the products in flight */
     const char *pairs[IR_WG_MAX_K / 4];
@@ -276,8 +259,8 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         }
     /* the tiles were written through the generic proxy (stores, cp.async); wgmma reads them
      * through the async proxy */
-    line(e, i, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
-    line(e, i, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
+    emit_linef(e, i, "asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");");
+    emit_linef(e, i, "asm volatile(\"wgmma.fence.sync.aligned;\" ::: \"memory\");");
     int nacc = w.s.n / 2;
     for (int s = 0; s < w.s.k / 16; s++) {
         unsigned boff, blead, aoff = 0, alead = 0;
@@ -310,11 +293,11 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         sb_printf(b, "\"l\"(tern_wg_desc(%s + %uu, %uu)), \"r\"(1) : \"memory\");", baddr, boff, blead);
         emit_line_end(e);
     }
-    line(e, i, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
+    emit_linef(e, i, "asm volatile(\"wgmma.commit_group.sync.aligned;\" ::: \"memory\");");
     if (!async) {
         /* the wait, then the accumulators through an empty volatile asm, as
          * emit_cuda_wgmma_wait: no read of them may move above the wait */
-        line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
+        emit_linef(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned 0;\" ::: \"memory\");");
         for (int j = 0; j < nacc; j += 16) {
             emit_line_start(e, i);
             sb_puts(b, "asm volatile(\"\" : ");
@@ -324,20 +307,20 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
         }
     }
     e->indent--;
-    line(e, i, "}");
-    line(e, i, "#else");
+    emit_linef(e, i, "}");
+    emit_linef(e, i, "#else");
     if (async) {
-        line(e, i, "{");
+        emit_linef(e, i, "{");
         e->indent++;
         declare_accumulators(e, i, &w);
         emit_wgmma_fallback(e, i, w.acc, true, NULL);
         accumulators_back(e, i, &w);
         e->indent--;
-        line(e, i, "}");
+        emit_linef(e, i, "}");
     } else {
         emit_wgmma_fallback(e, i, w.acc, true, NULL);
     }
-    line(e, i, "#endif");
+    emit_linef(e, i, "#endif");
 }
 
 /* CUDA: wgmma.wait_group on sm_90a, then each completed accumulator through an empty volatile
@@ -346,8 +329,8 @@ void emit_cuda_wgmma(emitter *e, int32_t i) {
 void emit_cuda_wgmma_wait(emitter *e, int32_t i) {
     const ir_ins *in = &e->k->ins[i];
     const int32_t *vars = &e->k->extra[in->a[0]];
-    line(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
-    line(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", in->aux);
+    emit_linef(e, i, "#if defined(__CUDA_ARCH_FEAT_SM90_ALL)");
+    emit_linef(e, i, "asm volatile(\"wgmma.wait_group.sync.aligned %d;\" ::: \"memory\");", in->aux);
     for (int j = 0; j < in->a[1]; j += 16) {
         emit_line_start(e, i);
         sb_puts(&e->body, "asm volatile(\"\" : ");
@@ -356,7 +339,7 @@ void emit_cuda_wgmma_wait(emitter *e, int32_t i) {
         sb_puts(&e->body, " :: \"memory\");");
         emit_line_end(e);
     }
-    line(e, i, "#endif");
+    emit_linef(e, i, "#endif");
 }
 
 /* A role's product (OpenCL, Metal): each thread its own accumulators from the tiles, k in
@@ -370,15 +353,15 @@ static void emit_wgmma_per_thread(emitter *e, int32_t i, const wg_emit *w) {
     const char *row = emit_unique(e, "wg_m"), *col = emit_unique(e, "wg_col");
     const char *q = emit_unique(e, "wg_q"), *kk = emit_unique(e, "wg_k"), *sum = emit_unique(e, "wg_sum");
     const char *aat = int_of(e, i, "wg_a_at", w->a_idx), *bat = int_of(e, i, "wg_b_at", w->b_idx);
-    line(e, i, "for (int %s = 0; %s < %d; %s++) {", q, q, w->s.n / 2, q);
+    emit_linef(e, i, "for (int %s = 0; %s < %d; %s++) {", q, q, w->s.n / 2, q);
     e->indent++;
     /* d[4 b + r] = D[16 j + g + 8 (r / 2)][8 b + 2 t + r % 2] */
-    line(e, i, "const int %s = 16 * ((%s) & 3) + ((%s) >> 2) + ((%s & 2) ? 8 : 0);", row, group_expr, lane_expr, q);
-    line(e, i, "const int %s = 8 * (%s >> 2) + 2 * ((%s) & 3) + (%s & 1);", col, q, lane_expr, q);
+    emit_linef(e, i, "const int %s = 16 * ((%s) & 3) + ((%s) >> 2) + ((%s & 2) ? 8 : 0);", row, group_expr, lane_expr, q);
+    emit_linef(e, i, "const int %s = 8 * (%s >> 2) + 2 * ((%s) & 3) + (%s & 1);", col, q, lane_expr, q);
     free(lane_expr);
     free(group_expr);
-    line(e, i, "float %s = %s[%s];", sum, w->acc, q);
-    line(e, i, "for (int %s = 0; %s < %d; %s++)", kk, kk, w->s.k, kk);
+    emit_linef(e, i, "float %s = %s[%s];", sum, w->acc, q);
+    emit_linef(e, i, "for (int %s = 0; %s < %d; %s++)", kk, kk, w->s.k, kk);
     e->indent++;
     char aix[320], bix[320];
     tile_index(aix, sizeof aix, aat, w->s.a_rows, w->s.a_k_rows, row, kk);
@@ -391,9 +374,9 @@ static void emit_wgmma_per_thread(emitter *e, int32_t i, const wg_emit *w) {
     sb_printf(&e->body, ", %s);", sum);
     emit_line_end(e);
     e->indent--;
-    line(e, i, "%s[%s] = %s;", w->acc, q, sum);
+    emit_linef(e, i, "%s[%s] = %s;", w->acc, q, sum);
     e->indent--;
-    line(e, i, "}");
+    emit_linef(e, i, "}");
     e->need |= NEED_BF16 | NEED_WGMMA;
 }
 
@@ -403,7 +386,7 @@ void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra) {
     wg_emit w = wg_begin(e, i);
     bool async = (w.in->aux & IR_WG_ASYNC) != 0;
     if (async) {
-        line(e, i, "{");
+        emit_linef(e, i, "{");
         e->indent++;
     }
     declare_accumulators(e, i, &w);
@@ -414,6 +397,6 @@ void emit_wgmma_emulated(emitter *e, int32_t i, const char *mma_extra) {
     if (async) {
         accumulators_back(e, i, &w);
         e->indent--;
-        line(e, i, "}");
+        emit_linef(e, i, "}");
     }
 }

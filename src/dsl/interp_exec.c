@@ -125,6 +125,29 @@ static void exec_binary(ictx *c, int32_t i, const ir_ins *in, const int32_t *lan
 
 static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n, int depth);
 
+/* After a pipe's region: a variable one role owns (ir_pipe_owners) is poisoned in the other
+ * role's threads, as the registers are poisoned before a group runs, so that a kernel that
+ * reads it there fails here too and not only on CUDA (which forgets it: emit_pipe.c). */
+static void forget_others(ictx *c, int32_t region, const int32_t *lanes, int n) {
+    const tern_kernel *k = c->k;
+    uint8_t *owner = malloc((size_t)k->nvars + 1);
+    if (!owner) {
+        ictx_fail(c, region, -1, "out of memory");
+        return;
+    }
+    ir_pipe_owners(k, region, owner);
+    ir_pipe_spec s = ir_pipe_unpack(k->ins[region].imm);
+    for (int32_t v = 0; v < k->nvars; v++) {
+        if (owner[v] != IR_PIPE_PRODUCER && owner[v] != IR_PIPE_CONSUMERS) continue;
+        ev *x = IVAR(c, v);
+        for (int j = 0; j < n; j++) {
+            bool producer = lanes[j] / 128 >= s.producer_first;
+            if (producer != (owner[v] == IR_PIPE_PRODUCER)) memset(&x[lanes[j]], 0xa5, sizeof *x);
+        }
+    }
+    free(owner);
+}
+
 static int exec_if(ictx *c, int32_t i, int32_t *lanes, int n, int depth) {
     const ir_ins *in = &c->k->ins[i];
     const ev *cond = IREG(c, in->a[0]);
@@ -140,6 +163,7 @@ static int exec_if(ictx *c, int32_t i, int32_t *lanes, int n, int depth) {
             if (!cond[lanes[j]].u) sub[m++] = lanes[j];
         if (m) exec_range(c, els + 1, end, sub, m, depth + 1);
     }
+    if (in->aux == IR_IF_PIPE && !c->err) forget_others(c, i, lanes, n);
     return end + 1;
 }
 

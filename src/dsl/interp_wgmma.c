@@ -39,10 +39,11 @@ static int64_t tile_at(ictx *c, int32_t ins, int32_t idx, const ibuf *b, int bas
 }
 
 /* How many threads of each warpgroup are here (all of them, or none: a role's block) into
- * count[]; false after an error. */
+ * count[]; a threadgroup's last warpgroup may be partial (a pipe's producer of a few warps),
+ * and then may not multiply. False after an error. */
 static bool warpgroups_here(ictx *c, int32_t ins, const int32_t *lanes, int n_here, int *count) {
     for (int i = 0; i < n_here; i++) count[lanes[i] / WG]++;
-    for (int w = 0; w < c->T / WG; w++)
+    for (int w = 0; w < (c->T + WG - 1) / WG; w++)
         if (count[w] != 0 && count[w] != WG) {
             ictx_fail(c, ins, w * WG, "wgmma_bf16 reached by %d of warpgroup %d's %d threads; a warpgroup "
                       "product is its whole warpgroup's", count[w], w, WG);
@@ -53,7 +54,7 @@ static bool warpgroups_here(ictx *c, int32_t ins, const int32_t *lanes, int n_he
 
 void interp_wgmma(ictx *c, int32_t ins, const int32_t *lanes, int n_here) {
     const ir_ins *in = &c->k->ins[ins];
-    if (c->T % WG) {
+    if (c->T % WG && !(in->aux & IR_WG_ROLE)) {
         ictx_fail(c, ins, -1, "wgmma_bf16 in a threadgroup of %d threads; warpgroup products need a "
                   "multiple of %d", c->T, WG);
         return;
@@ -72,13 +73,13 @@ void interp_wgmma(ictx *c, int32_t ins, const int32_t *lanes, int n_here) {
     const int32_t a_idx = a_tile ? ops[0] : -1, b_idx = ops[a_tile ? 1 : k / 2];
     const int32_t *cv = ops + (a_tile ? 2 : k / 2 + 1);
     float *A = malloc((size_t)64 * k * sizeof *A), *B = malloc((size_t)k * n * sizeof *B);
-    int *here = calloc((size_t)(c->T / WG), sizeof *here);
+    int *here = calloc((size_t)((c->T + WG - 1) / WG), sizeof *here);
     if (!A || !B || !here) {
         ictx_fail(c, ins, -1, "out of memory");
         goto done;
     }
     if (!warpgroups_here(c, ins, lanes, n_here, here)) goto done;
-    for (int base = 0; base < c->T; base += WG) {
+    for (int base = 0; base + WG <= c->T; base += WG) {
         if (!here[base / WG]) continue; /* outside the role */
         /* A [64][k] */
         if (a_tile) {

@@ -190,6 +190,13 @@ static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
 #define IR_IF_PRODUCE 3
 #define IR_IF_CONSUME 4
 #define IR_BARRIER_PIPE 1
+/* A pipe's variables: which role's blocks use each variable declared before the region (a
+ * set of bits; shared: used outside the blocks too). A variable only one role uses has no
+ * defined value in the other role's threads after the region: CUDA lets the other branch
+ * forget it (its registers would otherwise hold it through that branch, spilling where
+ * setmaxnreg took them away) and the interpreter poisons it there. */
+enum { IR_PIPE_PRODUCER = 1, IR_PIPE_CONSUMERS = 2, IR_PIPE_SHARED = 3 };
+void ir_pipe_owners(const tern_kernel *k, int32_t region, uint8_t *owner);
 typedef struct ir_pipe_spec {
     int producer_first, producer_count, stages, lag, producer_regs, consumer_regs;
 } ir_pipe_spec;

@@ -1,7 +1,9 @@
-/* Pipes (TERN_PIPE, tern/kernel.h): a producer warpgroup copying slices of B into a ring
- * that two consumer warpgroups multiply from, step by step. Two kernels: one traced with its
- * steps unrolled, the products chained across consume blocks (lag 1), and one whose steps
- * are a loop at run time (lag 0, each product waited for in its block); the tracer's
+/* Pipes (TERN_PIPE, tern/kernel.h): a producer warpgroup (or one warp) copying slices of B
+ * into a ring that two consumer warpgroups multiply from, step by step. Kernels traced with
+ * their steps unrolled, the products chained across consume blocks (lag 1; with setmaxnreg;
+ * with a one-warp producer), and one whose steps are a loop at run time (lag 0, each product
+ * waited for in its block); the consumers' accumulators poisoned in the producer's threads
+ * after the pipe on the interpreter; the tracer's
  * refusals; the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
  * targets' barriers before each block); NVRTC for sm_90a and sm_80; and both kernels on the
  * interpreter and on TERN_GPU's runtime when it names another (OpenCL under ctest, cuda on
@@ -16,7 +18,6 @@
 #include "tern/kernel.h"
 
 enum {
-    GROUP = 384,  /* two consumer warpgroups and the producer */
     GROUPS = 2,
     WGS = GROUPS * 2, /* consumer warpgroups in a launch */
     PN = 64,      /* the product's columns */
@@ -34,6 +35,7 @@ enum {
 typedef struct pipe_kernel {
     bool unrolled; /* the steps traced one by one (products chained, lag 1) or a loop (lag 0) */
     int regs;      /* setmaxnreg for the consumers (the producer 40), 0 none */
+    int producers; /* the producer's threads: its warpgroup (128) or its first warp (32) */
 } pipe_kernel;
 
 static void k_pipe(tern_kb *kb, void *user) {
@@ -42,12 +44,14 @@ static void k_pipe(tern_kb *kb, void *user) {
     tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [GROUPS][STEPS][PN][PK] */
     tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);  /* [WGS][64][PN] */
     tern_v E = tern_param_buf(kb, "E", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
-    tern_max_threads(kb, GROUP);
+    tern_v F = tern_param_buf(kb, "F", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
+    const int group_size = 256 + o->producers;
+    tern_max_threads(kb, group_size);
     const int stages = o->unrolled ? 3 : 2, a_tiles = 2 * 64 * PK;
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)a_tiles + (size_t)stages * SLICE);
     tern_v tid = tern_local_index(kb), wg = tern_div(tid, tern_int(128)), t128 = tern_rem(tid, tern_int(128));
     tern_v group = tern_group_id(kb, 0);
-    TERN_FOR(kb, e, tid, tern_int(a_tiles), tern_int(GROUP)) {
+    TERN_FOR(kb, e, tid, tern_int(a_tiles), tern_int(group_size)) {
         tern_v w = tern_div(e, tern_int(64 * PK)), rest = tern_rem(e, tern_int(64 * PK));
         tern_v m = tern_div(rest, tern_int(PK)), kk = tern_rem(rest, tern_int(PK));
         tern_store(tiles, tern_wg_tile_index(tern_mul(w, tern_int(64 * PK)), 64, m, kk),
@@ -71,8 +75,8 @@ static void k_pipe(tern_kb *kb, void *user) {
     TERN_PRODUCE(kb) {                                                                                    \
         tern_v step = tern_pipe_step(kb), slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), \
                                                                          tern_int(SLICE)));               \
-        for (int c = 0; c < SLICE / 8 / 128; c++) {                                                       \
-            tern_v x = tern_add(t128, tern_int(c * 128));                                                 \
+        for (int c = 0; c < SLICE / 8 / o->producers; c++) {                                              \
+            tern_v x = tern_add(t128, tern_int(c * o->producers));                                        \
             tern_v n = tern_div(x, tern_int(PK / 8)), k8 = tern_mul(tern_rem(x, tern_int(PK / 8)), tern_int(8)); \
             tern_v src = tern_add(b_group, tern_add(tern_mul(s, tern_int(SLICE)), tern_add(tern_mul(n, tern_int(PK)), k8))); \
             tern_copy_async(tiles, tern_wg_tile_index(slot, PN, n, k8), B, src, 8);                       \
@@ -118,6 +122,9 @@ static void k_pipe(tern_kb *kb, void *user) {
     TERN_ELSE(kb) {
         tern_store(E, tern_add(tern_mul(group, tern_int(128)), t128),
                    tern_cast(tern_add(steps, t128), TERN_T_F32));
+        /* the consumers' accumulator, which has no value in the producer's threads after
+         * the pipe: the interpreter poisons it */
+        tern_store(F, tern_add(tern_mul(group, tern_int(128)), t128), acc[0]);
     }
 }
 
@@ -132,19 +139,20 @@ static tern_rt *open_runtime(const char *runtime) {
     return rt;
 }
 
-static void run_pipe(const char *runtime, const char *name, const tern_kernel *kern) {
+static void run_pipe(const char *runtime, const char *name, const tern_kernel *kern, int producers) {
     tern_rt *rt = open_runtime(runtime);
     if (!rt) return;
     enum { NA = WGS * 64 * PK, NB = GROUPS * STEPS * SLICE, ND = WGS * 64 * PN, NE = GROUPS * 128 };
     static uint16_t A[NA], B[NB];
-    static float Af[NA], Bf[NB], D[ND], E[NE];
+    static float Af[NA], Bf[NB], D[ND], E[NE], F[NE];
     for (int i = 0; i < NA; i++) A[i] = tern_f32_to_bf16(Af[i] = (float)((i * 5 + 2) % 7 - 3));
     for (int i = 0; i < NB; i++) B[i] = tern_f32_to_bf16(Bf[i] = (float)((i * 3 + 1) % 5 - 2));
     for (int i = 0; i < ND; i++) D[i] = -12345.0f;
     for (int i = 0; i < NE; i++) E[i] = -12345.0f;
     tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA), tern_arg_host_in(TERN_T_BF16, B, NB),
-                       tern_arg_host(TERN_T_F32, D, ND), tern_arg_host(TERN_T_F32, E, NE)};
-    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1(GROUP), args, 4));
+                       tern_arg_host(TERN_T_F32, D, ND), tern_arg_host(TERN_T_F32, E, NE),
+                       tern_arg_host(TERN_T_F32, F, NE)};
+    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5));
     int bad = 0;
     for (int q = 0; q < WGS; q++)
         for (int m = 0; m < 64; m++)
@@ -160,8 +168,18 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
     CHECKF(bad == 0, "%s %s, the consumers' products: %d of %d results differ", runtime, name, bad, (int)ND);
     bad = 0;
     for (int i = 0; i < NE; i++)
-        if (E[i] != (float)(STEPS + i % 128)) bad++;
+        if (E[i] != (i % 128 < producers ? (float)(STEPS + i % 128) : -12345.0f)) bad++;
     CHECKF(bad == 0, "%s %s, the producer's steps: %d of %d differ", runtime, name, bad, (int)NE);
+    if (!strcmp(runtime, "host")) {
+        bad = 0;
+        for (int i = 0; i < NE; i++) {
+            uint32_t bits;
+            memcpy(&bits, &F[i], sizeof bits);
+            bad += i % 128 < producers && bits != 0xa5a5a5a5u;
+        }
+        CHECKF(bad == 0, "host %s: the consumers' variable in the producer's threads is not poisoned (%d of %d)",
+               name, bad, (int)NE);
+    }
     tern_rt_close(rt);
 }
 
@@ -169,12 +187,12 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
 
 enum {
     E_STORE, E_EARLY, E_AHEAD, E_UNBALANCED, E_LAG, E_THREADS, E_NESTED, E_BREAK, E_STEP_OUTSIDE, E_ROLE,
-    E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL,
+    E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL, E_WARP_REGS,
 };
 
 static void e_pipe(tern_kb *kb, void *u) {
     int what = *(const int *)u;
-    tern_max_threads(kb, what == E_THREADS ? 256 : 384);
+    tern_max_threads(kb, what == E_THREADS ? 256 : what == E_WARP_REGS ? 288 : 384);
     tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
     tern_v tiles = tern_shared_tiles(kb, "t", 8192), acc[8];
     for (int j = 0; j < 8; j++) {
@@ -186,6 +204,7 @@ static void e_pipe(tern_kb *kb, void *u) {
     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = 2, .lag = what == E_AHEAD ? 1 : 0};
     if (what == E_REGS) p.producer_regs = 20;
     if (what == E_POOL) p.producer_regs = 40, p.consumer_regs = 240;
+    if (what == E_WARP_REGS) p.producer_regs = 40, p.consumer_regs = 232;
     if (what == E_OUTSIDE) {
         TERN_CONSUME(kb) { tern_var(kb, "x", tern_f32(1)); }
         return;
@@ -256,7 +275,9 @@ static void test_refusals(void) {
     expect_pipe_error("unbalanced", E_UNBALANCED, "the pipe has 1 produce and 0 consume blocks");
     expect_pipe_error("lag", E_LAG, "consume: 1 wgmma_bf16_async products in flight at the block's end; the "
                                     "pipe's lag (0)");
-    expect_pipe_error("threads", E_THREADS, "pipe: its warpgroups are 384 threads; tern_max_threads(kb, 384) first");
+    expect_pipe_error("threads", E_THREADS, "pipe: tern_max_threads(kb, 384) first (now 256), or 288 for a producer "
+                                            "of the last warpgroup's first warps");
+    expect_pipe_error("warp_regs", E_WARP_REGS, "pipe: setmaxnreg with a producer of 32 threads");
     expect_pipe_error("nested", E_NESTED, "pipe: pipes do not nest");
     expect_pipe_error("in_break", E_BREAK, "break inside a pipe (tern_pipe)");
     expect_pipe_error("step_outside", E_STEP_OUTSIDE, "pipe_step: outside a pipe's produce and consume blocks");
@@ -315,15 +336,16 @@ int main(void) {
     const struct {
         const char *name;
         pipe_kernel o;
-    } kernels[] = {{"pipe_unrolled", {true, 0}}, {"pipe_loop", {false, 0}}, {"pipe_regs", {true, 232}}};
+    } kernels[] = {{"pipe_unrolled", {true, 0, 128}}, {"pipe_loop", {false, 0, 128}}, {"pipe_regs", {true, 232, 128}},
+                   {"pipe_warp", {true, 0, 32}}};
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         tern_kernel *k = NULL;
         CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
         if (!k) continue;
         test_text(k, kernels[i].o.regs != 0);
-        run_pipe("host", kernels[i].name, k);
+        run_pipe("host", kernels[i].name, k, kernels[i].o.producers);
         const char *gpu = getenv("TERN_GPU");
-        if (gpu && *gpu && strcmp(gpu, "host")) run_pipe(gpu, kernels[i].name, k);
+        if (gpu && *gpu && strcmp(gpu, "host")) run_pipe(gpu, kernels[i].name, k, kernels[i].o.producers);
         tern_kernel_free(k);
     }
     return check_summary("test_kernel_pipe");
