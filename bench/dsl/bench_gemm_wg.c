@@ -37,7 +37,7 @@
 #include "tern/half.h"
 #include "tern/kernel.h"
 
-enum { THREADS = 256 }; /* the groups that are not piped */
+enum { BM = 128, BK = 64, THREADS = 256 };
 /* The product's shape (124M's fc, or 1.5B's with "xl"), constants to the traced kernels. */
 static int N = 3072, K = 768;
 
@@ -49,14 +49,6 @@ typedef struct gemm_spec {
     bool gelu;
     int bn, stages;
     bool sum_only, chained;
-    /* the tile's rows (a warpgroup each, 64 or 128) and the slices' width (32 or 64) */
-    int bm, bk;
-    /* piped: other threads copy the slices (a pipe, TERN_PIPE) while the multiplying
-     * warpgroups chain their products: `copiers` of them (a warpgroup, 128, or its first
-     * warp, 32); regs: setmaxnreg, 72 registers for a copying warpgroup (40 and 56 spill its
-     * addresses) and the rest of the group's pool for the multiplying ones */
-    bool piped, regs;
-    int copiers;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -66,21 +58,19 @@ static tern_v gelu(tern_v x) {
 }
 
 /* Starts copying slice kt of A (rows m0 .., columns k0 ..) and of B (rows k0 .., columns
- * n0 ..) into the ring buffer at off (A's tile in 64-wide panels, then B's), 16 bytes a copy,
- * by `threads` threads (tid among them). */
-static void issue_slice(const gemm_spec *s, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0,
-                        tern_v kt, tern_v tid, int threads) {
-    const int BM = s->bm, BK = s->bk, BN = s->bn;
+ * n0 ..) into the ring buffer at off: 16 bytes a copy, 4 of A's and 8 of B's a thread. */
+static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, tern_v m0, tern_v n0, tern_v kt,
+                        tern_v tid) {
     tern_v k0 = tern_mul(kt, tern_int(BK));
-    for (int q = 0; q < BM * BK / 8 / threads; q++) {
-        tern_v e = tern_add(tid, tern_int(q * threads));
+    for (int q = 0; q < BM * BK / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BK / 8)), c = tern_mul(tern_rem(e, tern_int(BK / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(m0, r), tern_int(K)), tern_add(k0, c));
         tern_copy_async(tiles, tern_wg_tile_index(off, BM, r, c), A, src, 8);
     }
-    tern_v boff = tern_add(off, tern_int(BM * 64));
-    for (int q = 0; q < BK * BN / 8 / threads; q++) {
-        tern_v e = tern_add(tid, tern_int(q * threads));
+    tern_v boff = tern_add(off, tern_int(BM * BK));
+    for (int q = 0; q < BK * BN / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v r = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
         tern_v src = tern_add(tern_mul(tern_add(k0, r), tern_int(N)), tern_add(n0, c));
         tern_copy_async(tiles, tern_wg_tile_index(boff, BK, r, c), B, src, 8);
@@ -97,11 +87,8 @@ static void k_gemm(tern_kb *kb, void *user) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
-    const int BM = s->bm, BK = s->bk, BN = s->bn, STAGES = s->stages, A_SLICE = BM * 64, SLICE = A_SLICE + BK * BN,
-              KT = K / BK;
-    /* the multiplying threads (a warpgroup a 64 rows when piped), and the group */
-    const int MUL = s->piped ? BM / 64 * 128 : THREADS, GROUP = s->piped ? MUL + s->copiers : THREADS;
-    tern_max_threads(kb, GROUP);
+    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK;
+    tern_max_threads(kb, THREADS);
     /* two threadgroups a multiprocessor where their rings fit (227 KB): one's epilogue and
      * barriers then overlap the other's products */
     if ((size_t)STAGES * SLICE * 2 * 2 <= 227 * 1024) tern_min_groups(kb, 2);
@@ -117,38 +104,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
     tern_v w = tern_div(tid, tern_int(128));
-    if (s->piped) {
-        /* The last warpgroup copies each slice into the ring while the others multiply the
-         * one it filled before, their products chained (lag 1: a consume block frees the slot
-         * of the step before, whose product its wait completed); the copier runs up to
-         * STAGES - 2 slices ahead, each role on its own on CUDA (mbarriers, no barrier). */
-        const int AHEAD = STAGES - 2, pool = 65536 / (GROUP * (STAGES * SLICE * 2 * 2 <= 227 * 1024 ? 2 : 1)) / 8 * 8;
-        tern_pipe p = {.producer_first = MUL / 128, .producer_count = 1, .stages = STAGES, .lag = 1};
-        if (s->regs) { /* the multiplying warpgroups take what the copier gives up */
-            p.producer_regs = 72;
-            p.consumer_regs = (pool * GROUP / 128 - 72) / (MUL / 128) / 8 * 8;
-            if (p.consumer_regs > 256) p.consumer_regs = 256;
-        }
-        tern_v t128 = tern_rem(tid, tern_int(128));
-        TERN_PIPE(kb, &p) {
-            for (int kt = 0; kt < KT + AHEAD; kt++) {
-                if (kt < KT) {
-                    TERN_PRODUCE(kb) {
-                        issue_slice(s, tiles, tern_int(kt % STAGES * SLICE), A, B, m0, n0, tern_int(kt), t128, s->copiers);
-                    }
-                }
-                int c = kt - AHEAD;
-                if (c < 0) continue;
-                TERN_CONSUME(kb) {
-                    tern_v off = tern_int(c % STAGES * SLICE);
-                    tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false};
-                    tern_wg_tile b = {tiles, tern_add(off, tern_int(A_SLICE)), BK, true};
-                    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
-                    tern_wgmma_wait(kb, c == KT - 1 ? 0 : 1);
-                }
-            }
-        }
-    } else if (s->chained) {
+    if (s->chained) {
         /* The slices unrolled as the kernel is traced, each product chained onto the one
          * before (tern_wgmma_bf16_async on the same accumulators) and left in flight while the
          * next slice's copies are waited for and issued: the tensor cores need not drain at
@@ -157,15 +113,15 @@ static void k_gemm(tern_kb *kb, void *user) {
          * completed (in every warpgroup, by the barrier). */
         const int AHEAD = STAGES - 2;
         for (int p = 0; p < AHEAD; p++) {
-            issue_slice(s, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, THREADS);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         for (int kt = 0; kt < KT; kt++) {
             tern_copy_async_wait(kb, AHEAD - 1);
             tern_barrier(kb);
             if (kt + AHEAD < KT)
-                issue_slice(s, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
-                            tid, THREADS);
+                issue_slice(BN, tiles, tern_int((kt + AHEAD) % STAGES * SLICE), A, B, m0, n0, tern_int(kt + AHEAD),
+                            tid);
             tern_copy_async_commit(kb);
             tern_v off = tern_int(kt % STAGES * SLICE);
             tern_wg_tile a = {tiles, tern_add(off, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
@@ -176,7 +132,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         tern_wgmma_wait(kb, 0);
     } else {
         for (int p = 0; p < STAGES - 1; p++) { /* the first STAGES - 1 slices (KT >= STAGES) */
-            issue_slice(s, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid, THREADS);
+            issue_slice(BN, tiles, tern_int(p * SLICE), A, B, m0, n0, tern_int(p), tid);
             tern_copy_async_commit(kb);
         }
         TERN_FOR(kb, kt, tern_int(0), tern_int(KT), tern_int(1)) {
@@ -184,8 +140,8 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_barrier(kb); /* slice kt is in; everyone is done with slice kt - 1's buffer */
             tern_v next = tern_add(kt, tern_int(STAGES - 1));
             TERN_IF(kb, tern_lt(next, tern_int(KT))) {
-                issue_slice(s, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
-                            next, tid, THREADS);
+                issue_slice(BN, tiles, tern_mul(tern_rem(next, tern_int(STAGES)), tern_int(SLICE)), A, B, m0, n0,
+                            next, tid);
             }
             tern_copy_async_commit(kb); /* empty past the last slice, so that the wait's count holds */
             tern_v off = tern_mul(tern_rem(kt, tern_int(STAGES)), tern_int(SLICE));
@@ -196,14 +152,11 @@ static void k_gemm(tern_kb *kb, void *user) {
             for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
         }
     }
-    tern_v multiplies = tern_lt(tid, tern_int(MUL)); /* all of a group that is not piped */
     if (s->sum_only) {
-        TERN_IF(kb, multiplies) {
-            tern_v sum = tern_f32(0);
-            for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
-            tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
-            tern_store(C, tern_add(tern_mul(g_id, tern_int(MUL)), tid), sum);
-        }
+        tern_v sum = tern_f32(0);
+        for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
+        tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
+        tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
         return;
     }
     /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
@@ -216,7 +169,6 @@ static void k_gemm(tern_kb *kb, void *user) {
     const int LDS = BN + 8, OUT_TILE = BM * LDS;
     tern_copy_async_wait(kb, 0);
     tern_barrier(kb); /* nobody reads the ring any more */
-    TERN_IF(kb, multiplies) {
     for (int b = 0; b < BN / 8; b++) {
         tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
         tern_v bias2[2];
@@ -232,11 +184,9 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_store_vec(tiles, sat, 2, x);
         }
     }
-    }
     tern_barrier(kb);
-    TERN_IF(kb, multiplies) {
-    for (int q = 0; q < BM * BN / 8 / MUL; q++) {
-        tern_v e = tern_add(tid, tern_int(q * MUL));
+    for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
         tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
         tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
         tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
@@ -247,7 +197,6 @@ static void k_gemm(tern_kb *kb, void *user) {
             tern_load_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 8, x);
             tern_store_vec(aux, at, 8, x);
         }
-    }
     }
 }
 
@@ -295,8 +244,8 @@ int main(int argc, char **argv) {
     const char *only = argc > 3 && strcmp(argv[3], "all") ? argv[3] : NULL; /* variants named so */
     bool xl = argc > 4 && !strcmp(argv[4], "xl");
     if (xl) N = 6400, K = 1600;
-    if (M < 128 || M % 128 || (argc > 4 && !xl) || argc > 5) {
-        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of 128 [only|all [xl]]]]\n");
+    if (M < BM || M % BM || (argc > 4 && !xl) || argc > 5) {
+        fprintf(stderr, "usage: bench_gemm_wg [runtime [rows, a multiple of %d [only|all [xl]]]]\n", BM);
         return 2;
     }
     tern_rt *rt = NULL;
@@ -334,18 +283,14 @@ int main(int argc, char **argv) {
      * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
      * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
     static const gemm_spec variants[] = {
-        {false, 128, 3, false, false, 128, 64, false, false, 0}, {true, 128, 3, false, false, 128, 64, false, false, 0},
-        {false, 256, 4, false, true, 128, 64, false, false, 0},  {true, 256, 4, false, true, 128, 64, false, false, 0},
-        {false, 256, 4, true, true, 128, 64, false, false, 0},   {false, 256, 4, true, true, 128, 64, true, true, 128},
-        {false, 256, 4, false, true, 128, 64, true, true, 128},  {false, 256, 4, true, true, 64, 32, true, false, 32},
-        {false, 256, 4, false, true, 64, 32, true, false, 32},   {true, 256, 4, false, true, 64, 32, true, false, 32},
+        {false, 128, 3, false, false}, {true, 128, 3, false, false}, {false, 256, 4, false, true},
+        {true, 256, 4, false, true},   {false, 256, 4, true, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d_%d%s%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bm, spec->bn, spec->stages, spec->piped ? "_piped" : spec->chained ? "_chained" : "",
-                 spec->regs ? "_regs" : "");
+        snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
+                 spec->bn, spec->stages, spec->chained ? "_chained" : "");
         if ((only && !strstr(name, only)) || N % spec->bn) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
@@ -358,9 +303,8 @@ int main(int argc, char **argv) {
         for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
-                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / spec->bm)),
-                                  tern_dims1(spec->piped ? spec->bm / 64 * 128 + spec->copiers : THREADS), args,
-                                  spec->gelu ? 5 : 3);
+                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)), tern_dims1(THREADS),
+                                  args, spec->gelu ? 5 : 3);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;
             if (run >= 0 && dt < best) best = dt;
@@ -369,10 +313,9 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
-            printf("gemm_wg %-13s %d x %d, BK %d, %d slices%s%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
-                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bm, spec->bn,
-                   spec->bk, spec->stages, spec->piped ? ", piped" : spec->chained ? ", chained" : "",
-                   spec->regs ? " (setmaxnreg)" : "", M, K, K, N, best * 1e3,
+            printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
+                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
+                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3,
                    2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
