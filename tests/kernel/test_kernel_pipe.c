@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "check.h"
+#include "nvrtc_check.h"
 #include "tern/half.h"
 #include "tern/kernel.h"
 
@@ -319,15 +320,7 @@ static void test_text(const tern_kernel *k, bool regs) {
     free(cu);
     free(cl);
     const char *archs[] = {"sm_90a", "sm_80"};
-    for (int a = 0; a < 2; a++) {
-        tern_error *err = tern_nvrtc_compile(k, archs[a], NULL, NULL);
-        if (err && strstr(tern_error_message(err), "not built in")) {
-            tern_error_free(err);
-            printf("test_kernel_pipe: nvrtc skipped (not built in)\n");
-            break;
-        }
-        CHECKF(err == NULL, "nvrtc for %s: %s", archs[a], err ? tern_error_message(err) : "");
-        tern_error_free(err);
+    for (int a = 0; a < 2 && nvrtc_check_compile_for(k, archs[a]) >= 0; a++) {
     }
 }
 
