@@ -54,6 +54,9 @@ bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op);
 bool kb_pipe_end(tern_kb *kb, tern_loc at);
 /* Opens a block frame for instruction ins (-1 after an error) with a role key (0: none). */
 void kb_push(tern_kb *kb, tern_loc at, int32_t ins, int32_t role);
+/* Opens the block of warpgroups first .. first + count - 1 (an IR_IF of aux and imm, on
+ * whether local index / 128 is among them) as their role's: tern_role and a pipe's blocks. */
+void kb_open_role(tern_kb *kb, tern_loc at, int first, int count, uint8_t aux, int64_t imm);
 
 /* Records an error when a collective that needs the whole threadgroup (a barrier, a SIMD-group
  * operation as OpenCL emulates them) is traced inside a warpgroup role's block. */

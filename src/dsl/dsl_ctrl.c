@@ -49,6 +49,10 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count) {
         push(kb, at, -1, false);
         return;
     }
+    kb_open_role(kb, at, first, count, IR_IF_ROLE, (int64_t)first << 16 | count);
+}
+
+void kb_open_role(tern_kb *kb, tern_loc at, int first, int count, uint8_t aux, int64_t imm) {
     /* warpgroup w = local index / 128 in [first, first + count) */
     tern_v w = tern_binary_at(at, TERN_DIV, tern_thread_at(at, kb, TERN_LOCAL_INDEX, 0), tern_int(128));
     tern_v in = tern_binary_at(at, TERN_LAND, tern_binary_at(at, TERN_GE, w, tern_int(first)),
@@ -56,7 +60,7 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count) {
     int32_t ins = -1;
     int32_t c = kb_use(kb, at, in, TERN_T_BOOL, "the role's condition");
     if (c >= 0) {
-        ir_ins op = {.op = IR_IF, .aux = IR_IF_ROLE, .a = {c, -1, -1, -1}, .imm = (int64_t)first << 16 | count};
+        ir_ins op = {.op = IR_IF, .aux = aux, .a = {c, -1, -1, -1}, .imm = imm};
         ins = kb_emit(kb, at, &op, TERN_T_VOID);
     }
     push_role(kb, at, ins, false, ins >= 0 ? (first << 10 | count) + 1 : 0);

@@ -5,9 +5,6 @@
  * lockstep, in the order traced. */
 #include "dsl/builder.h"
 
-/* A block's role key, as tern_role_at makes it: first << 10 | count, + 1. */
-static int32_t role_key(int first, int count) { return (first << 10 | count) + 1; }
-
 bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op) {
     if (!kb || !kb->pipe_depth) return false;
     switch (op) {
@@ -129,17 +126,7 @@ static void pipe_block(tern_loc at, tern_kb *kb, bool produce) {
     }
     pipe_barrier(kb, at);
     int first = produce ? p->producer_first : 0, count = produce ? p->producer_count : p->producer_first;
-    tern_v w = tern_binary_at(at, TERN_DIV, tern_thread_at(at, kb, TERN_LOCAL_INDEX, 0), tern_int(128));
-    tern_v in = tern_binary_at(at, TERN_LAND, tern_binary_at(at, TERN_GE, w, tern_int(first)),
-                               tern_binary_at(at, TERN_LT, w, tern_int(first + count)));
-    int32_t c = kb_use(kb, at, in, TERN_T_BOOL, "the block's condition");
-    int32_t ins = -1;
-    if (c >= 0) {
-        ir_ins op = {.op = IR_IF, .aux = produce ? IR_IF_PRODUCE : IR_IF_CONSUME, .a = {c, -1, -1, -1},
-                     .imm = kb->pipe_step.id};
-        ins = kb_emit(kb, at, &op, TERN_T_VOID);
-    }
-    kb_push(kb, at, ins, ins >= 0 ? role_key(first, count) : 0);
+    kb_open_role(kb, at, first, count, produce ? IR_IF_PRODUCE : IR_IF_CONSUME, kb->pipe_step.id);
     if (produce)
         kb->pipe_p++;
     else
