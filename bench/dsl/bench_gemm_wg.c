@@ -49,6 +49,7 @@ typedef struct gemm_spec {
     bool gelu;
     int bn, stages;
     bool sum_only, chained;
+    bool tiles; /* a pipe: a producer warpgroup's tile copies (TMA), the two warpgroups consuming */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3). */
@@ -77,8 +78,74 @@ static void issue_slice(int BN, tern_v tiles, tern_v off, tern_v A, tern_v B, te
     }
 }
 
+/* The tile's epilogue from the accumulators (d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t
+ * + r % 2] of warpgroup w's 64 rows): staged in the ring's threadgroup memory, then stored in
+ * 16-byte pieces; or, sum_only, each thread's sum. Threads from THREADS on (a pipe's producer
+ * warp) take no part but the barriers. */
+static void epilogue(tern_kb *kb, const gemm_spec *s, tern_v tiles, const tern_v *acc, tern_v tid, tern_v m0,
+                     tern_v n0, tern_v C, tern_v aux, tern_v bias) {
+    const int BN = s->bn;
+    tern_v w = tern_div(tid, tern_int(128)), mine = tern_lt(tid, tern_int(THREADS));
+    if (s->sum_only) {
+        if (s->tiles) tern_if(kb, mine);
+        tern_v sum = tern_f32(0);
+        for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
+        tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
+        tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
+        if (s->tiles) tern_end(kb);
+        return;
+    }
+    tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
+    tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
+    tern_v r0 = tern_add(tern_mul(w, tern_int(64)), tern_add(tern_mul(sg, tern_int(16)), g)); /* in the tile */
+    /* The tile's C (and aux) go to threadgroup memory first, rows BN + 8 apart (a SIMD
+     * group's pairs land on 32 different banks), then out in 16-byte stores along rows: from
+     * registers, two columns a store, the epilogue took 0.058 ms instead of 0.022 (run 152). */
+    const int LDS = BN + 8, OUT_TILE = BM * LDS;
+    tern_barrier(kb); /* nobody reads the ring any more */
+    if (s->tiles) tern_if(kb, mine);
+    for (int b = 0; b < BN / 8; b++) {
+        tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
+        tern_v bias2[2];
+        if (s->gelu) tern_load_vec(bias, tern_add(n0, c), 2, bias2);
+        for (int h = 0; h < 2; h++) {
+            tern_v sat = tern_add(tern_mul(tern_add(r0, tern_int(8 * h)), tern_int(LDS)), c);
+            tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
+            if (s->gelu) {
+                for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
+                tern_store_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 2, x);
+                for (int i = 0; i < 2; i++) x[i] = gelu(x[i]);
+            }
+            tern_store_vec(tiles, sat, 2, x);
+        }
+    }
+    if (s->tiles) tern_end(kb);
+    tern_barrier(kb);
+    if (s->tiles) tern_if(kb, mine);
+    for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
+        tern_v e = tern_add(tid, tern_int(q * THREADS));
+        tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
+        tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
+        tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
+        tern_v x[8];
+        tern_load_vec(tiles, sat, 8, x);
+        tern_store_vec(C, at, 8, x);
+        if (s->gelu) {
+            tern_load_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 8, x);
+            tern_store_vec(aux, at, 8, x);
+        }
+    }
+    if (s->tiles) tern_end(kb);
+}
+
+static void k_gemm_pipe(tern_kb *kb, const gemm_spec *s);
+
 static void k_gemm(tern_kb *kb, void *user) {
     const gemm_spec *s = user;
+    if (s->tiles) {
+        k_gemm_pipe(kb, s);
+        return;
+    }
     tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [M, K] */
     tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [K, N] */
     tern_v C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE); /* [M, N] */
@@ -152,52 +219,60 @@ static void k_gemm(tern_kb *kb, void *user) {
             for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], d[j]);
         }
     }
-    if (s->sum_only) {
-        tern_v sum = tern_f32(0);
-        for (int j = 0; j < BN / 2; j++) sum = tern_add(sum, acc[j]);
-        tern_v g_id = tern_add(tern_mul(tern_group_id(kb, 1), tern_group_count(kb, 0)), tern_group_id(kb, 0));
-        tern_store(C, tern_add(tern_mul(g_id, tern_int(THREADS)), tid), sum);
-        return;
-    }
-    /* d[4 b + r] is C[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
-    tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
-    tern_v g = tern_div(lane, tern_int(4)), t = tern_rem(lane, tern_int(4));
-    tern_v r0 = tern_add(tern_mul(w, tern_int(64)), tern_add(tern_mul(sg, tern_int(16)), g)); /* in the tile */
-    /* The tile's C (and aux) go to threadgroup memory first, rows BN + 8 apart (a SIMD
-     * group's pairs land on 32 different banks), then out in 16-byte stores along rows: from
-     * registers, two columns a store, the epilogue took 0.058 ms instead of 0.022 (run 152). */
-    const int LDS = BN + 8, OUT_TILE = BM * LDS;
     tern_copy_async_wait(kb, 0);
-    tern_barrier(kb); /* nobody reads the ring any more */
-    for (int b = 0; b < BN / 8; b++) {
-        tern_v c = tern_add(tern_int(8 * b), tern_mul(t, tern_int(2)));
-        tern_v bias2[2];
-        if (s->gelu) tern_load_vec(bias, tern_add(n0, c), 2, bias2);
-        for (int h = 0; h < 2; h++) {
-            tern_v sat = tern_add(tern_mul(tern_add(r0, tern_int(8 * h)), tern_int(LDS)), c);
-            tern_v x[2] = {acc[4 * b + 2 * h], acc[4 * b + 2 * h + 1]};
-            if (s->gelu) {
-                for (int i = 0; i < 2; i++) x[i] = tern_add(x[i], bias2[i]);
-                tern_store_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 2, x);
-                for (int i = 0; i < 2; i++) x[i] = gelu(x[i]);
+    epilogue(kb, s, tiles, acc, tid, m0, n0, C, aux, bias);
+}
+
+/* The k loop as a pipe: warpgroup 2 (its first thread) copies each slice's A (128 x 64, one
+ * panel) and B (64 k rows x BN, BN / 64 panels) with tern_copy_tile into a ring of STAGES
+ * slots, AHEAD = 2 steps ahead in the trace (stages - lag - 1); warpgroups 0 and 1 chain their
+ * products across the consume blocks, one left in flight (lag 1). On CUDA each role runs on
+ * its own: the producer waits only for a slot to be freed, the consumers for its bytes. */
+static void k_gemm_pipe(tern_kb *kb, const gemm_spec *s) {
+    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [M, K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [K, N] */
+    tern_v C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE); /* [M, N] */
+    tern_v bias = {0}, aux = {0};
+    if (s->gelu) {
+        bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
+        aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
+    }
+    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK, AHEAD = 2;
+    /* a whole producer warpgroup, whose registers setmaxnreg gives to the consumers: with a
+     * producer of one warp (288 threads) a multiprocessor quarter holds three warps, and
+     * ptxas allows 168 registers a thread, too few for the 128 accumulators (spills) */
+    tern_max_threads(kb, THREADS + 128);
+    tern_v tid = tern_local_index(kb);
+    tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
+    size_t ring = (size_t)STAGES * SLICE, staged = (size_t)2 * BM * (BN + 8);
+    tern_v tiles = tern_shared_tiles(kb, "tiles", ring > staged ? ring : staged);
+    tern_v acc[128];
+    for (int j = 0; j < BN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    tern_v w = tern_div(tid, tern_int(128));
+    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1, .producer_regs = 40,
+                   .consumer_regs = 232};
+    TERN_PIPE(kb, &p) {
+        for (int t = 0; t < KT + AHEAD; t++) {
+            if (t < KT) TERN_PRODUCE(kb) {
+                tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
+                tern_wg_tile a = {tiles, slot, BM, false}, b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
+                tern_copy_tile(kb, &b, B, N, tern_int(t * BK), n0, BN);
             }
-            tern_store_vec(tiles, sat, 2, x);
+            if (t >= AHEAD) TERN_CONSUME(kb) {
+                tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
+                tern_wg_tile a = {tiles, tern_add(slot, tern_mul(w, tern_int(64 * 64))), BM, false}; /* row 64 w */
+                tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+                tern_wgmma_wait(kb, t == KT + AHEAD - 1 ? 0 : 1);
+            }
         }
     }
-    tern_barrier(kb);
-    for (int q = 0; q < BM * BN / 8 / THREADS; q++) {
-        tern_v e = tern_add(tid, tern_int(q * THREADS));
-        tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
-        tern_v sat = tern_add(tern_mul(row, tern_int(LDS)), c);
-        tern_v at = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
-        tern_v x[8];
-        tern_load_vec(tiles, sat, 8, x);
-        tern_store_vec(C, at, 8, x);
-        if (s->gelu) {
-            tern_load_vec(tiles, tern_add(sat, tern_int(OUT_TILE)), 8, x);
-            tern_store_vec(aux, at, 8, x);
-        }
-    }
+    epilogue(kb, s, tiles, acc, tid, m0, n0, C, aux, bias);
 }
 
 static double now(void) {
@@ -283,14 +358,15 @@ int main(int argc, char **argv) {
      * k loop for the plain product and the k loop alone. Lost and removed: BK 128, the
      * epilogue from registers, 128 x 128 chained (level, its GELU slower), 4 slices at 128. */
     static const gemm_spec variants[] = {
-        {false, 128, 3, false, false}, {true, 128, 3, false, false}, {false, 256, 4, false, true},
-        {true, 256, 4, false, true},   {false, 256, 4, true, true},
+        {false, 128, 3, false, false, false}, {true, 128, 3, false, false, false}, {false, 256, 4, false, true, false},
+        {true, 256, 4, false, true, false},   {false, 256, 4, true, true, false},  {false, 256, 4, false, false, true},
+        {true, 256, 4, false, false, true},   {false, 256, 4, true, false, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
         snprintf(name, sizeof name, "gemm_wg_%s_%d_%d%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain",
-                 spec->bn, spec->stages, spec->chained ? "_chained" : "");
+                 spec->bn, spec->stages, spec->chained ? "_chained" : spec->tiles ? "_tiles" : "");
         if ((only && !strstr(name, only)) || N % spec->bn) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
@@ -303,7 +379,8 @@ int main(int argc, char **argv) {
         for (int run = -1; run < 7 && !err; run++) { /* run -1: the warm-up (and the compile) */
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
-                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)), tern_dims1(THREADS),
+                err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)),
+                                  tern_dims1(THREADS + (spec->tiles ? 128 : 0)),
                                   args, spec->gelu ? 5 : 3);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;
@@ -314,8 +391,8 @@ int main(int argc, char **argv) {
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
             printf("gemm_wg %-13s BN %d, BK 64, %d slices%s, %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
-                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn,
-                   spec->stages, spec->chained ? ", chained" : "", M, K, K, N, best * 1e3,
+                   spec->sum_only ? "main loop" : spec->gelu ? "gelu+aux+bias" : "plain", spec->bn, spec->stages,
+                   spec->chained ? ", chained" : spec->tiles ? ", tile copies (pipe)" : "", M, K, K, N, best * 1e3,
                    2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");

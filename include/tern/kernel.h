@@ -624,6 +624,31 @@ tern_v tern_pipe_step_at(tern_loc at, tern_kb *kb);
 #define TERN_CONSUME(kb) for (tern_consume_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
 #define tern_pipe_step(kb) tern_pipe_step_at(TERN_HERE, kb)
 
+/* A whole tile copied into a pipe's slot by one instruction (CUDA: Hopper's tensor memory
+ * accelerator, TMA), for producers whose 16-byte copies would cost more than the consumers'
+ * own (bench/h200/NOTES.md, runs 157-158):
+ *
+ *     TERN_PRODUCE(kb) {
+ *         tern_wg_tile a = {tiles, slot_a, 128, false};        // 128 rows of one panel
+ *         tern_copy_tile(kb, &a, A, K, m0, k0, 64);            // A [M, K]: rows m0.., k0..
+ *     }
+ *
+ * Copies rows row .. row + dst->rows - 1, columns col .. col + width - 1 of src, a readable
+ * bf16 buffer parameter seen as a row-major matrix of `cols` columns (a multiple of 8) and as
+ * many whole rows as its length holds, into the tile dst (tern_wg_tile's layout: width / 64
+ * panels of dst->rows rows from dst->at; dst->k_rows does not matter). width is 64, 128, 192
+ * or 256, dst->rows a multiple of 8 up to 256, col a multiple of 8, and the box lies inside
+ * the matrix (the host checks; CUDA reads zeros outside it). Only in a pipe's produce block,
+ * reached by all of the producer's threads with the same operands (the host checks): the
+ * consume block of the same step sees the tile. CUDA on sm_90: the producer's first thread
+ * issues cp.async.bulk.tensor (one a panel, from a tensor map the runtime makes at launch for
+ * each matrix and box) and the slot's mbarrier waits for its bytes (threadgroup stores made
+ * before the pipe and in consume blocks are fenced against later copies). Elsewhere the producer's threads copy the box 16 bytes at a time (cp.async on sm_80). */
+void tern_copy_tile_at(tern_loc at, tern_kb *kb, const tern_wg_tile *dst, tern_v src, int cols, tern_v row,
+                       tern_v col, int width);
+#define tern_copy_tile(kb, dst, src, cols, row, col, width) \
+    tern_copy_tile_at(TERN_HERE, kb, dst, src, cols, row, col, width)
+
 /* For the macros: 1 the first time (enter the body), then closes the block and gives 0. */
 int tern_once_at(tern_loc at, tern_kb *kb);
 #define TERN_IF(kb, cond) for (tern_if_at(TERN_HERE, kb, cond); tern_once_at(TERN_HERE, kb);)

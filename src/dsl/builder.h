@@ -52,6 +52,8 @@ bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op);
  * block leaves at most the lag's products in flight); any other block in a pipe, and the
  * region itself, has as many produce as consume blocks. False after an error. */
 bool kb_pipe_end(tern_kb *kb, tern_loc at);
+/* Whether the innermost role block open is a pipe's produce block (tern_copy_tile's place). */
+bool kb_in_produce(const tern_kb *kb);
 /* Opens a block frame for instruction ins (-1 after an error) with a role key (0: none). */
 void kb_push(tern_kb *kb, tern_loc at, int32_t ins, int32_t role);
 /* Opens the block of warpgroups first .. first + count - 1 (an IR_IF of aux and imm, on

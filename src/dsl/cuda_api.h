@@ -70,8 +70,13 @@
     X(cuGetErrorString)
 
 /* Functions that older drivers lack: NULL in the table when missing, and their callers fall
- * back (cuLaunchKernelEx: to cuLaunchKernel, without launch attributes). */
-#if CUDA_VERSION >= 11080
+ * back (cuLaunchKernelEx: to cuLaunchKernel, without launch attributes) or say what is
+ * missing (cuTensorMapEncodeTiled, which tile copies on sm_90 need). */
+#if CUDA_VERSION >= 12000
+#define TERN_CUDA_OPTIONAL_FUNCTIONS(X) \
+    X(cuLaunchKernelEx) \
+    X(cuTensorMapEncodeTiled)
+#elif CUDA_VERSION >= 11080
 #define TERN_CUDA_OPTIONAL_FUNCTIONS(X) \
     X(cuLaunchKernelEx)
 #else

@@ -32,6 +32,7 @@ bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op) {
     case IR_LOAD_MATRIX:
     case IR_WAIT_PREVIOUS:
     case IR_FENCE:
+    case IR_COPY_TILE:
         kb_fail(kb, at, "%s in a pipe outside its produce and consume blocks: on CUDA each role runs the region on "
                 "its own", ir_op_name(op));
         return true;
@@ -143,6 +144,11 @@ static int32_t open_block(const tern_kb *kb) {
     if (ins < 0) return -1;
     uint8_t aux = kb->k->ins[ins].aux;
     return aux == IR_IF_PRODUCE || aux == IR_IF_CONSUME ? ins : -1;
+}
+
+bool kb_in_produce(const tern_kb *kb) {
+    int32_t ins = open_block(kb);
+    return ins >= 0 && kb->k->ins[ins].aux == IR_IF_PRODUCE;
 }
 
 tern_v tern_pipe_step_at(tern_loc at, tern_kb *kb) {

@@ -189,6 +189,17 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
         sb_printf(sb, "], %d", in->aux);
         break;
     case IR_COPY_WAIT: sb_printf(sb, "copy_async_wait %d", in->aux); break;
+    case IR_COPY_TILE: { /* "copy_tile tile[i] <- x[r, c] of 768 columns, 128 x 64" */
+        ir_tile_box b = ir_tile_unpack(in->imm);
+        sb_printf(sb, "copy_tile %s[", buf_name(k, a[0]));
+        put_val(sb, k, a[1]);
+        sb_printf(sb, "] <- %s[", buf_name(k, b.buf));
+        put_val(sb, k, a[2]);
+        sb_puts(sb, ", ");
+        put_val(sb, k, a[3]);
+        sb_printf(sb, "] of %lld columns, %d x %d", (long long)b.cols, b.rows, 64 * b.panels);
+        break;
+    }
     case IR_PREFETCH:
         sb_printf(sb, "prefetch %s[", a[0] >= 0 && a[0] < k->nbufs ? ir_string(k, k->bufs[a[0]].name) : "?");
         put_val(sb, k, a[1]);

@@ -30,6 +30,7 @@ enum {
     NEED_COPY_ASYNC = 1 << 10,
     NEED_WGMMA = 1 << 11, /* tern_wg_at (and CUDA's tern_wg_desc) */
     NEED_PIPE = 1 << 12,  /* CUDA's mbarrier helpers (emit_pipe.c) */
+    NEED_COPY_TILE = 1 << 13, /* CUDA's tensor maps and tile copies (emit_pipe.c) */
 };
 
 /* Sizes of the spelling tables (tern_op1 and tern_op2 end with TERN_ISINF and TERN_LOR). */
@@ -83,6 +84,8 @@ typedef struct dialect {
     void (*copy_async)(emitter *e, int32_t ins);
     void (*copy_commit)(emitter *e, int32_t ins);
     void (*copy_wait)(emitter *e, int32_t ins);
+    /* tern_copy_tile (emit_copy_tile_loop where the target has no tensor copies) */
+    void (*copy_tile)(emitter *e, int32_t ins);
     /* a pipe's region (IR_IF_PIPE) as the target runs it on its own, returning the region's
      * END; NULL: the region is a block whose roles run in lockstep, barriers between */
     int32_t (*pipe)(emitter *e, int32_t ins);
@@ -135,6 +138,9 @@ void emit_statement(emitter *e, int32_t i);
  * and the helpers it needs (NEED_PIPE). */
 int32_t emit_cuda_pipe(emitter *e, int32_t region);
 void emit_cuda_pipe_helpers(const emitter *e, strbuf *out);
+/* CUDA's tern_copy_tile (emit_pipe.c): on sm_90 the tensor copies of the producer's first
+ * thread onto the produce block's mbarrier, below it the producer's cp.async loop. */
+void emit_cuda_copy_tile(emitter *e, int32_t i);
 
 /* Dialect d's spelling of type t, math operation op (one operand) and op (two). */
 const char *emit_type(const dialect *d, int t);
@@ -211,6 +217,11 @@ void emit_prefetch_address(emitter *e, strbuf *out, int32_t i);
 /* tern_copy_async as an immediate copy (OpenCL, Metal): one 4-, 8- or 16-byte load and store
  * through uint / uint2 / uint4 pointers in the given address spaces ("__local", ...). */
 void emit_copy_at_once(emitter *e, int32_t i, const char *dst_space, const char *src_space);
+/* tern_copy_tile as the producer's threads' own copies (OpenCL, Metal, CUDA below sm_90): a
+ * loop over the box's 16-byte pieces, each written by `move` from the addresses of its two
+ * ends ("&tile[...]", "&src[...]"). */
+typedef void (*emit_move_fn)(strbuf *out, const char *dst, const char *src);
+void emit_copy_tile_loop(emitter *e, int32_t i, emit_move_fn move);
 /* The number of bytes copy instruction i moves. */
 int emit_copy_bytes(const emitter *e, int32_t i);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */

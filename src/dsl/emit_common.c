@@ -621,6 +621,7 @@ static void statement(emitter *e, int32_t i) {
         }
         return;
     case IR_COPY_ASYNC: e->d->copy_async(e, i); return;
+    case IR_COPY_TILE: e->d->copy_tile(e, i); return;
     case IR_WGMMA_WAIT:
         if (e->d->wgmma_wait) {
             e->d->wgmma_wait(e, i);
@@ -783,6 +784,46 @@ void emit_copy_at_once(emitter *e, int32_t i, const char *dst_space, const char 
     emit_elem(e, b, in->a[2], in->a[3]);
     sb_puts(b, "; /* copy_async, made at once */");
     emit_line_end(e);
+}
+
+void emit_copy_tile_loop(emitter *e, int32_t i, emit_move_fn move) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    ir_tile_box box = ir_tile_unpack(in->imm);
+    int first = 128 * in->aux, producers = k->max_threads - first, pieces = box.rows * box.panels * 8;
+    strbuf *b = &e->body, at, row, col, lid;
+    sb_init(&at);
+    sb_init(&row);
+    sb_init(&col);
+    sb_init(&lid);
+    emit_operand(e, &at, in->a[1]);
+    emit_operand(e, &row, in->a[2]);
+    emit_operand(e, &col, in->a[3]);
+    e->d->thread(e, &lid, TERN_LOCAL_INDEX, 0);
+    char *sat = sb_take(&at), *srow = sb_take(&row), *scol = sb_take(&col), *slid = sb_take(&lid);
+    if (!sat || !srow || !scol || !slid) {
+        b->failed = true;
+    } else {
+        /* piece p: row p / (8 panels), 16 bytes c = p % (8 panels) along it */
+        emit_linef(e, i, "for (int tern_p = %s - %d; tern_p < %d; tern_p += %d) { /* copy_tile, %d x %d */", slid,
+                   first, pieces, producers, box.rows, 64 * box.panels);
+        e->indent++;
+        emit_linef(e, i, "const int tern_r = tern_p / %d, tern_c = tern_p %% %d;", 8 * box.panels, 8 * box.panels);
+        char dst[512], src[512];
+        snprintf(dst, sizeof dst, "&%s[%s + (tern_c >> 3) * %d + tern_r * 64 + (((tern_c & 7) ^ (tern_r & 7)) << 3)]",
+                 e->buf_name[in->a[0]], sat, 64 * box.rows);
+        snprintf(src, sizeof src, "&%s[(long)(%s + tern_r) * %lld + %s + (tern_c << 3)]",
+                 e->buf_name[box.buf], srow, (long long)box.cols, scol);
+        emit_line_start(e, i);
+        move(b, dst, src);
+        emit_line_end(e);
+        e->indent--;
+        emit_linef(e, i, "}");
+    }
+    free(sat);
+    free(srow);
+    free(scol);
+    free(slid);
 }
 
 void emit_mma_call(emitter *e, int32_t i, const char *extra_arg, emit_pair_fn pair) {

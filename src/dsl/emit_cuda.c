@@ -399,6 +399,9 @@ static void cuda_head(emitter *e, strbuf *out) {
         else
             sb_printf(out, "%s %s", cuda_type(pa->type), e->val_name[pa->id]);
     }
+    /* tern_copy_tile's tensor maps, which the runtime makes at launch (ir_tile_maps) */
+    int maps = ir_tile_maps(k, NULL);
+    for (int m = 0; m < maps; m++) sb_printf(out, "%sconst __grid_constant__ tern_tmap tern_map_%d", k->nparams || m ? ", " : "", m);
     sb_puts(out, ") {\n");
     /* every kernel lets the next one launch at once: one launched to overlap it (see
      * tern_wait_previous) still waits for all of this one at its griddepcontrol.wait */
@@ -669,5 +672,6 @@ const dialect emit_cuda_dialect = {
     .copy_async = cuda_copy_async,
     .copy_commit = cuda_copy_commit,
     .copy_wait = cuda_copy_wait,
+    .copy_tile = emit_cuda_copy_tile,
     .pipe = emit_cuda_pipe,
 };

@@ -50,6 +50,7 @@ static uint32_t attrs_needed(const emitter *e) {
         if (in->op == IR_SIMD && in->aux == TERN_SIMD_PREFIX_SUM) need |= 1u << TERN_SIMD_LANE;
         if (in->op == IR_MMA || in->op == IR_LOAD_MATRIX) need |= 1u << TERN_SIMD_LANE;
         if (in->op == IR_WGMMA) need |= 1u << TERN_SIMD_LANE | 1u << TERN_SIMD_GROUP;
+        if (in->op == IR_COPY_TILE) need |= 1u << TERN_LOCAL_INDEX;
     }
     return need;
 }
@@ -315,6 +316,11 @@ static void mtl_shared(emitter *e, strbuf *out, int32_t b) {
  * is made at once, which a correct kernel cannot tell apart. */
 static void mtl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "threadgroup", "device"); }
 
+static void mtl_move16(strbuf *out, const char *dst, const char *src) {
+    sb_printf(out, "*(threadgroup uint4 *)%s = *(device const uint4 *)%s;", dst, src);
+}
+static void mtl_copy_tile(emitter *e, int32_t i) { emit_copy_tile_loop(e, i, mtl_move16); }
+
 static void simd_helper(strbuf *out, tern_simd_op op, int t) {
     const char *ty = mtl_type(t), *sfx = emit_type_suffix(t);
     if (op == TERN_SIMD_PREFIX_SUM) {
@@ -439,4 +445,5 @@ const dialect emit_metal_dialect = {
     .shared = mtl_shared,
     .prelude = mtl_prelude,
     .copy_async = mtl_copy_async,
+    .copy_tile = mtl_copy_tile,
 };

@@ -179,6 +179,11 @@ static void cl_prefetch(emitter *e, int32_t i) {
  * (what a correct kernel cannot tell from an asynchronous copy). */
 static void cl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "__local", "__global"); }
 
+static void cl_move16(strbuf *out, const char *dst, const char *src) {
+    sb_printf(out, "*(__local uint4 *)%s = *(__global const uint4 *)%s;", dst, src);
+}
+static void cl_copy_tile(emitter *e, int32_t i) { emit_copy_tile_loop(e, i, cl_move16); }
+
 static void cl_head(emitter *e, strbuf *out) {
     const tern_kernel *k = e->k;
     if (k->result >= 0)
@@ -367,4 +372,5 @@ const dialect emit_opencl_dialect = {
     .prelude = cl_prelude,
     .prefetch = cl_prefetch,
     .copy_async = cl_copy_async,
+    .copy_tile = cl_copy_tile,
 };

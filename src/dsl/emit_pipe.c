@@ -12,6 +12,8 @@
 
 #include "dsl/emit.h"
 
+static void copy_tile_helpers(const emitter *e, strbuf *out);
+
 /* The mbarrier operations, on shared-memory addresses of 64-bit barriers: wait polls the
  * phase with the given parity (try_wait suspends the thread a while before it says no). */
 void emit_cuda_pipe_helpers(const emitter *e, strbuf *out) {
@@ -39,6 +41,11 @@ void emit_cuda_pipe_helpers(const emitter *e, strbuf *out) {
                  "__device__ __forceinline__ void tern_mbar_arrive_copies(unsigned long long *bar) {\n"
                  "    asm volatile(\"cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\" :: \"r\"(tern_mbar_at(bar)) : \"memory\");\n"
                  "}\n"
+                 "__device__ __forceinline__ void tern_fence_async() {\n"
+                 "#if __CUDA_ARCH__ >= 900\n"
+                 "    asm volatile(\"fence.proxy.async.shared::cta;\" ::: \"memory\");\n"
+                 "#endif\n"
+                 "}\n"
                  "template <int regs> __device__ __forceinline__ void tern_regs_inc() {\n"
                  "#ifdef __CUDA_ARCH_FEAT_SM90_ALL\n"
                  "    asm volatile(\"setmaxnreg.inc.sync.aligned.u32 %0;\" :: \"n\"(regs));\n"
@@ -49,6 +56,85 @@ void emit_cuda_pipe_helpers(const emitter *e, strbuf *out) {
                  "    asm volatile(\"setmaxnreg.dec.sync.aligned.u32 %0;\" :: \"n\"(regs));\n"
                  "#endif\n"
                  "}\n");
+    copy_tile_helpers(e, out);
+}
+
+/* tern_copy_tile's helpers: a tensor map as the kernel takes it (CUtensorMap's 128 bytes,
+ * made by the runtime), the slot's expected bytes, and one 2-D tensor copy completing on an
+ * mbarrier. The map is a __grid_constant__ parameter, so its generic address is the one the
+ * copy names. */
+static void copy_tile_helpers(const emitter *e, strbuf *out) {
+    if (!(e->need & NEED_COPY_TILE)) return;
+    sb_puts(out, "struct __align__(64) tern_tmap { unsigned long long bits[16]; };\n"
+                 "__device__ __forceinline__ void tern_mbar_expect(unsigned long long *bar, unsigned bytes) {\n"
+                 "#if __CUDA_ARCH__ >= 900\n"
+                 "    asm volatile(\"mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], %1;\" :: \"r\"(tern_mbar_at(bar)), \"r\"(bytes) : \"memory\");\n"
+                 "#endif\n"
+                 "}\n"
+                 "__device__ __forceinline__ void tern_tile_copy(void *dst, const tern_tmap *map, int col, int row,\n"
+                 "                                               unsigned long long *bar) {\n"
+                 "#if __CUDA_ARCH__ >= 900\n"
+                 "    asm volatile(\"cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\"\n"
+                 "                 :: \"r\"((unsigned)__cvta_generic_to_shared(dst)), \"l\"((unsigned long long)map), \"r\"(col), \"r\"(row),\n"
+                 "                    \"r\"(tern_mbar_at(bar)) : \"memory\");\n"
+                 "#endif\n"
+                 "}\n"
+                 "__device__ __forceinline__ void tern_fence_mbar_init() {\n"
+                 "#if __CUDA_ARCH__ >= 900\n"
+                 "    asm volatile(\"fence.mbarrier_init.release.cluster;\" ::: \"memory\");\n"
+                 "#endif\n"
+                 "}\n");
+}
+
+static void cuda_move16(strbuf *out, const char *dst, const char *src) {
+    sb_printf(out, "tern_copy_async_16(%s, %s);", dst, src);
+}
+
+void emit_cuda_copy_tile(emitter *e, int32_t i) {
+    const tern_kernel *k = e->k;
+    const ir_ins *in = &k->ins[i];
+    ir_tile_box box = ir_tile_unpack(in->imm);
+    int map = ir_tile_map_of(k, i);
+    strbuf *b = &e->body;
+    e->need |= NEED_COPY_TILE | NEED_COPY_ASYNC | NEED_LOCAL_INDEX;
+    emit_linef(e, i, "#if __CUDA_ARCH__ >= 900");
+    emit_linef(e, i, "if (tern_local_index() == %d) { /* copy_tile, %d x %d: the producer's first thread */",
+               128 * in->aux, box.rows, 64 * box.panels);
+    e->indent++;
+    emit_linef(e, i, "tern_mbar_expect(tern_fill, %du);", 2 * box.rows * 64 * box.panels);
+    for (int p = 0; p < box.panels; p++) {
+        emit_line_start(e, i);
+        sb_puts(b, "tern_tile_copy(&");
+        emit_elem(e, b, in->a[0], in->a[1]);
+        sb_printf(b, " + %d, &tern_map_%d, ", p * 64 * box.rows, map);
+        emit_operand(e, b, in->a[3]);
+        if (p) sb_printf(b, " + %d", 64 * p);
+        sb_puts(b, ", ");
+        emit_operand(e, b, in->a[2]);
+        sb_puts(b, ", tern_fill);");
+        emit_line_end(e);
+    }
+    e->indent--;
+    emit_linef(e, i, "}");
+    emit_linef(e, i, "#else");
+    emit_copy_tile_loop(e, i, cuda_move16);
+    emit_linef(e, i, "#endif");
+}
+
+/* Whether instructions from .. to - 1 hold an op (a tile copy; a store to threadgroup memory). */
+static bool has_tile_copy(const tern_kernel *k, int32_t from, int32_t to) {
+    for (int32_t j = from; j < to; j++)
+        if (k->ins[j].op == IR_COPY_TILE) return true;
+    return false;
+}
+static bool has_shared_store(const tern_kernel *k, int32_t from, int32_t to) {
+    for (int32_t j = from; j < to; j++) {
+        const ir_ins *in = &k->ins[j];
+        if ((in->op == IR_STORE || in->op == IR_VSTORE || in->op == IR_ATOMIC || in->op == IR_ATOMIC_CAS) &&
+            k->bufs[in->a[0]].shared)
+            return true;
+    }
+    return false;
 }
 
 /* The registers a thread of this kernel is launched with, as ptxas gives them under its
@@ -65,6 +151,7 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
     const tern_kernel *k = e->k;
     ir_pipe_spec s = ir_pipe_unpack(k->ins[region].imm);
     int32_t end = k->ins[region].a[2];
+    bool tiles = has_tile_copy(k, region, end);
     for (int32_t j = region + 1; j < end; j++) {
         const ir_ins *in = &k->ins[j];
         if (in->op == IR_BARRIER && in->aux == IR_BARRIER_PIPE) continue;
@@ -94,7 +181,12 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
         else
             emit_linef(e, j, "tern_mbar_wait(&tern_full_%d[tern_slot], tern_round & 1);", region);
         if (!producer && s.lag) emit_linef(e, j, "const int tern_done = %s - %d;", step, s.lag);
+        if (producer && has_tile_copy(k, j, block_end))
+            emit_linef(e, j, "unsigned long long *const tern_fill = &tern_full_%d[tern_slot]; (void)tern_fill;",
+                       region);
         for (int32_t q = j + 1; q < block_end; q++) emit_statement(e, q);
+        /* the tile copies (async proxy) may next overwrite what these stores wrote */
+        if (!producer && tiles && has_shared_store(k, j, block_end)) emit_linef(e, block_end, "tern_fence_async();");
         if (producer)
             emit_linef(e, block_end, "tern_mbar_arrive_copies(&tern_full_%d[tern_slot]);", region);
         else if (s.lag)
@@ -156,6 +248,12 @@ int32_t emit_cuda_pipe(emitter *e, int32_t region) {
     emit_linef(e, region, "        tern_mbar_init(&tern_full_%d[tern_s], %d);", region, producers);
     emit_linef(e, region, "        tern_mbar_init(&tern_free_%d[tern_s], %d);", region, consumers);
     emit_linef(e, region, "    }");
+    if (has_tile_copy(k, region, end)) {
+        /* the barriers' initialisation and the threads' earlier threadgroup stores made
+         * visible to the tensor copies (the async proxy) */
+        emit_linef(e, region, "tern_fence_mbar_init();");
+        emit_linef(e, region, "tern_fence_async();");
+    }
     emit_linef(e, region, "__syncthreads();");
     emit_linef(e, region, "if (tern_role_wg >= %d) {", s.producer_first);
     e->indent++;

@@ -281,3 +281,53 @@ void interp_copy_async(ictx *c, int32_t ins, const int32_t *lanes, int n) {
         memcpy(d->base + di * size, s->base + si * size, (size_t)w * size);
     });
 }
+
+/* tern_copy_tile, made at once by the producer's threads together: each must reach it (a
+ * collective of the producer) with the same operands, the matrix's view aligned to 16 bytes
+ * (as a tensor map's start must be) and the box inside it; then the box is copied into the
+ * tile's panels in tern_wg_tile's layout. */
+void interp_copy_tile(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    ir_tile_box box = ir_tile_unpack(in->imm);
+    const ibuf *d = &c->bufs[in->a[0]], *s = &c->bufs[box.buf];
+    int producers = c->T - 128 * in->aux;
+    if (n != producers) {
+        ictx_fail(c, ins, -1, "copy_tile reached by %d of the producer's %d threads; all of them reach it", n,
+                  producers);
+        return;
+    }
+    const int l0 = n == c->T ? 0 : lanes[0];
+    const ev at = IREG(c, in->a[1])[l0], row = IREG(c, in->a[2])[l0], col = IREG(c, in->a[3])[l0];
+    FOR_LANES(c, lanes, n, {
+        if (IREG(c, in->a[1])[l].i != at.i || IREG(c, in->a[2])[l].i != row.i || IREG(c, in->a[3])[l].i != col.i) {
+            ictx_fail(c, ins, l, "copy_tile's operands differ between the producer's threads (tile %lld, row %lld, "
+                      "column %lld in the first)", (long long)at.i, (long long)row.i, (long long)col.i);
+            return;
+        }
+    });
+    const int64_t width = 64 * box.panels, rows = (int64_t)(s->len / (size_t)box.cols);
+    if (row.i < 0 || col.i < 0 || col.i % 8 || row.i + box.rows > rows || col.i + width > box.cols) {
+        ictx_fail(c, ins, l0, "copy_tile of rows %lld .. %lld, columns %lld .. %lld from '%s' (%lld x %lld): the box "
+                  "is not inside the matrix (or its column is not a multiple of 8)", (long long)row.i,
+                  (long long)(row.i + box.rows - 1), (long long)col.i, (long long)(col.i + width - 1), ibuf_name(c, s),
+                  (long long)rows, (long long)box.cols);
+        return;
+    }
+    if (s->offset % 8) {
+        ictx_fail(c, ins, l0, "copy_tile from '%s', a view starting at element %zu: the matrix starts on 16 bytes",
+                  ibuf_name(c, s), s->offset);
+        return;
+    }
+    const size_t tile = (size_t)box.rows * (size_t)width;
+    if (at.i < 0 || at.i % 512 || (uint64_t)at.i > d->len || d->len - (size_t)at.i < tile) {
+        ictx_fail(c, ins, l0, "copy_tile to '%s' at %lld: a tile of %zu elements is not inside its %zu, or its index "
+                  "is not a multiple of 512", ibuf_name(c, d), (long long)at.i, tile, d->len);
+        return;
+    }
+    for (int64_t r = 0; r < box.rows; r++)
+        for (int64_t c8 = 0; c8 < width; c8 += 8) {
+            size_t to = (size_t)at.i + tern_wg_tile_offset((size_t)box.rows, (size_t)r, (size_t)c8);
+            size_t from = (size_t)(row.i + r) * (size_t)box.cols + (size_t)(col.i + c8);
+            memcpy(d->base + to * 2, s->base + from * 2, 16);
+        }
+}

@@ -124,6 +124,7 @@ const char *ir_op_name(ir_op op) {
         [IR_LOAD_MATRIX] = "load_matrix", [IR_FENCE] = "fence_device",
         [IR_COPY_ASYNC] = "copy_async", [IR_COPY_COMMIT] = "copy_async_commit",
         [IR_COPY_WAIT] = "copy_async_wait", [IR_WGMMA] = "wgmma_bf16", [IR_WGMMA_WAIT] = "wgmma_wait",
+        [IR_COPY_TILE] = "copy_tile",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -269,6 +270,7 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
         out[n++] = a[3];
         break;
     case IR_ATOMIC_CAS:
+    case IR_COPY_TILE: /* a0 is a buffer */
         out[n++] = a[1];
         out[n++] = a[2];
         out[n++] = a[3];
@@ -308,4 +310,30 @@ const char *ir_where(const tern_kernel *k, int32_t ins, char *buf, size_t size) 
     const char *slash = strrchr(file, '/');
     snprintf(buf, size, "%s:%d", slash ? slash + 1 : file, k->ins[ins].line);
     return buf;
+}
+
+/* ---- tile copies' tensor maps ---- */
+
+static bool same_map(ir_tile_box a, ir_tile_box b) { return a.buf == b.buf && a.cols == b.cols && a.rows == b.rows; }
+
+int ir_tile_maps(const tern_kernel *k, ir_tile_box *out) {
+    ir_tile_box maps[IR_TILE_MAX_MAPS];
+    int n = 0;
+    for (int32_t i = 0; i < k->nins; i++) {
+        if (k->ins[i].op != IR_COPY_TILE) continue;
+        ir_tile_box b = ir_tile_unpack(k->ins[i].imm);
+        int j = 0;
+        while (j < n && !same_map(maps[j], b)) j++;
+        if (j == n && n < IR_TILE_MAX_MAPS) maps[n++] = b;
+    }
+    if (out) memcpy(out, maps, (size_t)n * sizeof *maps);
+    return n;
+}
+
+int ir_tile_map_of(const tern_kernel *k, int32_t ins) {
+    ir_tile_box maps[IR_TILE_MAX_MAPS], b = ir_tile_unpack(k->ins[ins].imm);
+    int n = ir_tile_maps(k, maps);
+    for (int j = 0; j < n; j++)
+        if (same_map(maps[j], b)) return j;
+    return -1;
 }

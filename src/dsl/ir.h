@@ -74,6 +74,9 @@ typedef enum ir_op {
                     * tern_wgmma_bf16_async, the accumulators variables (no results) */
     IR_WGMMA_WAIT, /* tern_wgmma_wait: at most aux asynchronous products in flight; the
                     * accumulator variables it completes in extra[a0 .. a0+a1-1] */
+    IR_COPY_TILE,  /* tern_copy_tile: threadgroup buffer a0's tile at a1 = the box of rows from
+                    * a2, columns from a3 of a matrix (ir_tile_unpack(imm)); aux the pipe's
+                    * producer_first (its producer is the threads from aux * 128 on) */
     IR_OP_COUNT
 } ir_op;
 
@@ -209,6 +212,31 @@ static inline ir_pipe_spec ir_pipe_unpack(int64_t v) {
                       (int)(v >> 26 & 63), (int)(v >> 32 & 511), (int)(v >> 41 & 511)};
     return s;
 }
+/* IR_COPY_TILE's matrix and box: the source buffer, its columns, the box's rows (the tile's)
+ * and its panels of 64 columns. */
+typedef struct ir_tile_box {
+    int32_t buf;
+    int64_t cols;
+    int rows, panels;
+} ir_tile_box;
+#define IR_TILE_MAX_COLS ((int64_t)1 << 32)
+#define IR_TILE_MAX_ROWS 256
+#define IR_TILE_MAX_PANELS 4
+static inline int64_t ir_tile_pack(ir_tile_box b) {
+    return (int64_t)b.buf | (b.cols - 1) << 16 | (int64_t)(b.rows - 1) << 48 | (int64_t)(b.panels - 1) << 56;
+}
+static inline ir_tile_box ir_tile_unpack(int64_t v) {
+    ir_tile_box b = {(int32_t)(v & 0xffff), (v >> 16 & 0xffffffff) + 1, (int)(v >> 48 & 255) + 1,
+                     (int)(v >> 56 & 7) + 1};
+    return b;
+}
+/* The tensor maps a kernel's tile copies need, one per distinct (matrix, columns, box rows),
+ * in the order of their first copy: what the CUDA kernel takes after its parameters, and
+ * what the runtime makes at launch. Returns how many (at most IR_TILE_MAX_MAPS) into out
+ * (may be NULL). ir_tile_map_of: the index of instruction `ins`'s map. */
+#define IR_TILE_MAX_MAPS 8
+int ir_tile_maps(const tern_kernel *k, ir_tile_box *out);
+int ir_tile_map_of(const tern_kernel *k, int32_t ins);
 /* IR_WGMMA's aux: asynchronous (its accumulators are variables), and traced in a warpgroup
  * role's block (the emulating targets make it per thread, without barriers). */
 #define IR_WG_ASYNC 1

@@ -22,6 +22,10 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
         snprintf(buf, size, "stores to buffer '%s' (copy_async from '%s')",
                  ir_string(k, k->bufs[in->a[0]].name), ir_string(k, k->bufs[in->a[2]].name));
         return buf;
+    case IR_COPY_TILE:
+        snprintf(buf, size, "stores to buffer '%s' (copy_tile from '%s')", ir_string(k, k->bufs[in->a[0]].name),
+                 ir_string(k, k->bufs[ir_tile_unpack(in->imm).buf].name));
+        return buf;
     case IR_COPY_COMMIT:
     case IR_COPY_WAIT: return "uses asynchronous copies";
     case IR_ATOMIC:

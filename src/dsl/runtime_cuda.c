@@ -299,6 +299,45 @@ static CUresult launch_fn(cu_rt *c, const tern_kernel *k, CUfunction fn, tern_di
                                  params, NULL);
 }
 
+/* tern_copy_tile's tensor maps (ir_tile_maps) for this launch's buffers: each matrix a 2-D
+ * bf16 tensor of as many whole rows as its argument holds, the box one panel of 64 columns
+ * by the copy's rows, swizzled as tern_wg_tile's layout (128 bytes), zeros outside. Below
+ * sm_90 the kernel copies without them, and they stay zero. */
+static tern_error *make_tile_maps(const cu_rt *c, const tern_kernel *k, const tern_arg *args, CUtensorMap *maps) {
+    ir_tile_box boxes[IR_TILE_MAX_MAPS];
+    int n = ir_tile_maps(k, boxes);
+    memset(maps, 0, sizeof *maps * (size_t)n);
+    if (!n || atoi(c->arch + 3) < 90) return NULL;
+#if CUDA_VERSION >= 12000
+    if (!c->cu->cuTensorMapEncodeTiled)
+        return tern_errorf("kernel '%s' copies tiles; this driver has no cuTensorMapEncodeTiled", k->name);
+    for (int m = 0; m < n; m++) {
+        const ir_buf *b = &k->bufs[boxes[m].buf];
+        const tern_arg *a = &args[b->param];
+        uintptr_t at = (uintptr_t)a->mem + a->offset * 2;
+        uint64_t rows = a->len / (uint64_t)boxes[m].cols;
+        const char *name = ir_string(k, b->name);
+        if (!a->mem || at % 16)
+            return tern_errorf("kernel '%s': matrix '%s' of a tile copy does not start on 16 bytes", k->name, name);
+        if (rows < (uint64_t)boxes[m].rows || rows >= (uint64_t)1 << 32)
+            return tern_errorf("kernel '%s': matrix '%s' has %llu rows of %lld; a tile copy's box is %d rows, and a "
+                               "matrix under 2^32", k->name, name, (unsigned long long)rows,
+                               (long long)boxes[m].cols, boxes[m].rows);
+        cuuint64_t dims[2] = {(cuuint64_t)boxes[m].cols, rows}, strides[1] = {(cuuint64_t)boxes[m].cols * 2};
+        cuuint32_t box[2] = {64, (cuuint32_t)boxes[m].rows}, step[2] = {1, 1};
+        CUresult r = c->cu->cuTensorMapEncodeTiled(&maps[m], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)at, dims,
+                                                   strides, box, step, CU_TENSOR_MAP_INTERLEAVE_NONE,
+                                                   CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                                   CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+        tern_error *err = tern_cuda_check(c->cu, r, "cuda runtime: cuTensorMapEncodeTiled");
+        if (err) return tern_error_wrap(err, "kernel '%s', matrix '%s'", k->name, name);
+    }
+    return NULL;
+#else
+    return tern_errorf("kernel '%s' copies tiles; tern was built with a CUDA toolkit older than 12", k->name);
+#endif
+}
+
 static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, tern_dims group,
                              const tern_arg *args) {
     cu_rt *c = rt->impl;
@@ -307,11 +346,14 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
         return tern_errorf("kernel '%s' needs %zu bytes of threadgroup memory; %s allows %d", k->name,
                            k->shared_bytes, rt->device, c->shared_optin);
     /* parameter values, and pointers to them as cuLaunchKernel wants */
+    int nmaps = ir_tile_maps(k, NULL);
     uint64_t *slots = calloc((size_t)k->nparams + 1, sizeof *slots);
-    void **params = calloc((size_t)k->nparams + 1, sizeof *params);
-    if (!slots || !params) {
+    void **params = calloc((size_t)(k->nparams + nmaps) + 1, sizeof *params);
+    CUtensorMap *maps = nmaps ? aligned_alloc(64, sizeof *maps * (size_t)nmaps) : NULL;
+    if (!slots || !params || (nmaps && !maps)) {
         free(slots);
         free(params);
+        free(maps);
         return tern_errorf("kernel '%s': out of memory", k->name);
     }
     for (int32_t p = 0; p < k->nparams; p++) {
@@ -330,11 +372,13 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
         }
         params[p] = &slots[p];
     }
+    for (int m = 0; m < nmaps; m++) params[k->nparams + m] = &maps[m];
     tern_error *err = enter(c);
     if (!err) {
         pthread_mutex_lock(&c->lock);
         cu_entry *e = NULL;
-        err = cu_fit(c, k, (int)((size_t)group.x * group.y * group.z), &e);
+        err = make_tile_maps(c, k, args, maps); /* in the context: the driver wants one */
+        if (!err) err = cu_fit(c, k, (int)((size_t)group.x * group.y * group.z), &e);
         if (!err && shared && e->dynamic_shared < (int)shared) {
             err = CHECK(c, cuFuncSetAttribute(e->fn, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared),
                         "cuda runtime: cuFuncSetAttribute");
@@ -354,6 +398,7 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
     }
     free(slots);
     free(params);
+    free(maps);
     return err;
 }
 

@@ -105,6 +105,18 @@ static void check_copy(verifier *v, const ir_ins *in) {
          "copy_async operands");
 }
 
+/* COPY_TILE: a tiles array a0 (its index a1), a readable bf16 buffer parameter named in imm
+ * (row a2, column a3), a box that fits a copy, and a pipe's producer after consumers in aux. */
+static void check_copy_tile(verifier *v, const ir_ins *in) {
+    ir_tile_box b = ir_tile_unpack(in->imm);
+    const ir_buf *d = buf(v, in->a[0]), *s = buf(v, b.buf);
+    want(v, d && s && d->shared && (d->used & IR_BUF_TILES) && !s->shared && s->elem == TERN_T_BF16 &&
+                (s->intent & TERN_READ) && val(v, in->a[1]) == TERN_T_I32 && val(v, in->a[2]) == TERN_T_I32 &&
+                val(v, in->a[3]) == TERN_T_I32 && b.rows % 8 == 0 && b.cols % 8 == 0 && in->aux >= 1 &&
+                in->aux < 8 && in->type == TERN_T_VOID && in->dst < 0,
+         "copy_tile operands");
+}
+
 /* MMA: 16 f32 operands in extra, four consecutive f32 results defined here. */
 static void check_mma(verifier *v, int32_t i) {
     const tern_kernel *k = v->k;
@@ -310,6 +322,7 @@ static void check_ins(verifier *v, int32_t i) {
     }
     case IR_WAIT_PREVIOUS: want(v, v->depth == 0, "wait_previous inside a block"); break;
     case IR_COPY_ASYNC: check_copy(v, in); break;
+    case IR_COPY_TILE: check_copy_tile(v, in); break;
     case IR_COPY_WAIT: want(v, in->aux <= IR_COPY_WAIT_MAX, "copy_async_wait's pending count"); break;
     case IR_PREFETCH: {
         const ir_buf *b = buf(v, a[0]);

@@ -2,8 +2,10 @@
  * into a ring that two consumer warpgroups multiply from, step by step. Kernels traced with
  * their steps unrolled, the products chained across consume blocks (lag 1; with setmaxnreg;
  * with a one-warp producer), and one whose steps are a loop at run time (lag 0, each product
- * waited for in its block); the consumers' accumulators poisoned in the producer's threads
- * after the pipe on the interpreter; the tracer's
+ * waited for in its block); each way of copying, 16 bytes a thread or a whole tile at once
+ * (tern_copy_tile: TMA on CUDA's sm_90, from a matrix whose slices sit two panels wide at
+ * column 64); the consumers' accumulators poisoned in the producer's threads after the pipe
+ * on the interpreter; a tile copy outside its matrix refused there; the tracer's
  * refusals; the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
  * targets' barriers before each block); NVRTC for sm_90a and sm_80; and both kernels on the
  * interpreter and on TERN_GPU's runtime when it names another (OpenCL under ctest, cuda on
@@ -25,6 +27,11 @@ enum {
     PK = 64,      /* a step's k: one panel */
     STEPS = 7,    /* slices of B through the ring */
     SLICE = PN * PK,
+    /* tern_copy_tile's B: a matrix [GROUPS * STEPS * PN / 2][TILE_COLS] whose slice (g, s)
+     * is rows (g STEPS + s) PN / 2 .., columns 64 .. 191: B[g][s][n][k] at column 64 + k for
+     * n < PN / 2, 128 + k for the rest (a 32 x 128 box lands as the 64 x 64 tile) */
+    TILE_COLS = 192,
+    TILE_ROWS = GROUPS * STEPS * PN / 2,
 };
 
 /* ---- the kernels ----
@@ -37,12 +44,13 @@ typedef struct pipe_kernel {
     bool unrolled; /* the steps traced one by one (products chained, lag 1) or a loop (lag 0) */
     int regs;      /* setmaxnreg for the consumers (the producer 40), 0 none */
     int producers; /* the producer's threads: its warpgroup (128) or its first warp (32) */
+    bool tiles;    /* B's slices by tern_copy_tile from the matrix above, else tern_copy_async */
 } pipe_kernel;
 
 static void k_pipe(tern_kb *kb, void *user) {
     const pipe_kernel *o = user;
     tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);  /* [WGS][64][PK] */
-    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [GROUPS][STEPS][PN][PK] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);  /* [GROUPS][STEPS][PN][PK], or the matrix */
     tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);  /* [WGS][64][PN] */
     tern_v E = tern_param_buf(kb, "E", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
     tern_v F = tern_param_buf(kb, "F", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
@@ -76,7 +84,12 @@ static void k_pipe(tern_kb *kb, void *user) {
     TERN_PRODUCE(kb) {                                                                                    \
         tern_v step = tern_pipe_step(kb), slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), \
                                                                          tern_int(SLICE)));               \
-        for (int c = 0; c < SLICE / 8 / o->producers; c++) {                                              \
+        tern_wg_tile box = {tiles, slot, PN / 2, false};                                                  \
+        if (o->tiles)                                                                                     \
+            tern_copy_tile(kb, &box, B, TILE_COLS,                                                        \
+                           tern_mul(tern_add(tern_mul(group, tern_int(STEPS)), s), tern_int(PN / 2)),     \
+                           tern_int(64), 2 * PK);                                                         \
+        for (int c = 0; c < (o->tiles ? 0 : SLICE / 8 / o->producers); c++) {                            \
             tern_v x = tern_add(t128, tern_int(c * o->producers));                                        \
             tern_v n = tern_div(x, tern_int(PK / 8)), k8 = tern_mul(tern_rem(x, tern_int(PK / 8)), tern_int(8)); \
             tern_v src = tern_add(b_group, tern_add(tern_mul(s, tern_int(SLICE)), tern_add(tern_mul(n, tern_int(PK)), k8))); \
@@ -140,17 +153,25 @@ static tern_rt *open_runtime(const char *runtime) {
     return rt;
 }
 
-static void run_pipe(const char *runtime, const char *name, const tern_kernel *kern, int producers) {
+static void run_pipe(const char *runtime, const char *name, const tern_kernel *kern, const pipe_kernel *o) {
     tern_rt *rt = open_runtime(runtime);
     if (!rt) return;
+    const int producers = o->producers;
     enum { NA = WGS * 64 * PK, NB = GROUPS * STEPS * SLICE, ND = WGS * 64 * PN, NE = GROUPS * 128 };
-    static uint16_t A[NA], B[NB];
+    enum { NM = TILE_ROWS * TILE_COLS };
+    static uint16_t A[NA], B[NB], M[NM];
     static float Af[NA], Bf[NB], D[ND], E[NE], F[NE];
     for (int i = 0; i < NA; i++) A[i] = tern_f32_to_bf16(Af[i] = (float)((i * 5 + 2) % 7 - 3));
     for (int i = 0; i < NB; i++) B[i] = tern_f32_to_bf16(Bf[i] = (float)((i * 3 + 1) % 5 - 2));
+    for (int i = 0; i < NM; i++) M[i] = tern_f32_to_bf16(99.0f); /* columns 0 .. 63: not copied */
+    for (int gs = 0; gs < GROUPS * STEPS; gs++)
+        for (int n = 0; n < PN; n++)
+            for (int kk = 0; kk < PK; kk++)
+                M[(gs * (PN / 2) + n % (PN / 2)) * TILE_COLS + 64 + (n / (PN / 2)) * 64 + kk] = B[(gs * PN + n) * PK + kk];
     for (int i = 0; i < ND; i++) D[i] = -12345.0f;
     for (int i = 0; i < NE; i++) E[i] = -12345.0f;
-    tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA), tern_arg_host_in(TERN_T_BF16, B, NB),
+    tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA),
+                       o->tiles ? tern_arg_host_in(TERN_T_BF16, M, NM) : tern_arg_host_in(TERN_T_BF16, B, NB),
                        tern_arg_host(TERN_T_F32, D, ND), tern_arg_host(TERN_T_F32, E, NE),
                        tern_arg_host(TERN_T_F32, F, NE)};
     CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5));
@@ -181,6 +202,16 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
         CHECKF(bad == 0, "host %s: the consumers' variable in the producer's threads is not poisoned (%d of %d)",
                name, bad, (int)NE);
     }
+    if (o->tiles && !strcmp(runtime, "host")) {
+        /* one row short: the last group's last box is not inside the matrix */
+        args[1] = tern_arg_host_in(TERN_T_BF16, M, NM - TILE_COLS);
+        tern_error *err = tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5);
+        const char *msg = err ? tern_error_message(err) : "";
+        CHECKF(err && strstr(msg, "copy_tile of rows 416 .. 447, columns 64 .. 191 from 'B' (447 x 192): the box is not "
+                                  "inside the matrix"),
+               "host %s, a box outside the matrix: got '%s'", name, err ? msg : "no error");
+        tern_error_free(err);
+    }
     tern_rt_close(rt);
 }
 
@@ -188,13 +219,15 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
 
 enum {
     E_STORE, E_EARLY, E_AHEAD, E_UNBALANCED, E_LAG, E_THREADS, E_NESTED, E_BREAK, E_STEP_OUTSIDE, E_ROLE,
-    E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL, E_WARP_REGS,
+    E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL, E_WARP_REGS, E_TILE_CONSUME, E_TILE_WIDTH,
+    E_TILE_ROWS, E_TILE_SOURCE, E_TILE_REGION,
 };
 
 static void e_pipe(tern_kb *kb, void *u) {
     int what = *(const int *)u;
     tern_max_threads(kb, what == E_THREADS ? 256 : what == E_WARP_REGS ? 288 : 384);
     tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
+    tern_v mat = tern_param_buf(kb, "mat", TERN_T_BF16, TERN_READ);
     tern_v tiles = tern_shared_tiles(kb, "t", 8192), acc[8];
     for (int j = 0; j < 8; j++) {
         char name[8];
@@ -243,6 +276,22 @@ static void e_pipe(tern_kb *kb, void *u) {
             TERN_ROLE(kb, 0, 1) { tern_var(kb, "x", tern_f32(1)); }
             break;
         case E_BARRIER: tern_barrier(kb); break;
+        case E_TILE_REGION: tern_copy_tile(kb, &at, mat, 64, tern_int(0), tern_int(0), 64); break;
+        case E_TILE_CONSUME:
+        case E_TILE_WIDTH:
+        case E_TILE_ROWS:
+        case E_TILE_SOURCE: {
+            tern_wg_tile box = {tiles, tern_int(0), what == E_TILE_ROWS ? 12 : 64, false};
+            int width = what == E_TILE_WIDTH ? 96 : 64;
+            tern_v src = what == E_TILE_SOURCE ? out : mat;
+            TERN_PRODUCE(kb) {
+                if (what != E_TILE_CONSUME) tern_copy_tile(kb, &box, src, 64, tern_int(0), tern_int(0), width);
+            }
+            TERN_CONSUME(kb) {
+                if (what == E_TILE_CONSUME) tern_copy_tile(kb, &box, src, 64, tern_int(0), tern_int(0), width);
+            }
+            break;
+        }
         case E_LOOP_UNBALANCED:
             TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
             TERN_FOR(kb, i, tern_int(0), tern_int(2), tern_int(1)) {
@@ -287,6 +336,12 @@ static void test_refusals(void) {
     expect_pipe_error("regs", E_REGS, "pipe: registers 20 (producer) and 0 (consumers)");
     expect_pipe_error("loop_unbalanced", E_LOOP_UNBALANCED, "this block in a pipe has 0 produce and 1 consume blocks");
     expect_pipe_error("outside", E_OUTSIDE, "consume: outside a pipe (TERN_PIPE)");
+    expect_pipe_error("tile_consume", E_TILE_CONSUME, "copy_tile: outside a pipe's produce block");
+    expect_pipe_error("tile_region", E_TILE_REGION, "copy_tile: outside a pipe's produce block");
+    expect_pipe_error("tile_width", E_TILE_WIDTH, "copy_tile: 96 columns; a copy is 64, 128, 192 or 256 wide");
+    expect_pipe_error("tile_rows", E_TILE_ROWS, "copy_tile: a tile of 12 rows; a copy's rows are a multiple of 8");
+    expect_pipe_error("tile_source", E_TILE_SOURCE, "copy_tile from 'out' (f32, TERN_WRITE): it copies from a "
+                                                    "readable bf16 buffer");
     expect_pipe_error("pool", E_POOL, "pipe: registers 40 (producer) and 240 (consumers) exceed the 168 a thread "
                                       "starts with, on average");
     /* the balanced default builds */
@@ -303,7 +358,7 @@ static void expect_in(const char *what, const char *text, const char *needle, bo
 
 /* CUDA: the roles as branches handing slots over through mbarriers, no barrier inside them;
  * OpenCL: the blocks in lockstep, a barrier before each. */
-static void test_text(const tern_kernel *k, bool regs) {
+static void test_text(const tern_kernel *k, bool regs, bool tiles) {
     char *cu = NULL, *cl = NULL;
     CHECK_OK(tern_kernel_emit(k, TERN_TARGET_CUDA, &cu));
     CHECK_OK(tern_kernel_emit(k, TERN_TARGET_OPENCL, &cl));
@@ -311,6 +366,10 @@ static void test_text(const tern_kernel *k, bool regs) {
     expect_in("cuda", cu, "tern_mbar_arrive_copies(&tern_full_", true);
     expect_in("cuda", cu, "tern_mbar_arrive(&tern_free_", true);
     expect_in("cuda", cu, "tern_regs_dec<40>();", regs);
+    expect_in("cuda", cu, "cp.async.bulk.tensor.2d", tiles);
+    expect_in("cuda", cu, "const __grid_constant__ tern_tmap tern_map_0", tiles);
+    expect_in("cuda", cu, "tern_mbar_expect(tern_fill, 8192u);", tiles);
+    expect_in("opencl", cl, "copy_tile, 32 x 128", tiles);
     const char *branch = cu ? strstr(cu, "if (tern_role_wg >= 2) {") : NULL;
     const char *end = branch ? strstr(branch, "__syncthreads();") : NULL;
     const char *els = branch ? strstr(branch, "} else {") : NULL;
@@ -329,16 +388,17 @@ int main(void) {
     const struct {
         const char *name;
         pipe_kernel o;
-    } kernels[] = {{"pipe_unrolled", {true, 0, 128}}, {"pipe_loop", {false, 0, 128}}, {"pipe_regs", {true, 232, 128}},
-                   {"pipe_warp", {true, 0, 32}}};
+    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false}}, {"pipe_loop", {false, 0, 128, false}},
+                   {"pipe_regs", {true, 232, 128, false}},   {"pipe_warp", {true, 0, 32, false}},
+                   {"pipe_tiles", {true, 0, 32, true}},      {"pipe_tiles_loop", {false, 0, 128, true}}};
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         tern_kernel *k = NULL;
         CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
         if (!k) continue;
-        test_text(k, kernels[i].o.regs != 0);
-        run_pipe("host", kernels[i].name, k, kernels[i].o.producers);
+        test_text(k, kernels[i].o.regs != 0, kernels[i].o.tiles);
+        run_pipe("host", kernels[i].name, k, &kernels[i].o);
         const char *gpu = getenv("TERN_GPU");
-        if (gpu && *gpu && strcmp(gpu, "host")) run_pipe(gpu, kernels[i].name, k, kernels[i].o.producers);
+        if (gpu && *gpu && strcmp(gpu, "host")) run_pipe(gpu, kernels[i].name, k, &kernels[i].o);
         tern_kernel_free(k);
     }
     return check_summary("test_kernel_pipe");
