@@ -225,7 +225,7 @@ static void k_gemm(tern_kb *kb, void *user) {
 
 /* The k loop as a pipe: warpgroup 2 (its first thread) copies each slice's A (128 x 64, one
  * panel) and B (64 k rows x BN, BN / 64 panels) with tern_copy_tile into a ring of STAGES
- * slots, AHEAD = 2 steps ahead in the trace (stages - lag - 1); warpgroups 0 and 1 chain their
+ * slots, AHEAD = STAGES - 2 steps ahead in the trace (stages - lag - 1); warpgroups 0 and 1 chain their
  * products across the consume blocks, one left in flight (lag 1). On CUDA each role runs on
  * its own: the producer waits only for a slot to be freed, the consumers for its bytes. */
 static void k_gemm_pipe(tern_kb *kb, const gemm_spec *s) {
@@ -237,11 +237,16 @@ static void k_gemm_pipe(tern_kb *kb, const gemm_spec *s) {
         bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ); /* [N] */
         aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);  /* [M, N] */
     }
-    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK, AHEAD = 2;
+    const int BN = s->bn, STAGES = s->stages, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, KT = K / BK, AHEAD = STAGES - 2;
     /* a whole producer warpgroup, whose registers setmaxnreg gives to the consumers: with a
      * producer of one warp (288 threads) a multiprocessor quarter holds three warps, and
      * ptxas allows 168 registers a thread, too few for the 128 accumulators (spills) */
-    tern_max_threads(kb, THREADS + 128);
+    /* 128 x 128 tiles: two threadgroups a multiprocessor (3 slots of 32 KB each), one's
+     * epilogue beside the other's products, each with a producer of one warp (setmaxnreg's
+     * warpgroup would leave 80 registers a thread, and ptxas needs 90 for the product) */
+    const bool two = BN == 128;
+    tern_max_threads(kb, THREADS + (two ? 32 : 128));
+    if (two) tern_min_groups(kb, 2);
     tern_v tid = tern_local_index(kb);
     tern_v n0 = tern_mul(tern_group_id(kb, 0), tern_int(BN)), m0 = tern_mul(tern_group_id(kb, 1), tern_int(BM));
     size_t ring = (size_t)STAGES * SLICE, staged = (size_t)2 * BM * (BN + 8);
@@ -253,8 +258,8 @@ static void k_gemm_pipe(tern_kb *kb, const gemm_spec *s) {
         acc[j] = tern_var(kb, name, tern_f32(0));
     }
     tern_v w = tern_div(tid, tern_int(128));
-    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1, .producer_regs = 40,
-                   .consumer_regs = 232};
+    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1, .producer_regs = two ? 0 : 40,
+                   .consumer_regs = two ? 0 : 232};
     TERN_PIPE(kb, &p) {
         for (int t = 0; t < KT + AHEAD; t++) {
             if (t < KT) TERN_PRODUCE(kb) {
@@ -360,7 +365,8 @@ int main(int argc, char **argv) {
     static const gemm_spec variants[] = {
         {false, 128, 3, false, false, false}, {true, 128, 3, false, false, false}, {false, 256, 4, false, true, false},
         {true, 256, 4, false, true, false},   {false, 256, 4, true, true, false},  {false, 256, 4, false, false, true},
-        {true, 256, 4, false, false, true},   {false, 256, 4, true, false, true},
+        {true, 256, 4, false, false, true},   {false, 256, 4, true, false, true},  {false, 128, 3, false, false, true},
+        {true, 128, 3, false, false, true},   {false, 128, 3, true, false, true},
     };
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
@@ -380,7 +386,7 @@ int main(int argc, char **argv) {
             double t0 = now();
             for (int c = 0; c < 10 && !err; c++)
                 err = tern_launch(rt, k, tern_dims2((uint32_t)(N / spec->bn), (uint32_t)(M / BM)),
-                                  tern_dims1(THREADS + (spec->tiles ? 128 : 0)),
+                                  tern_dims1(THREADS + (!spec->tiles ? 0 : spec->bn == 128 ? 32 : 128)),
                                   args, spec->gelu ? 5 : 3);
             if (!err) err = tern_rt_sync(rt);
             double dt = (now() - t0) / 10;

@@ -623,6 +623,15 @@ tern_v tern_pipe_step_at(tern_loc at, tern_kb *kb);
 #define TERN_PRODUCE(kb) for (tern_produce_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
 #define TERN_CONSUME(kb) for (tern_consume_at(TERN_HERE, kb); tern_once_at(TERN_HERE, kb);)
 #define tern_pipe_step(kb) tern_pipe_step_at(TERN_HERE, kb)
+/* A barrier of the threads of the role whose produce or consume block it is in, e.g. the
+ * consumers' epilogue staging a tile in threadgroup memory and storing it in other threads'
+ * pieces while the producer copies on. Only at the top level of the block (no if or loop of
+ * the block's own around it). The block is split there: the values made before the barrier are
+ * not visible after it (variables declared outside the block are), and it still counts one
+ * step. CUDA: bar.sync of a named barrier over the role's threads (id 1 the consumers', 2 the
+ * producer's); the lockstep targets: a whole-threadgroup barrier between the two halves. */
+void tern_pipe_sync_at(tern_loc at, tern_kb *kb);
+#define tern_pipe_sync(kb) tern_pipe_sync_at(TERN_HERE, kb)
 
 /* A whole tile copied into a pipe's slot by one instruction (CUDA: Hopper's tensor memory
  * accelerator, TMA), for producers whose 16-byte copies would cost more than the consumers'

@@ -50,7 +50,7 @@ int32_t kb_emit(tern_kb *kb, tern_loc at, ir_ins *in, int type) {
         kb_fail(kb, at, "a statement after tern_result (the result must come last)");
         return -1;
     }
-    if (kb->pipe_depth && !(in->op == IR_BARRIER && in->aux == IR_BARRIER_PIPE) &&
+    if (kb->pipe_depth && !(in->op == IR_BARRIER && (in->aux == IR_BARRIER_PIPE || in->aux == IR_BARRIER_SYNC)) &&
         kb_refuse_in_pipe(kb, at, (ir_op)in->op))
         return -1;
     in->type = (uint8_t)type;

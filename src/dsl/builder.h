@@ -42,6 +42,7 @@ struct tern_kb {
     ir_pipe_spec pipe;
     tern_v pipe_step;
     int32_t pipe_p, pipe_c;
+    bool pipe_splitting; /* tern_pipe_sync is closing a block that goes on after it */
 };
 
 /* Records an error when `op` may not be traced where the builder is: inside a pipe's region

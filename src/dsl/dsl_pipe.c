@@ -146,6 +146,32 @@ static int32_t open_block(const tern_kb *kb) {
     return aux == IR_IF_PRODUCE || aux == IR_IF_CONSUME ? ins : -1;
 }
 
+void tern_pipe_sync_at(tern_loc at, tern_kb *kb) {
+    if (!kb_ok(kb)) return;
+    int32_t ins = open_block(kb);
+    if (ins < 0 || kb->depth != kb->role_depth) {
+        kb_fail(kb, at, "pipe_sync: outside the top level of a pipe's produce or consume block");
+        return;
+    }
+    const ir_ins *in = &kb->k->ins[ins];
+    const uint8_t aux = in->aux;
+    const int64_t step = in->imm & ~IR_PIPE_MORE;
+    const bool produce = aux == IR_IF_PRODUCE;
+    /* the block ends here without counting its step, the role's barrier, and its continuation */
+    kb->pipe_splitting = true;
+    tern_end_at(at, kb);
+    kb->pipe_splitting = false;
+    if (!kb_ok(kb)) return;
+    ir_ins bar = {.op = IR_BARRIER, .aux = IR_BARRIER_SYNC, .a = {-1, -1, -1, -1},
+                  .imm = produce ? IR_PIPE_PRODUCER : IR_PIPE_CONSUMERS};
+    if (kb_emit(kb, at, &bar, TERN_T_VOID) < 0) return;
+    const ir_pipe_spec *p = &kb->pipe;
+    kb_open_role(kb, at, produce ? p->producer_first : 0, produce ? p->producer_count : p->producer_first, aux,
+                 step | IR_PIPE_MORE);
+    /* the macro around the block is inside its body already: this frame is entered */
+    if (kb->depth) kb->frames[kb->depth - 1].entered = true;
+}
+
 bool kb_in_produce(const tern_kb *kb) {
     int32_t ins = open_block(kb);
     return ins >= 0 && kb->k->ins[ins].aux == IR_IF_PRODUCE;
@@ -168,6 +194,7 @@ bool kb_pipe_end(tern_kb *kb, tern_loc at) {
     const ir_ins *in = &kb->k->ins[f->ins];
     bool block = in->op == IR_IF && (in->aux == IR_IF_PRODUCE || in->aux == IR_IF_CONSUME);
     if (block) {
+        if (kb->pipe_splitting) return kb_ok(kb); /* tern_pipe_sync: the block goes on */
         if (in->aux == IR_IF_CONSUME) {
             int in_flight = 0;
             for (int32_t i = 0; i < kb->nwg_pending; i++)

@@ -145,13 +145,33 @@ static int launch_regs(const tern_kernel *k) {
     return r > 256 ? 256 : r;
 }
 
+/* Where the pipe block whose END is `block_end` goes on after a tern_pipe_sync: the
+ * continuation's IF (an IF marked IR_PIPE_MORE after the role's barrier and the values of its
+ * condition), or -1. */
+static int32_t continuation(const tern_kernel *k, int32_t block_end) {
+    int32_t q = block_end + 1;
+    if (q >= k->nins || k->ins[q].op != IR_BARRIER || k->ins[q].aux != IR_BARRIER_SYNC) return -1;
+    for (q++; q < k->nins && !ir_op_has_effect((ir_op)k->ins[q].op); q++) {
+    }
+    return q < k->nins && k->ins[q].op == IR_IF && (k->ins[q].imm & IR_PIPE_MORE) ? q : -1;
+}
+
+/* The END of the last part of the pipe block opened at `j`. */
+static int32_t step_end(const tern_kernel *k, int32_t j) {
+    int32_t block_end = k->ins[j].a[2], more;
+    while ((more = continuation(k, block_end)) >= 0) block_end = k->ins[more].a[2];
+    return block_end;
+}
+
 /* One role's branch: the region's statements but the other role's blocks and the lockstep
- * barriers, each of its blocks between its slot's wait and arrival. */
+ * barriers, each of its steps between its slot's wait and arrival (a step split by
+ * tern_pipe_sync: its parts, the role's named barrier between them). */
 static void pipe_branch(emitter *e, int32_t region, bool producer) {
     const tern_kernel *k = e->k;
     ir_pipe_spec s = ir_pipe_unpack(k->ins[region].imm);
     int32_t end = k->ins[region].a[2];
     bool tiles = has_tile_copy(k, region, end);
+    int role_threads = producer ? k->max_threads - 128 * s.producer_first : 128 * s.producer_first;
     for (int32_t j = region + 1; j < end; j++) {
         const ir_ins *in = &k->ins[j];
         if (in->op == IR_BARRIER && in->aux == IR_BARRIER_PIPE) continue;
@@ -160,7 +180,7 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
             emit_statement(e, j);
             continue;
         }
-        int32_t block_end = in->a[2];
+        int32_t last = step_end(k, j);
         /* the block's role condition (the lockstep targets' test) is the branch's own here */
         emit_line_start(e, j);
         sb_puts(&e->body, "(void)");
@@ -168,10 +188,10 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
         sb_putc(&e->body, ';');
         emit_line_end(e);
         if ((in->aux == IR_IF_PRODUCE) != producer) {
-            j = block_end;
+            j = last;
             continue;
         }
-        const char *step = e->var_name[in->imm];
+        const char *step = e->var_name[in->imm & ~IR_PIPE_MORE];
         emit_linef(e, j, "{ /* %s step %s */", producer ? "produce" : "consume", step);
         e->indent++;
         emit_linef(e, j, "const int tern_slot = %s %% %d, tern_round = %s / %d;", step, s.stages, step, s.stages);
@@ -181,22 +201,35 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
         else
             emit_linef(e, j, "tern_mbar_wait(&tern_full_%d[tern_slot], tern_round & 1);", region);
         if (!producer && s.lag) emit_linef(e, j, "const int tern_done = %s - %d;", step, s.lag);
-        if (producer && has_tile_copy(k, j, block_end))
+        if (producer && has_tile_copy(k, j, last))
             emit_linef(e, j, "unsigned long long *const tern_fill = &tern_full_%d[tern_slot]; (void)tern_fill;",
                        region);
-        for (int32_t q = j + 1; q < block_end; q++) emit_statement(e, q);
+        for (int32_t part = j; part < last;) { /* each part's statements, the role's barrier between */
+            int32_t part_end = k->ins[part].a[2];
+            for (int32_t q = part + 1; q < part_end; q++) emit_statement(e, q);
+            if (part_end == last) break;
+            emit_linef(e, part_end + 1, "asm volatile(\"bar.sync %d, %d;\" ::: \"memory\"); /* pipe_sync */",
+                       producer ? 2 : 1, role_threads);
+            part = continuation(k, part_end);
+            for (int32_t q = part_end + 2; q < part; q++) emit_statement(e, q); /* the condition's values */
+            emit_line_start(e, part);
+            sb_puts(&e->body, "(void)");
+            emit_operand(e, &e->body, k->ins[part].a[0]);
+            sb_putc(&e->body, ';');
+            emit_line_end(e);
+        }
         /* the tile copies (async proxy) may next overwrite what these stores wrote */
-        if (!producer && tiles && has_shared_store(k, j, block_end)) emit_linef(e, block_end, "tern_fence_async();");
+        if (!producer && tiles && has_shared_store(k, j, last)) emit_linef(e, last, "tern_fence_async();");
         if (producer)
-            emit_linef(e, block_end, "tern_mbar_arrive_copies(&tern_full_%d[tern_slot]);", region);
+            emit_linef(e, last, "tern_mbar_arrive_copies(&tern_full_%d[tern_slot]);", region);
         else if (s.lag)
-            emit_linef(e, block_end, "if (tern_done >= 0) tern_mbar_arrive(&tern_free_%d[tern_done %% %d]);", region,
+            emit_linef(e, last, "if (tern_done >= 0) tern_mbar_arrive(&tern_free_%d[tern_done %% %d]);", region,
                       s.stages);
         else
-            emit_linef(e, block_end, "tern_mbar_arrive(&tern_free_%d[tern_slot]);", region);
+            emit_linef(e, last, "tern_mbar_arrive(&tern_free_%d[tern_slot]);", region);
         e->indent--;
-        emit_linef(e, block_end, "}");
-        j = block_end;
+        emit_linef(e, last, "}");
+        j = last;
     }
 }
 

@@ -193,6 +193,13 @@ static inline int ir_wg_values(ir_wg_shape s, bool a_tile, bool async) {
 #define IR_IF_PRODUCE 3
 #define IR_IF_CONSUME 4
 #define IR_BARRIER_PIPE 1
+/* tern_pipe_sync: a barrier of one role's threads (imm IR_PIPE_PRODUCER or IR_PIPE_CONSUMERS)
+ * between a produce or consume block and its continuation, an IR_IF of the same aux whose imm
+ * has IR_PIPE_MORE set: the block split in two (its step counted once, at the end). CUDA runs
+ * it as a named barrier over the role's threads; the lockstep targets as a whole barrier, which
+ * every thread reaches between the two halves. */
+#define IR_BARRIER_SYNC 2
+#define IR_PIPE_MORE ((int64_t)1 << 40)
 /* A pipe's variables: which role's blocks use each variable declared before the region (a
  * set of bits; shared: used outside the blocks too). A variable only one role uses has no
  * defined value in the other role's threads after the region: CUDA lets the other branch

@@ -33,8 +33,10 @@ static bool if_imm_ok(const tern_kernel *k, const ir_ins *in) {
                s.producer_first + s.producer_count <= 8 && s.stages >= 1 && s.stages <= 32 && s.lag < s.stages &&
                regs;
     }
-    default:
-        return in->imm >= 0 && in->imm < k->nvars && k->vars[in->imm].type == TERN_T_I32;
+    default: { /* a pipe's block: its step variable, perhaps marked a continuation */
+        int64_t var = in->imm & ~IR_PIPE_MORE;
+        return var >= 0 && var < k->nvars && k->vars[var].type == TERN_T_I32;
+    }
     }
 }
 
@@ -336,7 +338,11 @@ static void check_ins(verifier *v, int32_t i) {
     case IR_BREAK:
     case IR_CONTINUE:
     case IR_EXIT: break;
-    case IR_BARRIER: want(v, in->aux <= IR_BARRIER_PIPE, "barrier"); break;
+    case IR_BARRIER:
+        want(v, in->aux <= IR_BARRIER_SYNC && (in->aux != IR_BARRIER_SYNC || in->imm == IR_PIPE_PRODUCER ||
+                                                in->imm == IR_PIPE_CONSUMERS),
+             "barrier");
+        break;
     default: fail(v, "unknown opcode %d", in->op);
     }
 }

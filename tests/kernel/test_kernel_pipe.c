@@ -45,7 +45,20 @@ typedef struct pipe_kernel {
     int regs;      /* setmaxnreg for the consumers (the producer 40), 0 none */
     int producers; /* the producer's threads: its warpgroup (128) or its first warp (32) */
     bool tiles;    /* B's slices by tern_copy_tile from the matrix above, else tern_copy_async */
+    bool sync;     /* D stored in the last consume block, each thread its partner's (local index
+                    * ^ 1) through threadgroup memory and a tern_pipe_sync (unrolled only) */
 } pipe_kernel;
+
+/* D [q][m][n] of warpgroup q = group * 2 + wg's accumulator j in thread tid of it (the
+ * product's c layout: d[4 b + r] is D[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2]). */
+static tern_v d_index(tern_v group, tern_v tid, int j) {
+    tern_v wg = tern_div(tid, tern_int(128)), lane = tern_rem(tid, tern_int(32));
+    tern_v sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4)), t = tern_rem(lane, tern_int(4));
+    tern_v m = tern_add(tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4))), tern_int(j % 4 >= 2 ? 8 : 0));
+    tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (j / 4) + (j & 1)));
+    tern_v q = tern_add(tern_mul(group, tern_int(2)), wg);
+    return tern_add(tern_mul(q, tern_int(64 * PN)), tern_add(tern_mul(m, tern_int(PN)), col));
+}
 
 static void k_pipe(tern_kb *kb, void *user) {
     const pipe_kernel *o = user;
@@ -58,6 +71,7 @@ static void k_pipe(tern_kb *kb, void *user) {
     tern_max_threads(kb, group_size);
     const int stages = o->unrolled ? 3 : 2, a_tiles = 2 * 64 * PK;
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)a_tiles + (size_t)stages * SLICE);
+    tern_v stage = o->sync ? tern_shared(kb, "stage", TERN_T_F32, 256 * PN / 2) : tiles; /* [256][PN / 2] */
     tern_v tid = tern_local_index(kb), wg = tern_div(tid, tern_int(128)), t128 = tern_rem(tid, tern_int(128));
     tern_v group = tern_group_id(kb, 0);
     TERN_FOR(kb, e, tid, tern_int(a_tiles), tern_int(group_size)) {
@@ -109,7 +123,20 @@ static void k_pipe(tern_kb *kb, void *user) {
             /* the producer one step ahead: stages 3 - lag 1 - 1 */
             for (int s = 0; s <= STEPS; s++) {
                 if (s < STEPS) PRODUCE_SLICE(tern_int(s));
-                if (s >= 1) CONSUME_SLICE(s == STEPS ? 0 : 1);
+                if (s >= 1 && !(o->sync && s == STEPS)) CONSUME_SLICE(s == STEPS ? 0 : 1);
+                if (o->sync && s == STEPS) TERN_CONSUME(kb) {
+                    tern_v slot = tern_add(ring, tern_mul(tern_rem(tern_pipe_step(kb), tern_int(stages)), tern_int(SLICE)));
+                    tern_wg_tile a = {tiles, tern_mul(wg, tern_int(64 * PK)), 64, false};
+                    tern_wg_tile b = {tiles, slot, PN, false};
+                    tern_wgmma_bf16_async(kb, PN, PK, NULL, &a, &b, acc);
+                    tern_wgmma_wait(kb, 0);
+                    for (int j = 0; j < PN / 2; j++) tern_store(stage, tern_add(tern_mul(tid, tern_int(PN / 2)), tern_int(j)), acc[j]);
+                    tern_pipe_sync(kb);
+                    tern_v partner = tern_xor(tid, tern_int(1));
+                    for (int j = 0; j < PN / 2; j++)
+                        tern_store(D, d_index(group, partner, j),
+                                   tern_load(stage, tern_add(tern_mul(partner, tern_int(PN / 2)), tern_int(j))));
+                }
             }
         } else {
             PRODUCE_SLICE(tern_int(0));
@@ -122,16 +149,9 @@ static void k_pipe(tern_kb *kb, void *user) {
 #undef PRODUCE_SLICE
 #undef CONSUME_SLICE
     }
-    /* d[4 b + r] is D[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2] of the warpgroup's 64 rows */
-    tern_v lane = tern_rem(tid, tern_int(32)), sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4));
-    tern_v row0 = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4))), t = tern_rem(lane, tern_int(4));
-    tern_v q = tern_add(tern_mul(group, tern_int(2)), wg);
     TERN_IF(kb, tern_lt(wg, tern_int(2))) {
-        for (int j = 0; j < PN / 2; j++) {
-            tern_v m = tern_add(row0, tern_int(j % 4 >= 2 ? 8 : 0));
-            tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (j / 4) + (j & 1)));
-            tern_store(D, tern_add(tern_mul(q, tern_int(64 * PN)), tern_add(tern_mul(m, tern_int(PN)), col)), acc[j]);
-        }
+        if (!o->sync)
+            for (int j = 0; j < PN / 2; j++) tern_store(D, d_index(group, tid, j), acc[j]);
     }
     TERN_ELSE(kb) {
         tern_store(E, tern_add(tern_mul(group, tern_int(128)), t128),
@@ -220,7 +240,7 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
 enum {
     E_STORE, E_EARLY, E_AHEAD, E_UNBALANCED, E_LAG, E_THREADS, E_NESTED, E_BREAK, E_STEP_OUTSIDE, E_ROLE,
     E_BARRIER, E_REGS, E_LOOP_UNBALANCED, E_OUTSIDE, E_POOL, E_WARP_REGS, E_TILE_CONSUME, E_TILE_WIDTH,
-    E_TILE_ROWS, E_TILE_SOURCE, E_TILE_REGION,
+    E_TILE_ROWS, E_TILE_SOURCE, E_TILE_REGION, E_SYNC_OUTSIDE, E_SYNC_NESTED, E_SYNC_VALUE,
 };
 
 static void e_pipe(tern_kb *kb, void *u) {
@@ -277,6 +297,20 @@ static void e_pipe(tern_kb *kb, void *u) {
             break;
         case E_BARRIER: tern_barrier(kb); break;
         case E_TILE_REGION: tern_copy_tile(kb, &at, mat, 64, tern_int(0), tern_int(0), 64); break;
+        case E_SYNC_OUTSIDE: tern_pipe_sync(kb); break;
+        case E_SYNC_NESTED:
+        case E_SYNC_VALUE:
+            TERN_PRODUCE(kb) { tern_var(kb, "x", tern_f32(1)); }
+            TERN_CONSUME(kb) {
+                tern_v before = tern_mul(tern_local_index(kb), tern_int(3));
+                if (what == E_SYNC_NESTED) {
+                    TERN_IF(kb, tern_lt(before, tern_int(9))) { tern_pipe_sync(kb); }
+                } else {
+                    tern_pipe_sync(kb);
+                    tern_store(out, before, tern_f32(1));
+                }
+            }
+            break;
         case E_TILE_CONSUME:
         case E_TILE_WIDTH:
         case E_TILE_ROWS:
@@ -342,6 +376,10 @@ static void test_refusals(void) {
     expect_pipe_error("tile_rows", E_TILE_ROWS, "copy_tile: a tile of 12 rows; a copy's rows are a multiple of 8");
     expect_pipe_error("tile_source", E_TILE_SOURCE, "copy_tile from 'out' (f32, TERN_WRITE): it copies from a "
                                                     "readable bf16 buffer");
+    expect_pipe_error("sync_outside", E_SYNC_OUTSIDE, "pipe_sync: outside the top level of a pipe's produce or "
+                                                      "consume block");
+    expect_pipe_error("sync_nested", E_SYNC_NESTED, "pipe_sync: outside the top level");
+    expect_pipe_error("sync_value", E_SYNC_VALUE, "is used outside the block it was made in");
     expect_pipe_error("pool", E_POOL, "pipe: registers 40 (producer) and 240 (consumers) exceed the 168 a thread "
                                       "starts with, on average");
     /* the balanced default builds */
@@ -388,9 +426,10 @@ int main(void) {
     const struct {
         const char *name;
         pipe_kernel o;
-    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false}}, {"pipe_loop", {false, 0, 128, false}},
-                   {"pipe_regs", {true, 232, 128, false}},   {"pipe_warp", {true, 0, 32, false}},
-                   {"pipe_tiles", {true, 0, 32, true}},      {"pipe_tiles_loop", {false, 0, 128, true}}};
+    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false, false}}, {"pipe_loop", {false, 0, 128, false, false}},
+                   {"pipe_regs", {true, 232, 128, false, false}},   {"pipe_warp", {true, 0, 32, false, false}},
+                   {"pipe_tiles", {true, 0, 32, true, false}},      {"pipe_tiles_loop", {false, 0, 128, true, false}},
+                   {"pipe_sync", {true, 0, 128, true, true}}};
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         tern_kernel *k = NULL;
         CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
