@@ -80,5 +80,5 @@ void tern_copy_tile_at(tern_loc at, tern_kb *kb, const tern_wg_tile *dst, tern_v
     }
     kb->k->bufs[d].used |= IR_BUF_STORED;
     kb->k->bufs[s].used |= IR_BUF_LOADED;
-    kb->k->uses |= IR_USES_STORE;
+    kb->k->uses |= IR_USES_STORE | IR_USES_TILE_COPY;
 }

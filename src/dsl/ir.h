@@ -147,6 +147,7 @@ enum {
     IR_USES_WAIT_PREVIOUS = 1 << 12, /* the cuda runtime launches it to overlap the previous kernel */
     IR_USES_FENCE = 1 << 13,
     IR_USES_WGMMA = 1 << 14, /* CUDA on sm_90 compiles it as sm_90a */
+    IR_USES_TILE_COPY = 1 << 15, /* tern_copy_tile: the cuda runtime makes tensor maps at launch */
 };
 
 /* IR_COPY_WAIT: the largest pending count (PTX wants an immediate, and no pipeline needs more

@@ -305,7 +305,7 @@ static CUresult launch_fn(cu_rt *c, const tern_kernel *k, CUfunction fn, tern_di
  * sm_90 the kernel copies without them, and they stay zero. */
 static tern_error *make_tile_maps(const cu_rt *c, const tern_kernel *k, const tern_arg *args, CUtensorMap *maps) {
     ir_tile_box boxes[IR_TILE_MAX_MAPS];
-    int n = ir_tile_maps(k, boxes);
+    int n = k->uses & IR_USES_TILE_COPY ? ir_tile_maps(k, boxes) : 0;
     memset(maps, 0, sizeof *maps * (size_t)n);
     if (!n || atoi(c->arch + 3) < 90) return NULL;
 #if CUDA_VERSION >= 12000
@@ -346,7 +346,7 @@ static tern_error *cu_launch(tern_rt *rt, const tern_kernel *k, tern_dims grid, 
         return tern_errorf("kernel '%s' needs %zu bytes of threadgroup memory; %s allows %d", k->name,
                            k->shared_bytes, rt->device, c->shared_optin);
     /* parameter values, and pointers to them as cuLaunchKernel wants */
-    int nmaps = ir_tile_maps(k, NULL);
+    int nmaps = k->uses & IR_USES_TILE_COPY ? ir_tile_maps(k, NULL) : 0; /* a scan: only where there are copies */
     uint64_t *slots = calloc((size_t)k->nparams + 1, sizeof *slots);
     void **params = calloc((size_t)(k->nparams + nmaps) + 1, sizeof *params);
     CUtensorMap *maps = nmaps ? aligned_alloc(64, sizeof *maps * (size_t)nmaps) : NULL;
