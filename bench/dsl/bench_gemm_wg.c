@@ -92,7 +92,8 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
                 if (s->gelu) tern_load_vec(io->bias, tern_add(n0, c), 2, bias2);
                 for (int h = 0; h < 2; h++) {
                     tern_v at = tern_add(tern_mul(tern_add(io->r0w, tern_int(8 * h)), tern_int(LDS)), c);
-                    tern_v x[2] = {tern_add(acc[4 * b8 + 2 * h], bias2[0]), tern_add(acc[4 * b8 + 2 * h + 1], bias2[1])};
+                    tern_v x[2] = {tern_add(acc[4 * b8 + 2 * h], bias2[0]),
+                                   tern_add(acc[4 * b8 + 2 * h + 1], bias2[1])};
                     tern_store_vec(io->staged, at, 2, x);
                 }
             }
@@ -101,7 +102,8 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
         for (int q = 0; q < ROWS * BN / 8 / THREADS; q++) {
             tern_v e = tern_add(io->tid, tern_int(q * THREADS));
             tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
-            tern_v at = tern_add(tern_mul(tern_add(m0, tern_add(tern_int(pass * ROWS), row)), tern_int(N)), tern_add(n0, c));
+            tern_v grow = tern_add(m0, tern_add(tern_int(pass * ROWS), row)); /* the row in C */
+            tern_v at = tern_add(tern_mul(grow, tern_int(N)), tern_add(n0, c));
             tern_v x[8];
             tern_load_vec(io->staged, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
             if (s->gelu) {
@@ -160,7 +162,8 @@ static void k_gemm(tern_kb *kb, void *user) {
                 }
                 if (t >= AHEAD) TERN_CONSUME(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false}; /* row 64 w */
+                    /* A's rows 64 w .., B's k rows */
+                    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
                     tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
                     tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
                     bool last = t == KT + AHEAD - 1;

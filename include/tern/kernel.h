@@ -652,7 +652,8 @@ void tern_pipe_sync_at(tern_loc at, tern_kb *kb);
  * consume block of the same step sees the tile. CUDA on sm_90: the producer's first thread
  * issues cp.async.bulk.tensor (one a panel, from a tensor map the runtime makes at launch for
  * each matrix and box) and the slot's mbarrier waits for its bytes (threadgroup stores made
- * before the pipe and in consume blocks are fenced against later copies). Elsewhere the producer's threads copy the box 16 bytes at a time (cp.async on sm_80). */
+ * before the pipe and in consume blocks are fenced against later copies). Elsewhere the
+ * producer's threads copy the box 16 bytes at a time (cp.async on sm_80). */
 void tern_copy_tile_at(tern_loc at, tern_kb *kb, const tern_wg_tile *dst, tern_v src, int cols, tern_v row,
                        tern_v col, int width);
 #define tern_copy_tile(kb, dst, src, cols, row, col, width) \

@@ -401,7 +401,8 @@ static void cuda_head(emitter *e, strbuf *out) {
     }
     /* tern_copy_tile's tensor maps, which the runtime makes at launch (ir_tile_maps) */
     int maps = ir_tile_maps(k, NULL);
-    for (int m = 0; m < maps; m++) sb_printf(out, "%sconst __grid_constant__ tern_tmap tern_map_%d", k->nparams || m ? ", " : "", m);
+    for (int m = 0; m < maps; m++)
+        sb_printf(out, "%sconst __grid_constant__ tern_tmap tern_map_%d", k->nparams || m ? ", " : "", m);
     sb_puts(out, ") {\n");
     /* every kernel lets the next one launch at once: one launched to overlap it (see
      * tern_wait_previous) still waits for all of this one at its griddepcontrol.wait */

@@ -54,7 +54,8 @@ typedef struct pipe_kernel {
 static tern_v d_index(tern_v group, tern_v tid, int j) {
     tern_v wg = tern_div(tid, tern_int(128)), lane = tern_rem(tid, tern_int(32));
     tern_v sg = tern_rem(tern_div(tid, tern_int(32)), tern_int(4)), t = tern_rem(lane, tern_int(4));
-    tern_v m = tern_add(tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4))), tern_int(j % 4 >= 2 ? 8 : 0));
+    tern_v m = tern_add(tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4))),
+                        tern_int(j % 4 >= 2 ? 8 : 0));
     tern_v col = tern_add(tern_mul(t, tern_int(2)), tern_int(8 * (j / 4) + (j & 1)));
     tern_v q = tern_add(tern_mul(group, tern_int(2)), wg);
     return tern_add(tern_mul(q, tern_int(64 * PN)), tern_add(tern_mul(m, tern_int(PN)), col));
@@ -125,12 +126,14 @@ static void k_pipe(tern_kb *kb, void *user) {
                 if (s < STEPS) PRODUCE_SLICE(tern_int(s));
                 if (s >= 1 && !(o->sync && s == STEPS)) CONSUME_SLICE(s == STEPS ? 0 : 1);
                 if (o->sync && s == STEPS) TERN_CONSUME(kb) {
-                    tern_v slot = tern_add(ring, tern_mul(tern_rem(tern_pipe_step(kb), tern_int(stages)), tern_int(SLICE)));
+                    tern_v step = tern_pipe_step(kb);
+                    tern_v slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), tern_int(SLICE)));
                     tern_wg_tile a = {tiles, tern_mul(wg, tern_int(64 * PK)), 64, false};
                     tern_wg_tile b = {tiles, slot, PN, false};
                     tern_wgmma_bf16_async(kb, PN, PK, NULL, &a, &b, acc);
                     tern_wgmma_wait(kb, 0);
-                    for (int j = 0; j < PN / 2; j++) tern_store(stage, tern_add(tern_mul(tid, tern_int(PN / 2)), tern_int(j)), acc[j]);
+                    for (int j = 0; j < PN / 2; j++)
+                        tern_store(stage, tern_add(tern_mul(tid, tern_int(PN / 2)), tern_int(j)), acc[j]);
                     tern_pipe_sync(kb);
                     tern_v partner = tern_xor(tid, tern_int(1));
                     for (int j = 0; j < PN / 2; j++)
@@ -187,7 +190,8 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
     for (int gs = 0; gs < GROUPS * STEPS; gs++)
         for (int n = 0; n < PN; n++)
             for (int kk = 0; kk < PK; kk++)
-                M[(gs * (PN / 2) + n % (PN / 2)) * TILE_COLS + 64 + (n / (PN / 2)) * 64 + kk] = B[(gs * PN + n) * PK + kk];
+                M[(gs * (PN / 2) + n % (PN / 2)) * TILE_COLS + 64 + (n / (PN / 2)) * 64 + kk] =
+                    B[(gs * PN + n) * PK + kk];
     for (int i = 0; i < ND; i++) D[i] = -12345.0f;
     for (int i = 0; i < NE; i++) E[i] = -12345.0f;
     tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA),
@@ -227,8 +231,8 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
         args[1] = tern_arg_host_in(TERN_T_BF16, M, NM - TILE_COLS);
         tern_error *err = tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5);
         const char *msg = err ? tern_error_message(err) : "";
-        CHECKF(err && strstr(msg, "copy_tile of rows 416 .. 447, columns 64 .. 191 from 'B' (447 x 192): the box is not "
-                                  "inside the matrix"),
+        CHECKF(err && strstr(msg, "copy_tile of rows 416 .. 447, columns 64 .. 191 from 'B' (447 x 192): the box "
+                                  "is not inside the matrix"),
                "host %s, a box outside the matrix: got '%s'", name, err ? msg : "no error");
         tern_error_free(err);
     }
@@ -352,36 +356,42 @@ static void expect_pipe_error(const char *name, int what, const char *needle) {
 }
 
 static void test_refusals(void) {
-    expect_pipe_error("store", E_STORE, "store in a pipe outside its produce and consume blocks");
-    expect_pipe_error("early", E_EARLY, "consume: step 0 before its produce block");
-    expect_pipe_error("ahead", E_AHEAD, "produce: step 1's slot is still the consumers' until consume block 0 ends "
-                                        "(2 stages, lag 1)");
-    expect_pipe_error("unbalanced", E_UNBALANCED, "the pipe has 1 produce and 0 consume blocks");
-    expect_pipe_error("lag", E_LAG, "consume: 1 wgmma_bf16_async products in flight at the block's end; the "
-                                    "pipe's lag (0)");
-    expect_pipe_error("threads", E_THREADS, "pipe: tern_max_threads(kb, 384) first (now 256), or 288 for a producer "
-                                            "of the last warpgroup's first warps");
-    expect_pipe_error("warp_regs", E_WARP_REGS, "pipe: setmaxnreg with a producer of 32 threads");
-    expect_pipe_error("nested", E_NESTED, "pipe: pipes do not nest");
-    expect_pipe_error("in_break", E_BREAK, "break inside a pipe (tern_pipe)");
-    expect_pipe_error("step_outside", E_STEP_OUTSIDE, "pipe_step: outside a pipe's produce and consume blocks");
-    expect_pipe_error("role", E_ROLE, "role: inside a pipe, whose produce and consume blocks are its roles");
-    expect_pipe_error("in_barrier", E_BARRIER, "barrier in a pipe outside its produce and consume blocks");
-    expect_pipe_error("regs", E_REGS, "pipe: registers 20 (producer) and 0 (consumers)");
-    expect_pipe_error("loop_unbalanced", E_LOOP_UNBALANCED, "this block in a pipe has 0 produce and 1 consume blocks");
-    expect_pipe_error("outside", E_OUTSIDE, "consume: outside a pipe (TERN_PIPE)");
-    expect_pipe_error("tile_consume", E_TILE_CONSUME, "copy_tile: outside a pipe's produce block");
-    expect_pipe_error("tile_region", E_TILE_REGION, "copy_tile: outside a pipe's produce block");
-    expect_pipe_error("tile_width", E_TILE_WIDTH, "copy_tile: 96 columns; a copy is 64, 128, 192 or 256 wide");
-    expect_pipe_error("tile_rows", E_TILE_ROWS, "copy_tile: a tile of 12 rows; a copy's rows are a multiple of 8");
-    expect_pipe_error("tile_source", E_TILE_SOURCE, "copy_tile from 'out' (f32, TERN_WRITE): it copies from a "
-                                                    "readable bf16 buffer");
-    expect_pipe_error("sync_outside", E_SYNC_OUTSIDE, "pipe_sync: outside the top level of a pipe's produce or "
-                                                      "consume block");
-    expect_pipe_error("sync_nested", E_SYNC_NESTED, "pipe_sync: outside the top level");
-    expect_pipe_error("sync_value", E_SYNC_VALUE, "is used outside the block it was made in");
-    expect_pipe_error("pool", E_POOL, "pipe: registers 40 (producer) and 240 (consumers) exceed the 168 a thread "
-                                      "starts with, on average");
+    static const struct {
+        const char *name;
+        int what;
+        const char *needle;
+    } refusals[] = {
+        {"store", E_STORE, "store in a pipe outside its produce and consume blocks"},
+        {"early", E_EARLY, "consume: step 0 before its produce block"},
+        {"ahead", E_AHEAD,
+         "produce: step 1's slot is still the consumers' until consume block 0 ends (2 stages, lag 1)"},
+        {"unbalanced", E_UNBALANCED, "the pipe has 1 produce and 0 consume blocks"},
+        {"lag", E_LAG, "consume: 1 wgmma_bf16_async products in flight at the block's end; the pipe's lag (0)"},
+        {"threads", E_THREADS,
+         "pipe: tern_max_threads(kb, 384) first (now 256), or 288 for a producer of the last warpgroup's first warps"},
+        {"warp_regs", E_WARP_REGS, "pipe: setmaxnreg with a producer of 32 threads"},
+        {"nested", E_NESTED, "pipe: pipes do not nest"},
+        {"in_break", E_BREAK, "break inside a pipe (tern_pipe)"},
+        {"step_outside", E_STEP_OUTSIDE, "pipe_step: outside a pipe's produce and consume blocks"},
+        {"role", E_ROLE, "role: inside a pipe, whose produce and consume blocks are its roles"},
+        {"in_barrier", E_BARRIER, "barrier in a pipe outside its produce and consume blocks"},
+        {"regs", E_REGS, "pipe: registers 20 (producer) and 0 (consumers)"},
+        {"loop_unbalanced", E_LOOP_UNBALANCED, "this block in a pipe has 0 produce and 1 consume blocks"},
+        {"outside", E_OUTSIDE, "consume: outside a pipe (TERN_PIPE)"},
+        {"tile_consume", E_TILE_CONSUME, "copy_tile: outside a pipe's produce block"},
+        {"tile_region", E_TILE_REGION, "copy_tile: outside a pipe's produce block"},
+        {"tile_width", E_TILE_WIDTH, "copy_tile: 96 columns; a copy is 64, 128, 192 or 256 wide"},
+        {"tile_rows", E_TILE_ROWS, "copy_tile: a tile of 12 rows; a copy's rows are a multiple of 8"},
+        {"tile_source", E_TILE_SOURCE,
+         "copy_tile from 'out' (f32, TERN_WRITE): it copies from a readable bf16 buffer"},
+        {"sync_outside", E_SYNC_OUTSIDE, "pipe_sync: outside the top level of a pipe's produce or consume block"},
+        {"sync_nested", E_SYNC_NESTED, "pipe_sync: outside the top level"},
+        {"sync_value", E_SYNC_VALUE, "is used outside the block it was made in"},
+        {"pool", E_POOL,
+         "pipe: registers 40 (producer) and 240 (consumers) exceed the 168 a thread starts with, on average"},
+    };
+    for (size_t i = 0; i < sizeof refusals / sizeof *refusals; i++)
+        expect_pipe_error(refusals[i].name, refusals[i].what, refusals[i].needle);
     /* the balanced default builds */
     int fine = -1;
     tern_kernel *k = NULL;
