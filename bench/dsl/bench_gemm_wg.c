@@ -3,7 +3,8 @@
  * GPT-2's fc product, C [M, N] = A [M, K] B [K, N] (M = 16,384 rows; 124M: K = 768, N =
  * 3,072, 1.5B: 1,600 and 6,400; A and B row-major bf16, as the layer norm's output and the
  * fc weight), either plain or with the fc's epilogue: aux = A B + bias, C = gelu(aux), both
- * bf16.
+ * bf16; or the fc projection's backward product of the same shape (dY [M, C] @ W [C, 4C])
+ * with its DGELU epilogue, C = A B gelu'(aux) at a given aux.
  *
  * The kernel (the best of those measured, bench/h200/NOTES.md runs 149-162): persistent,
  * one threadgroup a multiprocessor walking 128 x 256 tiles of C in one pipe (TERN_PIPE).
@@ -44,11 +45,12 @@ enum { BM = 128, BN = 256, BK = 64, THREADS = 256, STAGES = 4, GROUPS = 132 };
 /* The product's shape (124M's fc, or 1.5B's with "xl"), constants to the traced kernels. */
 static int N = 3072, K = 768;
 
-/* A variant: the epilogue (plain C, or bias, GELU and aux), or sum_only: each thread stores
- * only the sum of its accumulators (the k loop's time without the epilogue's; C is not
+/* A variant: the epilogue (plain C; bias, GELU and aux; or dgelu: C = A B times GELU's
+ * derivative at a given aux, the fc projection's backward product), or sum_only: each thread
+ * stores only the sum of its accumulators (the k loop's time without the epilogue's; C is not
  * checked). */
 typedef struct gemm_spec {
-    bool gelu, sum_only;
+    bool gelu, dgelu, sum_only;
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), in few
@@ -56,16 +58,28 @@ typedef struct gemm_spec {
  * log2(e) sqrt(2/pi), and the division as x r r, r = rsqrt(1 + that) (MUFU.RSQ; an infinite
  * exponential gives r = 0, the limit). expf and an IEEE division made the epilogue take
  * 0.158 ms more than the plain one's (run 160; 0.061 ms this way, run 161). */
-static tern_v gelu(tern_v x) {
+static tern_v gelu_r(tern_v x) { /* r: x r r is the GELU, r r = sigmoid(2u) */
     const double c = -2.0 * 1.4426950408889634 * 0.7978845608028654;
     tern_v e = tern_exp2(tern_mul(x, tern_fma(tern_f32((float)(c * 0.044715)), tern_mul(x, x), tern_f32((float)c))));
-    tern_v r = tern_rsqrt(tern_add(tern_f32(1.0f), e));
+    return tern_rsqrt(tern_add(tern_f32(1.0f), e));
+}
+static tern_v gelu(tern_v x) {
+    tern_v r = gelu_r(x);
     return tern_mul(tern_mul(x, r), r);
+}
+/* Its derivative: with s = sigmoid(2u), d/dx x s = s + 2 x u' s (1 - s), u' = sqrt(2/pi) (1 +
+ * 3 0.044715 x^2). */
+static tern_v gelu_grad(tern_v x) {
+    tern_v r = gelu_r(x), sig = tern_mul(r, r);
+    tern_v du = tern_fma(tern_f32((float)(0.7978845608028654 * 3 * 0.044715)), tern_mul(x, x),
+                         tern_f32(0.7978845608028654f));
+    tern_v rest = tern_mul(tern_mul(tern_mul(tern_f32(2.0f), x), du), tern_mul(sig, tern_sub(tern_f32(1.0f), sig)));
+    return tern_add(sig, rest);
 }
 
 /* The kernel's buffers and the values the epilogue needs. */
 typedef struct gemm_io {
-    tern_v C, bias, aux; /* C [M, N]; bias [N] and aux [M, N] with the GELU */
+    tern_v C, bias, aux; /* C [M, N]; bias [N] and aux [M, N] with the GELU (aux read for dgelu) */
     tern_v staged;       /* threadgroup [BM / 2][BN + 8] bf16 */
     tern_v tid, w, r0w, t4; /* local index, warpgroup, the thread's first row in its warpgroup's 64, lane % 4 */
 } gemm_io;
@@ -106,6 +120,11 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
             tern_v at = tern_add(tern_mul(grow, tern_int(N)), tern_add(n0, c));
             tern_v x[8];
             tern_load_vec(io->staged, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
+            if (s->dgelu) {
+                tern_v pre[8];
+                tern_load_vec(io->aux, at, 8, pre);
+                for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad(pre[i]));
+            }
             if (s->gelu) {
                 tern_store_vec(io->aux, at, 8, x);
                 for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
@@ -132,6 +151,7 @@ static void k_gemm(tern_kb *kb, void *user) {
         io.bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ);
         io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);
     }
+    if (s->dgelu) io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_READ);
     tern_v total = tern_param_scalar(kb, "tile_count", TERN_T_I32); /* (M / BM) (N / BN) */
     tern_max_threads(kb, THREADS + 128);
     io.tid = tern_local_index(kb);
@@ -190,7 +210,7 @@ static float rand_bf16(unsigned *state, uint16_t *bits) {
 
 /* The largest error of sampled elements against a double reference, relative to 1 + |want|. */
 static double check(int M, const float *a, const float *b, const float *bias, const uint16_t *c,
-                    const uint16_t *aux, bool with_gelu) {
+                    const uint16_t *aux, bool with_gelu, const uint16_t *pre) {
     double worst = 0;
     unsigned state = 99;
     for (int i = 0; i < 4096; i++) {
@@ -201,6 +221,11 @@ static double check(int M, const float *a, const float *b, const float *bias, co
         double x = with_gelu ? bias[col] : 0;
         for (size_t k = 0; k < (size_t)K; k++) x += (double)a[r * K + k] * b[k * N + col];
         double want = x, got = tern_bf16_to_f32(c[r * N + col]);
+        if (pre) { /* dgelu at the given pre-activation */
+            double p = tern_bf16_to_f32(pre[r * N + col]), u = 0.7978845608028654 * (p + 0.044715 * p * p * p);
+            double t = tanh(u), du = 0.7978845608028654 * (1 + 3 * 0.044715 * p * p);
+            want = x * (0.5 * (1 + t) + 0.5 * p * (1 - t * t) * du);
+        }
         if (with_gelu) {
             double u = 0.7978845608028654 * (x + 0.044715 * x * x * x);
             want = 0.5 * x * (1 + tanh(u));
@@ -229,15 +254,16 @@ int main(int argc, char **argv) {
     float *a = malloc(na * sizeof *a), *b = malloc(nb * sizeof *b), *bias = malloc(N * sizeof *bias);
     size_t most = nc > na ? nc : na;
     if (nb > most) most = nb;
-    uint16_t *bits = malloc(most * sizeof *bits), *auxh = malloc(nc * sizeof *auxh);
-    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0};
+    uint16_t *bits = malloc(most * sizeof *bits), *auxh = malloc(nc * sizeof *auxh), *pre = malloc(nc * sizeof *pre);
+    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0}, Pre = {0};
     int rc = 0;
-    if (!err && (!a || !b || !bias || !bits || !auxh)) err = tern_errorf("out of memory");
+    if (!err && (!a || !b || !bias || !bits || !auxh || !pre)) err = tern_errorf("out of memory");
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, na, &A);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nb, &B);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &C);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, N, &Bias);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &Aux);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &Pre);
     unsigned state = 7;
     if (!err) {
         for (size_t i = 0; i < na; i++) a[i] = rand_bf16(&state, &bits[i]);
@@ -252,11 +278,16 @@ int main(int argc, char **argv) {
         for (int i = 0; i < N; i++) bias[i] = rand_bf16(&state, &bits[i]);
         err = tern_rt_upload(rt, Bias, bits);
     }
-    static const gemm_spec variants[] = {{.gelu = false}, {.gelu = true}, {.sum_only = true}};
+    if (!err) { /* dgelu's pre-activations, -4 .. 4 */
+        for (size_t i = 0; i < nc; i++) pre[i] = tern_f32_to_bf16(4 * rand_bf16(&state, &pre[i]));
+        err = tern_rt_upload(rt, Pre, pre);
+    }
+    static const gemm_spec variants[] = {{.gelu = false}, {.gelu = true}, {.dgelu = true}, {.sum_only = true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s", spec->sum_only ? "sum" : spec->gelu ? "gelu" : "plain");
+        snprintf(name, sizeof name, "gemm_wg_%s",
+                 spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain");
         if (only && !strstr(name, only)) continue;
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
@@ -267,6 +298,7 @@ int main(int argc, char **argv) {
         int32_t tiles = (M / BM) * (N / BN);
         tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
         int nargs = spec->gelu ? 5 : 3;
+        if (spec->dgelu) args[nargs++] = tern_arg_dev(Pre);
         args[nargs++] = tern_arg_i32(tiles);
         tern_dims grid = tern_dims1((uint32_t)(tiles < GROUPS ? tiles : GROUPS));
         double best = 1e30;
@@ -282,10 +314,10 @@ int main(int argc, char **argv) {
         if (!err) err = tern_rt_download(rt, bits, C);
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
-            double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu);
+            double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu ? pre : NULL);
             printf("gemm_wg %-13s %dx%d tiles, %d slots of BK %d, persistent: %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
-                   spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : "plain", BM, BN, STAGES, BK, M, K,
-                   K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+                   spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu" : "plain", BM,
+                   BN, STAGES, BK, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
@@ -302,11 +334,13 @@ int main(int argc, char **argv) {
     tern_rt_free(rt, &C);
     tern_rt_free(rt, &Bias);
     tern_rt_free(rt, &Aux);
+    tern_rt_free(rt, &Pre);
     if (rt) tern_rt_close(rt);
     free(a);
     free(b);
     free(bias);
     free(bits);
     free(auxh);
+    free(pre);
     return rc;
 }
