@@ -163,6 +163,16 @@ static int32_t step_end(const tern_kernel *k, int32_t j) {
     return block_end;
 }
 
+/* A pipe block's role condition (the lockstep targets' test), unused here: the branch is the
+ * role's own. */
+static void role_condition(emitter *e, int32_t block) {
+    emit_line_start(e, block);
+    sb_puts(&e->body, "(void)");
+    emit_operand(e, &e->body, e->k->ins[block].a[0]);
+    sb_putc(&e->body, ';');
+    emit_line_end(e);
+}
+
 /* One role's branch: the region's statements but the other role's blocks and the lockstep
  * barriers, each of its steps between its slot's wait and arrival (a step split by
  * tern_pipe_sync: its parts, the role's named barrier between them). */
@@ -181,12 +191,7 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
             continue;
         }
         int32_t last = step_end(k, j);
-        /* the block's role condition (the lockstep targets' test) is the branch's own here */
-        emit_line_start(e, j);
-        sb_puts(&e->body, "(void)");
-        emit_operand(e, &e->body, in->a[0]);
-        sb_putc(&e->body, ';');
-        emit_line_end(e);
+        role_condition(e, j);
         if ((in->aux == IR_IF_PRODUCE) != producer) {
             j = last;
             continue;
@@ -212,11 +217,7 @@ static void pipe_branch(emitter *e, int32_t region, bool producer) {
                        producer ? 2 : 1, role_threads);
             part = continuation(k, part_end);
             for (int32_t q = part_end + 2; q < part; q++) emit_statement(e, q); /* the condition's values */
-            emit_line_start(e, part);
-            sb_puts(&e->body, "(void)");
-            emit_operand(e, &e->body, k->ins[part].a[0]);
-            sb_putc(&e->body, ';');
-            emit_line_end(e);
+            role_condition(e, part);
         }
         /* the tile copies (async proxy) may next overwrite what these stores wrote */
         if (!producer && tiles && has_shared_store(k, j, last)) emit_linef(e, last, "tern_fence_async();");
