@@ -207,7 +207,7 @@ tern_v tern_thread_at(tern_loc at, tern_kb *kb, tern_thread_attr attr, int dim);
  * counts are taken modulo the width. Float math is IEEE f32 without fast-math. */
 typedef enum tern_op1 {
     TERN_NEG, TERN_NOT, TERN_LNOT, TERN_ABS,
-    TERN_EXP, TERN_EXP2, TERN_LOG, TERN_LOG2, TERN_SQRT, TERN_RSQRT, TERN_TANH, TERN_ERF,
+    TERN_EXP, TERN_EXP2, TERN_LOG, TERN_LOG2, TERN_SQRT, TERN_RSQRT, TERN_TANH, TERN_TANH_APPROX, TERN_ERF,
     TERN_SIN, TERN_COS, TERN_FLOOR, TERN_CEIL, TERN_ROUND, TERN_TRUNC,
     TERN_ISNAN, TERN_ISINF,
 } tern_op1;
@@ -257,6 +257,10 @@ tern_v tern_bitcast_at(tern_loc at, tern_v a, tern_type to);
 #define tern_sqrt(a) tern_unary_at(TERN_HERE, TERN_SQRT, a)
 #define tern_rsqrt(a) tern_unary_at(TERN_HERE, TERN_RSQRT, a)
 #define tern_tanh(a) tern_unary_at(TERN_HERE, TERN_TANH, a)
+/* tanh to about 2^-11 relative error where a target has it in one instruction (CUDA on sm_75+:
+ * tanh.approx.f32), tanh elsewhere: for epilogues whose rate is the special-function unit's
+ * (a GELU over a whole GEMM tile; docs/kernels.md, "Float math"). */
+#define tern_tanh_approx(a) tern_unary_at(TERN_HERE, TERN_TANH_APPROX, a)
 #define tern_erf(a) tern_unary_at(TERN_HERE, TERN_ERF, a)
 #define tern_sin(a) tern_unary_at(TERN_HERE, TERN_SIN, a)
 #define tern_cos(a) tern_unary_at(TERN_HERE, TERN_COS, a)

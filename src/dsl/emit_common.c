@@ -13,7 +13,7 @@ static const char *const default_types[TERN_TYPE_COUNT] = {
 static const char *const default_math1[EMIT_OP1_COUNT] = {
     [TERN_ABS] = "fabs",    [TERN_EXP] = "exp",     [TERN_EXP2] = "exp2",
     [TERN_LOG] = "log",     [TERN_LOG2] = "log2",   [TERN_SQRT] = "sqrt",
-    [TERN_RSQRT] = "rsqrt", [TERN_TANH] = "tanh",   [TERN_ERF] = "erf",
+    [TERN_RSQRT] = "rsqrt", [TERN_TANH] = "tanh",   [TERN_TANH_APPROX] = "tanh", [TERN_ERF] = "erf",
     [TERN_SIN] = "sin",     [TERN_COS] = "cos",     [TERN_FLOOR] = "floor",
     [TERN_CEIL] = "ceil",   [TERN_ROUND] = "round", [TERN_TRUNC] = "trunc",
     [TERN_ISNAN] = "isnan", [TERN_ISINF] = "isinf",

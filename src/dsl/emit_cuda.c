@@ -516,21 +516,36 @@ static void pdl_helpers(const emitter *e, strbuf *out) {
                      "}\n");
 }
 
-/* exp2 as the hardware instruction that flushes subnormal results (x < -126) to zero. exp2f
- * without fast-math is the same approximation (about 2 ulp) with a range fix-up around it
- * for subnormal results, three more instructions on every exponential of a softmax (the
- * flash attention kernels' inner loops); docs/kernels.md states the difference. */
-static void exp2_helper(const emitter *e, strbuf *out) {
-    const tern_kernel *k = e->k;
+/* Whether the kernel has a unary operation `op`. */
+static bool uses_op1(const tern_kernel *k, tern_op1 op) {
     for (int32_t i = 0; i < k->nins; i++)
-        if (k->ins[i].op == IR_UNARY && k->ins[i].aux == TERN_EXP2) {
-            sb_puts(out, "__device__ __forceinline__ float tern_exp2f(float x) {\n"
-                         "    float y;\n"
-                         "    asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n"
-                         "    return y;\n"
-                         "}\n");
-            return;
-        }
+        if (k->ins[i].op == IR_UNARY && k->ins[i].aux == op) return true;
+    return false;
+}
+
+/* The math that is one hardware instruction: exp2 as the instruction as it is, which flushes
+ * subnormal results (x < -126) to zero (exp2f without fast-math is the same approximation,
+ * about 2 ulp, with a range fix-up around it: three more instructions on every exponential of
+ * a softmax, the flash attention kernels' inner loops); tanh_approx as tanh.approx.f32 (sm_75
+ * and later; max relative error about 2^-11), one special-function instruction where tanhf
+ * is a dozen (a GELU epilogue's rate). docs/kernels.md states both. */
+static void approx_helpers(const emitter *e, strbuf *out) {
+    if (uses_op1(e->k, TERN_EXP2))
+        sb_puts(out, "__device__ __forceinline__ float tern_exp2f(float x) {\n"
+                     "    float y;\n"
+                     "    asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n"
+                     "    return y;\n"
+                     "}\n");
+    if (uses_op1(e->k, TERN_TANH_APPROX))
+        sb_puts(out, "__device__ __forceinline__ float tern_tanhf_approx(float x) {\n"
+                     "#if __CUDA_ARCH__ >= 750\n"
+                     "    float y;\n"
+                     "    asm(\"tanh.approx.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n"
+                     "    return y;\n"
+                     "#else\n"
+                     "    return tanhf(x);\n"
+                     "#endif\n"
+                     "}\n");
 }
 
 static void cuda_shared(emitter *e, strbuf *out, int32_t b) {
@@ -631,7 +646,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
     pdl_helpers(e, out);
     copy_async_helpers(e, out);
     emit_cuda_pipe_helpers(e, out);
-    exp2_helper(e, out);
+    approx_helpers(e, out);
 }
 
 const dialect emit_cuda_dialect = {
@@ -641,7 +656,7 @@ const dialect emit_cuda_dialect = {
     .types = {[TERN_T_U32] = "unsigned int", [TERN_T_I64] = "long long", [TERN_T_U64] = "unsigned long long",
               [TERN_T_F16] = "unsigned short", [TERN_T_BF16] = "unsigned short", [TERN_T_U16] = "unsigned short"},
     .math1 = {[TERN_ABS] = "fabsf",  [TERN_EXP] = "expf",     [TERN_EXP2] = "tern_exp2f", [TERN_LOG] = "logf",
-              [TERN_LOG2] = "log2f", [TERN_SQRT] = "sqrtf",   [TERN_RSQRT] = "rsqrtf",    [TERN_TANH] = "tanhf",
+              [TERN_LOG2] = "log2f", [TERN_SQRT] = "sqrtf",   [TERN_RSQRT] = "rsqrtf",    [TERN_TANH] = "tanhf", [TERN_TANH_APPROX] = "tern_tanhf_approx",
               [TERN_ERF] = "erff",   [TERN_SIN] = "sinf",     [TERN_COS] = "cosf",        [TERN_FLOOR] = "floorf",
               [TERN_CEIL] = "ceilf", [TERN_ROUND] = "roundf", [TERN_TRUNC] = "truncf"},
     .math2 = {[TERN_MIN] = "fminf", [TERN_MAX] = "fmaxf", [TERN_POW] = "powf", [TERN_REM] = "fmodf"},

@@ -120,7 +120,8 @@ static inline ev ev_unary(tern_op1 op, int t, ev a) {
         case TERN_LOG2: return ev_from_f(log2f(x));
         case TERN_SQRT: return ev_from_f(sqrtf(x));
         case TERN_RSQRT: return ev_from_f(1.0f / sqrtf(x));
-        case TERN_TANH: return ev_from_f(tanhf(x));
+        case TERN_TANH:
+        case TERN_TANH_APPROX: return ev_from_f(tanhf(x));
         case TERN_ERF: return ev_from_f(erff(x));
         case TERN_SIN: return ev_from_f(sinf(x));
         case TERN_COS: return ev_from_f(cosf(x));

@@ -151,16 +151,19 @@ done:
     return rc;
 }
 
-/* ---- math_f32: exp exp2 log log2 sqrt rsqrt tanh erf sin cos floor ceil round trunc isnan isinf ---- */
+/* ---- math_f32: exp exp2 log log2 sqrt rsqrt tanh erf sin cos floor ceil round trunc isnan isinf,
+ * and tanh_approx apart (its own tolerance) ---- */
 
 #define MF_OPS 16
 static void math_f32_trace(tern_kb *kb, void *user) {
     (void)user;
     tern_v xs = tern_param_buf(kb, "xs", TERN_T_F32, TERN_READ);
     tern_v out = tern_param_buf(kb, "out", TERN_T_F32, TERN_WRITE);
+    tern_v approx = tern_param_buf(kb, "approx", TERN_T_F32, TERN_WRITE);
     tern_v n = tern_param_scalar(kb, "n", TERN_T_I32);
     tern_v i = guard(kb, n);
     tern_v x = tern_load(xs, i);      /* in [-3, 3] */
+    tern_store(approx, i, tern_tanh_approx(x));
     tern_v p = tern_add(tern_abs(x), tern_f32(0.1f)); /* positive */
     tern_v one = tern_f32(1.0f), zero = tern_f32(0.0f);
     tern_v r[MF_OPS] = {
@@ -180,7 +183,9 @@ static int math_f32_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
     int rc = 0;
     float *x = rand_f32(r, n, -3, 3);
     float *out = poisoned(sizeof(float) * n * MF_OPS), *want = malloc(sizeof(float) * n * MF_OPS);
+    float *approx = poisoned(sizeof(float) * n), *tanhs = malloc(sizeof(float) * n);
     for (int i = 0; i < n; i++) {
+        tanhs[i] = tanhf(x[i]);
         float v = x[i], p = fabsf(v) + 0.1f;
         float w[MF_OPS] = {expf(v), exp2f(v), logf(p), log2f(p), sqrtf(p), 1.0f / sqrtf(p),
                            tanhf(v), erff(v), sinf(v), cosf(v), floorf(v), ceilf(v),
@@ -189,12 +194,15 @@ static int math_f32_run(tern_rt *rt, const tern_kernel *k, zoo_rng *r) {
         memcpy(want + i * MF_OPS, w, sizeof w);
     }
     LAUNCH(rt, k, tern_dims1(5), tern_dims1(64), tern_arg_host_in(TERN_T_F32, x, n),
-           tern_arg_host(TERN_T_F32, out, (size_t)n * MF_OPS), tern_arg_i32(n));
+           tern_arg_host(TERN_T_F32, out, (size_t)n * MF_OPS), tern_arg_host(TERN_T_F32, approx, (size_t)n),
+           tern_arg_i32(n));
     /* device math libraries are within a few ulps of libm; values near zero (sin, cos,
-     * erf, tanh) are compared absolutely */
+     * erf, tanh) are compared absolutely. tanh_approx: CUDA's tanh.approx.f32 is within
+     * 2^-10.99 relative of tanh (PTX ISA); 2^-10 allows for libm's own ulp. */
     rc = cmp_f32("math_f32", out, want, (size_t)n * MF_OPS, 2e-6, 1e-3);
+    rc += cmp_f32("tanh_approx", approx, tanhs, (size_t)n, 1.0 / 1024, 1e-3);
 done:
-    free(x), free(out), free(want);
+    free(x), free(out), free(want), free(approx), free(tanhs);
     return rc;
 }
 
