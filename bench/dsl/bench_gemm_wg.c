@@ -52,6 +52,8 @@ static int N = 3072, K = 768;
 typedef struct gemm_spec {
     bool gelu, dgelu, sum_only;
     bool tanh_form; /* GELU and its derivative through tern_tanh_approx, not exp2 and rsqrt */
+    bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block */
+    int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), in few
@@ -135,23 +137,31 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
             }
         }
         tern_pipe_sync(kb);
-        for (int q = 0; q < ROWS * BN / 8 / THREADS; q++) {
+        enum { PIECES = ROWS * BN / 8 / THREADS }; /* 16-byte pieces a thread stores */
+        tern_v at[PIECES], pre[PIECES][8];
+        for (int q = 0; q < PIECES; q++) {
             tern_v e = tern_add(io->tid, tern_int(q * THREADS));
             tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
             tern_v grow = tern_add(m0, tern_add(tern_int(pass * ROWS), row)); /* the row in C */
-            tern_v at = tern_add(tern_mul(grow, tern_int(N)), tern_add(n0, c));
+            at[q] = tern_add(tern_mul(grow, tern_int(N)), tern_add(n0, c));
+            /* dgelu: every piece's aux asked for before the first store (C might be aux, as
+             * far as the compiler knows, so a load after a store waits for it: 8 memory
+             * latencies a pass where this is one) */
+            if (s->dgelu) tern_load_vec(io->aux, at[q], 8, pre[q]);
+        }
+        for (int q = 0; q < PIECES; q++) {
+            tern_v e = tern_add(io->tid, tern_int(q * THREADS));
+            tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
             tern_v x[8];
             tern_load_vec(io->staged, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
-            if (s->dgelu) {
-                tern_v pre[8];
-                tern_load_vec(io->aux, at, 8, pre);
-                for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], s->tanh_form ? gelu_grad_t(pre[i]) : gelu_grad(pre[i]));
-            }
+            if (s->dgelu)
+                for (int i = 0; i < 8; i++)
+                    x[i] = tern_mul(x[i], s->tanh_form ? gelu_grad_t(pre[q][i]) : gelu_grad(pre[q][i]));
             if (s->gelu) {
-                tern_store_vec(io->aux, at, 8, x);
+                tern_store_vec(io->aux, at[q], 8, x);
                 for (int i = 0; i < 8; i++) x[i] = s->tanh_form ? gelu_t(x[i]) : gelu(x[i]);
             }
-            tern_store_vec(io->C, at, 8, x);
+            tern_store_vec(io->C, at[q], 8, x);
         }
     }
     for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
@@ -195,6 +205,12 @@ static void k_gemm(tern_kb *kb, void *user) {
         TERN_FOR(kb, tile, tern_group_id(kb, 0), total, tern_group_count(kb, 0)) {
             tern_v n0 = tern_mul(tern_rem(tile, tern_int(NT)), tern_int(BN));
             tern_v m0 = tern_mul(tern_div(tile, tern_int(NT)), tern_int(BM));
+            if (s->group_m) { /* band tile / (G NT), m-fastest inside it */
+                tern_v band = tern_div(tile, tern_int(s->group_m * NT)), r = tern_rem(tile, tern_int(s->group_m * NT));
+                m0 = tern_mul(tern_add(tern_mul(band, tern_int(s->group_m)), tern_rem(r, tern_int(s->group_m))),
+                              tern_int(BM));
+                n0 = tern_mul(tern_div(r, tern_int(s->group_m)), tern_int(BN));
+            }
             for (int t = 0; t < KT + AHEAD; t++) {
                 if (t < KT) TERN_PRODUCE(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
@@ -208,6 +224,13 @@ static void k_gemm(tern_kb *kb, void *user) {
                     tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
                     tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
                     tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+                    if (s->prefetch && t == AHEAD) /* the tile's aux, 4 lines of 128 bytes a row, 2 a thread */
+                        for (int j = 0; j < 2; j++) {
+                            tern_v line = tern_add(io.tid, tern_int(j * THREADS));
+                            tern_v row = tern_add(m0, tern_div(line, tern_int(4)));
+                            tern_v col = tern_add(n0, tern_mul(tern_rem(line, tern_int(4)), tern_int(64)));
+                            tern_prefetch(io.aux, tern_add(tern_mul(row, tern_int(N)), col));
+                        }
                     bool last = t == KT + AHEAD - 1;
                     tern_wgmma_wait(kb, last ? 0 : 1);
                     if (last) epilogue(kb, s, &io, acc, m0, n0);
@@ -309,14 +332,18 @@ int main(int argc, char **argv) {
                                          {.gelu = true, .tanh_form = true},
                                          {.dgelu = true},
                                          {.dgelu = true, .tanh_form = true},
-                                         {.sum_only = true}};
+                                         {.dgelu = true, .tanh_form = true, .prefetch = true},
+                                         {.sum_only = true},
+                                         {.sum_only = true, .group_m = 8},
+                                         {.gelu = true, .tanh_form = true, .group_m = 8}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s%s",
+        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s",
                  spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain",
-                 spec->tanh_form ? "_tanh" : "");
+                 spec->tanh_form ? "_tanh" : "", spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "");
         if (only && !strstr(name, only)) continue;
+        if (spec->group_m && (M / BM) % spec->group_m) continue; /* bands of whole m blocks */
         tern_kernel *k = NULL;
         /* C and aux cleared first: a variant that skips an element cannot pass on another's */
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
@@ -343,10 +370,10 @@ int main(int argc, char **argv) {
         if (!err && spec->gelu) err = tern_rt_download(rt, auxh, Aux);
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu ? pre : NULL);
-            char label[32];
-            snprintf(label, sizeof label, "%s%s",
+            char label[40];
+            snprintf(label, sizeof label, "%s%s%s%s",
                      spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu" : "plain",
-                     spec->tanh_form ? " (tanh)" : "");
+                     spec->tanh_form ? " (tanh)" : "", spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "");
             printf("gemm_wg %-20s %dx%d tiles, %d slots of BK %d, persistent: %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    label, BM,
                    BN, STAGES, BK, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
