@@ -54,6 +54,7 @@ typedef struct gemm_spec {
     bool tanh_form; /* GELU and its derivative through tern_tanh_approx, not exp2 and rsqrt */
     bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block */
     int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
+    bool handoff;   /* k_gemm_handoff: the epilogue by the producer while the next tile multiplies */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), in few
@@ -240,6 +241,135 @@ static void k_gemm(tern_kb *kb, void *user) {
     }
 }
 
+/* One 16-byte piece of a staged tile out to C (and aux): x, 8 staged values of row grow,
+ * columns col ..; as the epilogue above (the GELU of the staged aux; dgelu: times GELU's
+ * derivative at the given pre-activations). */
+static void store_piece(const gemm_spec *s, const gemm_io *io, tern_v *x, const tern_v *pre, tern_v at) {
+    if (s->dgelu)
+        for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad_t(pre[i]));
+    if (s->gelu) {
+        tern_store_vec(io->aux, at, 8, x);
+        for (int i = 0; i < 8; i++) x[i] = gelu_t(x[i]);
+    }
+    tern_store_vec(io->C, at, 8, x);
+}
+
+/* Pieces first, first + stride, ... (count of them) of the staged tile [BM][BN + 8] whose C
+ * starts at (m0, n0), by one thread: the aux loads all before the first store (see
+ * epilogue). At most 8. */
+static void store_pieces(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v first, int count, int stride,
+                         tern_v m0, tern_v n0) {
+    enum { LDS = BN + 8 };
+    tern_v at[8], srow[8], pre[8][8];
+    for (int q = 0; q < count; q++) {
+        tern_v e = tern_add(first, tern_int(q * stride));
+        tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
+        at[q] = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
+        srow[q] = tern_add(tern_mul(row, tern_int(LDS)), c);
+        if (s->dgelu) tern_load_vec(io->aux, at[q], 8, pre[q]);
+    }
+    for (int q = 0; q < count; q++) {
+        tern_v x[8];
+        tern_load_vec(io->staged, srow[q], 8, x);
+        store_piece(s, io, x, pre[q], at[q]);
+    }
+    (void)kb;
+}
+
+/* The same GEMM with the epilogue off the tensor cores' path: each tile's last consume block
+ * only puts the accumulators (plus bias) into a staging of the whole tile, [BM][BN + 8] bf16,
+ * and the producer's warpgroup stores it, a chunk of 16 rows in each of its next 8 produce
+ * blocks (after its tile copies are issued), while the consumers multiply the next tile. No
+ * barrier is added: the ring orders it. The staging written in consume step S is read from
+ * produce step S + 2 (whose slot that block freed: 3 slots, lag 1), and written again in
+ * consume step S + KT, which waits for produce step S + KT to end (every producer thread
+ * arrives on its slot's `full` at a block's end), after S + 9 where the chunks end (KT >= 9).
+ * The last tile's staging is stored by every thread after the pipe. 3 slots of 48 KB and the
+ * 66 KB staging take 210 KB; no setmaxnreg (ptxas gives each of the 384 threads 168). */
+static void k_gemm_handoff(tern_kb *kb, void *user) {
+    const gemm_spec *s = user;
+    enum { ST = 3, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, AHEAD = ST - 2, LDS = BN + 8 };
+    enum { CHUNK_ROWS = 16, CHUNKS = BM / CHUNK_ROWS, PIECES_A_CHUNK = CHUNK_ROWS * BN / 8 };
+    const int KT = K / BK, NT = N / BN;
+    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ); /* [M, K] */
+    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ); /* [K, N] */
+    gemm_io io = {.C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE)};
+    if (s->gelu) {
+        io.bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ);
+        io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);
+    }
+    if (s->dgelu) io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_READ);
+    tern_v total = tern_param_scalar(kb, "tile_count", TERN_T_I32); /* (M / BM) (N / BN) */
+    tern_max_threads(kb, THREADS + 128);
+    io.tid = tern_local_index(kb);
+    io.w = tern_div(io.tid, tern_int(128));
+    tern_v lane = tern_rem(io.tid, tern_int(32)), sg = tern_rem(tern_div(io.tid, tern_int(32)), tern_int(4));
+    io.r0w = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4)));
+    io.t4 = tern_rem(lane, tern_int(4));
+    tern_v ptid = tern_sub(io.tid, tern_int(THREADS)); /* the producer's threads: 0 .. 127 */
+    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)ST * SLICE);
+    io.staged = tern_shared(kb, "staged", TERN_T_BF16, (size_t)BM * LDS);
+    tern_v acc[BN / 2];
+    for (int j = 0; j < BN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+    tern_v first = tern_group_id(kb, 0), count = tern_group_count(kb, 0);
+    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = ST, .lag = 1};
+    TERN_PIPE(kb, &p) {
+        TERN_FOR(kb, tile, first, total, count) {
+            tern_v n0 = tern_mul(tern_rem(tile, tern_int(NT)), tern_int(BN));
+            tern_v m0 = tern_mul(tern_div(tile, tern_int(NT)), tern_int(BM));
+            tern_v prev = tern_sub(tile, count); /* the tile whose staging the producer stores */
+            tern_v pn0 = tern_mul(tern_rem(prev, tern_int(NT)), tern_int(BN));
+            tern_v pm0 = tern_mul(tern_div(prev, tern_int(NT)), tern_int(BM));
+            for (int t = 0; t < KT + AHEAD; t++) {
+                if (t < KT) TERN_PRODUCE(kb) {
+                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
+                    tern_wg_tile a = {tiles, slot, BM, false}, b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
+                    tern_copy_tile(kb, &b, B, N, tern_int(t * BK), n0, BN);
+                    if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
+                        tern_v from = tern_add(ptid, tern_int((t - 1) * PIECES_A_CHUNK));
+                        store_pieces(kb, s, &io, from, PIECES_A_CHUNK / 128, 128, pm0, pn0);
+                    }
+                }
+                if (t >= AHEAD) TERN_CONSUME(kb) {
+                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
+                    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
+                    tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+                    bool last = t == KT + AHEAD - 1;
+                    tern_wgmma_wait(kb, last ? 0 : 1);
+                    if (last) { /* the tile (plus bias) into the staging; its rows 64 w .. */
+                        for (int b8 = 0; b8 < BN / 8; b8++) {
+                            tern_v c = tern_add(tern_int(8 * b8), tern_mul(io.t4, tern_int(2)));
+                            tern_v bias2[2] = {tern_f32(0), tern_f32(0)};
+                            if (s->gelu) tern_load_vec(io.bias, tern_add(n0, c), 2, bias2);
+                            for (int h = 0; h < 2; h++) {
+                                tern_v row = tern_add(tern_mul(io.w, tern_int(64)), tern_add(io.r0w, tern_int(8 * h)));
+                                tern_v x[2] = {tern_add(acc[4 * b8 + 2 * h], bias2[0]),
+                                               tern_add(acc[4 * b8 + 2 * h + 1], bias2[1])};
+                                tern_store_vec(io.staged, tern_add(tern_mul(row, tern_int(LDS)), c), 2, x);
+                            }
+                        }
+                        for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
+                    }
+                }
+            }
+        }
+    }
+    /* the group's last tile, from its staging, by every thread */
+    tern_barrier(kb);
+    tern_v last = tern_add(first, tern_mul(count, tern_div(tern_sub(tern_sub(total, tern_int(1)), first), count)));
+    tern_v ln0 = tern_mul(tern_rem(last, tern_int(NT)), tern_int(BN));
+    tern_v lm0 = tern_mul(tern_div(last, tern_int(NT)), tern_int(BM));
+    for (int q = 0; q < BM * BN / 8 / THREADS; q += 8) /* by the consumers' threads, 8 pieces at a time */
+        TERN_IF(kb, tern_lt(io.tid, tern_int(THREADS)))
+            store_pieces(kb, s, &io, tern_add(io.tid, tern_int(q * THREADS)), 8, THREADS, lm0, ln0);
+}
+
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -335,13 +465,17 @@ int main(int argc, char **argv) {
                                          {.dgelu = true, .tanh_form = true, .prefetch = true},
                                          {.sum_only = true},
                                          {.sum_only = true, .group_m = 8},
-                                         {.gelu = true, .tanh_form = true, .group_m = 8}};
+                                         {.gelu = true, .tanh_form = true, .group_m = 8},
+                                         {.handoff = true},
+                                         {.gelu = true, .tanh_form = true, .handoff = true},
+                                         {.dgelu = true, .tanh_form = true, .handoff = true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s",
+        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s%s",
                  spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain",
-                 spec->tanh_form ? "_tanh" : "", spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "");
+                 spec->tanh_form ? "_tanh" : "", spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "",
+                 spec->handoff ? "_ho" : "");
         if (only && !strstr(name, only)) continue;
         if (spec->group_m && (M / BM) % spec->group_m) continue; /* bands of whole m blocks */
         tern_kernel *k = NULL;
@@ -349,7 +483,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
         if (!err) err = tern_rt_upload(rt, Aux, bits);
-        if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);
+        if (!err) err = tern_kernel_build(name, spec->handoff ? k_gemm_handoff : k_gemm, (void *)spec, &k);
         int32_t tiles = (M / BM) * (N / BN);
         tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
         int nargs = spec->gelu ? 5 : 3;
@@ -371,12 +505,13 @@ int main(int argc, char **argv) {
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu ? pre : NULL);
             char label[40];
-            snprintf(label, sizeof label, "%s%s%s%s",
+            snprintf(label, sizeof label, "%s%s%s%s%s",
                      spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu" : "plain",
-                     spec->tanh_form ? " (tanh)" : "", spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "");
+                     spec->tanh_form ? " (tanh)" : "", spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "",
+                     spec->handoff ? " handoff" : "");
             printf("gemm_wg %-20s %dx%d tiles, %d slots of BK %d, persistent: %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    label, BM,
-                   BN, STAGES, BK, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
+                   BN, spec->handoff ? 3 : STAGES, BK, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
             if (spec->sum_only) printf("(not checked: sums only)\n");
             else printf("sampled error %.2g (%s)\n", e, e <= 1e-2 ? "ok" : "FAIL");
             if (e > 1e-2) rc = 1;
