@@ -6,7 +6,7 @@
  * bf16; or the fc projection's backward product of the same shape (dY [M, C] @ W [C, 4C])
  * with its DGELU epilogue, C = A B gelu'(aux) at a given aux.
  *
- * The kernel (the best of those measured, bench/h200/NOTES.md runs 149-162): persistent,
+ * The kernel (the best of those measured, bench/h200/NOTES.md runs 149-163): persistent,
  * one threadgroup a multiprocessor walking 128 x 256 tiles of C in one pipe (TERN_PIPE).
  * Warpgroup 2 is the producer: its first thread copies each 64-wide k slice of A and B into a
  * ring of 4 slots with two tile copies (TMA on CUDA); warpgroups 0 and 1 chain their products
@@ -17,9 +17,14 @@
  * two groups a multiprocessor), the tile copies without the persistent loop (128 x 256, and
  * 128 x 128 two groups a multiprocessor), and the persistent loop with 3 slots.
  *
- * What it lacks against cuBLASLt's kernels: the epilogue overlapping the tensor cores (two
- * consumer groups taking turns, or an epilogue warpgroup), and clusters sharing a slice's
- * copy (TMA multicast). Checks 4,096 sampled elements of C (and aux) against a double
+ * Variants written after run 163, not yet timed on a GPU (the NOTES' thirty-fifth session):
+ * _pf (DGELU: the tile's aux asked into L2 at its first consume block; run 163 timed it before
+ * the aux loads moved ahead of the stores), _g8 (tiles in bands of 8 m blocks), and _ho
+ * (k_gemm_handoff: the epilogue stored by the producer's warpgroup while the consumers
+ * multiply the next tile, so the tensor cores stop only to stage the accumulators).
+ *
+ * What it lacks against cuBLASLt's kernels besides: clusters sharing a slice's copy (TMA
+ * multicast). Checks 4,096 sampled elements of C (and aux) against a double
  * reference on the host; prints ms and TFLOP/s, 10 launches between synchronisations, the
  * best of 7. bench_ops (`bench_ops cuda "matmul bf16 fc B16 T1024"`) times cuBLASLt on the
  * same products.
@@ -51,50 +56,28 @@ static int N = 3072, K = 768;
  * checked). */
 typedef struct gemm_spec {
     bool gelu, dgelu, sum_only;
-    bool tanh_form; /* GELU and its derivative through tern_tanh_approx, not exp2 and rsqrt */
     bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block */
     int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
     bool handoff;   /* k_gemm_handoff: the epilogue by the producer while the next tile multiplies */
 } gemm_spec;
 
-/* GPT-2's GELU (tanh form) as x / (1 + exp(-2u)), u = sqrt(2/pi) (x + 0.044715 x^3), in few
- * instructions: the exponential as exp2 (CUDA: ex2.approx) of x (c + 0.044715 c x^2), c = -2
- * log2(e) sqrt(2/pi), and the division as x r r, r = rsqrt(1 + that) (MUFU.RSQ; an infinite
- * exponential gives r = 0, the limit). expf and an IEEE division made the epilogue take
- * 0.158 ms more than the plain one's (run 160; 0.061 ms this way, run 161). */
-static tern_v gelu_r(tern_v x) { /* r: x r r is the GELU, r r = sigmoid(2u) */
-    const double c = -2.0 * 1.4426950408889634 * 0.7978845608028654;
-    tern_v e = tern_exp2(tern_mul(x, tern_fma(tern_f32((float)(c * 0.044715)), tern_mul(x, x), tern_f32((float)c))));
-    return tern_rsqrt(tern_add(tern_f32(1.0f), e));
-}
-static tern_v gelu(tern_v x) {
-    tern_v r = gelu_r(x);
-    return tern_mul(tern_mul(x, r), r);
-}
-/* Its derivative: with s = sigmoid(2u), d/dx x s = s + 2 x u' s (1 - s), u' = sqrt(2/pi) (1 +
- * 3 0.044715 x^2). */
-static tern_v gelu_grad(tern_v x) {
-    tern_v r = gelu_r(x), sig = tern_mul(r, r);
-    tern_v du = tern_fma(tern_f32((float)(0.7978845608028654 * 3 * 0.044715)), tern_mul(x, x),
-                         tern_f32(0.7978845608028654f));
-    tern_v rest = tern_mul(tern_mul(tern_mul(tern_f32(2.0f), x), du), tern_mul(sig, tern_sub(tern_f32(1.0f), sig)));
-    return tern_add(sig, rest);
-}
-
-/* The same through tanh: GELU = 0.5 x (1 + t), t = tanh(u), u = x (k0 + k1 x^2), k0 = sqrt(2/pi),
- * k1 = 0.044715 k0; on CUDA one special-function instruction (tanh.approx.f32) where the form
- * above takes two (ex2, rsqrt), whose unit is what a GELU epilogue over a 128 x 256 tile waits
- * for: 32,768 elements at 16 a clock, two each, is 4,096 clocks a tile. */
+/* GPT-2's GELU (tanh form): 0.5 x (1 + t), t = tanh(u), u = x (k0 + k1 x^2), k0 = sqrt(2/pi),
+ * k1 = 0.044715 k0, with t from tern_tanh_approx: on CUDA one special-function instruction
+ * (tanh.approx.f32), whose unit is what a GELU epilogue over a 128 x 256 tile waits for
+ * (32,768 elements at 16 a clock). Lost and removed (run 163): exp2 and rsqrt, x r r with r =
+ * rsqrt(1 + exp2(x (c + 0.044715 c x^2))), two such instructions an element (GELU product
+ * 0.162 -> 0.155 ms at 124M, 0.569 -> 0.550 at 1.5B; DGELU 0.249 -> 0.242); before it (run
+ * 161) expf and an IEEE division, 0.07-0.22 ms slower still. */
 static const double K0 = 0.7978845608028654, K1 = 0.7978845608028654 * 0.044715;
 static tern_v tanh_u(tern_v x) {
     return tern_tanh_approx(tern_mul(x, tern_fma(tern_f32((float)K1), tern_mul(x, x), tern_f32((float)K0))));
 }
-static tern_v gelu_t(tern_v x) {
+static tern_v gelu(tern_v x) {
     tern_v half_x = tern_mul(tern_f32(0.5f), x);
     return tern_fma(half_x, tanh_u(x), half_x);
 }
-/* 0.5 (1 + t) + 0.5 x (1 - t^2) u', u' = k0 + 3 k1 x^2 */
-static tern_v gelu_grad_t(tern_v x) {
+/* Its derivative: 0.5 (1 + t) + 0.5 x (1 - t^2) u', u' = k0 + 3 k1 x^2. */
+static tern_v gelu_grad(tern_v x) {
     tern_v t = tanh_u(x), x2 = tern_mul(x, x);
     tern_v du = tern_fma(tern_f32((float)(3 * K1)), x2, tern_f32((float)K0));
     tern_v half_x = tern_mul(tern_f32(0.5f), x);
@@ -157,10 +140,10 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
             tern_load_vec(io->staged, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
             if (s->dgelu)
                 for (int i = 0; i < 8; i++)
-                    x[i] = tern_mul(x[i], s->tanh_form ? gelu_grad_t(pre[q][i]) : gelu_grad(pre[q][i]));
+                    x[i] = tern_mul(x[i], gelu_grad(pre[q][i]));
             if (s->gelu) {
                 tern_store_vec(io->aux, at[q], 8, x);
-                for (int i = 0; i < 8; i++) x[i] = s->tanh_form ? gelu_t(x[i]) : gelu(x[i]);
+                for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
             }
             tern_store_vec(io->C, at[q], 8, x);
         }
@@ -246,10 +229,10 @@ static void k_gemm(tern_kb *kb, void *user) {
  * derivative at the given pre-activations). */
 static void store_piece(const gemm_spec *s, const gemm_io *io, tern_v *x, const tern_v *pre, tern_v at) {
     if (s->dgelu)
-        for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad_t(pre[i]));
+        for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad(pre[i]));
     if (s->gelu) {
         tern_store_vec(io->aux, at, 8, x);
-        for (int i = 0; i < 8; i++) x[i] = gelu_t(x[i]);
+        for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
     }
     tern_store_vec(io->C, at, 8, x);
 }
@@ -459,22 +442,20 @@ int main(int argc, char **argv) {
     }
     static const gemm_spec variants[] = {{.gelu = false},
                                          {.gelu = true},
-                                         {.gelu = true, .tanh_form = true},
                                          {.dgelu = true},
-                                         {.dgelu = true, .tanh_form = true},
-                                         {.dgelu = true, .tanh_form = true, .prefetch = true},
+                                         {.dgelu = true, .prefetch = true},
                                          {.sum_only = true},
                                          {.sum_only = true, .group_m = 8},
-                                         {.gelu = true, .tanh_form = true, .group_m = 8},
+                                         {.gelu = true, .group_m = 8},
                                          {.handoff = true},
-                                         {.gelu = true, .tanh_form = true, .handoff = true},
-                                         {.dgelu = true, .tanh_form = true, .handoff = true}};
+                                         {.gelu = true, .handoff = true},
+                                         {.dgelu = true, .handoff = true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s%s",
+        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s",
                  spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain",
-                 spec->tanh_form ? "_tanh" : "", spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "",
+                 spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "",
                  spec->handoff ? "_ho" : "");
         if (only && !strstr(name, only)) continue;
         if (spec->group_m && (M / BM) % spec->group_m) continue; /* bands of whole m blocks */
@@ -505,9 +486,9 @@ int main(int argc, char **argv) {
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu ? pre : NULL);
             char label[40];
-            snprintf(label, sizeof label, "%s%s%s%s%s",
+            snprintf(label, sizeof label, "%s%s%s%s",
                      spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu" : "plain",
-                     spec->tanh_form ? " (tanh)" : "", spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "",
+                     spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "",
                      spec->handoff ? " handoff" : "");
             printf("gemm_wg %-20s %dx%d tiles, %d slots of BK %d, persistent: %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    label, BM,

@@ -611,7 +611,14 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);
  * warpgroup's first warps (without setmaxnreg), producer_first * 128 + 32 times the warps
  * (tern_max_threads; CUDA faults on another size). A variable declared before the pipe and
  * used in only one role's blocks has no defined value in the other role's threads after it
- * (the interpreter poisons it there). Pipes do not nest. */
+ * (the interpreter poisons it there). Pipes do not nest.
+ *
+ * Threadgroup memory outside the ring passes between the roles in the same order, with no
+ * barrier of its own: what consume block c stores, produce blocks from step c - lag + stages
+ * on (the first that waits for the slot c frees) see; what produce block n reads or stores
+ * is done before consume block n begins (CUDA: every producer thread arrives on the slot's
+ * `full` at its block's end). E.g. a GEMM's epilogue staged by the consumers and stored by
+ * the producer while they multiply the next tile (bench/dsl/bench_gemm_wg, k_gemm_handoff). */
 typedef struct tern_pipe {
     int producer_first, producer_count; /* the producer's warpgroups; the consumers are those before */
     int stages;                         /* the ring's slots, 1 .. 32 */

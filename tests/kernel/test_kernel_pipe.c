@@ -6,7 +6,8 @@
  * (tern_copy_tile: TMA on CUDA's sm_90, from a matrix whose slices sit two panels wide at
  * column 64); the consumers' accumulators poisoned in the producer's threads after the pipe
  * on the interpreter; a tile copy outside its matrix refused there; the tracer's
- * refusals; the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
+ * refusals; threadgroup memory other than the ring handed from the consumers to the producer
+ * in the ring's order (the hand-off a GEMM's epilogue uses); the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
  * targets' barriers before each block); NVRTC for sm_90a and sm_80; and both kernels on the
  * interpreter and on TERN_GPU's runtime when it names another (OpenCL under ctest, cuda on
  * the H200). Small integer operands: every sum is exact in f32 in any order, so the results
@@ -47,7 +48,15 @@ typedef struct pipe_kernel {
     bool tiles;    /* B's slices by tern_copy_tile from the matrix above, else tern_copy_async */
     bool sync;     /* D stored in the last consume block, each thread its partner's (local index
                     * ^ 1) through threadgroup memory and a tern_pipe_sync (unrolled only) */
+    bool hand;     /* unrolled, 3 stages: consume steps 1 and 3 put each consumer's acc[0] into a
+                    * threadgroup array `hand` [256], which produce steps 3 and 5 (whose slots
+                    * those blocks freed) store to H [GROUPS][2][256]; consume step 3 rewrites it
+                    * after produce step 3 read it (it waits for that block's slot) */
 } pipe_kernel;
+
+/* The steps after which `hand` holds acc[0], and the produce steps that read it. */
+enum { HAND_STEPS = 2 };
+static const int hand_consume[HAND_STEPS] = {1, 3}, hand_produce[HAND_STEPS] = {3, 5};
 
 /* D [q][m][n] of warpgroup q = group * 2 + wg's accumulator j in thread tid of it (the
  * product's c layout: d[4 b + r] is D[16 sg + g + 8 (r / 2)][8 b + 2 t + r % 2]). */
@@ -68,11 +77,13 @@ static void k_pipe(tern_kb *kb, void *user) {
     tern_v D = tern_param_buf(kb, "D", TERN_T_F32, TERN_WRITE);  /* [WGS][64][PN] */
     tern_v E = tern_param_buf(kb, "E", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
     tern_v F = tern_param_buf(kb, "F", TERN_T_F32, TERN_WRITE);  /* [GROUPS][128] */
+    tern_v H = o->hand ? tern_param_buf(kb, "H", TERN_T_F32, TERN_WRITE) : F; /* [GROUPS][HAND_STEPS][256] */
     const int group_size = 256 + o->producers;
     tern_max_threads(kb, group_size);
     const int stages = o->unrolled ? 3 : 2, a_tiles = 2 * 64 * PK;
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)a_tiles + (size_t)stages * SLICE);
     tern_v stage = o->sync ? tern_shared(kb, "stage", TERN_T_F32, 256 * PN / 2) : tiles; /* [256][PN / 2] */
+    tern_v hand = o->hand ? tern_shared(kb, "hand", TERN_T_F32, 256) : tiles;
     tern_v tid = tern_local_index(kb), wg = tern_div(tid, tern_int(128)), t128 = tern_rem(tid, tern_int(128));
     tern_v group = tern_group_id(kb, 0);
     TERN_FOR(kb, e, tid, tern_int(a_tiles), tern_int(group_size)) {
@@ -95,7 +106,7 @@ static void k_pipe(tern_kb *kb, void *user) {
     TERN_PIPE(kb, &p) {
         /* what both roles use: the ring's base after the A tiles */
         tern_v ring = tern_int(a_tiles);
-#define PRODUCE_SLICE(s)                                                                                  \
+#define PRODUCE_SLICE(s, s_at)                                                                            \
     TERN_PRODUCE(kb) {                                                                                    \
         tern_v step = tern_pipe_step(kb), slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), \
                                                                          tern_int(SLICE)));               \
@@ -111,20 +122,29 @@ static void k_pipe(tern_kb *kb, void *user) {
             tern_copy_async(tiles, tern_wg_tile_index(slot, PN, n, k8), B, src, 8);                       \
         }                                                                                                 \
         tern_assign(steps, tern_add(steps, tern_int(1)));                                                 \
+        for (int h = 0; h < HAND_STEPS; h++)                                                              \
+            if (o->hand && o->unrolled && s_at == hand_produce[h])                                        \
+                for (int half = 0; half < 2; half++) {                                                    \
+                    tern_v i = tern_add(t128, tern_int(128 * half));                                      \
+                    tern_v at = tern_add(tern_mul(group, tern_int(HAND_STEPS * 256)), tern_int(256 * h)); \
+                    tern_store(H, tern_add(at, i), tern_load(hand, i));                                   \
+                }                                                                                         \
     }
-#define CONSUME_SLICE(pending)                                                                            \
+#define CONSUME_SLICE(pending, hand_it)                                                                   \
     TERN_CONSUME(kb) {                                                                                    \
         tern_v slot = tern_add(ring, tern_mul(tern_rem(tern_pipe_step(kb), tern_int(stages)), tern_int(SLICE))); \
         tern_wg_tile a = {tiles, tern_mul(wg, tern_int(64 * PK)), 64, false};                             \
         tern_wg_tile b = {tiles, slot, PN, false};                                                        \
         tern_wgmma_bf16_async(kb, PN, PK, NULL, &a, &b, acc);                                             \
-        tern_wgmma_wait(kb, pending);                                                                     \
+        tern_wgmma_wait(kb, (hand_it) ? 0 : (pending));                                                   \
+        if (hand_it) tern_store(hand, tid, acc[0]);                                                       \
     }
         if (o->unrolled) {
             /* the producer one step ahead: stages 3 - lag 1 - 1 */
             for (int s = 0; s <= STEPS; s++) {
-                if (s < STEPS) PRODUCE_SLICE(tern_int(s));
-                if (s >= 1 && !(o->sync && s == STEPS)) CONSUME_SLICE(s == STEPS ? 0 : 1);
+                bool hand_it = o->hand && (s - 1 == hand_consume[0] || s - 1 == hand_consume[1]);
+                if (s < STEPS) PRODUCE_SLICE(tern_int(s), s);
+                if (s >= 1 && !(o->sync && s == STEPS)) CONSUME_SLICE(s == STEPS ? 0 : 1, hand_it);
                 if (o->sync && s == STEPS) TERN_CONSUME(kb) {
                     tern_v step = tern_pipe_step(kb);
                     tern_v slot = tern_add(ring, tern_mul(tern_rem(step, tern_int(stages)), tern_int(SLICE)));
@@ -142,12 +162,12 @@ static void k_pipe(tern_kb *kb, void *user) {
                 }
             }
         } else {
-            PRODUCE_SLICE(tern_int(0));
+            PRODUCE_SLICE(tern_int(0), -1);
             TERN_FOR(kb, s, tern_int(1), tern_int(STEPS), tern_int(1)) {
-                PRODUCE_SLICE(s);
-                CONSUME_SLICE(0);
+                PRODUCE_SLICE(s, -1);
+                CONSUME_SLICE(0, false);
             }
-            CONSUME_SLICE(0);
+            CONSUME_SLICE(0, false);
         }
 #undef PRODUCE_SLICE
 #undef CONSUME_SLICE
@@ -181,9 +201,9 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
     if (!rt) return;
     const int producers = o->producers;
     enum { NA = WGS * 64 * PK, NB = GROUPS * STEPS * SLICE, ND = WGS * 64 * PN, NE = GROUPS * 128 };
-    enum { NM = TILE_ROWS * TILE_COLS };
+    enum { NM = TILE_ROWS * TILE_COLS, NH = GROUPS * HAND_STEPS * 256 };
     static uint16_t A[NA], B[NB], M[NM];
-    static float Af[NA], Bf[NB], D[ND], E[NE], F[NE];
+    static float Af[NA], Bf[NB], D[ND], E[NE], F[NE], H[NH];
     for (int i = 0; i < NA; i++) A[i] = tern_f32_to_bf16(Af[i] = (float)((i * 5 + 2) % 7 - 3));
     for (int i = 0; i < NB; i++) B[i] = tern_f32_to_bf16(Bf[i] = (float)((i * 3 + 1) % 5 - 2));
     for (int i = 0; i < NM; i++) M[i] = tern_f32_to_bf16(99.0f); /* columns 0 .. 63: not copied */
@@ -194,11 +214,13 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
                     B[(gs * PN + n) * PK + kk];
     for (int i = 0; i < ND; i++) D[i] = -12345.0f;
     for (int i = 0; i < NE; i++) E[i] = -12345.0f;
+    for (int i = 0; i < NH; i++) H[i] = -12345.0f;
     tern_arg args[] = {tern_arg_host_in(TERN_T_BF16, A, NA),
                        o->tiles ? tern_arg_host_in(TERN_T_BF16, M, NM) : tern_arg_host_in(TERN_T_BF16, B, NB),
                        tern_arg_host(TERN_T_F32, D, ND), tern_arg_host(TERN_T_F32, E, NE),
-                       tern_arg_host(TERN_T_F32, F, NE)};
-    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5));
+                       tern_arg_host(TERN_T_F32, F, NE), tern_arg_host(TERN_T_F32, H, NH)};
+    size_t nargs = o->hand ? 6 : 5;
+    CHECK_OK(tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, nargs));
     int bad = 0;
     for (int q = 0; q < WGS; q++)
         for (int m = 0; m < 64; m++)
@@ -216,6 +238,21 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
     for (int i = 0; i < NE; i++)
         if (E[i] != (i % 128 < producers ? (float)(STEPS + i % 128) : -12345.0f)) bad++;
     CHECKF(bad == 0, "%s %s, the producer's steps: %d of %d differ", runtime, name, bad, (int)NE);
+    bad = 0;
+    for (int g = 0; g < GROUPS && o->hand; g++) /* H[g][h][t]: consumer thread t's acc[0] after step hand_consume[h] */
+        for (int h = 0; h < HAND_STEPS; h++)
+            for (int t = 0; t < 256; t++) {
+                int q = g * 2 + t / 128, lane = t % 32, m = t % 128 / 32 * 16 + lane / 4, n = lane % 4 * 2;
+                double want = 0;
+                for (int st = 0; st <= hand_consume[h]; st++)
+                    for (int kk = 0; kk < PK; kk++)
+                        want += (double)Af[(q * 64 + m) * PK + kk] * Bf[((g * STEPS + st) * PN + n) * PK + kk];
+                float got = H[(g * HAND_STEPS + h) * 256 + t];
+                if (got != (float)want && bad++ < 5)
+                    fprintf(stderr, "  %s %s: H[%d][%d][%d] = %g, want %g\n", runtime, name, g, h, t, got, want);
+            }
+    CHECKF(bad == 0, "%s %s, what the consumers handed to the producer: %d of %d differ", runtime, name, bad,
+           (int)NH);
     if (!strcmp(runtime, "host")) {
         bad = 0;
         for (int i = 0; i < NE; i++) {
@@ -229,7 +266,8 @@ static void run_pipe(const char *runtime, const char *name, const tern_kernel *k
     if (o->tiles && !strcmp(runtime, "host")) {
         /* one row short: the last group's last box is not inside the matrix */
         args[1] = tern_arg_host_in(TERN_T_BF16, M, NM - TILE_COLS);
-        tern_error *err = tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, 5);
+        tern_error *err =
+            tern_launch(rt, kern, tern_dims1(GROUPS), tern_dims1((uint32_t)(256 + producers)), args, nargs);
         const char *msg = err ? tern_error_message(err) : "";
         CHECKF(err && strstr(msg, "copy_tile of rows 416 .. 447, columns 64 .. 191 from 'B' (447 x 192): the box "
                                   "is not inside the matrix"),
@@ -436,10 +474,10 @@ int main(void) {
     const struct {
         const char *name;
         pipe_kernel o;
-    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false, false}}, {"pipe_loop", {false, 0, 128, false, false}},
-                   {"pipe_regs", {true, 232, 128, false, false}},   {"pipe_warp", {true, 0, 32, false, false}},
-                   {"pipe_tiles", {true, 0, 32, true, false}},      {"pipe_tiles_loop", {false, 0, 128, true, false}},
-                   {"pipe_sync", {true, 0, 128, true, true}}};
+    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false, false, false}}, {"pipe_loop", {false, 0, 128, false, false, false}},
+                   {"pipe_regs", {true, 232, 128, false, false, false}},   {"pipe_warp", {true, 0, 32, false, false, false}},
+                   {"pipe_tiles", {true, 0, 32, true, false, false}},      {"pipe_tiles_loop", {false, 0, 128, true, false, false}},
+                   {"pipe_sync", {true, 0, 128, true, true, false}},       {"pipe_hand", {true, 0, 128, true, false, true}}};
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         tern_kernel *k = NULL;
         CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
