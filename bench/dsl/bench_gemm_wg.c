@@ -151,6 +151,33 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
     for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
 }
 
+/* Both kernels' start: the parameters (A [M, K], B [K, N], C [M, N]; bias [N] and aux [M, N]
+ * written with the GELU, aux read for dgelu; the tile count (M / BM) (N / BN)), the
+ * threads' indices, and the accumulators (BN / 2 f32 a consumer thread, zero). */
+static void gemm_start(tern_kb *kb, const gemm_spec *s, gemm_io *io, tern_v *A, tern_v *B, tern_v *total,
+                       tern_v *acc) {
+    *A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);
+    *B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ);
+    *io = (gemm_io){.C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE)};
+    if (s->gelu) {
+        io->bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ);
+        io->aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);
+    }
+    if (s->dgelu) io->aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_READ);
+    *total = tern_param_scalar(kb, "tile_count", TERN_T_I32);
+    tern_max_threads(kb, THREADS + 128);
+    io->tid = tern_local_index(kb);
+    io->w = tern_div(io->tid, tern_int(128));
+    tern_v lane = tern_rem(io->tid, tern_int(32)), sg = tern_rem(tern_div(io->tid, tern_int(32)), tern_int(4));
+    io->r0w = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4)));
+    io->t4 = tern_rem(lane, tern_int(4));
+    for (int j = 0; j < BN / 2; j++) {
+        char name[16];
+        snprintf(name, sizeof name, "acc%d", j);
+        acc[j] = tern_var(kb, name, tern_f32(0));
+    }
+}
+
 /* The GEMM: GROUPS groups walk the tiles (group g takes tiles g, g + GROUPS, ..., n-tiles
  * fastest) in one pipe, the producer's tile copies AHEAD = STAGES - 2 steps ahead of the
  * consumers in the trace (stages - lag - 1; on CUDA as far as the free slots let it), the
@@ -160,29 +187,11 @@ static void k_gemm(tern_kb *kb, void *user) {
     const gemm_spec *s = user;
     enum { A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, AHEAD = STAGES - 2 };
     const int KT = K / BK, NT = N / BN;
-    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ); /* [M, K] */
-    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ); /* [K, N] */
-    gemm_io io = {.C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE)};
-    if (s->gelu) {
-        io.bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ);
-        io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);
-    }
-    if (s->dgelu) io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_READ);
-    tern_v total = tern_param_scalar(kb, "tile_count", TERN_T_I32); /* (M / BM) (N / BN) */
-    tern_max_threads(kb, THREADS + 128);
-    io.tid = tern_local_index(kb);
-    io.w = tern_div(io.tid, tern_int(128));
-    tern_v lane = tern_rem(io.tid, tern_int(32)), sg = tern_rem(tern_div(io.tid, tern_int(32)), tern_int(4));
-    io.r0w = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4)));
-    io.t4 = tern_rem(lane, tern_int(4));
+    tern_v A, B, total, acc[BN / 2];
+    gemm_io io;
+    gemm_start(kb, s, &io, &A, &B, &total, acc);
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
     io.staged = tern_shared(kb, "staged", TERN_T_BF16, (size_t)BM / 2 * (BN + 8));
-    tern_v acc[BN / 2];
-    for (int j = 0; j < BN / 2; j++) {
-        char name[16];
-        snprintf(name, sizeof name, "acc%d", j);
-        acc[j] = tern_var(kb, name, tern_f32(0));
-    }
     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1, .producer_regs = 40,
                    .consumer_regs = 232};
     TERN_PIPE(kb, &p) {
@@ -274,30 +283,12 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
     enum { ST = 3, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, AHEAD = ST - 2, LDS = BN + 8 };
     enum { CHUNK_ROWS = 16, CHUNKS = BM / CHUNK_ROWS, PIECES_A_CHUNK = CHUNK_ROWS * BN / 8 };
     const int KT = K / BK, NT = N / BN;
-    tern_v A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ); /* [M, K] */
-    tern_v B = tern_param_buf(kb, "B", TERN_T_BF16, TERN_READ); /* [K, N] */
-    gemm_io io = {.C = tern_param_buf(kb, "C", TERN_T_BF16, TERN_WRITE)};
-    if (s->gelu) {
-        io.bias = tern_param_buf(kb, "bias", TERN_T_BF16, TERN_READ);
-        io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_WRITE);
-    }
-    if (s->dgelu) io.aux = tern_param_buf(kb, "aux", TERN_T_BF16, TERN_READ);
-    tern_v total = tern_param_scalar(kb, "tile_count", TERN_T_I32); /* (M / BM) (N / BN) */
-    tern_max_threads(kb, THREADS + 128);
-    io.tid = tern_local_index(kb);
-    io.w = tern_div(io.tid, tern_int(128));
-    tern_v lane = tern_rem(io.tid, tern_int(32)), sg = tern_rem(tern_div(io.tid, tern_int(32)), tern_int(4));
-    io.r0w = tern_add(tern_mul(sg, tern_int(16)), tern_div(lane, tern_int(4)));
-    io.t4 = tern_rem(lane, tern_int(4));
+    tern_v A, B, total, acc[BN / 2];
+    gemm_io io;
+    gemm_start(kb, s, &io, &A, &B, &total, acc);
     tern_v ptid = tern_sub(io.tid, tern_int(THREADS)); /* the producer's threads: 0 .. 127 */
     tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)ST * SLICE);
     io.staged = tern_shared(kb, "staged", TERN_T_BF16, (size_t)BM * LDS);
-    tern_v acc[BN / 2];
-    for (int j = 0; j < BN / 2; j++) {
-        char name[16];
-        snprintf(name, sizeof name, "acc%d", j);
-        acc[j] = tern_var(kb, name, tern_f32(0));
-    }
     tern_v first = tern_group_id(kb, 0), count = tern_group_count(kb, 0);
     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = ST, .lag = 1};
     TERN_PIPE(kb, &p) {
