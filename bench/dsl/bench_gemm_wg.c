@@ -21,7 +21,9 @@
  * _pf (DGELU: the tile's aux asked into L2 at its first consume block; run 163 timed it before
  * the aux loads moved ahead of the stores), _g8 (tiles in bands of 8 m blocks), and _ho
  * (k_gemm_handoff: the epilogue stored by the producer's warpgroup while the consumers
- * multiply the next tile, so the tensor cores stop only to stage the accumulators).
+ * multiply the next tile, so the tensor cores stop only to stage the accumulators), and _bt
+ * (B given as [N, K], as the step's DGELU product has it: dY W^T with W [4C, C], and as
+ * bench_ops' cuBLASLt DGELU line runs it).
  *
  * What it lacks against cuBLASLt's kernels besides: clusters sharing a slice's copy (TMA
  * multicast). Checks 4,096 sampled elements of C (and aux) against a double
@@ -59,6 +61,7 @@ typedef struct gemm_spec {
     bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block */
     int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
     bool handoff;   /* k_gemm_handoff: the epilogue by the producer while the next tile multiplies */
+    bool b_nk;      /* B given as [N, K] (the step's DGELU product: dY W^T, W [4C, C]), else [K, N] */
 } gemm_spec;
 
 /* GPT-2's GELU (tanh form): 0.5 x (1 + t), t = tanh(u), u = x (k0 + k1 x^2), k0 = sqrt(2/pi),
@@ -178,6 +181,16 @@ static void gemm_start(tern_kb *kb, const gemm_spec *s, gemm_io *io, tern_v *A, 
     }
 }
 
+/* A slice's B part at `at` of the ring: BK rows of k, BN wide (B [K, N]), or BN rows of n,
+ * BK wide (b_nk: B [N, K], K-major as the product reads it best); and its tile copy. */
+static tern_wg_tile b_tile(const gemm_spec *s, tern_v tiles, tern_v at) {
+    return (tern_wg_tile){tiles, at, s->b_nk ? BN : BK, !s->b_nk};
+}
+static void copy_b(tern_kb *kb, const gemm_spec *s, const tern_wg_tile *b, tern_v B, int t, tern_v n0) {
+    if (s->b_nk) tern_copy_tile(kb, b, B, K, n0, tern_int(t * BK), BK);
+    else tern_copy_tile(kb, b, B, N, tern_int(t * BK), n0, BN);
+}
+
 /* The GEMM: GROUPS groups walk the tiles (group g takes tiles g, g + GROUPS, ..., n-tiles
  * fastest) in one pipe, the producer's tile copies AHEAD = STAGES - 2 steps ahead of the
  * consumers in the trace (stages - lag - 1; on CUDA as far as the free slots let it), the
@@ -207,15 +220,15 @@ static void k_gemm(tern_kb *kb, void *user) {
             for (int t = 0; t < KT + AHEAD; t++) {
                 if (t < KT) TERN_PRODUCE(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, slot, BM, false}, b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
                     tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
-                    tern_copy_tile(kb, &b, B, N, tern_int(t * BK), n0, BN);
+                    copy_b(kb, s, &b, B, t, n0);
                 }
                 if (t >= AHEAD) TERN_CONSUME(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
                     /* A's rows 64 w .., B's k rows */
                     tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
-                    tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_wg_tile b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
                     tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
                     if (s->prefetch && t == AHEAD) /* the tile's aux, 4 lines of 128 bytes a row, 2 a thread */
                         for (int j = 0; j < 2; j++) {
@@ -301,9 +314,9 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
             for (int t = 0; t < KT + AHEAD; t++) {
                 if (t < KT) TERN_PRODUCE(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, slot, BM, false}, b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
                     tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
-                    tern_copy_tile(kb, &b, B, N, tern_int(t * BK), n0, BN);
+                    copy_b(kb, s, &b, B, t, n0);
                     if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
                         tern_v from = tern_add(ptid, tern_int((t - 1) * PIECES_A_CHUNK));
                         store_pieces(kb, s, &io, from, PIECES_A_CHUNK / 128, 128, pm0, pn0);
@@ -312,7 +325,7 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
                 if (t >= AHEAD) TERN_CONSUME(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
                     tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
-                    tern_wg_tile b = {tiles, tern_add(slot, tern_int(A_SLICE)), BK, true};
+                    tern_wg_tile b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
                     tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
                     bool last = t == KT + AHEAD - 1;
                     tern_wgmma_wait(kb, last ? 0 : 1);
@@ -404,11 +417,12 @@ int main(int argc, char **argv) {
     size_t most = nc > na ? nc : na;
     if (nb > most) most = nb;
     uint16_t *bits = malloc(most * sizeof *bits), *auxh = malloc(nc * sizeof *auxh), *pre = malloc(nc * sizeof *pre);
-    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0}, Pre = {0};
+    tern_dbuf A = {0}, B = {0}, Bt = {0}, C = {0}, Bias = {0}, Aux = {0}, Pre = {0};
     int rc = 0;
     if (!err && (!a || !b || !bias || !bits || !auxh || !pre)) err = tern_errorf("out of memory");
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, na, &A);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nb, &B);
+    if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nb, &Bt);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &C);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, N, &Bias);
     if (!err) err = tern_rt_alloc(rt, TERN_T_BF16, nc, &Aux);
@@ -422,6 +436,9 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nb; i++) b[i] = rand_bf16(&state, &bits[i]) / 16;
         for (size_t i = 0; i < nb; i++) bits[i] = tern_f32_to_bf16(b[i]); /* exact: a power of 2 */
         err = tern_rt_upload(rt, B, bits);
+        for (size_t k = 0; k < (size_t)K && !err; k++) /* B^T [N, K] */
+            for (size_t n = 0; n < (size_t)N; n++) bits[n * K + k] = tern_f32_to_bf16(b[k * N + n]);
+        if (!err) err = tern_rt_upload(rt, Bt, bits);
     }
     if (!err) {
         for (int i = 0; i < N; i++) bias[i] = rand_bf16(&state, &bits[i]);
@@ -440,14 +457,16 @@ int main(int argc, char **argv) {
                                          {.gelu = true, .group_m = 8},
                                          {.handoff = true},
                                          {.gelu = true, .handoff = true},
-                                         {.dgelu = true, .handoff = true}};
+                                         {.dgelu = true, .handoff = true},
+                                         {.dgelu = true, .b_nk = true},
+                                         {.dgelu = true, .handoff = true, .b_nk = true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
-        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s",
+        snprintf(name, sizeof name, "gemm_wg_%s%s%s%s%s",
                  spec->sum_only ? "sum" : spec->gelu ? "gelu" : spec->dgelu ? "dgelu" : "plain",
                  spec->prefetch ? "_pf" : "", spec->group_m ? "_g8" : "",
-                 spec->handoff ? "_ho" : "");
+                 spec->handoff ? "_ho" : "", spec->b_nk ? "_bt" : "");
         if (only && !strstr(name, only)) continue;
         if (spec->group_m && (M / BM) % spec->group_m) continue; /* bands of whole m blocks */
         tern_kernel *k = NULL;
@@ -457,7 +476,8 @@ int main(int argc, char **argv) {
         if (!err) err = tern_rt_upload(rt, Aux, bits);
         if (!err) err = tern_kernel_build(name, spec->handoff ? k_gemm_handoff : k_gemm, (void *)spec, &k);
         int32_t tiles = (M / BM) * (N / BN);
-        tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(B), tern_arg_dev(C), tern_arg_dev(Bias), tern_arg_dev(Aux)};
+        tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(spec->b_nk ? Bt : B), tern_arg_dev(C), tern_arg_dev(Bias),
+                            tern_arg_dev(Aux)};
         int nargs = spec->gelu ? 5 : 3;
         if (spec->dgelu) args[nargs++] = tern_arg_dev(Pre);
         args[nargs++] = tern_arg_i32(tiles);
@@ -477,10 +497,10 @@ int main(int argc, char **argv) {
         if (!err) {
             double e = spec->sum_only ? 0 : check(M, a, b, bias, bits, auxh, spec->gelu, spec->dgelu ? pre : NULL);
             char label[40];
-            snprintf(label, sizeof label, "%s%s%s%s",
+            snprintf(label, sizeof label, "%s%s%s%s%s",
                      spec->sum_only ? "k loop alone" : spec->gelu ? "gelu+aux+bias" : spec->dgelu ? "dgelu" : "plain",
                      spec->prefetch ? " pf" : "", spec->group_m ? " g8" : "",
-                     spec->handoff ? " handoff" : "");
+                     spec->handoff ? " handoff" : "", spec->b_nk ? " Bt" : "");
             printf("gemm_wg %-20s %dx%d tiles, %d slots of BK %d, persistent: %dx%d @ %dx%d: %.3f ms, %.1f TFLOP/s; ",
                    label, BM,
                    BN, spec->handoff ? 3 : STAGES, BK, M, K, K, N, best * 1e3, 2.0 * M * N * K / best * 1e-12);
@@ -497,6 +517,7 @@ int main(int argc, char **argv) {
     }
     tern_rt_free(rt, &A);
     tern_rt_free(rt, &B);
+    tern_rt_free(rt, &Bt);
     tern_rt_free(rt, &C);
     tern_rt_free(rt, &Bias);
     tern_rt_free(rt, &Aux);
