@@ -58,7 +58,8 @@ static int N = 3072, K = 768;
  * checked). */
 typedef struct gemm_spec {
     bool gelu, dgelu, sum_only;
-    bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block */
+    bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block (the
+                     * hand-off: by the producer at the tile's first produce block) */
     int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
     bool handoff;   /* k_gemm_handoff: the epilogue by the producer while the next tile multiplies */
     bool b_nk;      /* B given as [N, K] (the step's DGELU product: dY W^T, W [4C, C]), else [K, N] */
@@ -317,6 +318,13 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
                     tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
                     tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
                     copy_b(kb, s, &b, B, t, n0);
+                    if (s->prefetch && t == 0) /* this tile's aux, read a tile later: 4 lines a thread */
+                        for (int j = 0; j < 4; j++) {
+                            tern_v line = tern_add(ptid, tern_int(j * 128));
+                            tern_v row = tern_add(m0, tern_div(line, tern_int(4)));
+                            tern_v col = tern_add(n0, tern_mul(tern_rem(line, tern_int(4)), tern_int(64)));
+                            tern_prefetch(io.aux, tern_add(tern_mul(row, tern_int(N)), col));
+                        }
                     if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
                         tern_v from = tern_add(ptid, tern_int((t - 1) * PIECES_A_CHUNK));
                         store_pieces(kb, s, &io, from, PIECES_A_CHUNK / 128, 128, pm0, pn0);
@@ -459,7 +467,8 @@ int main(int argc, char **argv) {
                                          {.gelu = true, .handoff = true},
                                          {.dgelu = true, .handoff = true},
                                          {.dgelu = true, .b_nk = true},
-                                         {.dgelu = true, .handoff = true, .b_nk = true}};
+                                         {.dgelu = true, .handoff = true, .b_nk = true},
+                                         {.dgelu = true, .handoff = true, .prefetch = true, .b_nk = true}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
