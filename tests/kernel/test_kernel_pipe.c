@@ -7,10 +7,10 @@
  * column 64); the consumers' accumulators poisoned in the producer's threads after the pipe
  * on the interpreter; a tile copy outside its matrix refused there; the tracer's
  * refusals; threadgroup memory other than the ring handed from the consumers to the producer
- * in the ring's order (the hand-off a GEMM's epilogue uses); the emitters (CUDA's two branches with mbarriers and setmaxnreg, the lockstep
- * targets' barriers before each block); NVRTC for sm_90a and sm_80; and both kernels on the
- * interpreter and on TERN_GPU's runtime when it names another (OpenCL under ctest, cuda on
- * the H200). Small integer operands: every sum is exact in f32 in any order, so the results
+ * in the ring's order (the hand-off a GEMM's epilogue uses); the emitters (CUDA's two
+ * branches with mbarriers and setmaxnreg, the lockstep targets' barriers before each block);
+ * NVRTC for sm_90a and sm_80; and both kernels on the interpreter and on TERN_GPU's runtime
+ * when it names another (OpenCL under ctest, cuda on the H200). Small integer operands: every sum is exact in f32 in any order, so the results
  * must match exactly. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -474,10 +474,16 @@ int main(void) {
     const struct {
         const char *name;
         pipe_kernel o;
-    } kernels[] = {{"pipe_unrolled", {true, 0, 128, false, false, false}}, {"pipe_loop", {false, 0, 128, false, false, false}},
-                   {"pipe_regs", {true, 232, 128, false, false, false}},   {"pipe_warp", {true, 0, 32, false, false, false}},
-                   {"pipe_tiles", {true, 0, 32, true, false, false}},      {"pipe_tiles_loop", {false, 0, 128, true, false, false}},
-                   {"pipe_sync", {true, 0, 128, true, true, false}},       {"pipe_hand", {true, 0, 128, true, false, true}}};
+    } kernels[] = {
+        {"pipe_unrolled", {true, 0, 128, false, false, false}},
+        {"pipe_loop", {false, 0, 128, false, false, false}},
+        {"pipe_regs", {true, 232, 128, false, false, false}},
+        {"pipe_warp", {true, 0, 32, false, false, false}},
+        {"pipe_tiles", {true, 0, 32, true, false, false}},
+        {"pipe_tiles_loop", {false, 0, 128, true, false, false}},
+        {"pipe_sync", {true, 0, 128, true, true, false}},
+        {"pipe_hand", {true, 0, 128, true, false, true}},
+    };
     for (size_t i = 0; i < sizeof kernels / sizeof *kernels; i++) {
         tern_kernel *k = NULL;
         CHECK_OK(tern_kernel_build(kernels[i].name, k_pipe, (void *)&kernels[i].o, &k));
