@@ -10,8 +10,8 @@
  * in the ring's order (the hand-off a GEMM's epilogue uses); the emitters (CUDA's two
  * branches with mbarriers and setmaxnreg, the lockstep targets' barriers before each block);
  * NVRTC for sm_90a and sm_80; and both kernels on the interpreter and on TERN_GPU's runtime
- * when it names another (OpenCL under ctest, cuda on the H200). Small integer operands: every sum is exact in f32 in any order, so the results
- * must match exactly. */
+ * when it names another (OpenCL under ctest, cuda on the H200). Small integer operands: every
+ * sum is exact in f32 in any order, so the results must match exactly. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
