@@ -192,6 +192,39 @@ static void copy_b(tern_kb *kb, const gemm_spec *s, const tern_wg_tile *b, tern_
     else tern_copy_tile(kb, b, B, N, tern_int(t * BK), n0, BN);
 }
 
+/* Tile `tile`'s first row m0 and column n0 in C (n-tiles fastest). */
+static void tile_origin(tern_v tile, tern_v *m0, tern_v *n0) {
+    *n0 = tern_mul(tern_rem(tile, tern_int(N / BN)), tern_int(BN));
+    *m0 = tern_mul(tern_div(tile, tern_int(N / BN)), tern_int(BM));
+}
+
+/* A produce block's copies of k slice t of the tile at (m0, n0) into the ring's slot at `slot`. */
+static void copy_slice(tern_kb *kb, const gemm_spec *s, tern_v tiles, tern_v slot, tern_v A, tern_v B, int t,
+                       tern_v m0, tern_v n0) {
+    tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(BM * BK)));
+    tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
+    copy_b(kb, s, &b, B, t, n0);
+}
+
+/* A consume block's product of the slice at `slot` into the accumulators: warpgroup w's
+ * rows 64 w .. of A. */
+static void multiply_slice(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v tiles, tern_v slot, tern_v *acc) {
+    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io->w, tern_int(64 * BK))), BM, false};
+    tern_wg_tile b = b_tile(s, tiles, tern_add(slot, tern_int(BM * BK)));
+    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+}
+
+/* The tile at (m0, n0)'s aux asked into L2: its 4 lines of 128 bytes a row, lines first,
+ * first + stride, ... (count of them) by this thread. */
+static void prefetch_aux(const gemm_io *io, tern_v first, int count, int stride, tern_v m0, tern_v n0) {
+    for (int j = 0; j < count; j++) {
+        tern_v line = tern_add(first, tern_int(j * stride));
+        tern_v row = tern_add(m0, tern_div(line, tern_int(4)));
+        tern_v col = tern_add(n0, tern_mul(tern_rem(line, tern_int(4)), tern_int(64)));
+        tern_prefetch(io->aux, tern_add(tern_mul(row, tern_int(N)), col));
+    }
+}
+
 /* The GEMM: GROUPS groups walk the tiles (group g takes tiles g, g + GROUPS, ..., n-tiles
  * fastest) in one pipe, the producer's tile copies AHEAD = STAGES - 2 steps ahead of the
  * consumers in the trace (stages - lag - 1; on CUDA as far as the free slots let it), the
@@ -199,7 +232,7 @@ static void copy_b(tern_kb *kb, const gemm_spec *s, const tern_wg_tile *b, tern_
  * staging take 225 KB of the 227. */
 static void k_gemm(tern_kb *kb, void *user) {
     const gemm_spec *s = user;
-    enum { A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, AHEAD = STAGES - 2 };
+    enum { SLICE = BM * BK + BK * BN, AHEAD = STAGES - 2 };
     const int KT = K / BK, NT = N / BN;
     tern_v A, B, total, acc[BN / 2];
     gemm_io io;
@@ -210,8 +243,8 @@ static void k_gemm(tern_kb *kb, void *user) {
                    .consumer_regs = 232};
     TERN_PIPE(kb, &p) {
         TERN_FOR(kb, tile, tern_group_id(kb, 0), total, tern_group_count(kb, 0)) {
-            tern_v n0 = tern_mul(tern_rem(tile, tern_int(NT)), tern_int(BN));
-            tern_v m0 = tern_mul(tern_div(tile, tern_int(NT)), tern_int(BM));
+            tern_v m0, n0;
+            tile_origin(tile, &m0, &n0);
             if (s->group_m) { /* band tile / (G NT), m-fastest inside it */
                 tern_v band = tern_div(tile, tern_int(s->group_m * NT)), r = tern_rem(tile, tern_int(s->group_m * NT));
                 m0 = tern_mul(tern_add(tern_mul(band, tern_int(s->group_m)), tern_rem(r, tern_int(s->group_m))),
@@ -221,23 +254,12 @@ static void k_gemm(tern_kb *kb, void *user) {
             for (int t = 0; t < KT + AHEAD; t++) {
                 if (t < KT) TERN_PRODUCE(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
-                    tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
-                    copy_b(kb, s, &b, B, t, n0);
+                    copy_slice(kb, s, tiles, slot, A, B, t, m0, n0);
                 }
                 if (t >= AHEAD) TERN_CONSUME(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    /* A's rows 64 w .., B's k rows */
-                    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
-                    tern_wg_tile b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
-                    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
-                    if (s->prefetch && t == AHEAD) /* the tile's aux, 4 lines of 128 bytes a row, 2 a thread */
-                        for (int j = 0; j < 2; j++) {
-                            tern_v line = tern_add(io.tid, tern_int(j * THREADS));
-                            tern_v row = tern_add(m0, tern_div(line, tern_int(4)));
-                            tern_v col = tern_add(n0, tern_mul(tern_rem(line, tern_int(4)), tern_int(64)));
-                            tern_prefetch(io.aux, tern_add(tern_mul(row, tern_int(N)), col));
-                        }
+                    multiply_slice(kb, s, &io, tiles, slot, acc);
+                    if (s->prefetch && t == AHEAD) prefetch_aux(&io, io.tid, 2, THREADS, m0, n0); /* 2 lines a thread */
                     bool last = t == KT + AHEAD - 1;
                     tern_wgmma_wait(kb, last ? 0 : 1);
                     if (last) epilogue(kb, s, &io, acc, m0, n0);
@@ -294,9 +316,9 @@ static void store_pieces(tern_kb *kb, const gemm_spec *s, const gemm_io *io, ter
  * 66 KB staging take 210 KB; no setmaxnreg (ptxas gives each of the 384 threads 168). */
 static void k_gemm_handoff(tern_kb *kb, void *user) {
     const gemm_spec *s = user;
-    enum { ST = 3, A_SLICE = BM * BK, SLICE = A_SLICE + BK * BN, AHEAD = ST - 2, LDS = BN + 8 };
+    enum { ST = 3, SLICE = BM * BK + BK * BN, AHEAD = ST - 2, LDS = BN + 8 };
     enum { CHUNK_ROWS = 16, CHUNKS = BM / CHUNK_ROWS, PIECES_A_CHUNK = CHUNK_ROWS * BN / 8 };
-    const int KT = K / BK, NT = N / BN;
+    const int KT = K / BK;
     tern_v A, B, total, acc[BN / 2];
     gemm_io io;
     gemm_start(kb, s, &io, &A, &B, &total, acc);
@@ -307,24 +329,15 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = ST, .lag = 1};
     TERN_PIPE(kb, &p) {
         TERN_FOR(kb, tile, first, total, count) {
-            tern_v n0 = tern_mul(tern_rem(tile, tern_int(NT)), tern_int(BN));
-            tern_v m0 = tern_mul(tern_div(tile, tern_int(NT)), tern_int(BM));
-            tern_v prev = tern_sub(tile, count); /* the tile whose staging the producer stores */
-            tern_v pn0 = tern_mul(tern_rem(prev, tern_int(NT)), tern_int(BN));
-            tern_v pm0 = tern_mul(tern_div(prev, tern_int(NT)), tern_int(BM));
+            tern_v m0, n0, pm0, pn0; /* this tile's origin, and the tile's whose staging the producer stores */
+            tile_origin(tile, &m0, &n0);
+            tile_origin(tern_sub(tile, count), &pm0, &pn0);
             for (int t = 0; t < KT + AHEAD; t++) {
                 if (t < KT) TERN_PRODUCE(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, slot, BM, false}, b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
-                    tern_copy_tile(kb, &a, A, K, m0, tern_int(t * BK), BK);
-                    copy_b(kb, s, &b, B, t, n0);
+                    copy_slice(kb, s, tiles, slot, A, B, t, m0, n0);
                     if (s->prefetch && t == 0) /* this tile's aux, read a tile later: 4 lines a thread */
-                        for (int j = 0; j < 4; j++) {
-                            tern_v line = tern_add(ptid, tern_int(j * 128));
-                            tern_v row = tern_add(m0, tern_div(line, tern_int(4)));
-                            tern_v col = tern_add(n0, tern_mul(tern_rem(line, tern_int(4)), tern_int(64)));
-                            tern_prefetch(io.aux, tern_add(tern_mul(row, tern_int(N)), col));
-                        }
+                        prefetch_aux(&io, ptid, 4, 128, m0, n0);
                     if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
                         tern_v from = tern_add(ptid, tern_int((t - 1) * PIECES_A_CHUNK));
                         store_pieces(kb, s, &io, from, PIECES_A_CHUNK / 128, 128, pm0, pn0);
@@ -332,9 +345,7 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
                 }
                 if (t >= AHEAD) TERN_CONSUME(kb) {
                     tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
-                    tern_wg_tile a = {tiles, tern_add(slot, tern_mul(io.w, tern_int(64 * BK))), BM, false};
-                    tern_wg_tile b = b_tile(s, tiles, tern_add(slot, tern_int(A_SLICE)));
-                    tern_wgmma_bf16_async(kb, BN, BK, NULL, &a, &b, acc);
+                    multiply_slice(kb, s, &io, tiles, slot, acc);
                     bool last = t == KT + AHEAD - 1;
                     tern_wgmma_wait(kb, last ? 0 : 1);
                     if (last) { /* the tile (plus bias) into the staging; its rows 64 w .. */
@@ -358,8 +369,8 @@ static void k_gemm_handoff(tern_kb *kb, void *user) {
     /* the group's last tile, from its staging, by every thread */
     tern_barrier(kb);
     tern_v last = tern_add(first, tern_mul(count, tern_div(tern_sub(tern_sub(total, tern_int(1)), first), count)));
-    tern_v ln0 = tern_mul(tern_rem(last, tern_int(NT)), tern_int(BN));
-    tern_v lm0 = tern_mul(tern_div(last, tern_int(NT)), tern_int(BM));
+    tern_v lm0, ln0;
+    tile_origin(last, &lm0, &ln0);
     for (int q = 0; q < BM * BN / 8 / THREADS; q += 8) /* by the consumers' threads, 8 pieces at a time */
         TERN_IF(kb, tern_lt(io.tid, tern_int(THREADS)))
             store_pieces(kb, s, &io, tern_add(io.tid, tern_int(q * THREADS)), 8, THREADS, lm0, ln0);
