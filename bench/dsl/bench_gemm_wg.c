@@ -20,8 +20,9 @@
  * Variants written after run 163, not yet timed on a GPU (the NOTES' thirty-fifth session):
  * _pf (DGELU: the tile's aux asked into L2 at its first consume block; run 163 timed it before
  * the aux loads moved ahead of the stores), _g8 (tiles in bands of 8 m blocks), and _ho
- * (k_gemm_handoff: the epilogue stored by the producer's warpgroup while the consumers
- * multiply the next tile, so the tensor cores stop only to stage the accumulators), and _bt
+ * (the kernel library's gemm_wg, src/kernels/gemm_wg.c: the epilogue stored by the
+ * producer's warpgroup while the consumers multiply the next tile, so the tensor cores stop
+ * only to stage the accumulators), and _bt
  * (B given as [N, K], as the step's DGELU product has it: dY W^T with W [4C, C], and as
  * bench_ops' cuBLASLt DGELU line runs it).
  *
@@ -44,6 +45,7 @@
 #include <time.h>
 
 #include "tern/half.h"
+#include "kernels/gemm_wg.h"
 #include "tern/kernel.h"
 
 /* The tile (BM x BN), a k slice's width, the consumers' threads, the ring's slots, and the
@@ -61,7 +63,7 @@ typedef struct gemm_spec {
     bool prefetch;  /* dgelu: the tile's aux asked into L2 at its first consume block (the
                      * hand-off: by the producer at the tile's first produce block) */
     int group_m;    /* tiles walked m-fastest in bands of this many m blocks (0: n fastest) */
-    bool handoff;   /* k_gemm_handoff: the epilogue by the producer while the next tile multiplies */
+    bool handoff;   /* gk_gemm_wg: the epilogue by the producer while the next tile multiplies */
     bool b_nk;      /* B given as [N, K] (the step's DGELU product: dY W^T, W [4C, C]), else [K, N] */
 } gemm_spec;
 
@@ -269,113 +271,6 @@ static void k_gemm(tern_kb *kb, void *user) {
     }
 }
 
-/* One 16-byte piece of a staged tile out to C (and aux): x, 8 staged values of row grow,
- * columns col ..; as the epilogue above (the GELU of the staged aux; dgelu: times GELU's
- * derivative at the given pre-activations). */
-static void store_piece(const gemm_spec *s, const gemm_io *io, tern_v *x, const tern_v *pre, tern_v at) {
-    if (s->dgelu)
-        for (int i = 0; i < 8; i++) x[i] = tern_mul(x[i], gelu_grad(pre[i]));
-    if (s->gelu) {
-        tern_store_vec(io->aux, at, 8, x);
-        for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
-    }
-    tern_store_vec(io->C, at, 8, x);
-}
-
-/* Pieces first, first + stride, ... (count of them) of the staged tile [BM][BN + 8] whose C
- * starts at (m0, n0), by one thread: the aux loads all before the first store (see
- * epilogue). At most 8. */
-static void store_pieces(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v first, int count, int stride,
-                         tern_v m0, tern_v n0) {
-    enum { LDS = BN + 8 };
-    tern_v at[8], srow[8], pre[8][8];
-    for (int q = 0; q < count; q++) {
-        tern_v e = tern_add(first, tern_int(q * stride));
-        tern_v row = tern_div(e, tern_int(BN / 8)), c = tern_mul(tern_rem(e, tern_int(BN / 8)), tern_int(8));
-        at[q] = tern_add(tern_mul(tern_add(m0, row), tern_int(N)), tern_add(n0, c));
-        srow[q] = tern_add(tern_mul(row, tern_int(LDS)), c);
-        if (s->dgelu) tern_load_vec(io->aux, at[q], 8, pre[q]);
-    }
-    for (int q = 0; q < count; q++) {
-        tern_v x[8];
-        tern_load_vec(io->staged, srow[q], 8, x);
-        store_piece(s, io, x, pre[q], at[q]);
-    }
-    (void)kb;
-}
-
-/* The same GEMM with the epilogue off the tensor cores' path: each tile's last consume block
- * only puts the accumulators (plus bias) into a staging of the whole tile, [BM][BN + 8] bf16,
- * and the producer's warpgroup stores it, a chunk of 16 rows in each of its next 8 produce
- * blocks (after its tile copies are issued), while the consumers multiply the next tile. No
- * barrier is added: the ring orders it. The staging written in consume step S is read from
- * produce step S + 2 (whose slot that block freed: 3 slots, lag 1), and written again in
- * consume step S + KT, which waits for produce step S + KT to end (every producer thread
- * arrives on its slot's `full` at a block's end), after S + 9 where the chunks end (KT >= 9).
- * The last tile's staging is stored by every thread after the pipe. 3 slots of 48 KB and the
- * 66 KB staging take 210 KB; no setmaxnreg (ptxas gives each of the 384 threads 168). */
-static void k_gemm_handoff(tern_kb *kb, void *user) {
-    const gemm_spec *s = user;
-    enum { ST = 3, SLICE = BM * BK + BK * BN, AHEAD = ST - 2, LDS = BN + 8 };
-    enum { CHUNK_ROWS = 16, CHUNKS = BM / CHUNK_ROWS, PIECES_A_CHUNK = CHUNK_ROWS * BN / 8 };
-    const int KT = K / BK;
-    tern_v A, B, total, acc[BN / 2];
-    gemm_io io;
-    gemm_start(kb, s, &io, &A, &B, &total, acc);
-    tern_v ptid = tern_sub(io.tid, tern_int(THREADS)); /* the producer's threads: 0 .. 127 */
-    tern_v tiles = tern_shared_tiles(kb, "tiles", (size_t)ST * SLICE);
-    io.staged = tern_shared(kb, "staged", TERN_T_BF16, (size_t)BM * LDS);
-    tern_v first = tern_group_id(kb, 0), count = tern_group_count(kb, 0);
-    tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = ST, .lag = 1};
-    TERN_PIPE(kb, &p) {
-        TERN_FOR(kb, tile, first, total, count) {
-            tern_v m0, n0, pm0, pn0; /* this tile's origin, and the tile's whose staging the producer stores */
-            tile_origin(tile, &m0, &n0);
-            tile_origin(tern_sub(tile, count), &pm0, &pn0);
-            for (int t = 0; t < KT + AHEAD; t++) {
-                if (t < KT) TERN_PRODUCE(kb) {
-                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
-                    copy_slice(kb, s, tiles, slot, A, B, t, m0, n0);
-                    if (s->prefetch && t == 0) /* this tile's aux, read a tile later: 4 lines a thread */
-                        prefetch_aux(&io, ptid, 4, 128, m0, n0);
-                    if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
-                        tern_v from = tern_add(ptid, tern_int((t - 1) * PIECES_A_CHUNK));
-                        store_pieces(kb, s, &io, from, PIECES_A_CHUNK / 128, 128, pm0, pn0);
-                    }
-                }
-                if (t >= AHEAD) TERN_CONSUME(kb) {
-                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(ST)), tern_int(SLICE));
-                    multiply_slice(kb, s, &io, tiles, slot, acc);
-                    bool last = t == KT + AHEAD - 1;
-                    tern_wgmma_wait(kb, last ? 0 : 1);
-                    if (last) { /* the tile (plus bias) into the staging; its rows 64 w .. */
-                        for (int b8 = 0; b8 < BN / 8; b8++) {
-                            tern_v c = tern_add(tern_int(8 * b8), tern_mul(io.t4, tern_int(2)));
-                            tern_v bias2[2] = {tern_f32(0), tern_f32(0)};
-                            if (s->gelu) tern_load_vec(io.bias, tern_add(n0, c), 2, bias2);
-                            for (int h = 0; h < 2; h++) {
-                                tern_v row = tern_add(tern_mul(io.w, tern_int(64)), tern_add(io.r0w, tern_int(8 * h)));
-                                tern_v x[2] = {tern_add(acc[4 * b8 + 2 * h], bias2[0]),
-                                               tern_add(acc[4 * b8 + 2 * h + 1], bias2[1])};
-                                tern_store_vec(io.staged, tern_add(tern_mul(row, tern_int(LDS)), c), 2, x);
-                            }
-                        }
-                        for (int j = 0; j < BN / 2; j++) tern_assign(acc[j], tern_f32(0));
-                    }
-                }
-            }
-        }
-    }
-    /* the group's last tile, from its staging, by every thread */
-    tern_barrier(kb);
-    tern_v last = tern_add(first, tern_mul(count, tern_div(tern_sub(tern_sub(total, tern_int(1)), first), count)));
-    tern_v lm0, ln0;
-    tile_origin(last, &lm0, &ln0);
-    for (int q = 0; q < BM * BN / 8 / THREADS; q += 8) /* by the consumers' threads, 8 pieces at a time */
-        TERN_IF(kb, tern_lt(io.tid, tern_int(THREADS)))
-            store_pieces(kb, s, &io, tern_add(io.tid, tern_int(q * THREADS)), 8, THREADS, lm0, ln0);
-}
-
 static double now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -494,7 +389,10 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
         if (!err) err = tern_rt_upload(rt, Aux, bits);
-        if (!err) err = tern_kernel_build(name, spec->handoff ? k_gemm_handoff : k_gemm, (void *)spec, &k);
+        gk_gemm_wg_opts wg = {.n = N, .k = K, .b_nk = spec->b_nk, .prefetch = spec->prefetch,
+                              .epilogue = spec->gelu ? GK_GEMM_WG_GELU : spec->dgelu ? GK_GEMM_WG_DGELU : GK_GEMM_WG_PLAIN};
+        if (!err && spec->handoff) err = gk_gemm_wg_build(&wg, &k); /* the kernel library's */
+        else if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);
         int32_t tiles = (M / BM) * (N / BN);
         tern_arg args[6] = {tern_arg_dev(A), tern_arg_dev(spec->b_nk ? Bt : B), tern_arg_dev(C), tern_arg_dev(Bias),
                             tern_arg_dev(Aux)};

@@ -52,6 +52,8 @@ static const tern_option tune_keys[] = {
     KEY("flash_wg_groups", TERN_OPTION_INT3, flash_wg_groups, 0, 32),
     KEY("flash_wg_kv_halves", TERN_OPTION_BOOL, flash_wg_kv_halves, 0, 1),
     KEY("flash_wg_pipelined", TERN_OPTION_INT3, flash_wg_pipelined, 0, 1),
+    KEY("gemm_wg", TERN_OPTION_INT, gemm_wg, 0, 2),
+    KEY("gemm_wg_prefetch", TERN_OPTION_BOOL, gemm_wg_prefetch, 0, 1),
 };
 #undef KEY
 
@@ -69,6 +71,7 @@ tern_error *tern_cuda_close(tern_dev *d) {
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
         for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
+        cuda_matmul_wg_free(d);
         if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_ds));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
@@ -114,6 +117,8 @@ tern_error *tern_cuda_open(const char *options, tern_dev **out) {
     if (!(err = cuda_make_current(d)) &&
         !(err = CU(cuDeviceGetName(d->name, sizeof d->name, d->device), "cuDeviceGetName")) &&
         !(err = CU(cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->device),
+                   "cuDeviceGetAttribute")) &&
+        !(err = CU(cuDeviceGetAttribute(&d->multiprocessors, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->device),
                    "cuDeviceGetAttribute")) &&
         !(err = CU(cuStreamCreate(&d->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate")) &&
         !(err = CU(cuMemAlloc(&d->workspace, CUDA_WORKSPACE_BYTES), "cuMemAlloc (cuBLASLt workspace)"))) {

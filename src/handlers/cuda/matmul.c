@@ -494,6 +494,9 @@ tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
         return gpu_sum_rows(d, mm->bias_grad, tern_view(b, 0, (size_t)mm->k * (size_t)mm->n), mm->k, mm->n,
                                   mm->beta);
     }
+    bool done = false; /* the warpgroup GEMM of our own, where it takes the product */
+    TERN_TRY(cuda_matmul_wg(d, c, a, b, mm, &dims, &done));
+    if (done) return NULL;
     bool has_aux = tern_present(mm->aux);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
     if (gemv_wanted(d, &dims)) {
