@@ -48,6 +48,7 @@ typedef struct gemm {
     tern_v tiles, staged; /* threadgroup: the ring's slots; the staged tile [BM][LDS] bf16 */
     tern_v tid, w, r0w, t4; /* local index, warpgroup, the thread's first row in its warpgroup's 64, lane % 4 */
     tern_v acc[BN / 2];     /* a consumer thread's accumulators */
+    tern_v sums, sum[2][8]; /* col_sums: the partial sums' buffer; a thread's sums of 8 columns in 2 row classes */
 } gemm;
 
 /* Tile `tile`'s first row m0 and column n0 in C (n-tiles fastest). */
@@ -99,7 +100,7 @@ static void stage_tile(const gemm *g, tern_v n0) {
  * a row. What the epilogue reads (DGELU's aux, the addend) is asked for before the first
  * store: C may be that memory as far as the compiler knows, so a load after a store would
  * wait for it, a memory latency a piece. */
-static void store_pieces(const gemm *g, tern_v first, int count, int stride, tern_v m0, tern_v n0) {
+static void store_pieces(const gemm *g, tern_v first, int count, int stride, tern_v m0, tern_v n0, int classes) {
     const gk_gemm_wg_opts *o = g->o;
     bool reads = o->epilogue == GK_GEMM_WG_DGELU || o->addend;
     tern_v at[8], srow[8], in[8][8];
@@ -121,7 +122,26 @@ static void store_pieces(const gemm *g, tern_v first, int count, int stride, ter
             tern_store_vec(g->aux, at[q], 8, x);
             for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
         }
+        for (int i = 0; i < 8 && o->col_sums; i++) tern_assign(g->sum[q % classes][i], tern_add(g->sum[q % classes][i], x[i]));
         tern_store_vec(g->C, at[q], 8, x);
+    }
+}
+
+/* col_sums: a thread's sums of its 8 columns (8 (lane % 32) on from n0) out to the partial
+ * sums, then cleared. A tile's rows r, r + 8, ... (the class r) go to partial row
+ * m0 / 16 + r: the thread's classes are first, first + 4, ... (classes of them). Every
+ * thread storing a tile's pieces first + j stride (stride a multiple of 32) holds the same
+ * 8 columns in each and rows e / 32: the producer's 128 threads (stride 128) two classes,
+ * ptid / 32 and ptid / 32 + 4; the consumers' 256 (stride 256) one, tid / 32. */
+static void flush_sums(const gemm *g, tern_v lane_of, tern_v first_class, int classes, tern_v m0, tern_v n0) {
+    if (!g->o->col_sums) return;
+    tern_v col = tern_add(n0, tern_mul(tern_rem(lane_of, tern_int(32)), tern_int(8)));
+    for (int k = 0; k < classes; k++) {
+        tern_v row = tern_add(tern_div(m0, tern_int(16)), tern_add(first_class, tern_int(4 * k)));
+        tern_v at = tern_add(tern_mul(row, tern_int(g->o->n)), col);
+        tern_store_vec(g->sums, at, 4, g->sum[k]);
+        tern_store_vec(g->sums, tern_add(at, tern_int(4)), 4, g->sum[k] + 4);
+        for (int i = 0; i < 8; i++) tern_assign(g->sum[k][i], tern_f32(0));
     }
 }
 
@@ -144,6 +164,7 @@ static void params(tern_kb *kb, gemm *g) {
     if (o->epilogue != GK_GEMM_WG_PLAIN)
         g->aux = tern_param_buf(kb, "aux", TERN_T_BF16, o->epilogue == GK_GEMM_WG_GELU ? TERN_WRITE : TERN_READ);
     if (o->addend) g->addend = tern_param_buf(kb, "addend", TERN_T_BF16, TERN_READ);
+    if (o->col_sums) g->sums = tern_param_buf(kb, "sums", TERN_T_F32, TERN_WRITE);
     g->tiles_total = tern_param_scalar(kb, "tile_count", TERN_T_I32);
 }
 
@@ -169,6 +190,12 @@ static void trace(tern_kb *kb, void *user) {
         snprintf(name, sizeof name, "acc%d", j);
         g.acc[j] = tern_var(kb, name, tern_f32(0));
     }
+    for (int k = 0; k < 2 && g.o->col_sums; k++)
+        for (int i = 0; i < 8; i++) {
+            char name[16];
+            snprintf(name, sizeof name, "sum%d_%d", k, i);
+            g.sum[k][i] = tern_var(kb, name, tern_f32(0));
+        }
     tern_v ptid = tern_sub(g.tid, tern_int(CONSUMERS)); /* the producer's threads: 0 .. 127 */
     g.tiles = tern_shared_tiles(kb, "tiles", (size_t)STAGES * SLICE);
     g.staged = tern_shared(kb, "staged", TERN_T_BF16, (size_t)BM * LDS);
@@ -187,7 +214,8 @@ static void trace(tern_kb *kb, void *user) {
                     if (g.o->prefetch && t == 0) prefetch_aux(&g, ptid, m0, n0);
                     if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
                         tern_v from = tern_add(ptid, tern_int((t - 1) * CHUNK_PIECES));
-                        store_pieces(&g, from, CHUNK_PIECES / 128, 128, pm0, pn0);
+                        store_pieces(&g, from, CHUNK_PIECES / 128, 128, pm0, pn0, 2);
+                        if (t == CHUNKS) flush_sums(&g, ptid, tern_div(ptid, tern_int(32)), 2, pm0, pn0);
                     }
                 }
                 if (t >= 1) TERN_CONSUME(kb) {
@@ -204,9 +232,13 @@ static void trace(tern_kb *kb, void *user) {
     tern_v last = tern_add(first, tern_mul(count, tern_div(tern_sub(tern_sub(g.tiles_total, tern_int(1)), first), count)));
     tern_v lm0, ln0;
     tile_origin(&g, last, &lm0, &ln0);
-    for (int q = 0; q < BM * BN / 8 / CONSUMERS; q += 8)
-        TERN_IF(kb, tern_lt(g.tid, tern_int(CONSUMERS)))
-            store_pieces(&g, tern_add(g.tid, tern_int(q * CONSUMERS)), 8, CONSUMERS, lm0, ln0);
+    TERN_IF(kb, tern_lt(g.tid, tern_int(CONSUMERS))) {
+        for (int k = 0; k < 2 && g.o->col_sums; k++) /* the producer's variables: no value here */
+            for (int i = 0; i < 8; i++) tern_assign(g.sum[k][i], tern_f32(0));
+        for (int q = 0; q < BM * BN / 8 / CONSUMERS; q += 8)
+            store_pieces(&g, tern_add(g.tid, tern_int(q * CONSUMERS)), 8, CONSUMERS, lm0, ln0, 1);
+        flush_sums(&g, g.tid, tern_div(g.tid, tern_int(32)), 1, lm0, ln0);
+    }
 }
 
 bool gk_gemm_wg_fits(int m, int n, int k) {

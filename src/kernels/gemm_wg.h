@@ -49,6 +49,10 @@ typedef struct gk_gemm_wg_opts {
     bool addend;   /* PLAIN: + addend [m, n] (a residual: beta 1; it may be C itself) */
     bool b_nk;     /* B given as [n, k] */
     bool prefetch; /* DGELU: the producer asks for a tile's aux in L2 a tile before it is read */
+    /* Also C's column sums (as computed, before C's rounding to bf16; a bias gradient when C
+     * is a layer's output gradient) in parts: sums [m / 16, n] f32, whose column j adds up to
+     * C's column j (C's row r is in part 8 (r / 128) + r % 8). */
+    bool col_sums;
 } gk_gemm_wg_opts;
 
 /* Whether a product of this shape fits the kernel: m a multiple of 128, n of 256, k of 64
@@ -56,8 +60,8 @@ typedef struct gk_gemm_wg_opts {
 bool gk_gemm_wg_fits(int m, int n, int k);
 
 /* The kernel's parameters, in order: A, B, C, then bias (PLAIN with bias, GELU), aux
- * (GELU: written; DGELU: read), addend (PLAIN with addend), and the i32 tile count
- * gk_gemm_wg_tiles(m, n). */
+ * (GELU: written; DGELU: read), addend (PLAIN with addend), sums (col_sums), and the i32
+ * tile count gk_gemm_wg_tiles(m, n). */
 tern_error *gk_gemm_wg_build(const gk_gemm_wg_opts *opts, tern_kernel **out) TERN_MUST_USE;
 
 int gk_gemm_wg_tiles(int m, int n);

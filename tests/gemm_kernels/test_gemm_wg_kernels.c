@@ -75,7 +75,10 @@ static void test_case(int m, const gk_gemm_wg_opts *o, uint32_t groups, bool res
         hb = t;
     }
     bool has_bias = o->bias || o->epilogue == GK_GEMM_WG_GELU, has_aux = o->epilogue != GK_GEMM_WG_PLAIN;
-    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0}, Add = {0};
+    tern_dbuf A = {0}, B = {0}, C = {0}, Bias = {0}, Aux = {0}, Add = {0}, Sums = {0};
+    size_t parts = (size_t)m / 16 * n;
+    float *sums = calloc(parts, sizeof *sums);
+    double *want_sums = calloc((size_t)n, sizeof *want_sums), *abs_sums = calloc((size_t)n, sizeof *abs_sums);
     tern_kernel *kern = NULL;
     CHECK_OK(gk_gemm_wg_build(o, &kern));
     CHECK_OK(upload(ha, na, &A));
@@ -85,7 +88,10 @@ static void test_case(int m, const gk_gemm_wg_opts *o, uint32_t groups, bool res
     CHECK_OK(upload(hbias, (size_t)n, &Bias));
     CHECK_OK(upload(o->epilogue == GK_GEMM_WG_DGELU ? haux : got, nc, &Aux));
     CHECK_OK(upload(hadd, nc, &Add));
-    tern_arg args[7];
+    CHECK_OK(tern_rt_alloc(rt, TERN_T_F32, parts, &Sums));
+    for (size_t i = 0; sums && i < parts; i++) sums[i] = NAN; /* a part not written fails */
+    if (sums) CHECK_OK(tern_rt_upload(rt, Sums, sums));
+    tern_arg args[8];
     int count = 0;
     args[count++] = tern_arg_dev(A);
     args[count++] = tern_arg_dev(B);
@@ -93,12 +99,14 @@ static void test_case(int m, const gk_gemm_wg_opts *o, uint32_t groups, bool res
     if (has_bias) args[count++] = tern_arg_dev(Bias);
     if (has_aux) args[count++] = tern_arg_dev(Aux);
     if (o->addend) args[count++] = tern_arg_dev(residual ? C : Add);
+    if (o->col_sums) args[count++] = tern_arg_dev(Sums);
     args[count++] = tern_arg_i32(gk_gemm_wg_tiles(m, n));
     if (!groups) groups = (uint32_t)gk_gemm_wg_tiles(m, n);
     if (kern) CHECK_OK(tern_launch(rt, kern, tern_dims1(groups), tern_dims1(GK_GEMM_WG_THREADS), args, count));
     CHECK_OK(tern_rt_sync(rt));
     CHECK_OK(tern_rt_download(rt, got, C));
     if (o->epilogue == GK_GEMM_WG_GELU) CHECK_OK(tern_rt_download(rt, got_aux, Aux));
+    if (o->col_sums && sums) CHECK_OK(tern_rt_download(rt, sums, Sums));
     double worst = 0;
     for (size_t r = 0; r < (size_t)m; r++)
         for (size_t c = 0; c < (size_t)n; c++) {
@@ -113,15 +121,29 @@ static void test_case(int m, const gk_gemm_wg_opts *o, uint32_t groups, bool res
             if (o->epilogue == GK_GEMM_WG_DGELU) want = x * gelu_grad(aux[i]);
             if (o->addend) want += add[i];
             worst = fmax(worst, fabs(tern_bf16_to_f32(got[i]) - want) / (1 + fabs(want)));
+            if (want_sums) want_sums[c] += want, abs_sums[c] += fabs(want);
         }
+    /* the column sums: each part's elements within the bound above, so the total within
+     * 1e-2 of the sum of (1 + |want|) over the column */
+    double worst_sum = 0;
+    for (size_t c = 0; o->col_sums && sums && c < (size_t)n; c++) {
+        double total = 0;
+        for (size_t p = 0; p < (size_t)m / 16; p++) total += sums[p * n + c];
+        double e = fabs(total - want_sums[c]) / ((double)m + abs_sums[c]);
+        worst_sum = isnan(e) ? INFINITY : fmax(worst_sum, e);
+    }
     static const char *const epi[] = {"plain", "gelu", "dgelu"};
-    printf("  %s%s%s%s%s %dx%dx%d, groups %u: worst error %.2g\n", epi[o->epilogue], o->bias ? " +bias" : "",
-           o->addend ? (residual ? " +C" : " +addend") : "", o->b_nk ? " Bt" : "", o->prefetch ? " prefetch" : "", m,
-           n, k, groups, worst);
+    printf("  %s%s%s%s%s%s %dx%dx%d, groups %u: worst error %.2g", epi[o->epilogue], o->bias ? " +bias" : "",
+           o->addend ? (residual ? " +C" : " +addend") : "", o->b_nk ? " Bt" : "", o->prefetch ? " prefetch" : "",
+           o->col_sums ? " +sums" : "", m, n, k, groups, worst);
+    if (o->col_sums) printf(", column sums %.2g", worst_sum);
+    printf("\n");
     CHECKF(worst <= 1e-2, "%s %dx%dx%d: worst error %g", epi[o->epilogue], m, n, k, worst);
+    CHECKF(worst_sum <= 1e-2, "%s %dx%dx%d: column sums' worst error %g", epi[o->epilogue], m, n, k, worst_sum);
     tern_kernel_free(kern);
-    tern_dbuf *bufs[] = {&A, &B, &C, &Bias, &Aux, &Add};
-    for (int i = 0; i < 6; i++) tern_rt_free(rt, bufs[i]);
+    tern_dbuf *bufs[] = {&A, &B, &C, &Bias, &Aux, &Add, &Sums};
+    for (int i = 0; i < 7; i++) tern_rt_free(rt, bufs[i]);
+    free(sums), free(want_sums), free(abs_sums);
     free(ha), free(hb), free(hbias), free(haux), free(hadd), free(got), free(got_aux);
     free(a), free(b), free(bias), free(aux), free(add);
 }
@@ -137,6 +159,10 @@ static const struct {
     {128, {.n = 512, .k = 640, .epilogue = GK_GEMM_WG_PLAIN, .addend = true, .b_nk = true}, true},
     {256, {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_GELU}, false},
     {256, {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_DGELU, .b_nk = true, .prefetch = true}, false},
+    /* the column sums: DGELU (a bias gradient, as GPT-2's step would take it) over two tiles
+     * in m, and with GELU over two in n */
+    {256, {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_DGELU, .b_nk = true, .col_sums = true}, false},
+    {128, {.n = 512, .k = 576, .epilogue = GK_GEMM_WG_GELU, .col_sums = true}, false},
 };
 
 static void test_options(void) {
@@ -181,7 +207,7 @@ static void test_gpu(const char *runtime) {
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_case(cases[i].m, &cases[i].o, 1, cases[i].residual);
     const gk_gemm_wg_opts step[] = {
         {.n = 3072, .k = 768, .epilogue = GK_GEMM_WG_GELU},
-        {.n = 3072, .k = 768, .epilogue = GK_GEMM_WG_DGELU, .b_nk = true},
+        {.n = 3072, .k = 768, .epilogue = GK_GEMM_WG_DGELU, .b_nk = true, .col_sums = true},
         {.n = 768, .k = 3072, .epilogue = GK_GEMM_WG_PLAIN, .bias = true, .addend = true},
         {.n = 768, .k = 2304, .epilogue = GK_GEMM_WG_PLAIN, .b_nk = true},
     };
