@@ -119,7 +119,12 @@ typedef struct tern_dist tern_dist;
  * layer's bias gradient when B is its output gradient, so that the weight gradient's product
  * (dW = X^T dY) yields it too (cuBLASLt's BGRAD epilogue) instead of a pass of its own over
  * dY. B not transposed and dense (ldb == n), one batch, no epilogue, no bias, no separate
- * addend; bias_grad f32 or bf16, disjoint from A, B and C. */
+ * addend; bias_grad f32 or bf16, disjoint from A, B and C.
+ * col_sums, when present, receives col_sums_beta * col_sums + the sums of C's m rows as
+ * written ([n]): the bias gradient of the layer whose output gradient C is, in the product
+ * that makes it (GPT-2's dfch = gelu'(fch) (dres W^T) and d(b_fc)), so that a GPU's
+ * product may sum C's tiles as it stores them. C dense (ldc == n), one batch, no SWIGLU or
+ * ROPE epilogue; col_sums f32 or bf16, disjoint from A, B, C, bias, aux and addend. */
 typedef enum tern_epilogue {
     TERN_EPILOGUE_NONE,
     TERN_EPILOGUE_GELU, /* C = gelu(result); aux, when present, receives the pre-activation */
@@ -198,6 +203,8 @@ typedef struct tern_matmul {
     tern_buf aux;    /* [m, n] (dense), or absent; written by GELU, read by GELU_BACKWARD */
     tern_buf addend; /* laid out as C: what beta multiplies instead of C; or absent */
     tern_buf bias_grad; /* [n]: beta * bias_grad + the column sums of op(B); or absent */
+    tern_buf col_sums;  /* [n]: col_sums_beta * col_sums + the column sums of C; or absent */
+    float col_sums_beta;
     tern_matmul_rope rope; /* the ROPE epilogue's; unused otherwise */
     tern_prologue prologue; /* NONE, A's rows normalised first (LAYERNORM, RMSNORM), or A
                              * written by a cached attention first (ATTENTION) */

@@ -174,18 +174,25 @@ static tern_error *block_forward(tern_gpt2 *m, int l, tern_buf x, gpt2_layer_act
 }
 
 /* Gradient of a linear layer y = x @ w + b, given dy [rows, out], in two products:
- * linear_dx: dx [rows, in] = dy @ w^T (overwritten); dx_epilogue GELU_BACKWARD (with dx_aux,
- * the GELU's pre-activation [rows, in]) takes dx on through the GELU that made x:
- * dx = gelu'(dx_aux) * (dy @ w^T), in the same product.
+ * linear_dx: dx [rows, in] = dy @ w^T (overwritten).
+ * linear_dx_gelu: the same taken on through the GELU that made x = gelu(pre), pre [rows, in]:
+ * dpre = gelu'(pre) * (dy @ w^T), and db_pre [in] (+)= the sum of dpre's rows: the bias
+ * gradient of the layer whose output pre is (GPT-2's fc), in the same product.
  * linear_dw: dw [in, out] += x^T @ dy, db [out] += sum of dy (in the same product: its bias
  * gradient), or = when grad_beta is 0 (the gradients were just zeroed: nothing to read
  * back). db may be absent: the residual projections' bias gradients come from the layer
  * norm backward that makes their dy (see block_backward). */
-static tern_error *linear_dx(tern_dev *d, tern_buf dx, tern_buf dy, tern_buf w, int rows, int in, int out,
-                             tern_epilogue dx_epilogue, tern_buf dx_aux) {
-    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0,
-                         .epilogue = dx_epilogue, .aux = dx_aux};
+static tern_error *linear_dx(tern_dev *d, tern_buf dx, tern_buf dy, tern_buf w, int rows, int in, int out) {
+    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0};
     return OP(matmul)(d, dx, dy, w, &dx_mm);
+}
+
+static tern_error *linear_dx_gelu(tern_dev *d, tern_buf dpre, tern_buf db_pre, tern_buf dy, tern_buf w, tern_buf pre,
+                                  int rows, int in, int out, float grad_beta) {
+    tern_matmul dx_mm = {.m = rows, .n = in, .k = out, .trans_b = true, .alpha = 1, .beta = 0,
+                         .epilogue = TERN_EPILOGUE_GELU_BACKWARD, .aux = pre, .col_sums = db_pre,
+                         .col_sums_beta = grad_beta};
+    return OP(matmul)(d, dpre, dy, w, &dx_mm);
 }
 
 static tern_error *linear_dw(tern_dev *d, tern_buf dw, tern_buf db, tern_buf dy, tern_buf x, int rows, int in,
@@ -234,16 +241,17 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
 
     /* MLP. d(res2) = d(res3) + the path through ln_2, fc, gelu and the projection. */
     /* dfch [BT, 4C] = gelu'(fch) * (dres [BT, C] @ W_fcproj^T): through the projection and the
-     * GELU; d(W_fcproj) [4C, C] = fch_gelu^T @ dres. d(b_fcproj) [C] = sum of dres: already
+     * GELU, and d(b_fc) [4C] = the sum of dfch's rows with it; d(W_fcproj) [4C, C] =
+     * fch_gelu^T @ dres. d(b_fcproj) [C] = sum of dres: already
      * summed by the layer norm backward that completed dres (ln_f's or layer l+1's ln_1's). */
     /* fch_gelu [BT, 4C] = gelu(fch), again, when the layers share it (the last layer's is
      * still there from the forward pass) */
     if (a->gelu_shared && l != cfg->n_layer - 1) TERN_TRY(OP(gelu)(d, la->fch_gelu, la->fch));
-    TERN_TRY(linear_dx(d, a->dfch, a->dres, gpt2_w(m, GPT2_FCPROJW, l), BT, 4 * C, C, TERN_EPILOGUE_GELU_BACKWARD,
-                       la->fch));
+    TERN_TRY(linear_dx_gelu(d, a->dfch, G(GPT2_FCB), a->dres, gpt2_w(m, GPT2_FCPROJW, l), la->fch, BT, 4 * C, C,
+                            gb));
     TERN_TRY(linear_dw(d, G(GPT2_FCPROJW), tern_none(), a->dres, la->fch_gelu, BT, 4 * C, C, gb));
     /* dln [BT, C] = dfch @ W_fc^T */
-    TERN_TRY(linear_dx(d, a->dln, a->dfch, gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C, TERN_EPILOGUE_NONE, tern_none()));
+    TERN_TRY(linear_dx(d, a->dln, a->dfch, gpt2_w(m, GPT2_FCW, l), BT, C, 4 * C));
     /* dres [BT, C] += ln_2's backward of dln: now d(res2). d(ln_2 w), d(ln_2 b) [C], and
      * dsum: d(b_attproj) [C] = sum over rows of d(res2). From ln2, its output; or, when the
      * layer norms share their output (m->memory.recompute_layernorm), from res2, writing
@@ -251,19 +259,18 @@ static tern_error *block_backward(tern_gpt2 *m, int l, tern_buf x, const gpt2_la
      * written there after it). */
     TERN_TRY(layernorm_backward(m, a->dres, G(GPT2_LN2W), G(GPT2_LN2B), G(GPT2_ATTPROJB), la->ln2, la->res2,
                                 GPT2_LN2W, GPT2_LN2B, l, la->ln2_mean, la->ln2_rstd, gb));
-    /* d(W_fc) [C, 4C] = ln2^T @ dfch, d(b_fc) [4C] */
-    TERN_TRY(linear_dw(d, G(GPT2_FCW), G(GPT2_FCB), a->dfch, la->ln2, BT, C, 4 * C, gb));
+    /* d(W_fc) [C, 4C] = ln2^T @ dfch (d(b_fc): with dfch above) */
+    TERN_TRY(linear_dw(d, G(GPT2_FCW), tern_none(), a->dfch, la->ln2, BT, C, 4 * C, gb));
 
     /* Attention. d(x) = d(res2) + the path through ln_1, qkv, attention and the projection. */
     /* datty [BT, C] = dres @ W_attproj^T; d(W_attproj) [C, C]. d(b_attproj): summed above. */
-    TERN_TRY(linear_dx(d, a->datty, a->dres, gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C, TERN_EPILOGUE_NONE,
-                       tern_none()));
+    TERN_TRY(linear_dx(d, a->datty, a->dres, gpt2_w(m, GPT2_ATTPROJW, l), BT, C, C));
     TERN_TRY(linear_dw(d, G(GPT2_ATTPROJW), tern_none(), a->dres, la->atty, BT, C, C, gb));
     /* dqkv [BT, 3C] = the gradient of qkv through the attention */
     TERN_TRY(OP(attention_backward)(d, a->dqkv, a->datty, la->qkv, la->atty, la->att_saved, B, T,
                                     NH, NH, C / NH));
     /* dln [BT, C] = dqkv @ W_qkv^T */
-    TERN_TRY(linear_dx(d, a->dln, a->dqkv, gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C, TERN_EPILOGUE_NONE, tern_none()));
+    TERN_TRY(linear_dx(d, a->dln, a->dqkv, gpt2_w(m, GPT2_QKVW, l), BT, C, 3 * C));
     /* dres [BT, C] += ln_1's backward of dln: now d(x). d(ln_1 w), d(ln_1 b) [C], and dsum:
      * d(b_fcproj) of layer l-1 [C] = sum over rows of d(x) = d(res3 of layer l-1). From ln1;
      * or, when the layer norms share their output, from x, writing ln1 = ln_1(x) again for

@@ -452,6 +452,26 @@ static tern_error *matmul_bias_grad(tern_buf c, tern_buf a, tern_buf b, const te
     return tern_check_disjoint("matmul", "bias_grad", mm->bias_grad, "c", c);
 }
 
+/* col_sums: the column sums of a dense C of one batch, after any epilogue but the paired ones
+ * (whose C is not the product's n columns). */
+static tern_error *matmul_col_sums(tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
+                                   const tern_matmul_dims *d) {
+    const char *e = "matmul: col_sums";
+    if (!tern_present(mm->col_sums)) {
+        if (!tern_dtype_valid(mm->col_sums.dtype))
+            return tern_errorf("%s has an invalid dtype (%d)", e, (int)mm->col_sums.dtype);
+        return NULL;
+    }
+    TERN_TRY(tern_check_buf("matmul", "col_sums", mm->col_sums, TERN_DT_FLOAT2, SZ(d->n), "n"));
+    if (d->ldc != SZ(d->n)) return tern_errorf("%s needs C dense (ldc == n), got ldc %zu", e, d->ldc);
+    if (d->batch > 1) return tern_errorf("%s takes one batch, got %d", e, d->batch);
+    if (tern_matmul_paired(mm)) return tern_errorf("%s takes no SWIGLU or ROPE epilogue", e);
+    const char *names[] = {"a", "b", "c", "bias", "aux", "addend"};
+    const tern_buf bufs[] = {a, b, c, mm->bias, mm->aux, mm->addend};
+    for (int i = 0; i < 6; i++) TERN_TRY(tern_check_disjoint("matmul", "col_sums", mm->col_sums, names[i], bufs[i]));
+    return NULL;
+}
+
 /* The ATTENTION prologue's q|k|v product (att.product): a product of its own (no ATTENTION
  * prologue in turn) writing qkv dense as attention_cached reads it, [B T, (NH + 2 KV) hs],
  * its A (x) apart from qkv, the caches, pos and the outer A. */
@@ -568,6 +588,7 @@ tern_error *tern_check_matmul(tern_buf c, tern_buf a, tern_buf b, const tern_mat
     if (mm->prologue == TERN_PROLOGUE_ATTENTION) TERN_TRY(matmul_attention(c, a, b, mm, &d));
     else if (mm->prologue != TERN_PROLOGUE_NONE) TERN_TRY(matmul_prologue(c, mm, &d));
     TERN_TRY(matmul_bias_grad(c, a, b, mm, &d));
+    TERN_TRY(matmul_col_sums(c, a, b, mm, &d));
     if (dims) *dims = d;
     return NULL;
 }
@@ -608,13 +629,14 @@ bool tern_matmul_paired(const tern_matmul *mm) {
 
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm) {
     return tern_matmul_separate_addend(c, mm) || mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD ||
-           tern_present(mm->bias_grad);
+           tern_present(mm->bias_grad) || tern_present(mm->col_sums);
 }
 
 tern_matmul tern_matmul_plain(const tern_matmul *mm) {
     tern_matmul plain = *mm;
     plain.addend = tern_none();
     plain.bias_grad = tern_none();
+    plain.col_sums = tern_none();
     if (plain.epilogue == TERN_EPILOGUE_GELU_BACKWARD) {
         plain.epilogue = TERN_EPILOGUE_NONE;
         plain.aux = tern_none();
@@ -747,12 +769,15 @@ tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf
         TERN_TRY(tern_error_wrap(s->sum_rows(s->ctx, mm->bias_grad, tern_view(b, 0, SZ(dims->k) * SZ(dims->n)),
                                              dims->k, dims->n, mm->beta),
                                  "matmul"));
-    if (mm->epilogue != TERN_EPILOGUE_GELU_BACKWARD) return NULL;
-    for (size_t i = 0; i < r.count; i++) {
+    for (size_t i = 0; i < r.count && mm->epilogue == TERN_EPILOGUE_GELU_BACKWARD; i++) {
         tern_buf ci = tern_view(c, c_run_at(dims, &r, i), r.len);
         TERN_TRY(tern_error_wrap(s->gelu_backward(s->ctx, ci, ci, tern_view(mm->aux, i * r.len, r.len)),
                                  "matmul"));
     }
+    if (tern_present(mm->col_sums)) /* C is a dense [m, n] (validated) */
+        TERN_TRY(tern_error_wrap(s->sum_rows(s->ctx, mm->col_sums, tern_view(c, 0, SZ(dims->m) * SZ(dims->n)),
+                                             dims->m, dims->n, mm->col_sums_beta),
+                                 "matmul"));
     return NULL;
 }
 

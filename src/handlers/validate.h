@@ -120,11 +120,12 @@ bool tern_matmul_separate_addend(tern_buf c, const tern_matmul *mm);
 /* Whether mm's epilogue pairs two columns of the product (SWIGLU: gate and up; ROPE: the
  * halves of a head), which only the GPU core's GEMV kernels for B [n, k] answer natively. */
 bool tern_matmul_paired(const tern_matmul *mm);
-/* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue or a bias gradient (not
- * the paired epilogues, which the GPU core's GEMV kernels answer: each handler checks them). */
+/* Whether mm asks for a separate addend, the GELU_BACKWARD epilogue, a bias gradient or C's
+ * column sums (not the paired epilogues, which the GPU core's GEMV kernels answer: each
+ * handler checks them). */
 bool tern_matmul_composite(tern_buf c, const tern_matmul *mm);
-/* mm less what composition does around it: no addend (beta reads C), no bias gradient, and
- * GELU_BACKWARD replaced by no epilogue and no aux. */
+/* mm less what composition does around it: no addend (beta reads C), no bias gradient, no
+ * column sums, and GELU_BACKWARD replaced by no epilogue and no aux. */
 tern_matmul tern_matmul_plain(const tern_matmul *mm);
 
 /* The temporaries of a composed product, apart so that one composition may hold both: the
@@ -158,7 +159,9 @@ typedef struct tern_matmul_steps {
  * epilogue as the product into C then rope over it in place; the addend
  * copied into C's matrix elements when separate and beta != 0 (never the gaps of a strided
  * C), s->matmul with tern_matmul_plain(mm), then sum_rows(bias_grad, B, k, n, beta) for a
- * bias gradient, and for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows. s->matmul must not compose again (it gets a plain product). */
+ * bias gradient, for GELU_BACKWARD gelu_backward(C, C, aux) over C's rows, and
+ * sum_rows(col_sums, C, m, n, col_sums_beta) for C's column sums. s->matmul must not compose
+ * again (it gets a plain product). */
 tern_error *tern_matmul_compose(const tern_matmul_steps *s, tern_buf c, tern_buf a, tern_buf b,
                                 const tern_matmul *mm, const tern_matmul_dims *dims);
 

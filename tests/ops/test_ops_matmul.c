@@ -850,6 +850,121 @@ static void test_bias_grad(ot_ctx *c) {
         }
 }
 
+typedef struct cs_case {
+    int m, n, k;
+    bool tb;
+    tern_epilogue epi; /* NONE (with bias and a separate addend when beta is 1), GELU (bias, aux), GELU_BACKWARD */
+    float beta, sums_beta;
+    tern_dtype dab, dc, ds; /* A and B; C, aux, bias and addend; col_sums */
+} cs_case;
+
+/* C's column sums with the product: col_sums = sums_beta * col_sums + the sums of C's rows,
+ * C after its epilogue, against double references. The last cases have the shapes the cuda
+ * handler's warpgroup GEMM takes (bf16, m % 128, n % 256, k >= 576), which sums C's tiles as
+ * it stores them (TERN_CUDA_TUNE=gemm_wg=2 on a Hopper GPU). */
+static void run_col_sums(ot_ctx *c, const cs_case *t, int id) {
+    size_t na = (size_t)t->m * t->k, nb = (size_t)t->k * t->n, nc = (size_t)t->m * t->n;
+    float *a = ot_random(na, -1, 1), *b = ot_random(nb, -0.25, 0.25), *add = ot_random(nc, -1, 1);
+    float *aux = ot_random(nc, -3, 3), *bias = ot_random((size_t)t->n, -1, 1), *g0 = ot_random((size_t)t->n, -1, 1);
+    ot_round(a, na, t->dab), ot_round(b, nb, t->dab), ot_round(add, nc, t->dc), ot_round(aux, nc, t->dc);
+    ot_round(bias, (size_t)t->n, t->dc), ot_round(g0, (size_t)t->n, t->ds);
+    float *want_c = malloc(nc * sizeof(float)), *want_aux = malloc(nc * sizeof(float));
+    float *want_g = malloc((size_t)t->n * sizeof(float));
+    bool with_bias = t->epi == TERN_EPILOGUE_GELU || (t->epi == TERN_EPILOGUE_NONE && t->beta != 0);
+    for (int j = 0; j < t->n; j++) want_g[j] = t->sums_beta != 0 ? t->sums_beta * g0[j] : 0.0f;
+    for (int i = 0; i < t->m; i++)
+        for (int j = 0; j < t->n; j++) {
+            size_t at = (size_t)i * t->n + j;
+            double x = 0;
+            for (int kk = 0; kk < t->k; kk++)
+                x += (double)a[(size_t)i * t->k + kk] * (t->tb ? b[(size_t)j * t->k + kk] : b[(size_t)kk * t->n + j]);
+            if (with_bias) x += bias[j];
+            want_aux[at] = (float)x;
+            if (t->epi == TERN_EPILOGUE_GELU) x = gelu_ref(x);
+            if (t->epi == TERN_EPILOGUE_GELU_BACKWARD) x *= gelu_grad_ref(aux[at]);
+            if (t->beta != 0) x += t->beta * add[at];
+            want_c[at] = (float)x;
+            want_g[j] += (float)x;
+        }
+    if (t->sums_beta == 0)
+        for (int j = 0; j < t->n; j++) g0[j] = NAN; /* not read */
+    ot_buf ba = ot_make(c, t->dab, na, 1, a), bb = ot_make(c, t->dab, nb, 2, b), bc = ot_make(c, t->dc, nc, 0, NULL);
+    ot_buf baux = ot_make(c, t->dc, nc, 0, aux), bbias = ot_make(c, t->dc, (size_t)t->n, 0, bias);
+    ot_buf badd = ot_make(c, t->dc, nc, 0, add), bg = ot_make(c, t->ds, (size_t)t->n, 0, g0);
+    tern_matmul mm = {.m = t->m, .n = t->n, .k = t->k, .trans_b = t->tb, .alpha = 1, .beta = t->beta,
+                      .epilogue = t->epi, .col_sums = bg.view, .col_sums_beta = t->sums_beta};
+    if (with_bias) mm.bias = bbias.view;
+    if (t->epi != TERN_EPILOGUE_NONE) mm.aux = baux.view;
+    if (t->beta != 0) mm.addend = badd.view;
+    CHECK_OK(c->ops->matmul(c->d, bc.view, ba.view, bb.view, &mm));
+    char what[160];
+    snprintf(what, sizeof what, "col_sums case %d: m%d n%d k%d tb%d epilogue %d beta %g sums_beta %g ab %s c %s sums %s",
+             id, t->m, t->n, t->k, t->tb, (int)t->epi, (double)t->beta, (double)t->sums_beta,
+             tern_dtype_name(t->dab), tern_dtype_name(t->dc), tern_dtype_name(t->ds));
+    /* f32: the product's 2e-5 and gelu' as in run_gelu_backward: 5e-5; the sums add m such
+     * values (norm-wise, the same bound). bf16 C: one rounding of each element, which a
+     * handler summing C as stored adds up: ot_tol's 8e-3 norm-wise, whatever the sums' dtype */
+    double tol = ot_tol(t->dc, 5e-5) > ot_tol(t->ds, 5e-5) ? ot_tol(t->dc, 5e-5) : ot_tol(t->ds, 5e-5);
+    OT_EXPECT(c, bc, want_c, ot_tol(t->dc, 5e-5), "%s (c)", what);
+    if (t->epi == TERN_EPILOGUE_GELU) OT_EXPECT(c, baux, want_aux, ot_tol(t->dc, 5e-5), "%s (aux)", what);
+    OT_EXPECT(c, bg, want_g, tol, "%s (col_sums)", what);
+    CHECKF(ot_guard_ok(c, ba) && ot_guard_ok(c, bb), "%s: %s: inputs changed", c->handler, what);
+    ot_free(c, &ba), ot_free(c, &bb), ot_free(c, &bc), ot_free(c, &baux), ot_free(c, &bbias), ot_free(c, &badd);
+    ot_free(c, &bg);
+    free(a), free(b), free(add), free(aux), free(bias), free(g0), free(want_c), free(want_aux), free(want_g);
+}
+
+static void test_col_sums(ot_ctx *c) {
+    ot_seed(11);
+    static const int ms[] = {1, 16, 40, 130};
+    static const int ns[] = {8, 24, 64, 96};
+    static const int ks[] = {1, 9, 64, 300};
+    static const tern_epilogue epis[] = {TERN_EPILOGUE_NONE, TERN_EPILOGUE_GELU, TERN_EPILOGUE_GELU_BACKWARD};
+    int id = 6000;
+    for (int i = 0; i < 18; i++) {
+        tern_epilogue epi = epis[i % 3];
+        cs_case t = {.m = ms[ot_randint(0, 4)], .n = ns[ot_randint(0, 4)], .k = ks[ot_randint(0, 4)],
+                     .tb = ot_randint(0, 2), .epi = epi, .beta = epi == TERN_EPILOGUE_NONE && i % 2 ? 1.0f : 0.0f,
+                     .sums_beta = i % 4 == 0 ? 0.0f : i % 4 == 1 ? 1.0f : 0.5f,
+                     .dab = ot_float2[ot_randint(0, 2)], .dc = ot_float2[ot_randint(0, 2)],
+                     .ds = ot_float2[ot_randint(0, 2)]};
+        t.dab = t.dc; /* cuBLASLt's epilogues take A and B in C's dtype */
+        run_col_sums(c, &t, id++);
+    }
+    /* the warpgroup GEMM's shapes (GPT-2's: dfch and d(b_fc), a residual projection, the fc) */
+    const cs_case wg[] = {
+        {256, 256, 576, true, TERN_EPILOGUE_GELU_BACKWARD, 0, 1, TERN_BF16, TERN_BF16, TERN_F32},
+        {256, 256, 576, false, TERN_EPILOGUE_NONE, 1, 0, TERN_BF16, TERN_BF16, TERN_BF16},
+        {128, 512, 640, false, TERN_EPILOGUE_GELU, 0, 0.5f, TERN_BF16, TERN_BF16, TERN_F32},
+    };
+    for (size_t i = 0; i < sizeof wg / sizeof *wg; i++) run_col_sums(c, &wg[i], id++);
+}
+
+/* col_sums: [n], C dense, one batch, no paired epilogue, apart from every other buffer. */
+static void test_errors_col_sums(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
+    const tern_ops *o = c->ops;
+    ot_buf g = ot_make(c, TERN_F32, 3, 0, NULL), g4 = ot_make(c, TERN_F32, 4, 0, NULL);
+    tern_matmul bad = mm;
+    bad.col_sums = g4.view;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: col_sums has 4 elements");
+    ot_buf c11 = ot_make(c, TERN_F32, 11, 0, NULL); /* 3 rows of 3 at ldc 4 */
+    bad = mm;
+    bad.col_sums = g.view;
+    bad.ldc = 4;
+    CHECK_ERR(o->matmul(c->d, c11.view, a.view, b.view, &bad), "matmul: col_sums needs C dense (ldc == n), got ldc 4");
+    bad = mm;
+    bad.col_sums = tern_view(a.view, 0, 3);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: col_sums and a overlap");
+    bad = mm;
+    bad.col_sums = tern_view(cc.view, 0, 3);
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: col_sums and c overlap");
+    bad = mm;
+    bad.col_sums = tern_none();
+    bad.col_sums.dtype = (tern_dtype)9;
+    CHECK_ERR(o->matmul(c->d, cc.view, a.view, b.view, &bad), "matmul: col_sums has an invalid dtype");
+    ot_free(c, &g), ot_free(c, &g4), ot_free(c, &c11);
+}
+
 /* bias_grad: [n], B plain and dense, one batch, nothing else around the product. */
 static void test_errors_bias_grad(ot_ctx *c, ot_buf cc, ot_buf a, ot_buf b, tern_matmul mm) {
     const tern_ops *o = c->ops;
@@ -1057,6 +1172,7 @@ static void test_errors(ot_ctx *c) {
     test_errors_addend(c, cc, a, b, mm);
     test_errors_gelu_backward(c, cc, a, b, mm);
     test_errors_bias_grad(c, cc, a, b, mm);
+    test_errors_col_sums(c, cc, a, b, mm);
     /* the SWIGLU epilogue: C [m, n/2] of an even n, nothing of beta's term */
     bad = mm;
     bad.epilogue = TERN_EPILOGUE_SWIGLU;
@@ -1159,6 +1275,7 @@ static void test_all(ot_ctx *c) {
     test_accumulate_after_write(c);
     test_gelu_backward(c);
     test_bias_grad(c);
+    test_col_sums(c);
     test_swiglu(c);
     test_rope(c);
     test_norm(c);

@@ -497,6 +497,15 @@ tern_error *cuda_matmul(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const t
     bool done = false; /* the warpgroup GEMM of our own, where it takes the product */
     TERN_TRY(cuda_matmul_wg(d, c, a, b, mm, &dims, &done));
     if (done) return NULL;
+    /* C's column sums, where that GEMM (which sums its tiles as it stores them) did not take
+     * the product: the product, then sum_rows over C */
+    if (tern_present(mm->col_sums)) {
+        tern_matmul rest = *mm;
+        rest.col_sums = tern_none();
+        TERN_TRY(cuda_matmul(d, c, a, b, &rest));
+        return gpu_sum_rows(d, mm->col_sums, tern_view(c, 0, (size_t)mm->m * (size_t)mm->n), mm->m, mm->n,
+                            mm->col_sums_beta);
+    }
     bool has_aux = tern_present(mm->aux);
     if (a.dtype != b.dtype || (has_aux && mm->aux.dtype != c.dtype)) return fallback(d, c, a, b, mm, &dims);
     if (gemv_wanted(d, &dims)) {

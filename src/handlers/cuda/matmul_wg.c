@@ -22,12 +22,14 @@ static bool aligned(tern_buf x) { return x.offset % 8 == 0; }
 /* The kernel's options for this product, or false where it does not fit: bf16 throughout,
  * one batch, A not transposed, dense rows (lda k, ldb n or k, ldc n), alpha 1 and beta 0, or
  * beta 1 with the addend (or C) as a residual; GELU with bias and aux, DGELU with aux and no
- * bias; no prologue, paired epilogue or bias gradient (the caller has taken those apart). */
+ * bias; no prologue, paired epilogue or bias gradient (the caller has taken those apart).
+ * C's column sums (any dtype of col_sums) come in parts, summed by sum_rows after it. */
 static bool wg_opts(const tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
                     const tern_matmul_dims *dims, gk_gemm_wg_opts *o) {
     if (!d->hopper || !d->tune.gemm_wg || !all_bf16(c, a, b, mm)) return false;
     if (dims->batch != 1 || mm->trans_a || mm->alpha != 1.0f || (mm->beta != 0.0f && mm->beta != 1.0f)) return false;
     if (mm->prologue != TERN_PROLOGUE_NONE || tern_present(mm->bias_grad)) return false;
+    o->col_sums = tern_present(mm->col_sums);
     if (!gk_gemm_wg_fits(mm->m, mm->n, mm->k)) return false;
     if (dims->lda != (size_t)mm->k || dims->ldb != (size_t)(mm->trans_b ? mm->k : mm->n) || dims->ldc != (size_t)mm->n)
         return false;
@@ -83,7 +85,9 @@ tern_error *cuda_matmul_wg(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, cons
     TERN_TRY(wg_kernel(d, &o, &k));
     if (!k) return NULL;
     size_t mn = (size_t)mm->m * (size_t)mm->n;
-    tern_arg args[7];
+    tern_buf parts = tern_none(); /* the column sums' parts [m / 16, n] f32 */
+    if (o.col_sums) TERN_TRY(gpu_temp(d, TERN_TEMP_PRODUCT, TERN_F32, (size_t)mm->m / 16 * (size_t)mm->n, &parts));
+    tern_arg args[8];
     size_t n = 0;
     args[n++] = tern_arg_buf(tern_view(a, 0, (size_t)mm->m * (size_t)mm->k));
     args[n++] = tern_arg_buf(tern_view(b, 0, (size_t)mm->k * (size_t)mm->n));
@@ -91,6 +95,7 @@ tern_error *cuda_matmul_wg(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, cons
     if (o.epilogue == GK_GEMM_WG_GELU || o.bias) args[n++] = tern_arg_buf(tern_view(mm->bias, 0, (size_t)mm->n));
     if (o.epilogue != GK_GEMM_WG_PLAIN) args[n++] = tern_arg_buf(tern_view(mm->aux, 0, mn));
     if (o.addend) args[n++] = tern_arg_buf(tern_view(tern_present(mm->addend) ? mm->addend : c, 0, mn));
+    if (o.col_sums) args[n++] = tern_arg_buf(parts);
     args[n++] = tern_arg_i32(gk_gemm_wg_tiles(mm->m, mm->n));
     double t0 = cuda_profile_begin(d);
     gpu_inflight_unknown(&d->core); /* work the core did not launch */
@@ -104,7 +109,8 @@ tern_error *cuda_matmul_wg(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, cons
         cuda_profile_end(d, name, t0);
     }
     *done = true;
-    return NULL;
+    if (!o.col_sums) return NULL;
+    return gpu_sum_rows(d, mm->col_sums, parts, mm->m / 16, mm->n, mm->col_sums_beta);
 }
 
 void cuda_matmul_wg_free(tern_dev *d) {
