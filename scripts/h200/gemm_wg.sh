@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The warpgroup GEMM of our own (src/kernels/gemm_wg.c, the cuda handler's gemm_wg key) in
 # one call, carrying .deb:
-#   1. its kernels on cuda (test_gemm_wg_kernels: the host cases and 124M's shapes), and
-#      test_ops_matmul on cuda with gemm_wg=2 (its col_sums cases have the GEMM's shapes);
+#   1. its kernels on cuda (test_gemm_wg_kernels: the host cases and 124M's shapes);
 #   2. bench_gemm_wg against cuBLASLt (bench_ops) on the fc products (GEMM_WG_BENCH: the
 #      variants' filter, default "_ho"; "none" skips it);
 #   3. cuda against cpu, GPT-2 124M, 2 x 512, with gemm_wg=2 (GEMM_WG_CROSS=1);
 #   4. the training step under default, gemm_wg=1 and gemm_wg=2, alternated GEMM_WG_ROUNDS
 #      times (default 2), each variant's last loss printed beside its time (the same
 #      initialisation and tokens: the losses agree to bf16 rounding or a product is wrong).
+#   5. test_ops_matmul on cuda with gemm_wg=2 (its col_sums cases have the GEMM's shapes).
 # GEMM_WG_XL=1: 1.5B's products and step (gpt2-xl, 8 steps after 3) instead of 124M's.
 #   OUT=$OUT bash scripts/h200/gemm_wg.sh
 set -uo pipefail
@@ -20,8 +20,6 @@ xl=${GEMM_WG_XL:-}
 build_targets tern_cli test_gemm_wg_kernels test_ops_matmul bench_gemm_wg bench_ops ${GEMM_WG_CROSS:+test_cross_handler}
 TERN_GPU=cuda step "gemm_wg kernels on cuda" 120 kernels.log $b/tests/gemm_kernels/test_gemm_wg_kernels
 tail -6 "$logs/kernels.log" | while read -r l; do note "  $l"; done
-TERN_CUDA_TUNE=gemm_wg=2 TERN_TEST_HANDLER=cuda step "test_ops_matmul on cuda, gemm_wg=2" 150 ops.log \
-    $b/tests/ops/test_ops_matmul
 filter=${GEMM_WG_BENCH:-_ho}
 if [ "$filter" != none ]; then
     step "bench_gemm_wg $filter${xl:+ xl}" 240 gemm.log $b/bench/dsl/bench_gemm_wg cuda 16384 "$filter" ${xl:+xl}
@@ -42,3 +40,5 @@ for r in $(seq 1 "${GEMM_WG_ROUNDS:-2}"); do
 $(grep '^step' "$logs/train-$v-$r.log" | tail -1)"
     done
 done
+TERN_CUDA_TUNE=gemm_wg=2 TERN_TEST_HANDLER=cuda step "test_ops_matmul on cuda, gemm_wg=2" 150 ops.log \
+    $b/tests/ops/test_ops_matmul
