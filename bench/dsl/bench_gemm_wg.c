@@ -67,30 +67,6 @@ typedef struct gemm_spec {
     bool b_nk;      /* B given as [N, K] (the step's DGELU product: dY W^T, W [4C, C]), else [K, N] */
 } gemm_spec;
 
-/* GPT-2's GELU (tanh form): 0.5 x (1 + t), t = tanh(u), u = x (k0 + k1 x^2), k0 = sqrt(2/pi),
- * k1 = 0.044715 k0, with t from tern_tanh_approx: on CUDA one special-function instruction
- * (tanh.approx.f32), whose unit is what a GELU epilogue over a 128 x 256 tile waits for
- * (32,768 elements at 16 a clock). Lost and removed (run 163): exp2 and rsqrt, x r r with r =
- * rsqrt(1 + exp2(x (c + 0.044715 c x^2))), two such instructions an element (GELU product
- * 0.162 -> 0.155 ms at 124M, 0.569 -> 0.550 at 1.5B; DGELU 0.249 -> 0.242); before it (run
- * 161) expf and an IEEE division, 0.07-0.22 ms slower still. */
-static const double K0 = 0.7978845608028654, K1 = 0.7978845608028654 * 0.044715;
-static tern_v tanh_u(tern_v x) {
-    return tern_tanh_approx(tern_mul(x, tern_fma(tern_f32((float)K1), tern_mul(x, x), tern_f32((float)K0))));
-}
-static tern_v gelu(tern_v x) {
-    tern_v half_x = tern_mul(tern_f32(0.5f), x);
-    return tern_fma(half_x, tanh_u(x), half_x);
-}
-/* Its derivative: 0.5 (1 + t) + 0.5 x (1 - t^2) u', u' = k0 + 3 k1 x^2. */
-static tern_v gelu_grad(tern_v x) {
-    tern_v t = tanh_u(x), x2 = tern_mul(x, x);
-    tern_v du = tern_fma(tern_f32((float)(3 * K1)), x2, tern_f32((float)K0));
-    tern_v half_x = tern_mul(tern_f32(0.5f), x);
-    tern_v slope = tern_mul(tern_mul(half_x, du), tern_fma(tern_neg(t), t, tern_f32(1.0f)));
-    return tern_add(tern_fma(tern_f32(0.5f), t, tern_f32(0.5f)), slope);
-}
-
 /* The kernel's buffers and the values the epilogue needs. */
 typedef struct gemm_io {
     tern_v C, bias, aux; /* C [M, N]; bias [N] and aux [M, N] with the GELU (aux read for dgelu) */
@@ -146,10 +122,10 @@ static void epilogue(tern_kb *kb, const gemm_spec *s, const gemm_io *io, tern_v 
             tern_load_vec(io->staged, tern_add(tern_mul(row, tern_int(LDS)), c), 8, x);
             if (s->dgelu)
                 for (int i = 0; i < 8; i++)
-                    x[i] = tern_mul(x[i], gelu_grad(pre[q][i]));
+                    x[i] = tern_mul(x[i], gk_gemm_wg_gelu_grad(pre[q][i])); /* the library's GELU */
             if (s->gelu) {
                 tern_store_vec(io->aux, at[q], 8, x);
-                for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
+                for (int i = 0; i < 8; i++) x[i] = gk_gemm_wg_gelu(x[i]);
             }
             tern_store_vec(io->C, at[q], 8, x);
         }

@@ -28,12 +28,12 @@ enum {
 static tern_v tanh_u(tern_v x) {
     return tern_tanh_approx(tern_mul(x, tern_fma(tern_f32((float)K1), tern_mul(x, x), tern_f32((float)K0))));
 }
-static tern_v gelu(tern_v x) {
+tern_v gk_gemm_wg_gelu(tern_v x) {
     tern_v half_x = tern_mul(tern_f32(0.5f), x);
     return tern_fma(half_x, tanh_u(x), half_x);
 }
 /* Its derivative: 0.5 (1 + t) + 0.5 x (1 - t^2) u', u' = k0 + 3 k1 x^2. */
-static tern_v gelu_grad(tern_v x) {
+tern_v gk_gemm_wg_gelu_grad(tern_v x) {
     tern_v t = tanh_u(x), x2 = tern_mul(x, x);
     tern_v du = tern_fma(tern_f32((float)(3 * K1)), x2, tern_f32((float)K0));
     tern_v half_x = tern_mul(tern_f32(0.5f), x);
@@ -115,12 +115,12 @@ static void store_pieces(const gemm *g, tern_v first, int count, int stride, ter
         tern_v x[8];
         tern_load_vec(g->staged, srow[q], 8, x);
         for (int i = 0; i < 8; i++) {
-            if (o->epilogue == GK_GEMM_WG_DGELU) x[i] = tern_mul(x[i], gelu_grad(in[q][i]));
+            if (o->epilogue == GK_GEMM_WG_DGELU) x[i] = tern_mul(x[i], gk_gemm_wg_gelu_grad(in[q][i]));
             if (o->addend) x[i] = tern_add(x[i], in[q][i]);
         }
         if (o->epilogue == GK_GEMM_WG_GELU) {
             tern_store_vec(g->aux, at[q], 8, x);
-            for (int i = 0; i < 8; i++) x[i] = gelu(x[i]);
+            for (int i = 0; i < 8; i++) x[i] = gk_gemm_wg_gelu(x[i]);
         }
         for (int i = 0; i < 8 && o->col_sums; i++) tern_assign(g->sum[q % classes][i], tern_add(g->sum[q % classes][i], x[i]));
         tern_store_vec(g->C, at[q], 8, x);

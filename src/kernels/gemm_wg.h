@@ -64,6 +64,11 @@ bool gk_gemm_wg_fits(int m, int n, int k);
  * tile count gk_gemm_wg_tiles(m, n). */
 tern_error *gk_gemm_wg_build(const gk_gemm_wg_opts *opts, tern_kernel **out) TERN_MUST_USE;
 
+/* The epilogue's GELU (GPT-2's tanh form, through tern_tanh_approx) and its derivative, for
+ * kernels measured against this one (bench/dsl/bench_gemm_wg.c). */
+tern_v gk_gemm_wg_gelu(tern_v x);
+tern_v gk_gemm_wg_gelu_grad(tern_v x);
+
 int gk_gemm_wg_tiles(int m, int n);
 /* The groups a launch takes: one a multiprocessor, at most one a tile. */
 uint32_t gk_gemm_wg_groups(int m, int n, int multiprocessors);
