@@ -350,7 +350,9 @@ int main(int argc, char **argv) {
                                          {.dgelu = true, .handoff = true},
                                          {.dgelu = true, .b_nk = true},
                                          {.dgelu = true, .handoff = true, .b_nk = true},
-                                         {.dgelu = true, .handoff = true, .prefetch = true, .b_nk = true}};
+                                         {.dgelu = true, .handoff = true, .prefetch = true, .b_nk = true},
+                                         {.gelu = true, .handoff = true, .group_m = 8},
+                                         {.dgelu = true, .handoff = true, .b_nk = true, .group_m = 8}};
     for (size_t v = 0; v < sizeof variants / sizeof *variants && !err; v++) {
         const gemm_spec *spec = &variants[v];
         char name[48];
@@ -365,7 +367,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
         if (!err) err = tern_rt_upload(rt, Aux, bits);
-        gk_gemm_wg_opts wg = {.n = N, .k = K, .b_nk = spec->b_nk, .prefetch = spec->prefetch,
+        gk_gemm_wg_opts wg = {.n = N, .k = K, .b_nk = spec->b_nk, .prefetch = spec->prefetch, .band = spec->group_m,
                               .epilogue = spec->gelu ? GK_GEMM_WG_GELU : spec->dgelu ? GK_GEMM_WG_DGELU : GK_GEMM_WG_PLAIN};
         if (!err && spec->handoff) err = gk_gemm_wg_build(&wg, &k); /* the kernel library's */
         else if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);

@@ -51,11 +51,21 @@ typedef struct gemm {
     tern_v sums, sum[2][8]; /* col_sums: the partial sums' buffer; a thread's sums of 8 columns in 2 row classes */
 } gemm;
 
-/* Tile `tile`'s first row m0 and column n0 in C (n-tiles fastest). */
+/* Tile `tile`'s first row m0 and column n0 in C: n-tiles fastest, or (band) m-fastest inside
+ * bands of `band` m blocks, the last band as many as are left. */
 static void tile_origin(const gemm *g, tern_v tile, tern_v *m0, tern_v *n0) {
-    int nt = g->o->n / BN;
-    *n0 = tern_mul(tern_rem(tile, tern_int(nt)), tern_int(BN));
-    *m0 = tern_mul(tern_div(tile, tern_int(nt)), tern_int(BM));
+    int nt = g->o->n / BN, band = g->o->band;
+    if (!band) {
+        *n0 = tern_mul(tern_rem(tile, tern_int(nt)), tern_int(BN));
+        *m0 = tern_mul(tern_div(tile, tern_int(nt)), tern_int(BM));
+        return;
+    }
+    tern_v first_m = tern_mul(tern_div(tile, tern_int(band * nt)), tern_int(band));
+    tern_v left = tern_sub(tern_div(g->tiles_total, tern_int(nt)), first_m); /* m blocks from the band's first */
+    tern_v width = tern_min(left, tern_int(band));
+    tern_v r = tern_rem(tile, tern_int(band * nt));
+    *m0 = tern_mul(tern_add(first_m, tern_rem(r, width)), tern_int(BM));
+    *n0 = tern_mul(tern_div(r, width), tern_int(BN));
 }
 
 /* A slice's B part at `at` of the ring: BK rows of k, BN wide (B [k, n]), or BN rows of n,
@@ -262,6 +272,7 @@ tern_error *gk_gemm_wg_build(const gk_gemm_wg_opts *opts, tern_kernel **out) {
     if ((o->bias || o->addend) && o->epilogue != GK_GEMM_WG_PLAIN)
         return tern_errorf("gemm_wg: a bias or addend option with the GELU or DGELU epilogue");
     if (o->prefetch && o->epilogue != GK_GEMM_WG_DGELU) return tern_errorf("gemm_wg: prefetch without DGELU");
+    if (o->band < 0 || o->band > 64) return tern_errorf("gemm_wg: bands of %d m blocks (0 to 64)", o->band);
     static const char *const names[] = {"", "_gelu", "_dgelu"};
     char name[64];
     snprintf(name, sizeof name, "gemm_wg%s_%dx%d%s", names[o->epilogue], o->n, o->k, o->b_nk ? "_bt" : "");

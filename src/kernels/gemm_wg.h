@@ -53,6 +53,9 @@ typedef struct gk_gemm_wg_opts {
      * is a layer's output gradient) in parts: sums [m / 16, n] f32, whose column j adds up to
      * C's column j (C's row r is in part 8 (r / 128) + r % 8). */
     bool col_sums;
+    /* Tiles walked m-fastest in bands of this many m blocks (the last band may be narrower),
+     * so that a wave of tiles reads fewer of B's columns; 0: n-tiles fastest. */
+    int band;
 } gk_gemm_wg_opts;
 
 /* Whether a product of this shape fits the kernel: m a multiple of 128, n of 256, k of 64

@@ -133,9 +133,9 @@ static void test_case(int m, const gk_gemm_wg_opts *o, uint32_t groups, bool res
         worst_sum = isnan(e) ? INFINITY : fmax(worst_sum, e);
     }
     static const char *const epi[] = {"plain", "gelu", "dgelu"};
-    printf("  %s%s%s%s%s%s %dx%dx%d, groups %u: worst error %.2g", epi[o->epilogue], o->bias ? " +bias" : "",
+    printf("  %s%s%s%s%s%s %dx%dx%d, groups %u, band %d: worst error %.2g", epi[o->epilogue], o->bias ? " +bias" : "",
            o->addend ? (residual ? " +C" : " +addend") : "", o->b_nk ? " Bt" : "", o->prefetch ? " prefetch" : "",
-           o->col_sums ? " +sums" : "", m, n, k, groups, worst);
+           o->col_sums ? " +sums" : "", m, n, k, groups, o->band, worst);
     if (o->col_sums) printf(", column sums %.2g", worst_sum);
     printf("\n");
     CHECKF(worst <= 1e-2, "%s %dx%dx%d: worst error %g", epi[o->epilogue], m, n, k, worst);
@@ -163,13 +163,15 @@ static const struct {
      * in m, and with GELU over two in n */
     {256, {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_DGELU, .b_nk = true, .col_sums = true}, false},
     {128, {.n = 512, .k = 576, .epilogue = GK_GEMM_WG_GELU, .col_sums = true}, false},
+    /* tiles in bands of 2 m blocks, the last band of 1: 3 x 2 tiles */
+    {384, {.n = 512, .k = 576, .epilogue = GK_GEMM_WG_PLAIN, .bias = true, .band = 2}, false},
 };
 
 static void test_options(void) {
     tern_kernel *k = NULL;
     gk_gemm_wg_opts bad[] = {{.n = 200, .k = 576}, {.n = 256, .k = 512}, {.n = 256, .k = 600},
                              {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_GELU, .bias = true},
-                             {.n = 256, .k = 576, .prefetch = true}};
+                             {.n = 256, .k = 576, .prefetch = true}, {.n = 256, .k = 576, .band = -1}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tern_error *err = gk_gemm_wg_build(&bad[i], &k);
         CHECK(err != NULL && k == NULL);
