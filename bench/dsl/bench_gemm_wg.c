@@ -367,8 +367,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nc; i++) bits[i] = 0;
         err = tern_rt_upload(rt, C, bits);
         if (!err) err = tern_rt_upload(rt, Aux, bits);
-        gk_gemm_wg_opts wg = {.n = N, .k = K, .b_nk = spec->b_nk, .prefetch = spec->prefetch, .band = spec->group_m,
-                              .epilogue = spec->gelu ? GK_GEMM_WG_GELU : spec->dgelu ? GK_GEMM_WG_DGELU : GK_GEMM_WG_PLAIN};
+        gk_gemm_wg_opts wg = {.n = N, .k = K, .b_nk = spec->b_nk, .prefetch = spec->prefetch, .band = spec->group_m};
+        wg.epilogue = spec->gelu ? GK_GEMM_WG_GELU : spec->dgelu ? GK_GEMM_WG_DGELU : GK_GEMM_WG_PLAIN;
         if (!err && spec->handoff) err = gk_gemm_wg_build(&wg, &k); /* the kernel library's */
         else if (!err) err = tern_kernel_build(name, k_gemm, (void *)spec, &k);
         int32_t tiles = (M / BM) * (N / BN);

@@ -70,7 +70,9 @@ static void tile_origin(const gemm *g, tern_v tile, tern_v *m0, tern_v *n0) {
 
 /* A slice's B part at `at` of the ring: BK rows of k, BN wide (B [k, n]), or BN rows of n,
  * BK wide (b_nk, as the product reads it best). */
-static tern_wg_tile b_tile(const gemm *g, tern_v at) { return (tern_wg_tile){g->tiles, at, g->o->b_nk ? BN : BK, !g->o->b_nk}; }
+static tern_wg_tile b_tile(const gemm *g, tern_v at) {
+    return (tern_wg_tile){g->tiles, at, g->o->b_nk ? BN : BK, !g->o->b_nk};
+}
 
 /* A produce block's copies of k slice t of the tile at (m0, n0) into the slot at `slot`. */
 static void copy_slice(tern_kb *kb, const gemm *g, tern_v slot, int t, tern_v m0, tern_v n0) {
@@ -132,7 +134,10 @@ static void store_pieces(const gemm *g, tern_v first, int count, int stride, ter
             tern_store_vec(g->aux, at[q], 8, x);
             for (int i = 0; i < 8; i++) x[i] = gk_gemm_wg_gelu(x[i]);
         }
-        for (int i = 0; i < 8 && o->col_sums; i++) tern_assign(g->sum[q % classes][i], tern_add(g->sum[q % classes][i], x[i]));
+        for (int i = 0; i < 8 && o->col_sums; i++) {
+            tern_v sum = g->sum[q % classes][i];
+            tern_assign(sum, tern_add(sum, x[i]));
+        }
         tern_store_vec(g->C, at[q], 8, x);
     }
 }
@@ -239,7 +244,8 @@ static void trace(tern_kb *kb, void *user) {
     }
     /* the group's last tile, from its staging, by the consumers' threads, 8 pieces at a time */
     tern_barrier(kb);
-    tern_v last = tern_add(first, tern_mul(count, tern_div(tern_sub(tern_sub(g.tiles_total, tern_int(1)), first), count)));
+    tern_v after_first = tern_sub(tern_sub(g.tiles_total, tern_int(1)), first); /* tiles after the group's first */
+    tern_v last = tern_add(first, tern_mul(count, tern_div(after_first, count)));
     tern_v lm0, ln0;
     tile_origin(&g, last, &lm0, &ln0);
     TERN_IF(kb, tern_lt(g.tid, tern_int(CONSUMERS))) {

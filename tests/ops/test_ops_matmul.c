@@ -898,9 +898,10 @@ static void run_col_sums(ot_ctx *c, const cs_case *t, int id) {
     if (t->beta != 0) mm.addend = badd.view;
     CHECK_OK(c->ops->matmul(c->d, bc.view, ba.view, bb.view, &mm));
     char what[160];
-    snprintf(what, sizeof what, "col_sums case %d: m%d n%d k%d tb%d epilogue %d beta %g sums_beta %g ab %s c %s sums %s",
-             id, t->m, t->n, t->k, t->tb, (int)t->epi, (double)t->beta, (double)t->sums_beta,
-             tern_dtype_name(t->dab), tern_dtype_name(t->dc), tern_dtype_name(t->ds));
+    snprintf(what, sizeof what,
+             "col_sums case %d: m%d n%d k%d tb%d epilogue %d beta %g sums_beta %g ab %s c %s sums %s", id, t->m,
+             t->n, t->k, t->tb, (int)t->epi, (double)t->beta, (double)t->sums_beta, tern_dtype_name(t->dab),
+             tern_dtype_name(t->dc), tern_dtype_name(t->ds));
     /* f32: the product's 2e-5 and gelu' as in run_gelu_backward: 5e-5; the sums add m such
      * values (norm-wise, the same bound). bf16 C: one rounding of each element, which a
      * handler summing C as stored adds up: ot_tol's 8e-3 norm-wise, whatever the sums' dtype */
