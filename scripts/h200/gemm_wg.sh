@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The warpgroup GEMM of our own (src/kernels/gemm_wg.c, the cuda handler's gemm_wg key) in
+# The warpgroup GEMM of our own (src/kernels/gemm_wg.c, the cuda handler's gemm_wg keys) in
 # one call, carrying .deb, the decisive steps first:
 #   1. its kernels on cuda (test_gemm_wg_kernels: the host cases and 124M's shapes);
-#   2. the 124M training step under gemm_wg=0 (default), 1 and 2, alternated GEMM_WG_ROUNDS
-#      times (default 2), each variant's last loss printed beside its time (the same
-#      initialisation and tokens: the losses agree to bf16 rounding or a product is wrong);
-#   3. the 1.5B step (gpt2-xl, 8 steps after 3) under gemm_wg=0 and 2 (at 1.5B only the GELU
-#      pair fits, so 1 and 2 are the same), GEMM_WG_XL_ROUNDS times (default 1; 0 skips);
+#   2. the 124M training step under gemm_wg=0 (default), 1, 2 and 2 with the DGELU product's
+#      aux prefetched, alternated GEMM_WG_ROUNDS times (default 2), each variant's last loss
+#      printed beside its time (the same initialisation and tokens: the losses agree to bf16
+#      rounding or a product is wrong);
+#   3. the 1.5B step (gpt2-xl, 8 steps after 3) under gemm_wg=0, 2, and 2 with tiles in bands
+#      of 8 m blocks (at 1.5B only the GELU pair fits, so 1 and 2 are the same),
+#      GEMM_WG_XL_ROUNDS times (default 1; 0 skips);
 #   4. test_ops_matmul on cuda with gemm_wg=2 (its col_sums cases have the GEMM's shapes);
 #   5. cuda against cpu, GPT-2 124M, 2 x 512, with gemm_wg=2 (GEMM_WG_CROSS=1);
 #   6. bench_gemm_wg against cuBLASLt (bench_ops) on the fc products (GEMM_WG_BENCH: the
 #      variants' filter, default "_ho"; "none" skips it; GEMM_WG_BENCH_XL=1 adds 1.5B's).
-#   CALL_SECONDS=560 OUT=$OUT bash scripts/h200/gemm_wg.sh
+#   CALL_SECONDS=540 OUT=$OUT bash scripts/h200/gemm_wg.sh
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -20,20 +22,24 @@ call_start "${CALL_SECONDS:-560}"
 build_targets tern_cli test_gemm_wg_kernels test_ops_matmul bench_gemm_wg bench_ops ${GEMM_WG_CROSS:+test_cross_handler}
 TERN_GPU=cuda step "gemm_wg kernels on cuda" 120 kernels.log $b/tests/gemm_kernels/test_gemm_wg_kernels
 tail -6 "$logs/kernels.log" | while read -r l; do note "  $l"; done
-train_rounds() { # size label, rounds, variants, extra bench arguments...
-    local size=$1 rounds=$2 variants=$3 r v
+train_rounds() { # size label, rounds, tunings (TERN_CUDA_TUNE values), extra bench arguments...
+    local size=$1 rounds=$2 tunings=$3 r t i
     shift 3
     for r in $(seq 1 "$rounds"); do
-        for v in $variants; do
-            TERN_CUDA_TUNE=gemm_wg=$v step "train $size, gemm_wg=$v, round $r" 150 "train-$size-$v-$r.log" \
+        i=0
+        for t in $tunings; do
+            i=$((i + 1))
+            TERN_CUDA_TUNE=$t step "train $size, $t, round $r" 150 "train-$size-$i-$r.log" \
                 $b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 "$@"
-            note "  $(grep '^bench:' "$logs/train-$size-$v-$r.log" | tail -1 | sed 's/.*: median/median/'); \
-$(grep '^step' "$logs/train-$size-$v-$r.log" | tail -1)"
+            note "  $(grep '^bench:' "$logs/train-$size-$i-$r.log" | tail -1 | sed 's/.*: median/median/'); \
+$(grep '^step' "$logs/train-$size-$i-$r.log" | tail -1)"
         done
     done
 }
-train_rounds 124M "${GEMM_WG_ROUNDS:-2}" "0 1 2" --steps 10 --warmup 3
-train_rounds 1.5B "${GEMM_WG_XL_ROUNDS:-1}" "0 2" --init gpt2-xl --steps 8 --warmup 3
+train_rounds 124M "${GEMM_WG_ROUNDS:-2}" "gemm_wg=0 gemm_wg=1 gemm_wg=2 gemm_wg=2,gemm_wg_prefetch=1" \
+    --steps 10 --warmup 3
+train_rounds 1.5B "${GEMM_WG_XL_ROUNDS:-1}" "gemm_wg=0 gemm_wg=2 gemm_wg=2,gemm_wg_band=8" \
+    --init gpt2-xl --steps 8 --warmup 3
 TERN_CUDA_TUNE=gemm_wg=2 TERN_TEST_HANDLER=cuda step "test_ops_matmul on cuda, gemm_wg=2" 150 ops.log \
     $b/tests/ops/test_ops_matmul
 if [ -n "${GEMM_WG_CROSS:-}" ]; then

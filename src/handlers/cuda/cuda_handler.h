@@ -57,6 +57,8 @@ typedef struct cuda_tune {
                            * 0 none, 1 those with a GELU or DGELU epilogue, 2 every one
                            * (0 until measured in a step) */
     bool gemm_wg_prefetch; /* gemm_wg_prefetch: its DGELU product asks for aux in L2 a tile ahead */
+    int gemm_wg_band;      /* gemm_wg_band: its tiles m-fastest in bands of this many m blocks
+                            * (0: n fastest), for products whose B outgrows the L2's share */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows

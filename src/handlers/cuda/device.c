@@ -54,6 +54,7 @@ static const tern_option tune_keys[] = {
     KEY("flash_wg_pipelined", TERN_OPTION_INT3, flash_wg_pipelined, 0, 1),
     KEY("gemm_wg", TERN_OPTION_INT, gemm_wg, 0, 2),
     KEY("gemm_wg_prefetch", TERN_OPTION_BOOL, gemm_wg_prefetch, 0, 1),
+    KEY("gemm_wg_band", TERN_OPTION_INT, gemm_wg_band, 0, 64),
 };
 #undef KEY
 

@@ -34,7 +34,7 @@ static bool wg_opts(const tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const
     if (dims->lda != (size_t)mm->k || dims->ldb != (size_t)(mm->trans_b ? mm->k : mm->n) || dims->ldc != (size_t)mm->n)
         return false;
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
-    o->n = mm->n, o->k = mm->k, o->b_nk = mm->trans_b;
+    o->n = mm->n, o->k = mm->k, o->b_nk = mm->trans_b, o->band = d->tune.gemm_wg_band;
     switch (mm->epilogue) {
     case TERN_EPILOGUE_NONE:
         if (has_aux || d->tune.gemm_wg < 2) return false;
