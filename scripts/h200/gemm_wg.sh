@@ -19,7 +19,10 @@ cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 call_start "${CALL_SECONDS:-560}"
-build_targets tern_cli test_gemm_wg_kernels test_ops_matmul bench_gemm_wg bench_ops ${GEMM_WG_CROSS:+test_cross_handler}
+filter=${GEMM_WG_BENCH:-_ho}
+benches=(bench_gemm_wg bench_ops)
+[ "$filter" = none ] && benches=()
+build_targets tern_cli test_gemm_wg_kernels test_ops_matmul "${benches[@]}" ${GEMM_WG_CROSS:+test_cross_handler}
 TERN_GPU=cuda step "gemm_wg kernels on cuda" 120 kernels.log $b/tests/gemm_kernels/test_gemm_wg_kernels
 tail -6 "$logs/kernels.log" | while read -r l; do note "  $l"; done
 train_rounds() { # size label, rounds, tunings (TERN_CUDA_TUNE values), extra bench arguments...
@@ -46,7 +49,6 @@ if [ -n "${GEMM_WG_CROSS:-}" ]; then
     TERN_CUDA_TUNE=gemm_wg=2 TERN_TEST_HANDLER=cuda TERN_CROSS_CONFIG=gpt2 TERN_CROSS_B=2 TERN_CROSS_T=512 \
         step "cuda (gemm_wg=2) against cpu, GPT-2 124M, 2 x 512" 240 cross.log $b/tests/gpt2/test_cross_handler
 fi
-filter=${GEMM_WG_BENCH:-_ho}
 if [ "$filter" != none ]; then
     for xl in "" ${GEMM_WG_BENCH_XL:+xl}; do
         step "bench_gemm_wg $filter${xl:+ xl}" 240 "gemm$xl.log" $b/bench/dsl/bench_gemm_wg cuda 16384 "$filter" $xl
