@@ -5,7 +5,7 @@
 #   2. the 124M training step under gemm_wg=0 (default), 1, 2 and 2 with the DGELU product's
 #      aux prefetched, alternated GEMM_WG_ROUNDS times (default 2), each variant's last loss
 #      printed beside its time (the same initialisation and tokens: the losses agree to bf16
-#      rounding or a product is wrong);
+#      rounding or a product is wrong; GEMM_WG_TUNINGS: another list of TERN_CUDA_TUNE values);
 #   3. the 1.5B step (gpt2-xl, 8 steps after 3) under gemm_wg=0, 2, and 2 with tiles in bands
 #      of 8 m blocks (at 1.5B only the GELU pair fits, so 1 and 2 are the same),
 #      GEMM_WG_XL_ROUNDS times (default 1; 0 skips);
@@ -39,7 +39,7 @@ $(grep '^step' "$logs/train-$size-$i-$r.log" | tail -1)"
         done
     done
 }
-train_rounds 124M "${GEMM_WG_ROUNDS:-2}" "gemm_wg=0 gemm_wg=1 gemm_wg=2 gemm_wg=2,gemm_wg_prefetch=1" \
+train_rounds 124M "${GEMM_WG_ROUNDS:-2}" "${GEMM_WG_TUNINGS:-gemm_wg=0 gemm_wg=1 gemm_wg=2 gemm_wg=2,gemm_wg_prefetch=1}" \
     --steps 10 --warmup 3
 train_rounds 1.5B "${GEMM_WG_XL_ROUNDS:-1}" "gemm_wg=0 gemm_wg=2 gemm_wg=2,gemm_wg_band=8" \
     --init gpt2-xl --steps 8 --warmup 3
