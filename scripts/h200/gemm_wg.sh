@@ -8,7 +8,7 @@
 #      rounding or a product is wrong; GEMM_WG_TUNINGS: another list of TERN_CUDA_TUNE values);
 #   3. the 1.5B step (gpt2-xl, 8 steps after 3) under gemm_wg=0, 2, and 2 with tiles in bands
 #      of 8 m blocks (at 1.5B only the GELU pair fits, so 1 and 2 are the same),
-#      GEMM_WG_XL_ROUNDS times (default 1; 0 skips);
+#      GEMM_WG_XL_ROUNDS times (default 1; 0 skips; GEMM_WG_XL_TUNINGS another list);
 #   4. test_ops_matmul on cuda with gemm_wg=2 (its col_sums cases have the GEMM's shapes);
 #   5. cuda against cpu, GPT-2 124M, 2 x 512, with gemm_wg=2 (GEMM_WG_CROSS=1);
 #   6. bench_gemm_wg against cuBLASLt (bench_ops) on the fc products (GEMM_WG_BENCH: the
@@ -41,7 +41,7 @@ $(grep '^step' "$logs/train-$size-$i-$r.log" | tail -1)"
 }
 train_rounds 124M "${GEMM_WG_ROUNDS:-2}" "${GEMM_WG_TUNINGS:-gemm_wg=0 gemm_wg=1 gemm_wg=2 gemm_wg=2,gemm_wg_prefetch=1}" \
     --steps 10 --warmup 3
-train_rounds 1.5B "${GEMM_WG_XL_ROUNDS:-1}" "gemm_wg=0 gemm_wg=2 gemm_wg=2,gemm_wg_band=8" \
+train_rounds 1.5B "${GEMM_WG_XL_ROUNDS:-1}" "${GEMM_WG_XL_TUNINGS:-gemm_wg=0 gemm_wg=2 gemm_wg=2,gemm_wg_band=8}" \
     --init gpt2-xl --steps 8 --warmup 3
 TERN_CUDA_TUNE=gemm_wg=2 TERN_TEST_HANDLER=cuda step "test_ops_matmul on cuda, gemm_wg=2" 150 ops.log \
     $b/tests/ops/test_ops_matmul

@@ -77,9 +77,10 @@ static tern_wg_tile b_tile(const gemm *g, tern_v at) {
 /* A produce block's copies of k slice t of the tile at (m0, n0) into the slot at `slot`. */
 static void copy_slice(tern_kb *kb, const gemm *g, tern_v slot, int t, tern_v m0, tern_v n0) {
     tern_wg_tile a = {g->tiles, slot, BM, false}, b = b_tile(g, tern_add(slot, tern_int(BM * BK)));
-    tern_copy_tile(kb, &a, g->A, g->o->k, m0, tern_int(t * BK), BK);
-    if (g->o->b_nk) tern_copy_tile(kb, &b, g->B, g->o->k, n0, tern_int(t * BK), BK);
-    else tern_copy_tile(kb, &b, g->B, g->o->n, tern_int(t * BK), n0, BN);
+    tern_v k0 = tern_int(t * BK);
+    tern_copy_tile(kb, &a, g->A, g->o->k, m0, k0, BK);
+    if (g->o->b_nk) tern_copy_tile(kb, &b, g->B, g->o->k, n0, k0, BK);
+    else tern_copy_tile(kb, &b, g->B, g->o->n, k0, n0, BN);
 }
 
 /* A consume block's product of the slice at `slot` into the accumulators: warpgroup w's rows
@@ -170,6 +171,38 @@ static void prefetch_aux(const gemm *g, tern_v ptid, tern_v m0, tern_v n0) {
     }
 }
 
+/* A tile's origin, the origin of the one before it in the group (whose staging the
+ * producer stores), and what a step of its k loop needs. */
+typedef struct tile_step {
+    tern_v tile, first, ptid; /* the tile, the group's first, the producer's thread (0 .. 127) */
+    tern_v m0, n0, pm0, pn0;
+    int kt; /* k slices */
+} tile_step;
+
+/* Step t of a tile's k loop, traced unrolled: the produce block of slice t (t < KT), in
+ * steps 1 .. CHUNKS also storing a chunk of the group's previous tile, and the consume block
+ * of slice t - 1 (t >= 1), the last (t = KT) staging the tile. (Not a runtime loop: a
+ * product may not stay in flight across a traced loop's iterations, kernel.h, and waiting
+ * for each slice's would stall the tensor cores every slice.) */
+static void k_step(tern_kb *kb, const gemm *g, const tile_step *s, int t) {
+    if (t < s->kt) TERN_PRODUCE(kb) {
+        tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
+        copy_slice(kb, g, slot, t, s->m0, s->n0);
+        if (g->o->prefetch && t == 0) prefetch_aux(g, s->ptid, s->m0, s->n0);
+        if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(s->tile, s->first)) {
+            tern_v from = tern_add(s->ptid, tern_int((t - 1) * CHUNK_PIECES));
+            store_pieces(g, from, CHUNK_PIECES / 128, 128, s->pm0, s->pn0, 2);
+            if (t == CHUNKS) flush_sums(g, s->ptid, tern_div(s->ptid, tern_int(32)), 2, s->pm0, s->pn0);
+        }
+    }
+    if (t >= 1) TERN_CONSUME(kb) {
+        tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
+        multiply_slice(kb, g, slot);
+        tern_wgmma_wait(kb, t == s->kt ? 0 : 1);
+        if (t == s->kt) stage_tile(g, s->n0);
+    }
+}
+
 static void params(tern_kb *kb, gemm *g) {
     const gk_gemm_wg_opts *o = g->o;
     g->A = tern_param_buf(kb, "A", TERN_T_BF16, TERN_READ);
@@ -219,27 +252,10 @@ static void trace(tern_kb *kb, void *user) {
     tern_pipe p = {.producer_first = 2, .producer_count = 1, .stages = STAGES, .lag = 1};
     TERN_PIPE(kb, &p) {
         TERN_FOR(kb, tile, first, g.tiles_total, count) {
-            tern_v m0, n0, pm0, pn0; /* this tile's origin, and the one's whose staging the producer stores */
-            tile_origin(&g, tile, &m0, &n0);
-            tile_origin(&g, tern_sub(tile, count), &pm0, &pn0);
-            for (int t = 0; t < KT + 1; t++) {
-                if (t < KT) TERN_PRODUCE(kb) {
-                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    copy_slice(kb, &g, slot, t, m0, n0);
-                    if (g.o->prefetch && t == 0) prefetch_aux(&g, ptid, m0, n0);
-                    if (t >= 1 && t <= CHUNKS) TERN_IF(kb, tern_ne(tile, first)) {
-                        tern_v from = tern_add(ptid, tern_int((t - 1) * CHUNK_PIECES));
-                        store_pieces(&g, from, CHUNK_PIECES / 128, 128, pm0, pn0, 2);
-                        if (t == CHUNKS) flush_sums(&g, ptid, tern_div(ptid, tern_int(32)), 2, pm0, pn0);
-                    }
-                }
-                if (t >= 1) TERN_CONSUME(kb) {
-                    tern_v slot = tern_mul(tern_rem(tern_pipe_step(kb), tern_int(STAGES)), tern_int(SLICE));
-                    multiply_slice(kb, &g, slot);
-                    tern_wgmma_wait(kb, t == KT ? 0 : 1);
-                    if (t == KT) stage_tile(&g, n0);
-                }
-            }
+            tile_step s = {.tile = tile, .first = first, .ptid = ptid, .kt = KT};
+            tile_origin(&g, tile, &s.m0, &s.n0);
+            tile_origin(&g, tern_sub(tile, count), &s.pm0, &s.pn0);
+            for (int t = 0; t <= KT; t++) k_step(kb, &g, &s, t);
         }
     }
     /* the group's last tile, from its staging, by the consumers' threads, 8 pieces at a time */
@@ -248,7 +264,8 @@ static void trace(tern_kb *kb, void *user) {
     tern_v last = tern_add(first, tern_mul(count, tern_div(after_first, count)));
     tern_v lm0, ln0;
     tile_origin(&g, last, &lm0, &ln0);
-    TERN_IF(kb, tern_lt(g.tid, tern_int(CONSUMERS))) {
+    /* (a group past the last tile has none: more groups than tiles) */
+    TERN_IF(kb, tern_and(tern_lt(g.tid, tern_int(CONSUMERS)), tern_lt(first, g.tiles_total))) {
         for (int k = 0; k < 2 && g.o->col_sums; k++) /* the producer's variables: no value here */
             for (int i = 0; i < 8; i++) tern_assign(g.sum[k][i], tern_f32(0));
         for (int q = 0; q < BM * BN / 8 / CONSUMERS; q += 8)
@@ -259,7 +276,8 @@ static void trace(tern_kb *kb, void *user) {
 
 bool gk_gemm_wg_fits(int m, int n, int k) {
     return m > 0 && n > 0 && m % BM == 0 && n % BN == 0 && k % BK == 0 && k >= GK_GEMM_WG_MIN_K &&
-           (int64_t)m * n <= INT32_MAX && (int64_t)m * k <= INT32_MAX && (int64_t)n * k <= INT32_MAX;
+           k <= GK_GEMM_WG_MAX_K && (int64_t)m * n <= INT32_MAX && (int64_t)m * k <= INT32_MAX &&
+           (int64_t)n * k <= INT32_MAX;
 }
 
 int gk_gemm_wg_tiles(int m, int n) { return (m / BM) * (n / BN); }
@@ -272,9 +290,9 @@ uint32_t gk_gemm_wg_groups(int m, int n, int multiprocessors) {
 tern_error *gk_gemm_wg_build(const gk_gemm_wg_opts *opts, tern_kernel **out) {
     *out = NULL;
     const gk_gemm_wg_opts *o = opts;
-    if (o->n <= 0 || o->n % BN || o->k < GK_GEMM_WG_MIN_K || o->k % BK)
-        return tern_errorf("gemm_wg: n %d and k %d (n a multiple of %d, k of %d and at least %d)", o->n, o->k, BN,
-                           BK, GK_GEMM_WG_MIN_K);
+    if (o->n <= 0 || o->n % BN || o->k < GK_GEMM_WG_MIN_K || o->k > GK_GEMM_WG_MAX_K || o->k % BK)
+        return tern_errorf("gemm_wg: n %d and k %d (n a multiple of %d, k of %d from %d to %d)", o->n, o->k, BN, BK,
+                           GK_GEMM_WG_MIN_K, GK_GEMM_WG_MAX_K);
     if ((o->bias || o->addend) && o->epilogue != GK_GEMM_WG_PLAIN)
         return tern_errorf("gemm_wg: a bias or addend option with the GELU or DGELU epilogue");
     if (o->prefetch && o->epilogue != GK_GEMM_WG_DGELU) return tern_errorf("gemm_wg: prefetch without DGELU");

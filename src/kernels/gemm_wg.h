@@ -34,6 +34,10 @@
 /* The producer stores a tile in 8 chunks, one a produce block of the next tile, which must
  * have as many slices after its first: k >= 9 slices. */
 #define GK_GEMM_WG_MIN_K (9 * GK_GEMM_WG_SLICE)
+/* The k loop is traced unrolled (a product stays in flight from one slice to the next), so
+ * a kernel's code grows with k: at k = 3,072 (48 slices) its CUDA C is 1.5 MB and nvcc takes
+ * ~18 s on it; at the lm head's k = 50,304 NVRTC ran for minutes (thirty-eighth session). */
+#define GK_GEMM_WG_MAX_K (48 * GK_GEMM_WG_SLICE)
 
 typedef enum gk_gemm_wg_epilogue {
     GK_GEMM_WG_PLAIN, /* C = A op(B) [+ bias] [+ addend] */
@@ -59,7 +63,7 @@ typedef struct gk_gemm_wg_opts {
 } gk_gemm_wg_opts;
 
 /* Whether a product of this shape fits the kernel: m a multiple of 128, n of 256, k of 64
- * and at least GK_GEMM_WG_MIN_K, and the whole of C at most 2^31 elements. */
+ * from GK_GEMM_WG_MIN_K to GK_GEMM_WG_MAX_K, and the whole of C at most 2^31 elements. */
 bool gk_gemm_wg_fits(int m, int n, int k);
 
 /* The kernel's parameters, in order: A, B, C, then bias (PLAIN with bias, GELU), aux

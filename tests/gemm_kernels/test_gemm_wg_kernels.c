@@ -171,13 +171,15 @@ static void test_options(void) {
     tern_kernel *k = NULL;
     gk_gemm_wg_opts bad[] = {{.n = 200, .k = 576}, {.n = 256, .k = 512}, {.n = 256, .k = 600},
                              {.n = 256, .k = 576, .epilogue = GK_GEMM_WG_GELU, .bias = true},
-                             {.n = 256, .k = 576, .prefetch = true}, {.n = 256, .k = 576, .band = -1}};
+                             {.n = 256, .k = 576, .prefetch = true}, {.n = 256, .k = 576, .band = -1},
+                             {.n = 256, .k = 3136}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         tern_error *err = gk_gemm_wg_build(&bad[i], &k);
         CHECK(err != NULL && k == NULL);
         tern_error_free(err);
     }
-    CHECK(gk_gemm_wg_fits(16384, 3072, 768) && !gk_gemm_wg_fits(16384, 50304, 768) &&
+    CHECK(gk_gemm_wg_fits(16384, 3072, 768) && gk_gemm_wg_fits(16384, 768, 3072) &&
+          !gk_gemm_wg_fits(16384, 50304, 768) && !gk_gemm_wg_fits(4096, 768, 50304) &&
           !gk_gemm_wg_fits(100, 256, 576) && !gk_gemm_wg_fits(128, 256, 512));
     CHECK(gk_gemm_wg_groups(16384, 3072, 132) == 132 && gk_gemm_wg_groups(256, 256, 132) == 2);
 }
@@ -214,7 +216,7 @@ static void test_gpu(const char *runtime) {
         {.n = 768, .k = 2304, .epilogue = GK_GEMM_WG_PLAIN, .b_nk = true},
     };
     for (size_t i = 0; i < sizeof step / sizeof *step; i++)
-        test_case(1024, &step[i], 32, false); /* 24 to 96 tiles: groups of several */
+        test_case(1024, &step[i], 32, false); /* 24 to 96 tiles: groups of several, or none */
     tern_rt_close(rt);
     rt = NULL;
 }
@@ -224,6 +226,8 @@ int main(void) {
     CHECK_OK(tern_rt_open("host", &rt));
     if (!rt) return check_summary("gemm_wg kernels");
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) test_case(cases[i].m, &cases[i].o, 1, cases[i].residual);
+    /* more groups than tiles: the second group has none, and stores nothing */
+    test_case(128, &(gk_gemm_wg_opts){.n = 256, .k = 576, .epilogue = GK_GEMM_WG_PLAIN, .bias = true}, 2, false);
     tern_rt_close(rt);
     rt = NULL;
     test_nvrtc();

@@ -30,7 +30,9 @@ static bool wg_opts(const tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const
     if (dims->batch != 1 || mm->trans_a || mm->alpha != 1.0f || (mm->beta != 0.0f && mm->beta != 1.0f)) return false;
     if (mm->prologue != TERN_PROLOGUE_NONE || tern_present(mm->bias_grad)) return false;
     o->col_sums = tern_present(mm->col_sums);
-    if (!gk_gemm_wg_fits(mm->m, mm->n, mm->k)) return false;
+    /* a product of fewer tiles than multiprocessors leaves part of the card idle, where
+     * cuBLASLt would split k (the lm head's input gradient: 96 tiles, k = 50,304) */
+    if (!gk_gemm_wg_fits(mm->m, mm->n, mm->k) || gk_gemm_wg_tiles(mm->m, mm->n) < d->multiprocessors) return false;
     if (dims->lda != (size_t)mm->k || dims->ldb != (size_t)(mm->trans_b ? mm->k : mm->n) || dims->ldc != (size_t)mm->n)
         return false;
     bool has_bias = tern_present(mm->bias), has_aux = tern_present(mm->aux);
