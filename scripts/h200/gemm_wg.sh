@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The warpgroup GEMM of our own (src/kernels/gemm_wg.c, the cuda handler's gemm_wg keys) in
 # one call, carrying .deb, the decisive steps first:
-#   1. its kernels on cuda (test_gemm_wg_kernels: the host cases and 124M's shapes);
+#   1. its kernels on cuda (test_gemm_wg_kernels: the host cases and 124M's shapes;
+#      GEMM_WG_KERNELS=0 skips them);
 #   2. the 124M training step under gemm_wg=0 (default), 1, 2 and 2 with the DGELU product's
 #      aux prefetched, alternated GEMM_WG_ROUNDS times (default 2), each variant's last loss
 #      printed beside its time (the same initialisation and tokens: the losses agree to bf16
@@ -23,8 +24,10 @@ filter=${GEMM_WG_BENCH:-_ho}
 benches=(bench_gemm_wg bench_ops)
 [ "$filter" = none ] && benches=()
 build_targets tern_cli test_gemm_wg_kernels test_ops_matmul "${benches[@]}" ${GEMM_WG_CROSS:+test_cross_handler}
-TERN_GPU=cuda step "gemm_wg kernels on cuda" 120 kernels.log $b/tests/gemm_kernels/test_gemm_wg_kernels
-tail -6 "$logs/kernels.log" | while read -r l; do note "  $l"; done
+if [ "${GEMM_WG_KERNELS:-1}" != 0 ]; then
+    TERN_GPU=cuda step "gemm_wg kernels on cuda" 120 kernels.log $b/tests/gemm_kernels/test_gemm_wg_kernels
+    tail -6 "$logs/kernels.log" | while read -r l; do note "  $l"; done
+fi
 train_rounds() { # size label, rounds, tunings (TERN_CUDA_TUNE values), extra bench arguments...
     local size=$1 rounds=$2 tunings=$3 r t i
     shift 3
