@@ -147,8 +147,7 @@ static void bench_attention_train(int NH) {
 /* cuBLASLt (through the cuda handler's matmul) on GPT-2's fc product at a training step's
  * size, all bf16 as bf16 training runs it: [16384, k] @ [k, n] (124M: k 768, n 3,072; 1.5B:
  * 1,600 and 6,400), plain, with the bias, with the bias and GELU writing its aux, and the
- * backward's product through the GELU (B transposed, aux read: the DGELU epilogue)
- * (bench/dsl/bench_gemm_wg times DSL kernels on the same products). */
+ * backward's product through the GELU (B transposed, aux read: the DGELU epilogue). */
 static void bench_fc_train(int k, int n, const char *const names[4]) {
     const int m = 16384;
     tern_buf a = buf(TERN_BF16, (size_t)m * k, -1, 1), b = buf(TERN_BF16, (size_t)k * n, -0.0625, 0.0625);

@@ -618,7 +618,7 @@ void tern_role_at(tern_loc at, tern_kb *kb, int first, int count);
  * on (the first that waits for the slot c frees) see; what produce block n reads or stores
  * is done before consume block n begins (CUDA: every producer thread arrives on the slot's
  * `full` at its block's end). E.g. a GEMM's epilogue staged by the consumers and stored by
- * the producer while they multiply the next tile (src/kernels/gemm_wg.c). */
+ * the producer while they multiply the next tile (src/kernels/gemm_wg.c until commit 704b53c). */
 typedef struct tern_pipe {
     int producer_first, producer_count; /* the producer's warpgroups; the consumers are those before */
     int stages;                         /* the ring's slots, 1 .. 32 */

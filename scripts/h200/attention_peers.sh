@@ -5,19 +5,17 @@
 #   forward and backward) against PyTorch's kernels (cuDNN, FlashAttention-2, memory-efficient:
 #   bench/h200/attention_peers.py);
 # - the fc product [16384, 768] @ [768, 3072], plain and with its GELU epilogue, by cuBLASLt
-#   (the same bench_ops run) and by a GEMM written in the DSL (bench/dsl/bench_gemm_wg).
+#   (the same bench_ops run).
 #   OUT=$OUT bash scripts/h200/attention_peers.sh          (carry .deb)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
 source scripts/h200/lib.sh
 call_start 300
-build_targets bench_ops bench_gemm_wg
+build_targets bench_ops
 for r in $(seq 1 "${ATT_ROUNDS:-2}"); do
     step "tern, round $r" 120 tern-$r.log $b/bench/ops/bench_ops cuda "B16 T1024"
     grep -E '^(attention|matmul)' "$logs/tern-$r.log" >> "$summary"
-    step "DSL GEMM, round $r" 120 gemm-$r.log $b/bench/dsl/bench_gemm_wg cuda
-    grep '^gemm_wg' "$logs/gemm-$r.log" >> "$summary"
     step "peers, round $r" 180 peers-$r.log python3 bench/h200/attention_peers.py
     grep -E '^(gpu|NH)' "$logs/peers-$r.log" >> "$summary"
 done

@@ -859,9 +859,8 @@ typedef struct cs_case {
 } cs_case;
 
 /* C's column sums with the product: col_sums = sums_beta * col_sums + the sums of C's rows,
- * C after its epilogue, against double references. The last cases have the shapes the cuda
- * handler's warpgroup GEMM takes (bf16, m % 128, n % 256, k >= 576), which sums C's tiles as
- * it stores them (TERN_CUDA_TUNE=gemm_wg=2 on a Hopper GPU). */
+ * C after its epilogue, against double references. The last cases have GPT-2's bf16 shapes
+ * (m % 128, n % 256, k >= 576), as a GEMM summing C's tiles as it stores them would take. */
 static void run_col_sums(ot_ctx *c, const cs_case *t, int id) {
     size_t na = (size_t)t->m * t->k, nb = (size_t)t->k * t->n, nc = (size_t)t->m * t->n;
     float *a = ot_random(na, -1, 1), *b = ot_random(nb, -0.25, 0.25), *add = ot_random(nc, -1, 1);

@@ -14,7 +14,6 @@
 #include "gpu_core/gpu_core.h"
 #include "handlers/handler.h"
 #include "kernels/flash.h"
-#include "kernels/gemm_wg.h"
 #include "dsl/cuda_api.h"
 
 typedef struct cuda_matmul_plan cuda_matmul_plan;
@@ -52,13 +51,6 @@ typedef struct cuda_tune {
                            * has them (compute capability 9; 1/1/1: GPT-2 124M's step 31.3 ->
                            * 30.2 ms, 1.5B's 326 -> 318 on an H100, bench/h200/NOTES.md runs
                            * 110-111) */
-    int gemm_wg;          /* gemm_wg: bf16 products to the warpgroup GEMM of our own
-                           * (src/kernels/gemm_wg.c) on Hopper where it fits (matmul_wg.c):
-                           * 0 none, 1 those with a GELU or DGELU epilogue, 2 every one
-                           * (0 until measured in a step) */
-    bool gemm_wg_prefetch; /* gemm_wg_prefetch: its DGELU product asks for aux in L2 a tile ahead */
-    int gemm_wg_band;      /* gemm_wg_band: its tiles m-fastest in bands of this many m blocks
-                            * (0: n fastest), for products whose B outgrows the L2's share */
 } cuda_tune;
 
 /* A replayable section: seen once (run directly, so that kernels compile and scratch grows
@@ -71,8 +63,6 @@ typedef struct cuda_graph {
 } cuda_graph;
 
 #define CUDA_GRAPH_SLOTS 8
-/* matmul_wg.c's kernels: one a product shape and epilogue (GPT-2 has 8 a model) */
-#define CUDA_GEMM_WG_SLOTS 16
 /* attention_gemm.c's kernels per dtype: (kind, direction, form) */
 #define CUDA_ATT_KERNEL_SLOTS 12
 
@@ -106,9 +96,6 @@ struct tern_dev {
     gk_flash_opts flash_opts[6]; /* what each was built with (its launch shape follows them) */
     tern_buf flash_ds;     /* the dS^T those two hand over (bf16), grown on demand */
     int flash_hs, flash_group;
-    /* the warpgroup GEMM (matmul_wg.c): the kernels built, with what each was built for */
-    tern_kernel *gemm_wg[CUDA_GEMM_WG_SLOTS];
-    gk_gemm_wg_opts gemm_wg_opts[CUDA_GEMM_WG_SLOTS];
     struct cuda_profile_entry *profile; /* tune.profile: time per operation (profile.c) */
     int profile_len;
     /* allreduce and allgather (allreduce.c): NCCL's communicator (ncclComm_t), made on first
@@ -171,11 +158,6 @@ tern_error *cuda_allgather(tern_dev *d, tern_buf buf, tern_dist *comm) TERN_MUST
     cuda_profile_end(d, #name, t0_);                                                     \
     return err_;
 void cuda_matmul_plans_free(tern_dev *d);
-/* The warpgroup GEMM's path (matmul_wg.c): runs the product and sets *done where it takes
- * it (bf16 on Hopper, its shapes, the gemm_wg key), else leaves it to cuBLASLt. */
-tern_error *cuda_matmul_wg(tern_dev *d, tern_buf c, tern_buf a, tern_buf b, const tern_matmul *mm,
-                           const tern_matmul_dims *dims, bool *done) TERN_MUST_USE;
-void cuda_matmul_wg_free(tern_dev *d);
 /* Releases the NCCL communicator, if any (allreduce.c). */
 void cuda_nccl_close(tern_dev *d);
 

@@ -52,9 +52,6 @@ static const tern_option tune_keys[] = {
     KEY("flash_wg_groups", TERN_OPTION_INT3, flash_wg_groups, 0, 32),
     KEY("flash_wg_kv_halves", TERN_OPTION_BOOL, flash_wg_kv_halves, 0, 1),
     KEY("flash_wg_pipelined", TERN_OPTION_INT3, flash_wg_pipelined, 0, 1),
-    KEY("gemm_wg", TERN_OPTION_INT, gemm_wg, 0, 2),
-    KEY("gemm_wg_prefetch", TERN_OPTION_BOOL, gemm_wg_prefetch, 0, 1),
-    KEY("gemm_wg_band", TERN_OPTION_INT, gemm_wg_band, 0, 64),
 };
 #undef KEY
 
@@ -72,7 +69,6 @@ tern_error *tern_cuda_close(tern_dev *d) {
         for (int t = 0; t < 2; t++)
             for (int k = 0; k < CUDA_ATT_KERNEL_SLOTS; k++) tern_kernel_free(d->att_kernels[t][k]);
         for (int k = 0; k < 6; k++) tern_kernel_free(d->flash[k]);
-        cuda_matmul_wg_free(d);
         if (d->core_ready) tern_error_free(gpu_free(d, &d->flash_ds));
         if (d->core_ready) gpu_core_free(&d->core);
         if (d->rt) tern_rt_close(d->rt);
