@@ -335,16 +335,10 @@ static void accumulate_rows_k(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_
     }
 }
 
-/* Two independent products x1 = A1 M1^T and x2 = A2 M2^T (product_rows_n each, the same
- * tile rows): with f->wg both go to the tensor cores at once, asynchronously, into f->xv, and
- * are waited for together. */
-static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, tern_v M1, const fl_a *A2, tern_v M2,
-                                tern_v Mo, int j0, int nj, tern_v x1[][4], tern_v x2[][4]) {
-    if (!f->wg) {
-        product_rows_n(kb, f, A1, M1, Mo, j0, nj, x1);
-        product_rows_n(kb, f, A2, M2, Mo, j0, nj, x2);
-        return;
-    }
+/* With f->wg: starts x1 = A1 M1^T into f->xv and x2 = A2 M2^T into f->xv + TILE / 2 (rows
+ * 8 j0 .. of the tiles), asynchronously, x1 first (tern_wgmma_wait(kb, 1) completes it). */
+static void product_pair_start(tern_kb *kb, const fl_ctx *f, const fl_a *A1, tern_v M1, const fl_a *A2, tern_v M2,
+                               tern_v Mo, int j0, int nj) {
     const fl_a *As[2] = {A1, A2};
     tern_v Ms[2] = {M1, M2};
     for (int p = 0; p < 2; p++) {
@@ -355,18 +349,36 @@ static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, te
         tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(8 * j0 * 64)), TILE, false};
         tern_wgmma_bf16_async(kb, 8 * nj, f->hs, As[p]->tile ? NULL : a, As[p]->tile, &b, acc);
     }
-    tern_wgmma_wait(kb, 0);
+}
+
+/* Product `which` (0 or 1) of a started pair as result tiles, once a wait covers it. */
+static void pair_result(const fl_ctx *f, int which, int nj, tern_v x[][4]) {
     for (int j = 0; j < nj; j++)
-        for (int i = 0; i < 4; i++) {
-            x1[j][i] = f->xv[4 * j + i];
-            x2[j][i] = f->xv[TILE / 2 + 4 * j + i];
-        }
+        for (int i = 0; i < 4; i++) x[j][i] = f->xv[which * (TILE / 2) + 4 * j + i];
+}
+
+/* Two independent products x1 = A1 M1^T and x2 = A2 M2^T (product_rows_n each, the same
+ * tile rows): with f->wg both go to the tensor cores at once, asynchronously, into f->xv, and
+ * are waited for together. */
+static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, tern_v M1, const fl_a *A2, tern_v M2,
+                                tern_v Mo, int j0, int nj, tern_v x1[][4], tern_v x2[][4]) {
+    if (!f->wg) {
+        product_rows_n(kb, f, A1, M1, Mo, j0, nj, x1);
+        product_rows_n(kb, f, A2, M2, Mo, j0, nj, x2);
+        return;
+    }
+    product_pair_start(kb, f, A1, M1, A2, M2, Mo, j0, nj);
+    tern_wgmma_wait(kb, 0);
+    pair_result(f, 0, nj, x1);
+    pair_result(f, 1, nj, x2);
 }
 
 /* acc1 += X1 M1 and acc2 += X2 M2 (accumulate_rows_k each, the same rows of the tiles): with
- * f->wg both in flight at once. */
+ * f->wg both in flight at once, and still in flight on return unless `wait` (the caller then
+ * waits before it reads acc1 or acc2, in the same block). */
 static void accumulate_rows_k_pair(tern_kb *kb, const fl_ctx *f, tern_v x1[][4], tern_v M1, tern_v acc1[][4],
-                                   tern_v x2[][4], tern_v M2, tern_v acc2[][4], tern_v Mo, int kk0, int nk) {
+                                   tern_v x2[][4], tern_v M2, tern_v acc2[][4], tern_v Mo, int kk0, int nk,
+                                   bool wait) {
     if (!f->wg) {
         accumulate_rows_k(kb, f, x1, M1, Mo, kk0, nk, acc1);
         accumulate_rows_k(kb, f, x2, M2, Mo, kk0, nk, acc2);
@@ -382,7 +394,7 @@ static void accumulate_rows_k_pair(tern_kb *kb, const fl_ctx *f, tern_v x1[][4],
         tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(16 * kk0 * 64)), TILE, true};
         tern_wgmma_bf16_async(kb, f->hs, 16 * nk, a, NULL, &b, acc);
     }
-    tern_wgmma_wait(kb, 0);
+    if (wait) tern_wgmma_wait(kb, 0);
 }
 
 /* f->xv for the product pairs of the wg backward kernels. */
@@ -678,14 +690,19 @@ static tern_v ds_before(tern_v kt, tern_v T) {
     return tern_mul(tern_int(TILE), tern_sub(tern_mul(kt, T), tern_mul(tern_int(TILE), pairs)));
 }
 
-/* ds_saved: element (key, q) of the group's head in the key-major dS^T (q >= the first key of
- * key's tile; gk_flash_ds_len's layout). */
-static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
-    tern_v kt = tern_div(key, tern_int(TILE)), k0 = tern_mul(kt, tern_int(TILE));
+/* ds_saved: element (k0 + row, q) of the group's head in the key-major dS^T, k0 the first key
+ * of a key tile and q >= k0 (gk_flash_ds_len's layout). */
+static tern_v ds_tile_index(const fl_ctx *f, tern_v k0, tern_v row, tern_v q) {
     tern_v tiles = tern_div(tern_add(f->T, tern_int(TILE - 1)), tern_int(TILE));
     tern_v head = tern_mul(f->bh, ds_before(tiles, f->T));
-    tern_v row = tern_add(tern_mul(tern_sub(key, k0), tern_sub(f->T, k0)), tern_sub(q, k0));
-    return tern_add(tern_add(head, ds_before(kt, f->T)), row);
+    tern_v at = tern_add(tern_mul(row, tern_sub(f->T, k0)), tern_sub(q, k0));
+    return tern_add(tern_add(head, ds_before(tern_div(k0, tern_int(TILE)), f->T)), at);
+}
+
+/* The same for any key (its tile found by division). */
+static tern_v ds_index(const fl_ctx *f, tern_v key, tern_v q) {
+    tern_v k0 = tern_mul(tern_div(key, tern_int(TILE)), tern_int(TILE));
+    return ds_tile_index(f, k0, tern_sub(key, k0), q);
 }
 
 size_t gk_flash_ds_len(int B, int T, int NH) {
@@ -718,34 +735,54 @@ static void copy_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0
         TERN_IF(kb, tern_land(tern_lt(v, tern_int(total)), tern_land(tern_lt(key, st->T), tern_lt(q, st->T)))) {
             tern_v x[8];
             tern_load_vec(st->DSt, tern_add(tern_mul(row, tern_int(TILE + 8)), col), 8, x);
-            tern_store_vec(st->dsg, ds_index(f, key, q), 8, x);
+            /* the tile's own index: no division by TILE a store (ds_index would) */
+            tern_store_vec(st->dsg, ds_tile_index(f, st->k0, row, q), 8, x);
         }
     }
 }
 
 /* Queries 8 j0 .. 8 (j0 + nj) - 1 of the staged tile at q0: P^T and dS^T for the group's keys,
- * then dV += P^T dO and dK += dS^T Q. */
+ * then dV += P^T dO and dK += dS^T Q. With warpgroup products, P^T is made while dP^T is
+ * still on the tensor cores, and the last two products are left in flight unless `wait`
+ * (backward_kv_tile copies dS^T out under them, then waits). */
 static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal, int j0,
-                              int nj) {
+                              int nj, bool wait) {
     /* P^T [keys, queries] = exp(scale K Q^T - lse[q]) where q >= key and q < T */
     tern_v p[TILE / 8][4], dp[TILE / 8][4]; /* and dP^T = V dO^T */
-    product_rows_n_pair(kb, f, &st->ka, st->Qs, &st->va, st->dOs, st->off, j0, nj, p, dp);
-    for (int j = 0; j < nj; j++)
+    if (f->wg) {
+        product_pair_start(kb, f, &st->ka, st->Qs, &st->va, st->dOs, st->off, j0, nj);
+        tern_wgmma_wait(kb, 1); /* S^T done, dP^T may not be */
+        pair_result(f, 0, nj, p);
+    } else {
+        product_rows_n_pair(kb, f, &st->ka, st->Qs, &st->va, st->dOs, st->off, j0, nj, p, dp);
+    }
+    /* this lane's queries of tile j are q and q + 1 (even q), so lse and D come in pairs */
+    for (int j = 0; j < nj; j++) {
+        tern_v L[2];
+        tern_load_vec(st->Ls, tern_add(tern_sub(col_of(f, q0, j0 + j, 0), q0), st->loff), 2, L);
         for (int i = 0; i < 4; i++) {
             tern_v q = col_of(f, q0, j0 + j, i), key = i < 2 ? st->r : st->r8;
-            tern_v at = tern_add(tern_sub(q, q0), st->loff);
             tern_v live = tern_lt(q, st->T);
             if (diagonal) live = tern_land(tern_ge(q, key), live);
-            tern_v pe = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(tern_load(st->Ls, at))));
+            tern_v pe = tern_exp2(tern_fma(p[j][i], st->scale2, tern_neg(L[i & 1])));
             p[j][i] = tern_select(live, pe, tern_f32(0.0f));
-            /* dS^T / scale = P^T (dP^T - D[q]), dS the gradient of the unscaled scores: the
-             * scale multiplies dK once, as it is stored */
-            dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], tern_load(st->Ds, at)));
         }
+    }
+    if (f->wg) {
+        tern_wgmma_wait(kb, 0);
+        pair_result(f, 1, nj, dp);
+    }
+    for (int j = 0; j < nj; j++) {
+        tern_v D[2];
+        tern_load_vec(st->Ds, tern_add(tern_sub(col_of(f, q0, j0 + j, 0), q0), st->loff), 2, D);
+        /* dS^T / scale = P^T (dP^T - D[q]), dS the gradient of the unscaled scores: the
+         * scale multiplies dK once, as it is stored */
+        for (int i = 0; i < 4; i++) dp[j][i] = tern_mul(p[j][i], tern_sub(dp[j][i], D[i & 1]));
+    }
     if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
     /* dV += P^T dO, dK += dS^T Q / scale */
-    accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2);
+    accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2, wait);
 }
 
 /* Pipelined: starts copying query tile `next`'s Q and dO rows into the other halves of Qs
@@ -785,20 +822,21 @@ static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, 
         tern_v row = tern_min(tern_add(tern_mul(next, tern_int(TILE)), tern_min(f->tid, tern_int(TILE - 1))),
                               tern_sub(st->T, tern_int(1)));
         tern_v at = tern_add(tern_mul(f->bh, st->T), row);
-        lse_next = tern_mul(tern_load(st->lse, at), log2e());
+        lse_next = tern_load(st->lse, at); /* times log2(e) at the store: no wait for the load here */
         D_next = tern_load(st->D, at);
         nrow = tern_add(pipe_offset(rel_next, TILE), f->tid);
     }
     int slices = st->kv_halves ? 2 : 1, nj = TILE / 8 / slices;
-    for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, &cur, q0, diagonal, i * nj, nj);
+    for (int i = 0; i < slices; i++) backward_kv_slice(kb, f, &cur, q0, diagonal, i * nj, nj, i < slices - 1);
     if (st->pipelined) {
         /* the other buffer: nobody reads it before the next tile's barrier */
         TERN_IF(kb, tern_lt(f->tid, tern_int(TILE))) {
-            tern_store(st->Ls, nrow, lse_next);
+            tern_store(st->Ls, nrow, tern_mul(lse_next, log2e()));
             tern_store(st->Ds, nrow, D_next);
         }
     }
     if (st->ds_saved) copy_ds(kb, f, st, q0); /* the next tile's first barrier protects DSt */
+    if (f->wg) tern_wgmma_wait(kb, 0); /* the last dK and dV products, copy_ds done under them */
 }
 
 /* Pipelined: the group's own query tile kt, the first it walks, staged ahead into buffer 0. */
