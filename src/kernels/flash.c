@@ -373,6 +373,17 @@ static void product_rows_n_pair(tern_kb *kb, const fl_ctx *f, const fl_a *A1, te
     pair_result(f, 1, nj, x2);
 }
 
+/* With f->wg: starts acc += X M (accumulate_rows_k's product) asynchronously. */
+static void accumulate_start(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v M, tern_v acc[][4], tern_v Mo,
+                             int kk0, int nk) {
+    tern_v a[TILE / 2], c[MAX_HS / 2];
+    for (int kk = 0; kk < nk; kk++) a_from_acc(x, kk, a + 8 * kk);
+    for (int n = 0; n < f->NT; n++)
+        for (int i = 0; i < 4; i++) c[4 * n + i] = acc[n][i];
+    tern_wg_tile b = {M, tern_add(Mo, tern_int(16 * kk0 * 64)), TILE, true};
+    tern_wgmma_bf16_async(kb, f->hs, 16 * nk, a, NULL, &b, c);
+}
+
 /* acc1 += X1 M1 and acc2 += X2 M2 (accumulate_rows_k each, the same rows of the tiles): with
  * f->wg both in flight at once, and still in flight on return unless `wait` (the caller then
  * waits before it reads acc1 or acc2, in the same block). */
@@ -384,16 +395,8 @@ static void accumulate_rows_k_pair(tern_kb *kb, const fl_ctx *f, tern_v x1[][4],
         accumulate_rows_k(kb, f, x2, M2, Mo, kk0, nk, acc2);
         return;
     }
-    tern_v (*xs[2])[4] = {x1, x2}, (*accs[2])[4] = {acc1, acc2};
-    tern_v Ms[2] = {M1, M2};
-    for (int p = 0; p < 2; p++) {
-        tern_v a[TILE / 2], acc[MAX_HS / 2];
-        for (int kk = 0; kk < nk; kk++) a_from_acc(xs[p], kk, a + 8 * kk);
-        for (int n = 0; n < f->NT; n++)
-            for (int i = 0; i < 4; i++) acc[4 * n + i] = accs[p][n][i];
-        tern_wg_tile b = {Ms[p], tern_add(Mo, tern_int(16 * kk0 * 64)), TILE, true};
-        tern_wgmma_bf16_async(kb, f->hs, 16 * nk, a, NULL, &b, acc);
-    }
+    accumulate_start(kb, f, x1, M1, acc1, Mo, kk0, nk);
+    accumulate_start(kb, f, x2, M2, acc2, Mo, kk0, nk);
     if (wait) tern_wgmma_wait(kb, 0);
 }
 
@@ -769,7 +772,8 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
         }
     }
     if (f->wg) {
-        tern_wgmma_wait(kb, 0);
+        accumulate_start(kb, f, p, st->dOs, st->dv, st->off, j0 / 2, nj / 2); /* dV += P^T dO */
+        tern_wgmma_wait(kb, 1); /* dP^T done, dV may not be */
         pair_result(f, 1, nj, dp);
     }
     for (int j = 0; j < nj; j++) {
@@ -782,7 +786,12 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
     if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
     /* dV += P^T dO, dK += dS^T Q / scale */
-    accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2, wait);
+    if (f->wg) {
+        accumulate_start(kb, f, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2);
+        if (wait) tern_wgmma_wait(kb, 0);
+    } else {
+        accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2, wait);
+    }
 }
 
 /* Pipelined: starts copying query tile `next`'s Q and dO rows into the other halves of Qs
