@@ -18,8 +18,10 @@ for k in ${STALLS_KERNELS:-flash_backward_kv flash_backward_q flash_forward}; do
     step "ncu full: $k" 150 "full-$k.log" ncu --clock-control none -k "regex:^${k}" --launch-skip 1 \
         --launch-count 1 --set full --import-source no -f -o "$OUT/$k" "${train[@]}" --steps 1 --warmup 0
     step "details: $k" 60 "details-$k.log" ncu -i "$OUT/$k.ncu-rep" --page details
-    grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Th|Memory Throughput|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy|Issued Warp|L2 Hit|Eligible Warps|No Eligible|Active Warps Per" \
-        "$logs/details-$k.log" | sed 's/^ */  /' >> "$summary"
+    keep="Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Block Limit|Compute \(SM\) Th"
+    keep="$keep|Memory Throughput|DRAM Throughput|Warp Cycles Per Issued|Issue Slots Busy|Issued Warp|L2 Hit"
+    keep="$keep|Eligible Warps|No Eligible|Active Warps Per"
+    grep -E "$keep" "$logs/details-$k.log" | sed 's/^ */  /' >> "$summary"
     step "raw tensor metrics: $k" 60 "raw-$k.log" ncu -i "$OUT/$k.ncu-rep" --page raw --csv
     python3 scripts/h200/sass_stalls.py raw "$logs/raw-$k.log" >> "$summary" 2>&1
     step "source: $k" 60 "source-$k.csv" ncu -i "$OUT/$k.ncu-rep" --page source --csv --print-source sass

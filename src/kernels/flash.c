@@ -384,22 +384,6 @@ static void accumulate_start(tern_kb *kb, const fl_ctx *f, tern_v x[][4], tern_v
     tern_wgmma_bf16_async(kb, f->hs, 16 * nk, a, NULL, &b, c);
 }
 
-/* acc1 += X1 M1 and acc2 += X2 M2 (accumulate_rows_k each, the same rows of the tiles): with
- * f->wg both in flight at once, and still in flight on return unless `wait` (the caller then
- * waits before it reads acc1 or acc2, in the same block). */
-static void accumulate_rows_k_pair(tern_kb *kb, const fl_ctx *f, tern_v x1[][4], tern_v M1, tern_v acc1[][4],
-                                   tern_v x2[][4], tern_v M2, tern_v acc2[][4], tern_v Mo, int kk0, int nk,
-                                   bool wait) {
-    if (!f->wg) {
-        accumulate_rows_k(kb, f, x1, M1, Mo, kk0, nk, acc1);
-        accumulate_rows_k(kb, f, x2, M2, Mo, kk0, nk, acc2);
-        return;
-    }
-    accumulate_start(kb, f, x1, M1, acc1, Mo, kk0, nk);
-    accumulate_start(kb, f, x2, M2, acc2, Mo, kk0, nk);
-    if (wait) tern_wgmma_wait(kb, 0);
-}
-
 /* f->xv for the product pairs of the wg backward kernels. */
 static void pair_vars(tern_kb *kb, fl_ctx *f, tern_v xv[TILE]) {
     if (!f->wg) return;
@@ -785,12 +769,13 @@ static void backward_kv_slice(tern_kb *kb, const fl_ctx *f, const bkv_state *st,
     }
     if (st->ds_saved)
         for (int j = 0; j < nj; j++) stage_ds_out(f, st, j0 + j, dp[j]);
-    /* dV += P^T dO, dK += dS^T Q / scale */
+    /* dV += P^T dO (with f->wg started above), dK += dS^T Q / scale */
     if (f->wg) {
         accumulate_start(kb, f, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2);
         if (wait) tern_wgmma_wait(kb, 0);
     } else {
-        accumulate_rows_k_pair(kb, f, p, st->dOs, st->dv, dp, st->Qs, st->dk, st->off, j0 / 2, nj / 2, wait);
+        accumulate_rows_k(kb, f, p, st->dOs, st->off, j0 / 2, nj / 2, st->dv);
+        accumulate_rows_k(kb, f, dp, st->Qs, st->off, j0 / 2, nj / 2, st->dk);
     }
 }
 
