@@ -522,6 +522,51 @@ void tern_copy_async_wait_at(tern_loc at, tern_kb *kb, int pending);
 #define tern_copy_async_commit(kb) tern_copy_async_commit_at(TERN_HERE, kb)
 #define tern_copy_async_wait(kb, pending) tern_copy_async_wait_at(TERN_HERE, kb, pending)
 
+/* ---- bulk stores from threadgroup to device memory ----
+ * The other direction: one thread hands a contiguous run of a threadgroup array to the copy
+ * engine, which writes it to device memory while the threads go on, instead of every
+ * thread loading and storing 16 bytes of it (CUDA sm_90: PTX cp.async.bulk from shared to
+ * global memory, up to ~4 GB a copy, tracked in this thread's bulk groups). The pattern:
+ *
+ *     ... every thread writes its part of the tile ...
+ *     tern_store_bulk_fence(kb);                     // its writes visible to the copy engine
+ *     tern_barrier(kb);                              // ... and every thread's
+ *     TERN_IF(kb, row_thread) { tern_store_bulk(x, xi, tile, ti, n); }
+ *     tern_store_bulk_commit(kb);
+ *     ... other work ...
+ *     tern_store_bulk_wait(kb, 0);                   // this thread's copies have read the tile
+ *     tern_barrier(kb);                              // ... every thread's: the tile may be written
+ *
+ * Contract: from the store until the wait that covers it, src's elements are not written by
+ * any thread, and dst's are not read or written by this kernel; every thread that stores
+ * waits (pending 0) before it ends (its group's threadgroup memory must outlive the reads).
+ * The stored data is visible to later kernels, not to this one. CUDA below sm_90, OpenCL,
+ * Metal and the host interpreter copy at once (the fence, commit and wait do nothing), so
+ * only a GPU run can show a broken contract. */
+
+/* Starts writing n elements (a runtime count, n * element size a multiple of 16 bytes) of
+ * threadgroup array src from src_index to device buffer dst (a buffer parameter, writable)
+ * at dst_index. Both have the same element type; both starts lie on 16 bytes (the indices
+ * multiples of 16 bytes' elements, the buffers' starts aligned as for tern_load_vec; the
+ * host checks bounds and alignment). The bytes are copied as they are. */
+void tern_store_bulk_at(tern_loc at, tern_v dst, tern_v dst_index, tern_v src, tern_v src_index, tern_v n);
+/* Closes the batch of this thread's bulk stores started since its last commit (CUDA
+ * cp.async.bulk.commit_group). */
+void tern_store_bulk_commit_at(tern_loc at, tern_kb *kb);
+/* Waits until at most `pending` (0..7) of this thread's committed batches may still be
+ * reading their sources (CUDA cp.async.bulk.wait_group.read): the sources of the older
+ * ones may be written again after a barrier that follows. */
+void tern_store_bulk_wait_at(tern_loc at, tern_kb *kb, int pending);
+/* Orders this thread's earlier threadgroup-memory writes before the bulk stores issued after
+ * a following barrier (CUDA sm_90: fence.proxy.async.shared::cta; the copy engine reads
+ * threadgroup memory through another path than loads do). */
+void tern_store_bulk_fence_at(tern_loc at, tern_kb *kb);
+#define tern_store_bulk(dst, dst_index, src, src_index, n) \
+    tern_store_bulk_at(TERN_HERE, dst, dst_index, src, src_index, n)
+#define tern_store_bulk_commit(kb) tern_store_bulk_commit_at(TERN_HERE, kb)
+#define tern_store_bulk_wait(kb, pending) tern_store_bulk_wait_at(TERN_HERE, kb, pending)
+#define tern_store_bulk_fence(kb) tern_store_bulk_fence_at(TERN_HERE, kb)
+
 /* ---- control flow ----
  * Structured blocks: tern_if / tern_else / tern_for / tern_while ... tern_end, or the
  * macros below, whose C body is the block:

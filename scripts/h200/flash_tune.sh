@@ -31,6 +31,10 @@ if [ -z "${FLASH_NO_CHECKS:-}" ]; then
             grep -h -E 'checks (passed|failed)' "$logs/att-default.log" >> "$summary"
         fi
     fi
+    for t in ${FLASH_GPU_TESTS:-}; do # FLASH_GPU_TESTS: more test binaries (paths in the build) run on cuda
+        TERN_GPU=cuda TERN_TEST_HANDLER=cuda step "$t on cuda" 120 "gt-$(basename "$t").log" "$b/$t"
+        grep -h -E 'checks (passed|failed)' "$logs/gt-$(basename "$t").log" >> "$summary"
+    done
     if [ -n "${FLASH_FIXTURES:-}" ] && [ -d .fixtures ]; then # the models' fixtures on cuda, bf16 and fp32
         TERN_TEST_HANDLER=cuda TERN_TEST_PRECISION=bf16 step "GPT-2 fixture, cuda bf16" 120 fx-gpt2-bf16.log \
             $b/tests/gpt2/test_gpt2_fixture

@@ -71,6 +71,7 @@ static int32_t before_wait_violation(const tern_kernel *k) {
         case IR_VSTORE:
         case IR_ATOMIC:
         case IR_ATOMIC_CAS:
+        case IR_STORE_BULK:
             if (!k->bufs[in->a[0]].shared) return i;
             break;
         case IR_EXIT: return i;

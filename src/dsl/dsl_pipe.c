@@ -26,6 +26,10 @@ bool kb_refuse_in_pipe(tern_kb *kb, tern_loc at, ir_op op) {
     case IR_COPY_ASYNC:
     case IR_COPY_COMMIT:
     case IR_COPY_WAIT:
+    case IR_STORE_BULK:
+    case IR_STORE_BULK_COMMIT:
+    case IR_STORE_BULK_WAIT:
+    case IR_STORE_BULK_FENCE:
     case IR_WGMMA:
     case IR_WGMMA_WAIT:
     case IR_MMA:

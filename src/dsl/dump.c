@@ -189,6 +189,15 @@ static void put_ins(strbuf *sb, const tern_kernel *k, int32_t i) {
         sb_printf(sb, "], %d", in->aux);
         break;
     case IR_COPY_WAIT: sb_printf(sb, "copy_async_wait %d", in->aux); break;
+    case IR_STORE_BULK: /* "store_bulk x[i] <- tile[j], n" */
+        sb_printf(sb, "store_bulk %s[", buf_name(k, a[0]));
+        put_val(sb, k, a[1]);
+        sb_printf(sb, "] <- %s[", buf_name(k, a[2]));
+        put_val(sb, k, a[3]);
+        sb_puts(sb, "], ");
+        put_val(sb, k, (int32_t)in->imm);
+        break;
+    case IR_STORE_BULK_WAIT: sb_printf(sb, "store_bulk_wait %d", in->aux); break;
     case IR_COPY_TILE: { /* "copy_tile tile[i] <- x[r, c] of 768 columns, 128 x 64" */
         ir_tile_box b = ir_tile_unpack(in->imm);
         sb_printf(sb, "copy_tile %s[", buf_name(k, a[0]));

@@ -31,6 +31,7 @@ enum {
     NEED_WGMMA = 1 << 11, /* tern_wg_at (and CUDA's tern_wg_desc) */
     NEED_PIPE = 1 << 12,  /* CUDA's mbarrier helpers (emit_pipe.c) */
     NEED_COPY_TILE = 1 << 13, /* CUDA's tensor maps and tile copies (emit_pipe.c) */
+    NEED_STORE_BULK = 1 << 14, /* CUDA's bulk stores (emit_store_bulk.c) */
 };
 
 /* Sizes of the spelling tables (tern_op1 and tern_op2 end with TERN_ISINF and TERN_LOR). */
@@ -86,6 +87,10 @@ typedef struct dialect {
     void (*copy_wait)(emitter *e, int32_t ins);
     /* tern_copy_tile (emit_copy_tile_loop where the target has no tensor copies) */
     void (*copy_tile)(emitter *e, int32_t ins);
+    /* tern_store_bulk; its commit, wait and fence (NULL where the store is made at once:
+     * then they are comments) */
+    void (*store_bulk)(emitter *e, int32_t ins);
+    void (*store_bulk_sync)(emitter *e, int32_t ins);
     /* a pipe's region (IR_IF_PIPE) as the target runs it on its own, returning the region's
      * END; NULL: the region is a block whose roles run in lockstep, barriers between */
     int32_t (*pipe)(emitter *e, int32_t ins);
@@ -222,6 +227,13 @@ void emit_copy_at_once(emitter *e, int32_t i, const char *dst_space, const char 
  * ends ("&tile[...]", "&src[...]"). */
 typedef void (*emit_move_fn)(strbuf *out, const char *dst, const char *src);
 void emit_copy_tile_loop(emitter *e, int32_t i, emit_move_fn move);
+/* tern_store_bulk as an immediate copy (OpenCL, Metal): a loop of 16-byte loads and stores
+ * through uint4 pointers in the given address spaces ("__global", "__local", ...). */
+void emit_store_bulk_at_once(emitter *e, int32_t i, const char *dst_space, const char *src_space);
+/* CUDA's bulk store statements and their helpers (emit_store_bulk.c). */
+void emit_cuda_store_bulk(emitter *e, int32_t i);
+void emit_cuda_store_bulk_sync(emitter *e, int32_t i);
+void emit_cuda_store_bulk_helpers(const emitter *e, strbuf *out);
 /* The number of bytes copy instruction i moves. */
 int emit_copy_bytes(const emitter *e, int32_t i);
 /* Whether a user name must be renamed (a keyword or builtin of some target). */

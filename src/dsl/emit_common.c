@@ -621,6 +621,18 @@ static void statement(emitter *e, int32_t i) {
         }
         return;
     case IR_COPY_ASYNC: e->d->copy_async(e, i); return;
+    case IR_STORE_BULK: e->d->store_bulk(e, i); return;
+    case IR_STORE_BULK_COMMIT:
+    case IR_STORE_BULK_WAIT:
+    case IR_STORE_BULK_FENCE:
+        if (e->d->store_bulk_sync) {
+            e->d->store_bulk_sync(e, i);
+        } else {
+            char what[40];
+            snprintf(what, sizeof what, "%s %d", ir_op_name((ir_op)in->op), in->aux);
+            emit_comment_statement(e, i, what, "bulk stores are made at once here");
+        }
+        return;
     case IR_COPY_TILE: e->d->copy_tile(e, i); return;
     case IR_WGMMA_WAIT:
         if (e->d->wgmma_wait) {

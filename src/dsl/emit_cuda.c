@@ -645,6 +645,7 @@ static void cuda_prelude(emitter *e, strbuf *out) {
 
     pdl_helpers(e, out);
     copy_async_helpers(e, out);
+    emit_cuda_store_bulk_helpers(e, out);
     emit_cuda_pipe_helpers(e, out);
     approx_helpers(e, out);
 }
@@ -690,5 +691,7 @@ const dialect emit_cuda_dialect = {
     .copy_commit = cuda_copy_commit,
     .copy_wait = cuda_copy_wait,
     .copy_tile = emit_cuda_copy_tile,
+    .store_bulk = emit_cuda_store_bulk,
+    .store_bulk_sync = emit_cuda_store_bulk_sync,
     .pipe = emit_cuda_pipe,
 };

@@ -315,6 +315,7 @@ static void mtl_shared(emitter *e, strbuf *out, int32_t b) {
 /* Metal has no per-thread asynchronous copy (simdgroup_async_copy is not public): the copy
  * is made at once, which a correct kernel cannot tell apart. */
 static void mtl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "threadgroup", "device"); }
+static void mtl_store_bulk(emitter *e, int32_t i) { emit_store_bulk_at_once(e, i, "device", "threadgroup"); }
 
 static void mtl_move16(strbuf *out, const char *dst, const char *src) {
     sb_printf(out, "*(threadgroup uint4 *)%s = *(device const uint4 *)%s;", dst, src);
@@ -446,4 +447,5 @@ const dialect emit_metal_dialect = {
     .prelude = mtl_prelude,
     .copy_async = mtl_copy_async,
     .copy_tile = mtl_copy_tile,
+    .store_bulk = mtl_store_bulk,
 };

@@ -178,6 +178,7 @@ static void cl_prefetch(emitter *e, int32_t i) {
  * must reach with the same arguments; tern's copies are per thread, so they are made at once
  * (what a correct kernel cannot tell from an asynchronous copy). */
 static void cl_copy_async(emitter *e, int32_t i) { emit_copy_at_once(e, i, "__local", "__global"); }
+static void cl_store_bulk(emitter *e, int32_t i) { emit_store_bulk_at_once(e, i, "__global", "__local"); }
 
 static void cl_move16(strbuf *out, const char *dst, const char *src) {
     sb_printf(out, "*(__local uint4 *)%s = *(__global const uint4 *)%s;", dst, src);
@@ -373,4 +374,5 @@ const dialect emit_opencl_dialect = {
     .prefetch = cl_prefetch,
     .copy_async = cl_copy_async,
     .copy_tile = cl_copy_tile,
+    .store_bulk = cl_store_bulk,
 };

@@ -65,6 +65,7 @@ void interp_atomic(ictx *c, int32_t ins, const int32_t *lanes, int n);
 void interp_prefetch(ictx *c, int32_t ins, const int32_t *lanes, int n);
 /* An asynchronous copy is made at once (its commit and wait do nothing). */
 void interp_copy_async(ictx *c, int32_t ins, const int32_t *lanes, int n);
+void interp_store_bulk(ictx *c, int32_t ins, const int32_t *lanes, int n);
 /* A tile copy is made at once by the producer's threads together. */
 void interp_copy_tile(ictx *c, int32_t ins, const int32_t *lanes, int n);
 

@@ -315,8 +315,12 @@ static int exec_range(ictx *c, int32_t begin, int32_t end, int32_t *lanes, int n
         case IR_PREFETCH: interp_prefetch(c, i, lanes, n); break;
         case IR_COPY_ASYNC: interp_copy_async(c, i, lanes, n); break;
         case IR_COPY_TILE: interp_copy_tile(c, i, lanes, n); break;
+        case IR_STORE_BULK: interp_store_bulk(c, i, lanes, n); break;
         case IR_COPY_COMMIT:
-        case IR_COPY_WAIT: break; /* the copies were made at once */
+        case IR_COPY_WAIT:
+        case IR_STORE_BULK_COMMIT:
+        case IR_STORE_BULK_WAIT:
+        case IR_STORE_BULK_FENCE: break; /* the copies were made at once */
         case IR_BREAK:
         case IR_CONTINUE:
         case IR_EXIT: {

@@ -282,6 +282,38 @@ void interp_copy_async(ictx *c, int32_t ins, const int32_t *lanes, int n) {
     });
 }
 
+/* tern_store_bulk, made at once: the count a whole number of 16-byte pieces, both starts on 16
+ * bytes (the view's offset counted) and both runs in bounds, then the bytes copied as they are. */
+void interp_store_bulk(ictx *c, int32_t ins, const int32_t *lanes, int n) {
+    const ir_ins *in = &c->k->ins[ins];
+    const ibuf *d = &c->bufs[in->a[0]], *s = &c->bufs[in->a[2]];
+    size_t size = tern_type_size((tern_type)d->elem);
+    int w = (int)(16 / size); /* elements in 16 bytes */
+    int32_t count_val = (int32_t)in->imm;
+    bool count_signed = ir_type_is_signed(c->k->vals[count_val].type);
+    FOR_LANES(c, lanes, n, {
+        const ev cnt = IREG(c, count_val)[l];
+        if ((count_signed && cnt.i < 0) || cnt.u % (uint64_t)w) {
+            ictx_fail(c, ins, l, "store_bulk of %lld elements of %zu bytes: the count is a multiple of %d (16 bytes)",
+                      (long long)cnt.i, size, w);
+            return;
+        }
+        if (cnt.u == 0) continue;
+        size_t di;
+        size_t si;
+        if (!index_of_lane(c, ins, l, "store_bulk to", in->a[1], d, w, &di) ||
+            !index_of_lane(c, ins, l, "store_bulk from", in->a[3], s, w, &si))
+            return;
+        if (d->len - di < cnt.u || s->len - si < cnt.u) {
+            ictx_fail(c, ins, l, "store_bulk of %llu elements from '%s' at %zu to '%s' at %zu runs past an end "
+                      "(%zu and %zu elements)", (unsigned long long)cnt.u, ibuf_name(c, s), si, ibuf_name(c, d), di,
+                      s->len, d->len);
+            return;
+        }
+        memcpy(d->base + di * size, s->base + si * size, (size_t)cnt.u * size);
+    });
+}
+
 /* tern_copy_tile, made at once by the producer's threads together: each must reach it (a
  * collective of the producer) with the same operands, the matrix's view aligned to 16 bytes
  * (as a tensor map's start must be) and the box inside it; then the box is copied into the

@@ -124,7 +124,9 @@ const char *ir_op_name(ir_op op) {
         [IR_LOAD_MATRIX] = "load_matrix", [IR_FENCE] = "fence_device",
         [IR_COPY_ASYNC] = "copy_async", [IR_COPY_COMMIT] = "copy_async_commit",
         [IR_COPY_WAIT] = "copy_async_wait", [IR_WGMMA] = "wgmma_bf16", [IR_WGMMA_WAIT] = "wgmma_wait",
-        [IR_COPY_TILE] = "copy_tile",
+        [IR_COPY_TILE] = "copy_tile", [IR_STORE_BULK] = "store_bulk",
+        [IR_STORE_BULK_COMMIT] = "store_bulk_commit", [IR_STORE_BULK_WAIT] = "store_bulk_wait",
+        [IR_STORE_BULK_FENCE] = "store_bulk_fence",
     };
     return (unsigned)op < IR_OP_COUNT && names[op] ? names[op] : "?";
 }
@@ -268,6 +270,11 @@ int ir_operands(const tern_kernel *k, const ir_ins *in, int32_t *out) {
     case IR_COPY_ASYNC: /* a0 and a2 are buffers */
         out[n++] = a[1];
         out[n++] = a[3];
+        break;
+    case IR_STORE_BULK: /* a0 and a2 are buffers, the count the value imm */
+        out[n++] = a[1];
+        out[n++] = a[3];
+        out[n++] = (int32_t)in->imm;
         break;
     case IR_ATOMIC_CAS:
     case IR_COPY_TILE: /* a0 is a buffer */

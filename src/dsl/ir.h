@@ -77,6 +77,11 @@ typedef enum ir_op {
     IR_COPY_TILE,  /* tern_copy_tile: threadgroup buffer a0's tile at a1 = the box of rows from
                     * a2, columns from a3 of a matrix (ir_tile_unpack(imm)); aux the pipe's
                     * producer_first (its producer is the threads from aux * 128 on) */
+    IR_STORE_BULK, /* device buffer a0 [a1 .. a1+n-1] = threadgroup buffer a2 [a3 .. a3+n-1],
+                    * asynchronously (tern_store_bulk); n the value imm */
+    IR_STORE_BULK_COMMIT, /* closes this thread's batch of bulk stores */
+    IR_STORE_BULK_WAIT,   /* waits until at most aux of this thread's batches still read their sources */
+    IR_STORE_BULK_FENCE,  /* this thread's threadgroup writes ordered before later bulk stores */
     IR_OP_COUNT
 } ir_op;
 

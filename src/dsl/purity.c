@@ -26,8 +26,15 @@ static const char *impurity(const tern_kernel *k, const ir_ins *in, char *buf, s
         snprintf(buf, size, "stores to buffer '%s' (copy_tile from '%s')", ir_string(k, k->bufs[in->a[0]].name),
                  ir_string(k, k->bufs[ir_tile_unpack(in->imm).buf].name));
         return buf;
+    case IR_STORE_BULK:
+        snprintf(buf, size, "stores to buffer '%s' (store_bulk from '%s')",
+                 ir_string(k, k->bufs[in->a[0]].name), ir_string(k, k->bufs[in->a[2]].name));
+        return buf;
     case IR_COPY_COMMIT:
-    case IR_COPY_WAIT: return "uses asynchronous copies";
+    case IR_COPY_WAIT:
+    case IR_STORE_BULK_COMMIT:
+    case IR_STORE_BULK_WAIT:
+    case IR_STORE_BULK_FENCE: return "uses asynchronous copies";
     case IR_ATOMIC:
     case IR_ATOMIC_CAS: return "uses atomics";
     case IR_BARRIER: return "uses a barrier";

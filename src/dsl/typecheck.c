@@ -3,6 +3,7 @@
  * scope, operand and result types, and well-formed blocks. The tracer already enforces all
  * of this with friendlier messages; this is the safety net behind it. */
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -105,6 +106,17 @@ static void check_copy(verifier *v, const ir_ins *in) {
                 d->elem == s->elem && sizes && ir_type_is_int(di) && ir_type_is_int(si) &&
                 in->type == TERN_T_VOID && in->dst < 0,
          "copy_async operands");
+}
+
+/* STORE_BULK: threadgroup buffer a2 to a writable device buffer a0, one element type, integer
+ * indices and count (the value imm); a2 marked 16-byte aligned as a copy's destination is. */
+static void check_store_bulk(verifier *v, const ir_ins *in) {
+    const ir_buf *d = buf(v, in->a[0]), *s = buf(v, in->a[2]);
+    bool count = in->imm >= 0 && in->imm <= INT32_MAX && ir_type_is_int(val(v, (int32_t)in->imm));
+    want(v, d && s && s->shared && (s->used & IR_BUF_COPIED) && !d->shared && (d->intent & TERN_WRITE) &&
+                d->elem == s->elem && ir_type_is_int(val(v, in->a[1])) && ir_type_is_int(val(v, in->a[3])) &&
+                count && in->type == TERN_T_VOID && in->dst < 0,
+         "store_bulk operands");
 }
 
 /* COPY_TILE: a tiles array a0 (its index a1), a readable bf16 buffer parameter named in imm
@@ -326,6 +338,8 @@ static void check_ins(verifier *v, int32_t i) {
     case IR_COPY_ASYNC: check_copy(v, in); break;
     case IR_COPY_TILE: check_copy_tile(v, in); break;
     case IR_COPY_WAIT: want(v, in->aux <= IR_COPY_WAIT_MAX, "copy_async_wait's pending count"); break;
+    case IR_STORE_BULK: check_store_bulk(v, in); break;
+    case IR_STORE_BULK_WAIT: want(v, in->aux <= IR_COPY_WAIT_MAX, "store_bulk_wait's pending count"); break;
     case IR_PREFETCH: {
         const ir_buf *b = buf(v, a[0]);
         want(v, b && !b->shared && (b->intent & TERN_READ) && ir_type_is_int(val(v, a[1])), "prefetch operands");
@@ -335,6 +349,8 @@ static void check_ins(verifier *v, int32_t i) {
     case IR_END:
     case IR_FENCE:
     case IR_COPY_COMMIT:
+    case IR_STORE_BULK_COMMIT:
+    case IR_STORE_BULK_FENCE:
     case IR_BREAK:
     case IR_CONTINUE:
     case IR_EXIT: break;
