@@ -709,23 +709,11 @@ static void stage_ds_out(const fl_ctx *f, const bkv_state *st, int j, tern_v d[4
     }
 }
 
-/* The staged dS^T tile (keys k0 .., queries q0 ..) to the [B NH, T, T] buffer, rows past T
- * left out and each row cut at T (a multiple of 8). With warpgroup products (Hopper) thread
- * r < TILE hands row r (128 bytes) to the copy engine, whose reads of DSt the next tile waits
- * for (backward_kv_tile); else every thread stores 16 bytes at a time. */
+/* The staged dS^T tile (keys k0 .., queries q0 ..) to the [B NH, T, T] buffer: 16 bytes per
+ * store, rows and 8-query runs past T left out (T is a multiple of 8). The rows handed to the
+ * copy engine instead (tern_store_bulk, a row a thread, the fence, and the reads waited for
+ * before the next tile) made the warpgroup kernel 23% slower: bench/h200/NOTES.md, run 172. */
 static void copy_ds(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0) {
-    if (f->wg) {
-        tern_store_bulk_fence(kb); /* this thread's values of DSt, for the copy engine */
-        tern_barrier(kb);          /* ... and every SIMD group's */
-        tern_v key = tern_add(st->k0, f->tid);
-        TERN_IF(kb, tern_land(tern_lt(f->tid, tern_int(TILE)), tern_lt(key, st->T))) {
-            tern_v n = tern_min(tern_int(TILE), tern_sub(st->T, q0));
-            tern_store_bulk(st->dsg, ds_tile_index(f, st->k0, f->tid, q0), st->DSt,
-                            tern_mul(f->tid, tern_int(TILE + 8)), n);
-        }
-        tern_store_bulk_commit(kb);
-        return;
-    }
     tern_barrier(kb); /* every SIMD group's values are in the tile */
     int per_row = TILE / 8, total = TILE * per_row, n = f->threads;
     for (int i = 0; i < (total + n - 1) / n; i++) {
@@ -808,8 +796,6 @@ static void backward_kv_issue(const fl_ctx *f, const void *state, tern_v next) {
  * walked in two slices of TILE / 2 queries, so that half as many scores are live at once
  * (this kernel holds K, V, dK and dV fragments besides: registers limit its occupancy). */
 static void backward_kv_tile(tern_kb *kb, const fl_ctx *f, const bkv_state *st, tern_v q0, bool diagonal) {
-    /* the last tile's bulk stores have read DSt before this tile's first barrier */
-    if (st->ds_saved && f->wg) tern_store_bulk_wait(kb, 0);
     if (!st->pipelined) {
         tern_barrier(kb);
         stage_tile(f, st->Qs, st->qkv, 3, 0, q0);
@@ -932,7 +918,6 @@ static void trace_backward_kv(tern_kb *kb, void *user) {
             backward_kv_walk(kb, &fq, &st, kt);
         }
     }
-    if (st.ds_saved && f.wg) tern_store_bulk_wait(kb, 0); /* DSt outlives the last tile's reads */
     tern_v one = tern_f32(1.0f);
     store_rows(&f, dqkv, 3, 1, r, dk, scale, scale); /* dS's scale, taken out of the loop */
     store_rows(&f, dqkv, 3, 2, r, dv, one, one);
