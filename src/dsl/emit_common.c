@@ -629,7 +629,9 @@ static void statement(emitter *e, int32_t i) {
             e->d->store_bulk_sync(e, i);
         } else {
             char what[40];
-            snprintf(what, sizeof what, "%s %d", ir_op_name((ir_op)in->op), in->aux);
+            const char *name = ir_op_name((ir_op)in->op);
+            if (in->op == IR_STORE_BULK_WAIT) snprintf(what, sizeof what, "%s %d", name, in->aux);
+            else snprintf(what, sizeof what, "%s", name);
             emit_comment_statement(e, i, what, "bulk stores are made at once here");
         }
         return;

@@ -220,7 +220,7 @@ static void test_text(const tern_kernel *k) {
     expect_in("opencl", cl, "cp.async", false);
     expect_in("metal", mtl, "{ device uint4 *tern_bd = (device uint4 *)&out[", true);
     expect_in("metal", mtl, "threadgroup const uint4 *tern_bs", true);
-    expect_in("metal", mtl, "/* store_bulk_fence 0: bulk stores are made at once here */", true);
+    expect_in("metal", mtl, "/* store_bulk_fence: bulk stores are made at once here */", true);
     free(cu);
     free(cl);
     free(mtl);
