@@ -9,6 +9,7 @@
 #include "tern/rng.h"
 #include "tern/safetensors.h"
 
+#include "../common/batch_check.h"
 #include "../common/handler_choice.h"
 #include "model_handlers.h" /* TERN_MODEL_HANDLERS(X): one X(handler) per built handler */
 
@@ -292,18 +293,7 @@ tern_error *tern_gpt2_sum_across_ranks(tern_gpt2 *m, float *value) {
 
 /* Token ids come from outside (prompts, data files): checked here, once, for every handler. */
 static tern_error *check_batch(const tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T) {
-    if (B <= 0 || T <= 0) return tern_errorf("batch %d x %d: both must be positive", B, T);
-    if (T > m->cfg.max_seq)
-        return tern_errorf("sequence length %d exceeds the model's context of %d", T, m->cfg.max_seq);
-    if ((size_t)B * (size_t)T > (size_t)1 << 30) return tern_errorf("batch %d x %d is too large", B, T);
-    size_t n = (size_t)B * T;
-    for (size_t i = 0; i < n; i++) {
-        if (x[i] < 0 || x[i] >= m->cfg.vocab_size)
-            return tern_errorf("token %zu is %d, outside the vocabulary of %d", i, x[i], m->cfg.vocab_size);
-        if (y && (y[i] < 0 || y[i] >= m->cfg.vocab_size))
-            return tern_errorf("target %zu is %d, outside the vocabulary of %d", i, y[i], m->cfg.vocab_size);
-    }
-    return NULL;
+    return model_check_batch(m->cfg.max_seq, m->cfg.vocab_size, x, y, B, T);
 }
 
 tern_error *tern_gpt2_forward(tern_gpt2 *m, const int32_t *x, const int32_t *y, int B, int T,

@@ -181,6 +181,30 @@ static void test_gradients(tern_gpt2 *m) {
     printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
 }
 
+/* Token ids from outside are refused before any handler sees them, each with its reason
+ * (models/common/batch_check.c): an id or a target outside the vocabulary, a sequence past
+ * the context, an empty batch. x and y hold 256 valid ids, put back as they were. */
+static void expect_refusal(tern_error *err, const char *reason, const char *what) {
+    CHECKF(err != NULL && strstr(tern_error_message(err), reason) != NULL, "%s: %s", what,
+           err ? tern_error_message(err) : "accepted");
+    tern_error_free(err);
+}
+
+static void check_batch_refusals(tern_gpt2 *m, int32_t *x, int32_t *y) {
+    const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
+    float loss = 0;
+    int32_t x7 = x[7], y9 = y[9];
+    x[7] = cfg->vocab_size;
+    expect_refusal(tern_gpt2_forward(m, x, y, 4, 64, &loss), "outside the vocabulary", "token = vocab_size");
+    x[7] = x7;
+    y[9] = -1;
+    expect_refusal(tern_gpt2_forward(m, x, y, 4, 64, &loss), "outside the vocabulary", "target -1");
+    y[9] = y9;
+    expect_refusal(tern_gpt2_forward(m, x, y, 1, cfg->max_seq + 1, &loss), "exceeds the model's context",
+                   "T past the context");
+    expect_refusal(tern_gpt2_forward(m, x, y, 0, 64, &loss), "must be positive", "B = 0");
+}
+
 /* The memory settings (tern_gpt2_set_memory) change where values live, not the maths: with
  * the logits and the loss's gradient in chunks of 48 rows (five chunks and a part one of the
  * 256 rows) and the GELU and layer norms recomputed in the backward pass, the gradients still match the
@@ -209,6 +233,7 @@ static void test_memory_settings(tern_gpt2 *m) {
     CHECKF(err != NULL, "set_memory took logit_rows -1");
     tern_error_free(err);
     CHECK_OK(tern_gpt2_set_memory(m, &none));
+    check_batch_refusals(m, x, y);
 }
 
 /* Gradients accumulate: two passes without zero_grad between them give the sum of each
