@@ -8,7 +8,8 @@
 #      against the nanoGPT-style peer under torch.compile (gpu_torch_peers.py train --impl
 #      nano, the issue's peer: carried in .fixtures/bench by fetch-debs), tern before and after;
 #   2. GPT-2 1.5B (gpt2-xl), the same batch (8 steps after 3);
-#   3. the peak GPU memory of both (nvidia-smi every 50 ms, the whole process);
+#   3. the peak GPU memory of both (nvidia-smi every 50 ms, the whole process), and the SM
+#      clock and power while each ran (every 100 ms: a card slowing under load shows there);
 #   4. decoding GPT-2 124M bf16 batch 1 (prompt 16, 512 tokens), tern before and after the
 #      best PyTorch decoder we have (bench/h200/llama_peers.py --impl fast-pipe); then, with
 #      ISSUE24_BATCHES (default "8 32"), batched decoding against the same peer at each batch.
@@ -44,6 +45,7 @@ tern_train() {
     if [ "$(call_left)" -lt 60 ]; then note "skip $label (the call's time is spent)"; return 0; fi
     peak_run "$log" $b/tern bench train --backend cuda --precision bf16 --batch 16 --seq 1024 "$@"
     note "$label: exit $PEAK_RC, peak $(gib "$PEAK_MIB"), $(grep '^bench:' "$log" | tail -1 | sed 's/.*: median/median/')"
+    note "  $PEAK_CLOCKS"
 }
 # ---- 1: 124M against the nanoGPT-style peer; 2 and 3: 1.5B ----
 tern_train "1. tern 124M" train-124m-1.log --steps 20 --warmup 5

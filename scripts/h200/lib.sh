@@ -48,9 +48,13 @@ build_tern() { # the Release build with the cuda handler, without OpenCL (no CLB
 }
 peak_run() { # log path, command...: runs it, sampling its process's used GPU memory (nvidia-smi,
     # every 50 ms; CUDA context, libraries' workspaces and every allocation included) into
-    # the .smi file beside the log; sets PEAK_RC (its exit status) and PEAK_MIB (its peak)
-    local log=$1 smi=${1%.log}.smi pid
+    # the .smi file beside the log, and the card's SM clock and power every 100 ms into the
+    # .clk file; sets PEAK_RC (its exit status), PEAK_MIB (its peak) and PEAK_CLOCKS (the SM
+    # clock's least and median, the most power drawn: a card slowing under load shows there)
+    local log=$1 smi=${1%.log}.smi clk=${1%.log}.clk pid cpid
     shift
+    nvidia-smi --query-gpu=clocks.sm,power.draw --format=csv,noheader,nounits -lms 100 > "$clk" 2> /dev/null &
+    cpid=$!
     "$@" > "$log" 2>&1 &
     pid=$!
     : > "$smi"
@@ -60,7 +64,16 @@ peak_run() { # log path, command...: runs it, sampling its process's used GPU me
     done
     wait $pid
     PEAK_RC=$?
+    kill $cpid 2> /dev/null
+    wait $cpid 2> /dev/null
     PEAK_MIB=$(awk -F', *' -v p=$pid '$1 == p && $2 > m { m = $2 } END { print m + 0 }' "$smi")
+    # the samples while the card was busy (power above half its largest), so start-up and
+    # compilation do not count
+    PEAK_CLOCKS=$(awk -F', *' '$2 + 0 > 0 { c[NR] = $1; p[NR] = $2; if ($2 > pm) pm = $2 }
+        END { for (i in c) if (p[i] > pm / 2) print c[i], pm }' "$clk" | sort -n |
+        awk 'NF { v[++n] = $1; pm = $2 }
+             END { if (!n) { print "no clock samples"; exit }
+                   printf "SM clock %d-%d MHz (median %d), power up to %.0f W", v[1], v[n], v[int((n + 1) / 2)], pm }')
 }
 build_with_old() { # A's build (build_tern) beside B's tern_cli, B the tree carried as
     # .old/old.tar.gz (`git archive`), unpacked in $base: exits on either's failure
