@@ -181,15 +181,16 @@ static void test_gradients(tern_gpt2 *m) {
     printf("  gradients: worst %.2g of the norm (%s)\n", worst, worst_name);
 }
 
-/* Token ids from outside are refused before any handler sees them, each with its reason
- * (models/common/batch_check.c): an id or a target outside the vocabulary, a sequence past
- * the context, an empty batch. x and y hold 256 valid ids, put back as they were. */
+/* err is a refusal whose message names `reason`; freed. */
 static void expect_refusal(tern_error *err, const char *reason, const char *what) {
     CHECKF(err != NULL && strstr(tern_error_message(err), reason) != NULL, "%s: %s", what,
            err ? tern_error_message(err) : "accepted");
     tern_error_free(err);
 }
 
+/* Token ids from outside are refused before any handler sees them, each with its reason
+ * (models/common/batch_check.c): an id or a target outside the vocabulary, a sequence past
+ * the context, an empty batch. x and y hold 256 valid ids, put back as they were. */
 static void check_batch_refusals(tern_gpt2 *m, int32_t *x, int32_t *y) {
     const tern_gpt2_config *cfg = tern_gpt2_get_config(m);
     float loss = 0;
